@@ -1,0 +1,69 @@
+"""What the app needs to know about EC2 instance types, without asking AWS.
+
+`efa_interfaces` is the maximum number of EFA interfaces the type supports (one per network card that
+carries EFA); 0 means the type has no EFA. The GPU nodegroup's launch template gets exactly that many
+interfaces. Figures are from the EC2 instance-type documentation (accelerated computing and general
+purpose pages); `python -m ops preflight` checks them against the live DescribeInstanceTypes answer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    vcpus: int
+    memory_gib: int
+    gpus: int = 0
+    gpu_model: str = ""
+    gpu_memory_gib: int = 0
+    efa_interfaces: int = 0
+
+    @property
+    def has_efa(self) -> bool:
+        return self.efa_interfaces > 0
+
+
+INSTANCE_TYPES: dict[str, InstanceSpec] = {
+    # general purpose: system nodes
+    "m7i.large": InstanceSpec(vcpus=2, memory_gib=8),
+    "m7i.xlarge": InstanceSpec(vcpus=4, memory_gib=16),
+    "m7i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32),
+    "m7i.4xlarge": InstanceSpec(vcpus=16, memory_gib=64),
+    "m7i.8xlarge": InstanceSpec(vcpus=32, memory_gib=128),
+    "m6i.xlarge": InstanceSpec(vcpus=4, memory_gib=16),
+    "m6i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32),
+    # NVIDIA L4
+    "g6.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1),
+    "g6.12xlarge": InstanceSpec(vcpus=48, memory_gib=192, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1),
+    "g6.16xlarge": InstanceSpec(vcpus=64, memory_gib=256, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1),
+    "g6.24xlarge": InstanceSpec(vcpus=96, memory_gib=384, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1),
+    "g6.48xlarge": InstanceSpec(vcpus=192, memory_gib=768, gpus=8, gpu_model="L4", gpu_memory_gib=192, efa_interfaces=1),
+    # NVIDIA L40S
+    "g6e.xlarge": InstanceSpec(vcpus=4, memory_gib=32, gpus=1, gpu_model="L40S", gpu_memory_gib=48),
+    "g6e.8xlarge": InstanceSpec(vcpus=32, memory_gib=256, gpus=1, gpu_model="L40S", gpu_memory_gib=48, efa_interfaces=1),
+    "g6e.12xlarge": InstanceSpec(vcpus=48, memory_gib=384, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=1),
+    "g6e.24xlarge": InstanceSpec(vcpus=96, memory_gib=768, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=2),
+    "g6e.48xlarge": InstanceSpec(vcpus=192, memory_gib=1536, gpus=8, gpu_model="L40S", gpu_memory_gib=384, efa_interfaces=4),
+    # NVIDIA A10G
+    "g5.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="A10G", gpu_memory_gib=24),
+    "g5.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="A10G", gpu_memory_gib=24, efa_interfaces=1),
+    "g5.48xlarge": InstanceSpec(vcpus=192, memory_gib=768, gpus=8, gpu_model="A10G", gpu_memory_gib=192, efa_interfaces=1),
+    # NVIDIA A100 / H100 / H200
+    "p4d.24xlarge": InstanceSpec(vcpus=96, memory_gib=1152, gpus=8, gpu_model="A100", gpu_memory_gib=320, efa_interfaces=4),
+    "p5.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H100", gpu_memory_gib=640, efa_interfaces=32),
+    "p5e.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H200", gpu_memory_gib=1128, efa_interfaces=32),
+    "p5en.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H200", gpu_memory_gib=1128, efa_interfaces=16),
+}
+
+
+def known_types(*, gpu: bool) -> list[str]:
+    """Instance types of the table with (gpu=True) or without GPUs, in table order."""
+    return [name for name, spec in INSTANCE_TYPES.items() if (spec.gpus > 0) == gpu]
+
+
+def instance_family(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]

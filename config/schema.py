@@ -1,0 +1,233 @@
+"""The typed shape of a stage file. Field-level rules live here; rules across fields in rules.py.
+
+Every model forbids unknown keys and coerces nothing (strict): a string where a number belongs is an
+error, not a silent conversion.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from . import versions
+
+NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$"
+ACCOUNT = r"^[0-9]{12}$"
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+CHART_VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
+IAM_PRINCIPAL_ARN = r"^arn:aws(-[a-z]+)*:(iam|sts)::[0-9]{12}:(role|user|assumed-role)/[A-Za-z0-9_+=,.@/-]+$"
+SECRET_REF = r"^(arn:aws(-[a-z]+)*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9_/+=.@-]+$"
+TAG_KEY = r"^[A-Za-z0-9_ .:/=+@-]{1,128}$"
+
+Count = Annotated[int, Field(ge=0, le=1000)]
+Positive = Annotated[int, Field(ge=1, le=1000)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Network(Strict):
+    vpc_cidr: str = "10.0.0.0/16"
+    nat_gateways: Annotated[int, Field(ge=1, le=6)] = 1
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"not an IPv4 network in CIDR form ({exc})") from None
+        if not 16 <= net.prefixlen <= 20:
+            raise ValueError("prefix must be /16 to /20 (room for public and private subnets in every AZ)")
+        return value
+
+
+class Endpoint(Strict):
+    """Who reaches the Kubernetes API. No public CIDRs = a private-only endpoint."""
+
+    public_access_cidrs: list[str] = Field(default_factory=list, max_length=40)
+    private_access: bool = True
+    allow_public_internet: bool = False
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=True)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a network in CIDR form (e.g. 203.0.113.0/24)") from None
+        return values
+
+    @property
+    def public(self) -> bool:
+        return bool(self.public_access_cidrs)
+
+
+class Cluster(Strict):
+    name: Optional[Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]] = None  # default pd-inference-<stage>
+    kubernetes_version: Literal["1.35"] = "1.35"
+    endpoint: Endpoint = Field(default_factory=Endpoint)
+    admin_principal_arns: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN, max_length=2048)]] = Field(
+        default_factory=list, max_length=20
+    )
+    log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
+
+
+class SystemNodegroup(Strict):
+    instance_type: str = "m7i.xlarge"
+    min_size: Positive = 1
+    desired_size: Positive = 1
+    max_size: Positive = 2
+    root_volume_gib: Annotated[int, Field(ge=20, le=16384)] = 50
+
+
+class GpuNodegroup(Strict):
+    instance_type: str = "g6.8xlarge"
+    count: Positive = 2
+    min_size: Optional[Count] = None
+    max_size: Optional[Positive] = None
+    efa: bool = True
+    placement_group: bool = False
+    root_volume_gib: Annotated[int, Field(ge=50, le=16384)] = 200
+    capacity_type: Literal["on_demand", "spot"] = "on_demand"
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        """(min, desired, max): min = desired = max = count unless configured otherwise."""
+        low = self.count if self.min_size is None else self.min_size
+        high = self.count if self.max_size is None else self.max_size
+        return low, self.count, high
+
+
+class Addons(Strict):
+    kuberay_operator: Annotated[str, Field(pattern=CHART_VERSION)] = versions.KUBERAY_OPERATOR.version
+    nvidia_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = versions.NVIDIA_DEVICE_PLUGIN.version
+    efa_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = versions.EFA_DEVICE_PLUGIN.version
+
+    @field_validator("nvidia_device_plugin")
+    @classmethod
+    def _not_broken(cls, value: str) -> str:
+        if value.lstrip("v") in versions.NVIDIA_DEVICE_PLUGIN_BROKEN:
+            raise ValueError(
+                f"{value} conflicts with the EFA device plugin (any version but 0.19.0-0.19.2, "
+                f"pinned: {versions.NVIDIA_DEVICE_PLUGIN.version})"
+            )
+        return value
+
+
+class Model(Strict):
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", max_length=128)] = "qwen3.5-9b"
+    source: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$|^/[A-Za-z0-9_./-]+$|^s3://[A-Za-z0-9_./-]+$")] = "Qwen/Qwen3.5-9B"
+
+
+class Engine(Strict):
+    max_model_len: Annotated[int, Field(ge=1, le=1_048_576)] = 4096
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=0.99)] = 0.90
+    enforce_eager: bool = True
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+
+
+class Replicas(Strict):
+    """A fixed count (`replicas`), or Ray Serve autoscaling between `min_replicas` and `max_replicas`."""
+
+    replicas: Optional[Positive] = None
+    min_replicas: Optional[Count] = None
+    max_replicas: Optional[Positive] = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Replicas":
+        fixed = self.replicas is not None
+        scaled = self.min_replicas is not None or self.max_replicas is not None
+        if fixed == scaled:
+            raise ValueError("set either replicas, or min_replicas and max_replicas")
+        if scaled and (self.min_replicas is None or self.max_replicas is None):
+            raise ValueError("autoscaling needs both min_replicas and max_replicas")
+        if scaled and self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
+        return self
+
+    @property
+    def most(self) -> int:
+        return self.replicas if self.replicas is not None else self.max_replicas
+
+
+class WorkerResources(Strict):
+    """Per Ray worker pod (one per GPU node). Omitted values derive from the GPU instance type."""
+
+    cpu_request: Optional[Annotated[int, Field(ge=1, le=1024)]] = None
+    cpu_limit: Optional[Annotated[int, Field(ge=1, le=1024)]] = None
+    memory_request_gib: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
+    memory_limit_gib: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = 8
+
+
+class HeadResources(Strict):
+    cpu_request: Annotated[int, Field(ge=1, le=64)] = 2
+    cpu_limit: Annotated[int, Field(ge=1, le=64)] = 3
+    memory_request_gib: Annotated[int, Field(ge=1, le=512)] = 8
+    memory_limit_gib: Annotated[int, Field(ge=1, le=512)] = 12
+
+
+class WeightCache(Strict):
+    """A directory on the GPU node's root volume that outlives the pod: weights load once per node."""
+
+    enabled: bool = True
+    host_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]+$", max_length=200)] = "/var/lib/model-cache"
+    mount_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]+$", max_length=200)] = "/model-cache"
+
+
+class Serving(Strict):
+    mode: Literal["pd", "colocated"] = "pd"
+    namespace: Annotated[str, Field(pattern=K8S_NAME)] = "inference"
+    service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = "ray-llm"
+    image: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:@-]+$", min_length=3, max_length=255)]] = None
+    ray_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = "2.58.0"
+    model: Model = Field(default_factory=Model)
+    engine: Engine = Field(default_factory=Engine)
+    prefill: Replicas = Field(default_factory=lambda: Replicas(replicas=1))
+    decode: Replicas = Field(default_factory=lambda: Replicas(replicas=1))
+    kv_backend: Literal["LIBFABRIC", "UCX"] = "LIBFABRIC"
+    worker_privilege: Literal["privileged", "ipc_lock"] = "privileged"
+    worker_resources: WorkerResources = Field(default_factory=WorkerResources)
+    head_resources: HeadResources = Field(default_factory=HeadResources)
+    weight_cache: WeightCache = Field(default_factory=WeightCache)
+    hf_token_secret: Optional[Annotated[str, Field(pattern=SECRET_REF, max_length=2048)]] = None
+    # Required: with a fixed pair of GPU nodes the choice decides whether a rayClusterConfig change
+    # stalls (NewCluster needs twice the GPUs) or is applied only by recreating the pods (None).
+    upgrade_strategy: Literal["None", "NewCluster"]
+    client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(default_factory=list, max_length=20)
+
+
+class StageConfig(Strict):
+    stage: Annotated[str, Field(pattern=NAME)]
+    account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
+    region: Annotated[str, Field(pattern=REGION)]
+    availability_zones: list[str] = Field(min_length=2, max_length=6)
+    gpu_availability_zone: str
+    network: Network = Field(default_factory=Network)
+    cluster: Cluster = Field(default_factory=Cluster)
+    system_nodegroup: SystemNodegroup = Field(default_factory=SystemNodegroup)
+    gpu_nodegroup: GpuNodegroup = Field(default_factory=GpuNodegroup)
+    addons: Addons = Field(default_factory=Addons)
+    serving: Serving
+    tags: dict[Annotated[str, Field(pattern=TAG_KEY)], Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, max_length=40
+    )
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name or f"pd-inference-{self.stage}"
+
+    @property
+    def image(self) -> str:
+        return self.serving.image or versions.dlc_image(self.region)
+
+
+def is_valid_name(value: str) -> bool:
+    return re.fullmatch(NAME, value) is not None

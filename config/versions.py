@@ -1,0 +1,52 @@
+"""Every pinned version of a Helm chart and a container image, in one place.
+
+Stage files may override a chart version (to promote a new one through dev first); when they do not,
+these are the versions that are deployed. Python packages are pinned in requirements*.txt and the CDK
+CLI in package.json.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HelmChartPin:
+    """Where a chart comes from and the version that was checked against its default values."""
+
+    chart: str
+    repository: str
+    version: str
+
+
+KUBERAY_OPERATOR = HelmChartPin(
+    chart="kuberay-operator",
+    repository="https://ray-project.github.io/kuberay-helm/",
+    version="1.7.0",
+)
+NVIDIA_DEVICE_PLUGIN = HelmChartPin(
+    chart="nvidia-device-plugin",
+    repository="https://nvidia.github.io/k8s-device-plugin",
+    version="0.20.0",
+)
+EFA_DEVICE_PLUGIN = HelmChartPin(
+    chart="aws-efa-k8s-device-plugin",
+    repository="https://aws.github.io/eks-charts",
+    version="v0.5.30",
+)
+
+# nvidia-device-plugin releases that conflict with the EFA device plugin (DESIGN.md section 4).
+NVIDIA_DEVICE_PLUGIN_BROKEN = frozenset({"0.19.0", "0.19.1", "0.19.2"})
+
+# The AWS Deep Learning Container for Ray Serve LLM, and the Ray each tag carries. `rayVersion` in the
+# RayService must equal the image's Ray, so the serving config is checked against this table.
+DLC_ACCOUNT = "763104351884"
+DLC_REPOSITORY = "ray"
+DLC_SERVE_LLM_TAG = "serve-llm-cuda-v1.0"
+DLC_RAY_VERSIONS = {
+    "serve-llm-cuda-v1.0": "2.58.0",
+}
+
+
+def dlc_image(region: str, tag: str = DLC_SERVE_LLM_TAG) -> str:
+    """The regional ECR address of the Ray Serve LLM Deep Learning Container."""
+    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{DLC_REPOSITORY}:{tag}"

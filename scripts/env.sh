@@ -1,0 +1,6 @@
+# Sourced by the scripts: quiet, offline-friendly defaults for CDK and jsii (DESIGN.md section 3).
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
+export CDK_DISABLE_CLI_TELEMETRY=true
+export AWS_EC2_METADATA_DISABLED=true
+export PYTHONDONTWRITEBYTECODE=1

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a project venv with the pinned Python packages and the pinned CDK CLI in
+# node_modules/. Re-runs are no-ops unless a requirements file or package-lock.json changed.
+#   scripts/setup.sh          runtime packages (synth)
+#   scripts/setup.sh --dev    runtime + test and validation packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+want="requirements.txt"
+[[ "${1:-}" == "--dev" ]] && want="requirements-dev.txt"
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "setup: Python 3.11 or newer is needed (found $("$python" --version 2>&1))" >&2; exit 1; }
+command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2; exit 1; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  "$python" -m venv .venv
+fi
+stamp=.venv/.setup-stamp-$(basename "$want" .txt)
+digest=$(cat requirements.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$want" -c constraints.txt
+  echo "$digest" > "$stamp"
+fi
+
+lock_digest=$(sha256sum package-lock.json | cut -c1-16)
+if [[ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$lock_digest" ]]; then
+  npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+  echo "$lock_digest" > node_modules/.setup-stamp
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: set up, then synthesize one stage (default: dev) with the project's pinned CDK CLI.
+#   scripts/synth.sh [STAGE]      e.g. scripts/synth.sh prod;  STAGE=all synthesizes every stage file
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+source scripts/env.sh
+stage=${1:-dev}
+if [[ "$stage" == "all" ]]; then
+  exec npx --no-install cdk synth --quiet
+fi
+exec npx --no-install cdk synth --quiet -c "stage=$stage"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: set up (dev packages), then pytest, which runs the CDK assertions, cfn-lint,
+# cdk-nag, the schema validations and the config checks. AWS variables are unset: nothing may need them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --dev
+source scripts/env.sh
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE \
+      AWS_REGION AWS_DEFAULT_REGION AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE
+export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,1 @@
+"""CDK stacks, one module per concern: network -> cluster (nodegroups, add-ons) -> serving."""

@@ -1,0 +1,96 @@
+"""The EKS cluster with its nodegroups and add-ons. Nothing here changes when the served model does."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct
+
+from config.instance_types import INSTANCE_TYPES
+from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
+
+from . import addons
+from .efa import EfaNetwork
+from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
+from .retention import retention
+from .zones import FixedZonesStack
+
+# One kubectl layer per Kubernetes minor; the schema only admits versions listed here.
+KUBECTL_LAYERS = {"1.35": KubectlV35Layer}
+ALL_LOG_TYPES = [
+    eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
+    endpoint = cluster.endpoint
+    if not endpoint.public:
+        return eks.EndpointAccess.PRIVATE
+    base = eks.EndpointAccess.PUBLIC_AND_PRIVATE if endpoint.private_access else eks.EndpointAccess.PUBLIC
+    return base.only_from(*endpoint.public_access_cidrs)
+
+
+class ClusterStack(FixedZonesStack):
+    def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], vpc: ec2.IVpc,
+                 cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
+                 gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons, **kwargs) -> None:
+        super().__init__(scope, construct_id, zones=zones, **kwargs)
+        secrets_key = kms.Key(
+            self, "SecretsKey", enable_key_rotation=True,
+            description=f"EKS secrets envelope encryption for {cluster_name}",
+        )
+        # Created before the cluster so EKS writes into a group with a retention, not a never-expiring one.
+        control_plane_logs = logs.LogGroup(
+            self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
+            retention=retention(cluster.log_retention_days), removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.cluster = eks.Cluster(
+            self, "Cluster",
+            cluster_name=cluster_name,
+            version=eks.KubernetesVersion.of(cluster.kubernetes_version),
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=KUBECTL_LAYERS[cluster.kubernetes_version](self, "KubectlLayer"),
+            ),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            cluster_logging=ALL_LOG_TYPES,
+            secrets_encryption_key=secrets_key,
+            endpoint_access=endpoint_access(cluster),
+            output_config_command=False,
+        )
+        self.cluster.node.add_dependency(control_plane_logs)
+        for index, principal_arn in enumerate(cluster.admin_principal_arns):
+            self.cluster.grant_access(f"Admin{index}", principal_arn, [
+                eks.AccessPolicy.from_access_policy_name(
+                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER),
+            ])
+
+        self.system_nodegroup = add_system_nodegroup(self.cluster, group=system_nodegroup)
+        efa_interfaces = INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces
+        self.efa = EfaNetwork(
+            self, "Efa", vpc=vpc, cluster_security_group_id=self.cluster.cluster_security_group_id,
+            interface_count=efa_interfaces,
+        ) if gpu_nodegroup.efa else None
+        self.gpu_nodegroup = add_gpu_nodegroup(self.cluster, group=gpu_nodegroup, zone=gpu_zone, efa=self.efa)
+
+        self.helm_releases = addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa)
+        self.helm_charts: dict[str, eks.HelmChart] = {}
+        for release in self.helm_releases:
+            chart = addons.install(self.cluster, release)
+            # The device plugins and the operator need their nodes; the operator waits until ready.
+            chart.node.add_dependency(self.system_nodegroup, self.gpu_nodegroup)
+            self.helm_charts[release.release] = chart
+        self.kuberay_operator = self.helm_charts["kuberay-operator"]
+
+        cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
+        cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)
+        cdk.CfnOutput(self, "UpdateKubeconfigCommand",
+                      value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}")

@@ -1,0 +1,83 @@
+"""The two managed nodegroups: `system` (operator, Ray head) and `gpu-worker` (vLLM engines)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from config.schema import GpuNodegroup, SystemNodegroup
+
+from .efa import EfaNetwork
+
+SYSTEM_LABELS = {"role": "system"}
+GPU_LABELS = {"role": "gpu-worker"}
+GPU_TAINT = eks.TaintSpec(key="nvidia.com/gpu", value="true", effect=eks.TaintEffect.NO_SCHEDULE)
+_CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
+
+
+def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib: int,
+                         network_interfaces: Optional[list] = None,
+                         placement_group: Optional[ec2.CfnPlacementGroup] = None) -> ec2.CfnLaunchTemplate:
+    """IMDSv2 only (hop limit 2, so pods on the node can reach IMDS through the container network
+    hop), an encrypted gp3 root volume. The instance type and AMI type stay on the nodegroup."""
+    data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+        metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
+        ),
+        block_device_mappings=[
+            ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                device_name="/dev/xvda",
+                ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                    volume_size=root_volume_gib, volume_type="gp3", encrypted=True, delete_on_termination=True,
+                ),
+            )
+        ],
+        network_interfaces=network_interfaces,
+        placement=ec2.CfnLaunchTemplate.PlacementProperty(group_name=placement_group.ref)
+        if placement_group is not None else None,
+    )
+    return ec2.CfnLaunchTemplate(scope, construct_id, launch_template_data=data)
+
+
+def _spec(template: ec2.CfnLaunchTemplate) -> eks.LaunchTemplateSpec:
+    return eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number)
+
+
+def add_system_nodegroup(cluster: eks.Cluster, *, group: SystemNodegroup) -> eks.Nodegroup:
+    template = node_launch_template(cluster.stack, "SystemLaunchTemplate", root_volume_gib=group.root_volume_gib)
+    return cluster.add_nodegroup_capacity(
+        "SystemNodegroup",
+        ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+        instance_types=[ec2.InstanceType(group.instance_type)],
+        min_size=group.min_size, desired_size=group.desired_size, max_size=group.max_size,
+        labels=SYSTEM_LABELS,
+        launch_template_spec=_spec(template),
+        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+    )
+
+
+def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
+                      efa: Optional[EfaNetwork]) -> eks.Nodegroup:
+    """Pinned to exactly one private subnet, in the GPU AZ: EFA traffic cannot cross AZs. A cluster
+    placement group (optional) packs the nodes closer, at the risk of InsufficientInstanceCapacity."""
+    placement_group = ec2.CfnPlacementGroup(cluster.stack, "GpuPlacementGroup", strategy="cluster") \
+        if group.placement_group else None
+    template = node_launch_template(
+        cluster.stack, "GpuLaunchTemplate", root_volume_gib=group.root_volume_gib,
+        network_interfaces=efa.network_interfaces() if efa else None,
+        placement_group=placement_group,
+    )
+    low, desired, high = group.sizes
+    return cluster.add_nodegroup_capacity(
+        "GpuNodegroup",
+        ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
+        instance_types=[ec2.InstanceType(group.instance_type)],
+        capacity_type=_CAPACITY[group.capacity_type],
+        min_size=low, desired_size=desired, max_size=high,
+        labels=GPU_LABELS,
+        taints=[GPU_TAINT],
+        launch_template_spec=_spec(template),
+        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=[zone]),
+    )

@@ -1,0 +1,30 @@
+"""One deployable environment: a cdk.Stage holding the network, cluster and serving stacks of a stage."""
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from config.schema import StageConfig
+
+from .cluster import ClusterStack
+from .network import NetworkStack
+
+
+class InferenceStage(cdk.Stage):
+    def __init__(self, scope: Construct, construct_id: str, *, cfg: StageConfig) -> None:
+        super().__init__(scope, construct_id, env=cdk.Environment(account=cfg.account, region=cfg.region))
+        zones = cfg.availability_zones
+        self.network = NetworkStack(
+            self, "Network", stack_name=f"{cfg.stage}-network", zones=zones, network=cfg.network,
+            log_retention_days=cfg.cluster.log_retention_days,
+            description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
+        )
+        self.cluster = ClusterStack(
+            self, "Cluster", stack_name=f"{cfg.stage}-cluster", zones=zones, vpc=self.network.vpc,
+            cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
+            gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
+            description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
+        )
+        self.stacks: list[cdk.Stack] = [self.network, self.cluster]
+        for key, value in cfg.tags.items():
+            cdk.Tags.of(self).add(key, value)
