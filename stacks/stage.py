@@ -4,10 +4,12 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from config.derived import worker_resources
 from config.schema import StageConfig
 
 from .cluster import ClusterStack
 from .network import NetworkStack
+from .serving import ServingStack
 
 
 class InferenceStage(cdk.Stage):
@@ -25,6 +27,13 @@ class InferenceStage(cdk.Stage):
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
-        self.stacks: list[cdk.Stack] = [self.network, self.cluster]
+        self.serving = ServingStack(
+            self, "Serving", stack_name=f"{cfg.stage}-serving", cluster=self.cluster.cluster,
+            kuberay_operator=self.cluster.kuberay_operator, serving=cfg.serving, image=cfg.image,
+            worker_resources=worker_resources(cfg), worker_counts=cfg.gpu_nodegroup.sizes,
+            description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
+                        f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
+        )
+        self.stacks: list[cdk.Stack] = [self.network, self.cluster, self.serving]
         for key, value in cfg.tags.items():
             cdk.Tags.of(self).add(key, value)

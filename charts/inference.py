@@ -1,0 +1,92 @@
+"""The serving chart: the `inference` namespace, the Ray pods' service account, the token's
+SecretProviderClass (when configured) and the RayService running the Serve LLM application."""
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+import cdk8s_plus_28 as kplus
+import yaml
+from constructs import Construct
+
+from config.derived import PodResources
+from config.schema import Serving
+
+from .ray_pods import TOKEN_FILE, TokenMount, head_pod, worker_pod
+from .serve_config import build_serve_config
+
+WORKER_GROUP = "gpu-workers"
+# Privileged pods (NIXL on EFA) and a hostPath weight cache are only admitted here; warn and audit
+# at `baseline` so anything else that is privileged shows up in the API server's answers and logs.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/audit": "baseline",
+}
+
+
+def serve_config_text(serving: Serving) -> str:
+    return yaml.safe_dump(build_serve_config(serving), sort_keys=False, width=120)
+
+
+class InferenceChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
+                 worker_resources: PodResources, worker_counts: tuple[int, int, int]) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        namespace = serving.namespace
+        kplus.Namespace(self, "Namespace", metadata=cdk8s.ApiObjectMetadata(
+            name=namespace, labels=POD_SECURITY_LABELS))
+        self.service_account_name = serving.service_name
+        cdk8s.ApiObject(self, "ServiceAccount", api_version="v1", kind="ServiceAccount",
+                        metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))\
+            .add_json_patch(cdk8s.JsonPatch.add("/automountServiceAccountToken", False))
+
+        token = None
+        if serving.hf_token_secret:
+            token = TokenMount(secret_provider_class=f"{serving.service_name}-hf-token")
+            provider = cdk8s.ApiObject(
+                self, "HfTokenProvider", api_version="secrets-store.csi.x-k8s.io/v1", kind="SecretProviderClass",
+                metadata=cdk8s.ApiObjectMetadata(name=token.secret_provider_class, namespace=namespace))
+            provider.add_json_patch(cdk8s.JsonPatch.add("/spec", secret_provider_spec(
+                serving.hf_token_secret, region=region)))
+
+        low, desired, high = worker_counts
+        spec: dict[str, Any] = {
+            "upgradeStrategy": {"type": serving.upgrade_strategy},
+            "serveConfigV2": serve_config_text(serving),
+            "rayClusterConfig": {
+                "rayVersion": serving.ray_version,
+                "enableInTreeAutoscaling": False,
+                "headGroupSpec": {
+                    "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+                    "template": head_pod(image=image, resources=serving.head_resources,
+                                         service_account=self.service_account_name, token=token),
+                },
+                "workerGroupSpecs": [{
+                    "groupName": WORKER_GROUP,
+                    "replicas": desired,
+                    "minReplicas": low,
+                    "maxReplicas": high,
+                    "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
+                    "template": worker_pod(image=image, resources=worker_resources,
+                                           privilege=serving.worker_privilege, weight_cache=serving.weight_cache,
+                                           service_account=self.service_account_name, token=token),
+                }],
+            },
+        }
+        ray_service = cdk8s.ApiObject(self, "RayService", api_version="ray.io/v1", kind="RayService",
+                                      metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
+                                                                       namespace=namespace))
+        ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+
+
+def secret_provider_spec(secret: str, *, region: str) -> dict[str, Any]:
+    objects = yaml.safe_dump([{"objectName": secret, "objectType": "secretsmanager",
+                               "objectAlias": TOKEN_FILE}], sort_keys=False)
+    return {"provider": "aws", "parameters": {"region": region, "usePodIdentity": "true", "objects": objects}}
+
+
+def render(chart: cdk8s.Chart) -> list[dict[str, Any]]:
+    """The chart's objects as plain dicts, in apply order."""
+    return [dict(obj) for obj in chart.to_json()]
+

@@ -1,0 +1,131 @@
+"""The Ray head and GPU worker pod templates, as plain dicts (shared by the chart and the scanners)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from config.derived import PodResources
+from config.schema import HeadResources, WeightCache
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "serve": 8000}
+SYSTEM_NODE = {"role": "system"}
+GPU_NODE = {"role": "gpu-worker"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+PRE_STOP = {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
+TOKEN_DIR = "/var/run/secrets/huggingface"
+TOKEN_FILE = "token"
+
+
+@dataclass(frozen=True)
+class TokenMount:
+    """The Hugging Face token as a file, mounted by the Secrets Store CSI driver (never a k8s Secret)."""
+
+    secret_provider_class: str
+
+    @property
+    def path(self) -> str:
+        return f"{TOKEN_DIR}/{TOKEN_FILE}"
+
+
+def _gib(value: int) -> str:
+    return f"{value}Gi"
+
+
+def _token_parts(token: Optional[TokenMount]) -> tuple[list, list, list]:
+    """(env, volumeMounts, volumes) for the token file, empty when no secret is configured."""
+    if token is None:
+        return [], [], []
+    return (
+        [{"name": "HF_TOKEN_PATH", "value": token.path}],
+        [{"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True}],
+        [{"name": "hf-token", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
+                                      "volumeAttributes": {"secretProviderClass": token.secret_provider_class}}}],
+    )
+
+
+def head_pod(*, image: str, resources: HeadResources, service_account: str,
+             token: Optional[TokenMount]) -> dict[str, Any]:
+    """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out."""
+    env, mounts, volumes = _token_parts(token)
+    container = {
+        "name": "ray-head",
+        "image": image,
+        "ports": [{"name": name, "containerPort": port} for name, port in HEAD_PORTS.items()],
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, *env],
+        "resources": {
+            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib)},
+            "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
+        },
+        "lifecycle": {"preStop": PRE_STOP},
+    }
+    if mounts:
+        container["volumeMounts"] = mounts
+    spec: dict[str, Any] = {
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": False,
+        "nodeSelector": dict(SYSTEM_NODE),
+        "containers": [container],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    return {"spec": spec}
+
+
+def worker_security_context(privilege: str) -> dict[str, Any]:
+    """NIXL registers GPU memory with the EFA device: that needs either a privileged container or,
+    on some deployments, only the IPC_LOCK capability (pinned memory)."""
+    if privilege == "privileged":
+        return {"privileged": True}
+    return {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_cache: WeightCache,
+               service_account: str, token: Optional[TokenMount]) -> dict[str, Any]:
+    """One per GPU node, holding all its GPUs and EFA interfaces."""
+    devices = {GPU_RESOURCE: str(resources.gpus)}
+    if resources.efa_interfaces:
+        devices[EFA_RESOURCE] = str(resources.efa_interfaces)
+    env = [
+        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
+        # INFO makes NIXL log "Created <N> rails using provider=efa": the only proof EFA is used.
+        {"name": "NIXL_LOG_LEVEL", "value": "INFO"},
+    ]
+    if resources.efa_interfaces:
+        env.insert(0, {"name": "FI_PROVIDER", "value": "efa"})
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(resources.shm_gib)}},
+    ]
+    if weight_cache.enabled:
+        env.append({"name": "HF_HOME", "value": f"{weight_cache.mount_path}/huggingface"})
+        mounts.append({"name": "model-cache", "mountPath": weight_cache.mount_path})
+        volumes.append({"name": "model-cache",
+                        "hostPath": {"path": weight_cache.host_path, "type": "DirectoryOrCreate"}})
+    token_env, token_mounts, token_volumes = _token_parts(token)
+    env += token_env
+    mounts += token_mounts
+    volumes += token_volumes
+    container = {
+        "name": "ray-worker",
+        "image": image,
+        "env": env,
+        "resources": {
+            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib),
+                         **devices},
+            "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib), **devices},
+        },
+        "securityContext": worker_security_context(privilege),
+        "volumeMounts": mounts,
+        "lifecycle": {"preStop": PRE_STOP},
+    }
+    return {"spec": {
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": False,
+        "nodeSelector": dict(GPU_NODE),
+        "tolerations": [dict(GPU_TOLERATION)],
+        "containers": [container],
+        "volumes": volumes,
+    }}

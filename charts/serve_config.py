@@ -1,0 +1,91 @@
+"""The Ray Serve application config (`serveConfigV2`), as plain Python: no CDK, no cdk8s.
+
+PD mode runs `ray.serve.llm:build_pd_openai_app` with a prefill and a decode LLMConfig that share the
+model id and move the KV cache with NIXL; colocated mode runs `build_openai_app` with one LLMConfig
+whose replicas each do both phases on one GPU set: the fair baseline on the same nodes.
+Shapes follow Ray 2.58 (`PDServingArgs`, `LLMServingArgs`, `LLMConfig`); the deprecated
+`proxy_cls_config` / `proxy_deployment_config` are never emitted.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from config.schema import Replicas, Serving
+
+APP_NAME = "llm"
+PD_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
+COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+# Where each side's NIXL side channel listens (base + a per-replica offset). Ray's own defaults, set
+# explicitly so the ports the network policies must open are visible here.
+NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
+
+
+def kv_transfer_config(backend: str, engine_id: str) -> dict[str, Any]:
+    """NIXL with the backend named explicitly: without `backends`, NIXL picks UCX, which on EFA
+    runs at TCP speed. Ray appends the replica's host and port to `engine_id` to make it unique."""
+    return {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_both",
+        "engine_id": engine_id,
+        "kv_connector_extra_config": {"backends": [backend]},
+    }
+
+
+def deployment_config(replicas: Replicas) -> dict[str, Any]:
+    if replicas.replicas is not None:
+        return {"num_replicas": replicas.replicas}
+    return {"autoscaling_config": {"min_replicas": replicas.min_replicas,
+                                   "max_replicas": replicas.max_replicas}}
+
+
+def llm_config(serving: Serving, *, replicas: Replicas, side: Optional[str]) -> dict[str, Any]:
+    """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine."""
+    engine = serving.engine
+    engine_kwargs: dict[str, Any] = {
+        "max_model_len": engine.max_model_len,
+        "dtype": engine.dtype,
+        "gpu_memory_utilization": engine.gpu_memory_utilization,
+        "enforce_eager": engine.enforce_eager,
+        "tensor_parallel_size": engine.tensor_parallel_size,
+    }
+    config: dict[str, Any] = {
+        "model_loading_config": {"model_id": serving.model.id, "model_source": serving.model.source},
+        "engine_kwargs": engine_kwargs,
+        "deployment_config": deployment_config(replicas),
+    }
+    if side is not None:
+        engine_kwargs["kv_transfer_config"] = kv_transfer_config(serving.kv_backend, side)
+        config["experimental_configs"] = {"NIXL_SIDE_CHANNEL_PORT_BASE": NIXL_PORT_BASE[side]}
+    return config
+
+
+def colocated_replicas(serving: Serving) -> Replicas:
+    """The same GPU budget as PD: as many replicas as prefill and decode together."""
+    prefill, decode = serving.prefill, serving.decode
+    if prefill.replicas is not None and decode.replicas is not None:
+        return Replicas(replicas=prefill.replicas + decode.replicas)
+    low = (prefill.replicas if prefill.replicas is not None else prefill.min_replicas) + \
+        (decode.replicas if decode.replicas is not None else decode.min_replicas)
+    return Replicas(min_replicas=low, max_replicas=prefill.most + decode.most)
+
+
+def build_serve_config(serving: Serving) -> dict[str, Any]:
+    """The whole serveConfigV2 document: one application on route `/`."""
+    if serving.mode == "pd":
+        application = {
+            "name": APP_NAME,
+            "route_prefix": "/",
+            "import_path": PD_IMPORT_PATH,
+            "args": {
+                "prefill_config": llm_config(serving, replicas=serving.prefill, side="prefill"),
+                "decode_config": llm_config(serving, replicas=serving.decode, side="decode"),
+            },
+        }
+    else:
+        application = {
+            "name": APP_NAME,
+            "route_prefix": "/",
+            "import_path": COLOCATED_IMPORT_PATH,
+            "args": {"llm_configs": [llm_config(serving, replicas=colocated_replicas(serving), side=None)]},
+        }
+    return {"applications": [application]}

@@ -1,0 +1,72 @@
+"""The serving workload: the inference chart applied to the cluster, after the KubeRay operator.
+
+Its own stack, so that changing the model, the engine or the replicas changes only this stack's
+manifest resource: never the VPC, the cluster or a nodegroup.
+"""
+from __future__ import annotations
+
+import aws_cdk as cdk
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from charts.inference import InferenceChart
+from config.derived import PodResources
+from config.schema import Serving
+
+# EKS add-ons that deliver the Hugging Face token as a file: the Pod Identity agent and the AWS
+# Secrets and Configuration Provider (which brings the Secrets Store CSI driver with it).
+POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
+
+
+class ServingStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster,
+                 kuberay_operator: eks.HelmChart, serving: Serving, image: str,
+                 worker_resources: PodResources, worker_counts: tuple[int, int, int], **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.chart = InferenceChart(
+            cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
+            worker_resources=worker_resources, worker_counts=worker_counts,
+        )
+        # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
+        self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster,
+                                               manifest=self.chart.to_json())
+        self.manifest.node.add_dependency(kuberay_operator)
+
+        if serving.hf_token_secret:
+            self._grant_token(cluster, serving)
+
+        cdk.CfnOutput(self, "ServeService",
+                      value=f"{serving.service_name}-serve-svc.{serving.namespace}.svc:8000")
+
+    def _grant_token(self, cluster: eks.Cluster, serving: Serving) -> None:
+        """Pod Identity: the Ray pods' service account may read exactly the token secret."""
+        agent = eks.Addon(self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON)
+        provider = eks.Addon(self, "SecretsProvider", cluster=cluster, addon_name=SECRETS_PROVIDER_ADDON)
+        role = iam.Role(
+            self, "HfTokenReader",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
+            description=f"Ray pods of {serving.service_name} read the Hugging Face token",
+        )
+        role.assume_role_policy.add_statements(iam.PolicyStatement(
+            actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")]))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[self.secret_arn(serving.hf_token_secret)],
+        ))
+        association = eks.CfnPodIdentityAssociation(
+            self, "HfTokenAccess", cluster_name=cluster.cluster_name, namespace=serving.namespace,
+            service_account=serving.service_name, role_arn=role.role_arn,
+        )
+        self.manifest.node.add_dependency(agent, provider, association)
+
+    def secret_arn(self, secret: str) -> str:
+        """A full ARN as given; a name becomes the ARN pattern of that name (Secrets Manager appends
+        a random 6-character suffix to every secret's ARN)."""
+        if secret.startswith("arn:"):
+            return secret
+        return cdk.Arn.format(cdk.ArnComponents(
+            service="secretsmanager", resource="secret", resource_name=f"{secret}-??????",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME), self)
