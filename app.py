@@ -10,8 +10,9 @@ import sys
 
 import aws_cdk as cdk
 
+from charts import render
 from config import CONFIG_DIR, ConfigError, load_stages
-from stacks.stage import InferenceStage
+from stacks import assembly
 
 
 def main() -> int:
@@ -23,9 +24,15 @@ def main() -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    for cfg in stages:
-        InferenceStage(app, cfg.stage, cfg=cfg)
-    app.synth()
+    built = assembly.build(app, stages)
+    try:
+        app.synth()
+    except RuntimeError as exc:  # a validation plugin (cdk-nag) failed; its report is printed above
+        if "ValidationFailed" not in str(exc):
+            raise
+        print(f"synth: {exc}", file=sys.stderr)
+        return 1
+    render.write(app.outdir, [stage.rendering() for stage in built])
     return 0
 
 

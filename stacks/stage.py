@@ -4,6 +4,9 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from charts.inference import render
+from charts.render import StageRendering
+from charts.serve_config import build_serve_config
 from config.derived import worker_resources
 from config.schema import StageConfig
 
@@ -15,6 +18,7 @@ from .serving import ServingStack
 class InferenceStage(cdk.Stage):
     def __init__(self, scope: Construct, construct_id: str, *, cfg: StageConfig) -> None:
         super().__init__(scope, construct_id, env=cdk.Environment(account=cfg.account, region=cfg.region))
+        self.cfg = cfg
         zones = cfg.availability_zones
         self.network = NetworkStack(
             self, "Network", stack_name=f"{cfg.stage}-network", zones=zones, network=cfg.network,
@@ -37,3 +41,13 @@ class InferenceStage(cdk.Stage):
         self.stacks: list[cdk.Stack] = [self.network, self.cluster, self.serving]
         for key, value in cfg.tags.items():
             cdk.Tags.of(self).add(key, value)
+
+    def rendering(self) -> StageRendering:
+        """What this stage applies to Kubernetes, for the readable copy under cdk.out/k8s/."""
+        releases = [
+            {"release": r.release, "namespace": r.namespace, "chart": r.pin.chart, "repository": r.pin.repository,
+             "version": r.version, "values": r.values}
+            for r in self.cluster.helm_releases
+        ]
+        return StageRendering(stage=self.cfg.stage, objects=render(self.serving.chart),
+                              serve_config=build_serve_config(self.cfg.serving), helm_releases=releases)

@@ -1,0 +1,70 @@
+"""Readable Kubernetes YAML for review: what each stage applies to its cluster, written beside the
+CloudFormation templates (cdk.out/k8s/<stage>/) so reviewers can read and diff it.
+
+- `inference.yaml`: the serving chart's objects, `serveConfigV2` as a readable block;
+- `serve-config.yaml`: the Ray Serve application config on its own;
+- `helm-releases.yaml`: every Helm release: chart, repository, version, namespace and values.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (serveConfigV2, SecretProviderClass objects) as `|` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _str)
+
+
+def to_yaml(documents: Iterable[Any]) -> str:
+    return yaml.dump_all(list(documents), Dumper=_ReadableDumper, sort_keys=False, width=120,
+                         default_flow_style=False)
+
+
+@dataclass(frozen=True)
+class StageRendering:
+    stage: str
+    objects: list[dict[str, Any]]
+    serve_config: dict[str, Any]
+    helm_releases: list[dict[str, Any]]
+
+    def files(self) -> dict[str, str]:
+        return {
+            "inference.yaml": to_yaml(self.objects),
+            "serve-config.yaml": to_yaml([self.serve_config]),
+            "helm-releases.yaml": to_yaml(self.helm_releases),
+        }
+
+
+def write(outdir: str | os.PathLike, renderings: Iterable[StageRendering]) -> Path:
+    """Write all stages to <outdir>/k8s/, replacing what an earlier synth left there. Files are
+    written to a temporary folder first and moved in whole: never a half-written tree."""
+    target = Path(outdir) / "k8s"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".k8s-", dir=target.parent))
+    try:
+        for rendering in renderings:
+            stage_dir = staging / rendering.stage
+            stage_dir.mkdir()
+            for name, text in rendering.files().items():
+                (stage_dir / name).write_text(text, encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
