@@ -10,10 +10,15 @@ class ConfigError(Exception):
     """`PATH: field.path: what is wrong (what is allowed)`: one line, for people and for CI logs."""
 
     def __init__(self, path: str, field: str, problem: str) -> None:
-        self.path = str(path)
-        self.field = field or "(file)"
-        self.problem = " ".join(str(problem).split())  # never more than one line
+        self.path = _printable(str(path))
+        self.field = _printable(field or "(file)")
+        self.problem = _printable(" ".join(str(problem).split()))  # never more than one line
         super().__init__(f"{self.path}: {self.field}: {self.problem}")
+
+
+def _printable(text: str) -> str:
+    """Control characters (a terminal escape in a key, say) shown as escapes, never emitted raw."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def _short(value: Any, limit: int = 40) -> str:

@@ -18,11 +18,12 @@ _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.S
 
 
 def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib: int,
-                         network_interfaces: Optional[list] = None,
+                         instance_type: Optional[str] = None, network_interfaces: Optional[list] = None,
                          placement_group: Optional[ec2.CfnPlacementGroup] = None) -> ec2.CfnLaunchTemplate:
     """IMDSv2 only (hop limit 2, so pods on the node can reach IMDS through the container network
-    hop), an encrypted gp3 root volume. The instance type and AMI type stay on the nodegroup."""
+    hop), an encrypted gp3 root volume. The AMI type always stays on the nodegroup."""
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+        instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
         ),
@@ -64,16 +65,17 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
     placement group (optional) packs the nodes closer, at the risk of InsufficientInstanceCapacity."""
     placement_group = ec2.CfnPlacementGroup(cluster.stack, "GpuPlacementGroup", strategy="cluster") \
         if group.placement_group else None
+    # The GPU instance type goes in the launch template, not the nodegroup: CDK's nodegroup checks the
+    # AMI type against a GPU family list that lacks p5 and newer, and would refuse AL2023_X86_64_NVIDIA.
     template = node_launch_template(
         cluster.stack, "GpuLaunchTemplate", root_volume_gib=group.root_volume_gib,
-        network_interfaces=efa.network_interfaces() if efa else None,
+        instance_type=group.instance_type, network_interfaces=efa.network_interfaces() if efa else None,
         placement_group=placement_group,
     )
     low, desired, high = group.sizes
     return cluster.add_nodegroup_capacity(
         "GpuNodegroup",
         ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
-        instance_types=[ec2.InstanceType(group.instance_type)],
         capacity_type=_CAPACITY[group.capacity_type],
         min_size=low, desired_size=desired, max_size=high,
         labels=GPU_LABELS,

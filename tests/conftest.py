@@ -1,0 +1,24 @@
+"""Session fixtures: the real stage files synthesized once (with cdk-nag), shared by all tests."""
+from __future__ import annotations
+
+import pytest
+
+from config import load_stages
+
+from .helpers import Synth, synth
+
+
+@pytest.fixture(scope="session")
+def stages():
+    return {cfg.stage: cfg for cfg in load_stages()}
+
+
+@pytest.fixture(scope="session")
+def app_synth(stages, tmp_path_factory) -> Synth:
+    """dev and prod, synthesized once per test session exactly as app.py does it."""
+    return synth(list(stages.values()), tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def dev(stages):
+    return stages["dev"]

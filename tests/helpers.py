@@ -1,0 +1,84 @@
+"""Shared test helpers: stage configs with overrides, in-process synth, template access."""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import yaml
+
+from config import load_stage_file
+from config.loader import CONFIG_DIR
+from config.schema import StageConfig
+from stacks import assembly
+from stacks.stage import InferenceStage
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+
+def stage_data(stage: str = "dev") -> dict[str, Any]:
+    return yaml.safe_load((CONFIG_DIR / f"{stage}.yaml").read_text())
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge; a value of `DELETE` removes the key."""
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if value is DELETE:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+DELETE = object()
+
+
+def write_stage(folder: Path, data: dict[str, Any] | str, name: str | None = None) -> Path:
+    """Write a stage file named after its `stage` (or `name`) into folder."""
+    if isinstance(data, str):
+        text, stem = data, name or "bad"
+    else:
+        text, stem = yaml.safe_dump(data, sort_keys=False), name or str(data.get("stage", "bad"))
+    path = folder / f"{stem}.yaml"
+    path.write_text(text)
+    return path
+
+
+def config_with(tmp_path: Path, stage: str = "dev", **overrides: Any) -> StageConfig:
+    """The named stage's file with overrides, loaded through the real loader and rules."""
+    return load_stage_file(write_stage(tmp_path, merge(stage_data(stage), overrides)))
+
+
+@dataclass
+class Synth:
+    stages: dict[str, InferenceStage]
+    outdir: Path
+
+    def template(self, stage: str, stack: str) -> dict[str, Any]:
+        built = self.stages[stage]
+        artifact = getattr(built, stack).artifact_id
+        return json.loads((self.outdir / f"assembly-{stage}" / f"{artifact}.template.json").read_text())
+
+    def resources(self, stage: str, stack: str, kind: str) -> dict[str, dict[str, Any]]:
+        return {name: res for name, res in self.template(stage, stack)["Resources"].items() if res["Type"] == kind}
+
+    def one(self, stage: str, stack: str, kind: str, **match: Any) -> dict[str, Any]:
+        """The single resource of `kind` whose Properties contain `match` (top-level keys)."""
+        found = [res for res in self.resources(stage, stack, kind).values()
+                 if all(res.get("Properties", {}).get(k) == v for k, v in match.items())]
+        assert len(found) == 1, f"expected one {kind} matching {match}, found {len(found)}"
+        return found[0]
+
+
+def synth(configs: list[StageConfig], outdir: Path) -> Synth:
+    app = cdk.App(outdir=str(outdir), builtin_cloud_formation_validation=False)
+    built = assembly.build(app, configs)
+    app.synth()
+    return Synth(stages={stage.cfg.stage: stage for stage in built}, outdir=outdir)

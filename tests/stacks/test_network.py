@@ -1,0 +1,52 @@
+"""NetworkStack: VPC over the stage's AZs, public and private subnets, NAT count, flow logs, closed default SG."""
+from __future__ import annotations
+
+import pytest
+
+
+def test_vpc_uses_the_stage_cidr(app_synth):
+    vpc = app_synth.one("dev", "network", "AWS::EC2::VPC")
+    assert vpc["Properties"]["CidrBlock"] == "10.0.0.0/16"
+    assert vpc["Properties"]["EnableDnsHostnames"] is True  # private endpoint access needs DNS hostnames
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_public_and_private_subnet_in_each_stage_az(app_synth, stages, stage):
+    subnets = app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()
+    public = sorted(s["Properties"]["AvailabilityZone"] for s in subnets if s["Properties"]["MapPublicIpOnLaunch"])
+    private = sorted(s["Properties"]["AvailabilityZone"] for s in subnets if not s["Properties"]["MapPublicIpOnLaunch"])
+    # AZ names are literals from the stage file: no lookup, so synth needs no credentials.
+    assert public == private == sorted(stages[stage].availability_zones)
+
+
+@pytest.mark.parametrize("stage, count", [("dev", 1), ("prod", 3)])
+def test_nat_gateway_count_comes_from_config(app_synth, stage, count):
+    assert len(app_synth.resources(stage, "network", "AWS::EC2::NatGateway")) == count
+
+
+def test_flow_logs_capture_all_traffic_to_a_log_group_with_retention(app_synth):
+    flow = app_synth.one("dev", "network", "AWS::EC2::FlowLog")["Properties"]
+    assert flow["TrafficType"] == "ALL" and flow["ResourceType"] == "VPC"
+    assert flow["LogDestinationType"] == "cloud-watch-logs"
+    group = app_synth.one("dev", "network", "AWS::Logs::LogGroup")["Properties"]
+    assert group["RetentionInDays"] == 30
+
+
+def test_default_security_group_is_restricted(app_synth):
+    restrict = app_synth.resources("dev", "network", "Custom::VpcRestrictDefaultSG")
+    assert len(restrict) == 1
+
+
+def test_subnets_are_tagged_for_load_balancers(app_synth):
+    subnets = app_synth.resources("dev", "network", "AWS::EC2::Subnet").values()
+    for subnet in subnets:
+        tags = {t["Key"]: t["Value"] for t in subnet["Properties"]["Tags"]}
+        role = "kubernetes.io/role/elb" if subnet["Properties"]["MapPublicIpOnLaunch"] \
+            else "kubernetes.io/role/internal-elb"
+        assert tags[role] == "1"
+
+
+def test_stage_tags_reach_the_resources(app_synth):
+    vpc = app_synth.one("prod", "network", "AWS::EC2::VPC")
+    tags = {t["Key"]: t["Value"] for t in vpc["Properties"]["Tags"]}
+    assert tags["project"] == "pd-inference" and tags["stage"] == "prod"

@@ -1,0 +1,90 @@
+"""app.py: every stage file by default, one with `-c stage=NAME`; a bad stage file stops synth with
+the validator's one line and exit code 2, and nothing is written."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import app
+from config.__main__ import main as validate
+
+from .config.cases import FOUNDATION, RAW, SERVING
+from .helpers import ROOT, merge, stage_data, write_stage
+
+ALL_CASES = FOUNDATION + SERVING + RAW
+
+
+def _bad_dir(tmp_path, change):
+    folder = tmp_path / "config"
+    folder.mkdir()
+    if isinstance(change, str):
+        write_stage(folder, change, name="dev")
+    else:
+        write_stage(folder, merge(stage_data("dev"), change), name="dev")
+    return folder
+
+
+def _run_app(context, outdir):
+    return app.main(context=context, outdir=str(outdir))
+
+
+@pytest.mark.parametrize("case_id, change, field, phrase", ALL_CASES, ids=[case[0] for case in ALL_CASES])
+def test_synth_rejects_invalid_stage_with_the_validators_line(case_id, change, field, phrase, tmp_path, capsys):
+    folder = _bad_dir(tmp_path, change)
+    assert validate(["validate", str(folder / "dev.yaml")]) == 2
+    validator_line = capsys.readouterr().err
+    outdir = tmp_path / "cdk.out"
+    assert _run_app({"config_dir": str(folder), "stage": "dev"}, outdir) == 2
+    captured = capsys.readouterr()
+    assert captured.err == validator_line  # same checks, same words, at validate and at synth time
+    assert f": {field}: " in captured.err and phrase in captured.err
+    assert not outdir.exists() or not any(outdir.iterdir())  # nothing written: no half-built assembly
+
+
+def test_synth_of_unknown_stage_names_the_stages_there(tmp_path, capsys):
+    assert _run_app({"stage": "qa"}, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("config/qa.yaml: (file): no stage named 'qa' (allowed: dev, prod)")
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null",
+               AWS_SHARED_CREDENTIALS_FILE="/dev/null", **extra)
+    return env
+
+
+def test_python_app_exits_2_on_bad_stage_without_traceback(tmp_path):
+    folder = _bad_dir(tmp_path, {"gpu_nodegroup": {"instance_type": "g6.xlarge"}})
+    run = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=_clean_env(CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder)}),
+                                        CDK_OUTDIR=str(tmp_path / "out")))
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().startswith(f"{folder / 'dev.yaml'}: gpu_nodegroup.efa: g6.xlarge has no EFA interface")
+
+
+def test_cdk_cli_synth_of_one_stage_needs_no_credentials(tmp_path):
+    """The pinned CDK CLI, `cdk synth -c stage=prod`, with every AWS variable unset: only prod's stacks."""
+    outdir = tmp_path / "cdk.out"
+    run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", "stage=prod", "-o", str(outdir)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=_clean_env())
+    assert run.returncode == 0, run.stderr[-2000:]
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    nested = sorted(name for name, art in manifest["artifacts"].items() if art["type"] == "cdk:cloud-assembly")
+    assert nested == ["assembly-prod"]
+    assert sorted(p.name for p in (outdir / "k8s").iterdir()) == ["prod"]
+
+
+def test_cdk_cli_synth_fails_on_bad_stage(tmp_path):
+    folder = _bad_dir(tmp_path, {"availability_zones": ["us-west-2a", "us-west-2b"], "gpu_availability_zone": "us-west-2c"})
+    run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", f"config_dir={folder}",
+                          "-o", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=_clean_env())
+    assert run.returncode != 0
+    assert f"{folder / 'dev.yaml'}: gpu_availability_zone: 'us-west-2c' is not one of the stage's" in run.stderr
+    assert "Traceback" not in run.stderr
