@@ -9,8 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-import aws_cdk as cdk
-
 from charts import render
 from config import CONFIG_DIR, ConfigError, load_stages
 from stacks import assembly
@@ -19,8 +17,7 @@ from stacks import assembly
 def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     """`context`/`outdir` are for in-process callers (tests); the CDK CLI passes both in the
     environment (CDK_CONTEXT_JSON, CDK_OUTDIR), which cdk.App reads itself."""
-    # cfn-lint runs in the test suite with every rule; CDK's built-in copy of it would add ~5 s a synth.
-    app = cdk.App(builtin_cloud_formation_validation=False, context=context, outdir=outdir)
+    app = assembly.new_app(context, outdir)
     only = app.node.try_get_context("stage")
     config_dir = app.node.try_get_context("config_dir") or CONFIG_DIR
     try:

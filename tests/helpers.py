@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
 import yaml
 
 from config import load_stage_file
@@ -78,7 +77,7 @@ class Synth:
 
 
 def synth(configs: list[StageConfig], outdir: Path) -> Synth:
-    app = cdk.App(outdir=str(outdir), builtin_cloud_formation_validation=False)
+    app = assembly.new_app(outdir=str(outdir))
     built = assembly.build(app, configs)
     app.synth()
     return Synth(stages={stage.cfg.stage: stage for stage in built}, outdir=outdir)

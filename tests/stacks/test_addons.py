@@ -1,0 +1,104 @@
+"""Helm add-ons: pinned versions from config, placement on the right nodes, and every value we set
+exists in the chart's default values.yaml (Helm ignores a misspelt value silently)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from config.schema import Addons
+from stacks import addons
+
+from ..helpers import SHARED
+
+DEFAULTS = SHARED / "helm-values"
+CHART_DEFAULTS = {
+    "nvidia-device-plugin": DEFAULTS / "nvidia-device-plugin-0.20.0.values.yaml",
+    "aws-efa-k8s-device-plugin": DEFAULTS / "aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
+    "kuberay-operator": DEFAULTS / "kuberay-operator-1.7.0.values.yaml",
+}
+
+
+def unknown_value_paths(ours: Any, defaults: Any, path: str = "") -> list[str]:
+    """Paths of `ours` that the chart's defaults do not have. Where the default is a map, our map
+    must use its keys (recursively); where it is a list or a scalar, our value replaces it whole."""
+    if not isinstance(ours, dict):
+        return []
+    if not isinstance(defaults, dict):
+        return [path or "(root)"]
+    missing = []
+    for key, value in ours.items():
+        where = f"{path}.{key}" if path else key
+        if key not in defaults:
+            missing.append(where)
+        elif isinstance(defaults[key], dict) and defaults[key]:
+            missing += unknown_value_paths(value, defaults[key], where)
+    return missing
+
+
+def _releases(app_synth, stage="dev"):
+    charts = app_synth.resources(stage, "cluster", "Custom::AWSCDK-EKS-HelmChart")
+    return {c["Properties"]["Release"]: (name, c) for name, c in charts.items()}
+
+
+def test_checker_catches_a_misspelt_value():
+    defaults = yaml.safe_load(CHART_DEFAULTS["kuberay-operator"].read_text())
+    assert unknown_value_paths({"nodeSelectr": {"role": "system"}}, defaults) == ["nodeSelectr"]
+    assert unknown_value_paths({"image": {"tagg": "x"}}, defaults) == ["image.tagg"]
+
+
+@pytest.mark.parametrize("release", addons.helm_releases(Addons(), efa=True), ids=lambda r: r.release)
+def test_every_value_we_set_exists_in_the_pinned_charts_defaults(release):
+    # the defaults on file are those of the pinned version
+    assert release.pin.version in CHART_DEFAULTS[release.pin.chart].name
+    defaults = yaml.safe_load(CHART_DEFAULTS[release.pin.chart].read_text())
+    assert unknown_value_paths(release.values, defaults) == []
+
+
+def test_releases_in_the_template_match_the_pins(app_synth, stages):
+    releases = _releases(app_synth)
+    addons_cfg = stages["dev"].addons
+    expected = {
+        "nvidia-device-plugin": ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin",
+                                 addons_cfg.nvidia_device_plugin, "kube-system"),
+        "aws-efa-k8s-device-plugin": ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts",
+                                      addons_cfg.efa_device_plugin, "kube-system"),
+        "kuberay-operator": ("kuberay-operator", "https://ray-project.github.io/kuberay-helm/",
+                             addons_cfg.kuberay_operator, "kuberay-system"),
+    }
+    assert set(releases) == set(expected)
+    for release, (chart, repo, version, namespace) in expected.items():
+        props = releases[release][1]["Properties"]
+        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == \
+            (chart, repo, version, namespace)
+    assert (addons_cfg.nvidia_device_plugin, addons_cfg.efa_device_plugin, addons_cfg.kuberay_operator) == \
+        ("0.20.0", "v0.5.30", "1.7.0")
+
+
+def test_nvidia_plugin_selects_the_gpu_nodes(app_synth):
+    values = json.loads(_releases(app_synth)["nvidia-device-plugin"][1]["Properties"]["Values"])
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "role", "operator": "In", "values": ["gpu-worker"]}]}]
+
+
+def test_efa_plugin_tolerates_the_gpu_taint_and_runs_only_on_gpu_nodes(app_synth):
+    values = json.loads(_releases(app_synth)["aws-efa-k8s-device-plugin"][1]["Properties"]["Values"])
+    assert values["nodeSelector"] == {"role": "gpu-worker"}
+    assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_kuberay_operator_runs_on_the_system_node_with_its_crds_and_waits(app_synth):
+    props = _releases(app_synth)["kuberay-operator"][1]["Properties"]
+    assert json.loads(props["Values"]) == {"nodeSelector": {"role": "system"}}
+    assert props.get("SkipCrds") in (None, False)  # the chart installs the CRDs (too big for a manifest)
+    assert props["Wait"] is True
+    assert props["CreateNamespace"] is True
+
+
+def test_add_ons_wait_for_both_nodegroups(app_synth):
+    template = app_synth.template("dev", "cluster")["Resources"]
+    nodegroups = {n for n, r in template.items() if r["Type"] == "AWS::EKS::Nodegroup"}
+    for name, _ in _releases(app_synth).values():
+        assert nodegroups <= set(template[name].get("DependsOn", []))
