@@ -1,0 +1,270 @@
+"""The inference chart: the RayService of DESIGN.md section 5, one test per reference point, validated
+strictly against KubeRay v1.7.0's CRD and, for plain objects and the pod templates, Kubernetes 1.35."""
+from __future__ import annotations
+
+import cdk8s
+import kubernetes_validate
+import pytest
+import yaml
+
+from charts.inference import InferenceChart, render
+from config.derived import worker_resources
+
+from ..helpers import config_with
+from .validators import crd_errors
+
+K8S_VERSION = "1.35.0"
+
+
+def chart_objects(cfg) -> list[dict]:
+    chart = InferenceChart(cdk8s.App(), "inference", serving=cfg.serving, image=cfg.image, region=cfg.region,
+                           worker_resources=worker_resources(cfg), worker_counts=cfg.gpu_nodegroup.sizes)
+    return render(chart)
+
+
+def by_kind(objects, kind):
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def dev_objects(dev):
+    return chart_objects(dev)
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    """Stage variants the chart must render validly too."""
+    tmp = tmp_path_factory.mktemp("variants")
+    made = {}
+    for name, change in {
+        "colocated": {"serving": {"mode": "colocated"}},
+        "ipc-lock": {"serving": {"worker_privilege": "ipc_lock"}},
+        "with-token": {"serving": {"hf_token_secret": "hf/token"}},
+        "no-cache": {"serving": {"weight_cache": {"enabled": False}}},
+    }.items():
+        (tmp / name).mkdir()
+        made[name] = config_with(tmp / name, **change)
+    return made
+
+
+def ray_service(objects):
+    return by_kind(objects, "RayService")
+
+
+def head(objects):
+    return ray_service(objects)["spec"]["rayClusterConfig"]["headGroupSpec"]
+
+
+def workers(objects):
+    (group,) = ray_service(objects)["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    return group
+
+
+def container(group):
+    (one,) = group["template"]["spec"]["containers"]
+    return one
+
+
+def env(group):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(group)["env"]}
+
+
+# --- schemas ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_rayservice_validates_strictly_against_the_kuberay_crd(stages, stage):
+    assert crd_errors(ray_service(chart_objects(stages[stage]))) == []
+
+
+@pytest.mark.parametrize("variant", ["colocated", "ipc-lock", "with-token", "no-cache"])
+def test_variants_validate_strictly_against_the_kuberay_crd(variants, variant):
+    assert crd_errors(ray_service(chart_objects(variants[variant]))) == []
+
+
+def test_strict_crd_check_rejects_a_misspelt_field(dev_objects):
+    broken = yaml.safe_load(yaml.safe_dump(ray_service(dev_objects)))
+    broken["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParam"] = {}
+    broken["spec"]["serviceUnhealthySecondThresold"] = 5
+    assert len(crd_errors(broken)) == 2
+
+
+@pytest.mark.parametrize("variant", [None, "with-token"])
+def test_plain_objects_validate_for_kubernetes_1_35_strict(dev_objects, variants, variant):
+    objects = dev_objects if variant is None else chart_objects(variants[variant])
+    for obj in objects:
+        if obj["apiVersion"] in ("v1", "apps/v1", "networking.k8s.io/v1"):
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("variant", [None, "ipc-lock", "with-token"])
+def test_head_and_worker_templates_validate_as_pods(dev_objects, variants, variant):
+    objects = dev_objects if variant is None else chart_objects(variants[variant])
+    for group in (head(objects), workers(objects)):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "check"}, **group["template"]}
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+
+
+def test_no_deprecated_kuberay_fields(dev_objects):
+    spec = ray_service(dev_objects)["spec"]
+    assert "serviceUnhealthySecondThreshold" not in spec
+    assert "deploymentUnhealthySecondThreshold" not in spec
+
+
+# --- the reference deployment, point by point ---------------------------------------------------------
+
+def test_rayservice_is_ray_llm_in_namespace_inference(dev_objects):
+    assert ray_service(dev_objects)["metadata"] == {"name": "ray-llm", "namespace": "inference"}
+
+
+def test_ray_version_equals_the_images(dev_objects, dev):
+    assert ray_service(dev_objects)["spec"]["rayClusterConfig"]["rayVersion"] == "2.58.0"
+    assert dev.image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert {container(g)["image"] for g in (head(dev_objects), workers(dev_objects))} == {dev.image}
+
+
+def test_upgrade_strategy_is_explicit(dev_objects):
+    assert ray_service(dev_objects)["spec"]["upgradeStrategy"] == {"type": "None"}
+
+
+def test_serve_config_is_embedded_as_yaml(dev_objects, dev):
+    from charts.serve_config import build_serve_config
+    assert yaml.safe_load(ray_service(dev_objects)["spec"]["serveConfigV2"]) == build_serve_config(dev.serving)
+
+
+def test_head_start_params(dev_objects):
+    assert head(dev_objects)["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+
+
+def test_head_runs_on_the_system_node(dev_objects):
+    assert head(dev_objects)["template"]["spec"]["nodeSelector"] == {"role": "system"}
+
+
+def test_head_ports(dev_objects):
+    ports = {p["containerPort"] for p in container(head(dev_objects))["ports"]}
+    assert ports == {6379, 8265, 8000}
+
+
+def test_head_resources(dev_objects):
+    assert container(head(dev_objects))["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
+                                                          "limits": {"cpu": "3", "memory": "12Gi"}}
+
+
+def test_head_hides_gpus(dev_objects):
+    assert env(head(dev_objects))["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+def test_one_worker_group_of_two_fixed_replicas(dev_objects):
+    group = workers(dev_objects)
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+
+
+def test_worker_start_params(dev_objects):
+    assert workers(dev_objects)["rayStartParams"] == {"num-gpus": "1"}
+
+
+def test_worker_gpu_and_efa_requests_equal_limits(dev_objects):
+    resources = container(workers(dev_objects))["resources"]
+    for name in ("nvidia.com/gpu", "vpc.amazonaws.com/efa"):
+        assert resources["requests"][name] == resources["limits"][name] == "1"
+
+
+def test_worker_cpu_and_memory(dev_objects):
+    resources = container(workers(dev_objects))["resources"]
+    assert (resources["requests"]["cpu"], resources["limits"]["cpu"]) == ("8", "16")
+    assert (resources["requests"]["memory"], resources["limits"]["memory"]) == ("32Gi", "64Gi")
+
+
+def test_worker_is_privileged_by_default(dev_objects):
+    assert container(workers(dev_objects))["securityContext"] == {"privileged": True}
+
+
+def test_ipc_lock_mode_adds_only_that_capability(variants):
+    group = workers(chart_objects(variants["ipc-lock"]))
+    assert container(group)["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def test_dev_shm_is_an_8gi_memory_volume(dev_objects):
+    group = workers(dev_objects)
+    volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container(group)["volumeMounts"]
+
+
+def test_worker_environment(dev_objects):
+    values = env(workers(dev_objects))
+    assert values["FI_PROVIDER"] == "efa"
+    assert values["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
+    assert values["VLLM_HOST_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+def test_nixl_logs_at_info_so_the_provider_line_appears(dev_objects):
+    assert env(workers(dev_objects))["NIXL_LOG_LEVEL"] == "INFO"
+
+
+def test_workers_tolerate_the_gpu_taint_and_select_gpu_nodes(dev_objects):
+    spec = workers(dev_objects)["template"]["spec"]
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["nodeSelector"] == {"role": "gpu-worker"}
+
+
+@pytest.mark.parametrize("group", [head, workers])
+def test_pre_stop_runs_ray_stop(dev_objects, group):
+    assert container(group(dev_objects))["lifecycle"]["preStop"]["exec"]["command"][-1] == "ray stop"
+
+
+def test_weight_cache_is_a_host_path_on_the_gpu_node_with_hf_home_on_it(dev_objects):
+    group = workers(dev_objects)
+    volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+    assert volumes["model-cache"]["hostPath"] == {"path": "/var/lib/model-cache", "type": "DirectoryOrCreate"}
+    assert {"name": "model-cache", "mountPath": "/model-cache"} in container(group)["volumeMounts"]
+    assert env(group)["HF_HOME"] == "/model-cache/huggingface"
+
+
+def test_weight_cache_can_be_turned_off(variants):
+    group = workers(chart_objects(variants["no-cache"]))
+    assert "model-cache" not in {v["name"] for v in group["template"]["spec"]["volumes"]}
+    assert "HF_HOME" not in env(group)
+
+
+def test_colocated_mode_runs_on_the_same_nodes(dev_objects, variants):
+    colocated = chart_objects(variants["colocated"])
+    assert workers(colocated) == workers(dev_objects)
+    assert head(colocated) == head(dev_objects)
+    assert "build_openai_app" in ray_service(colocated)["spec"]["serveConfigV2"]
+
+
+# --- namespace, service account, token -----------------------------------------------------------------
+
+def test_namespace_admits_privileged_pods_and_warns_at_baseline(dev_objects):
+    labels = by_kind(dev_objects, "Namespace")["metadata"]["labels"]
+    assert labels == {"pod-security.kubernetes.io/enforce": "privileged",
+                      "pod-security.kubernetes.io/warn": "baseline",
+                      "pod-security.kubernetes.io/audit": "baseline"}
+
+
+def test_ray_pods_do_not_mount_a_service_account_token(dev_objects):
+    assert by_kind(dev_objects, "ServiceAccount")["automountServiceAccountToken"] is False
+    for group in (head(dev_objects), workers(dev_objects)):
+        assert group["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_no_token_objects_without_a_secret(dev_objects):
+    assert not [o for o in dev_objects if o["kind"] in ("SecretProviderClass", "Secret")]
+    assert "HF_TOKEN_PATH" not in env(workers(dev_objects))
+
+
+def test_token_is_a_csi_mounted_file_named_by_hf_token_path(variants):
+    objects = chart_objects(variants["with-token"])
+    assert not [o for o in objects if o["kind"] == "Secret"]  # never a k8s Secret literal
+    provider = by_kind(objects, "SecretProviderClass")
+    assert provider["spec"]["provider"] == "aws"
+    assert provider["spec"]["parameters"]["usePodIdentity"] == "true"
+    assert yaml.safe_load(provider["spec"]["parameters"]["objects"]) == [
+        {"objectName": "hf/token", "objectType": "secretsmanager", "objectAlias": "token"}]
+    for group in (head(objects), workers(objects)):
+        assert env(group)["HF_TOKEN_PATH"] == "/var/run/secrets/huggingface/token"
+        volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+        assert volumes["hf-token"]["csi"] == {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
+                                              "volumeAttributes": {"secretProviderClass": "ray-llm-hf-token"}}

@@ -1,0 +1,74 @@
+"""ServingStack: the inference chart applied after the KubeRay release; the token path through Pod
+Identity and the Secrets Store CSI add-ons when a secret is configured."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..helpers import config_with, synth
+
+
+def _manifest(result, stage="dev"):
+    (res,) = result.resources(stage, "serving", "Custom::AWSCDK-EKS-KubernetesResource").values()
+    return res
+
+
+def test_chart_objects_are_applied_in_one_manifest(app_synth):
+    objects = json.loads(_manifest(app_synth)["Properties"]["Manifest"])
+    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "RayService"]
+
+
+def test_manifest_depends_on_the_kuberay_release(app_synth):
+    stage = app_synth.stages["dev"]
+    manifest, kuberay = stage.serving.manifest, stage.cluster.kuberay_operator
+    assert kuberay.node.path in [d.node.path for d in manifest.node.dependencies]  # construct-level ...
+    # ... which CDK turns into a stack dependency: the whole cluster stack (the release waits for the
+    # operator) is deployed before the serving stack.
+    artifacts = json.loads((app_synth.outdir / "assembly-dev" / "manifest.json").read_text())["artifacts"]
+    assert stage.cluster.artifact_id in artifacts[stage.serving.artifact_id]["dependencies"]
+
+
+def test_manifest_targets_the_cluster_through_its_kubectl_provider(app_synth):
+    props = _manifest(app_synth)["Properties"]
+    assert "KubectlProvider" in props["ServiceToken"]["Fn::ImportValue"]
+    assert props["ClusterName"]["Fn::ImportValue"].startswith("dev-cluster:")
+
+
+def test_no_token_machinery_without_a_secret(app_synth):
+    assert app_synth.resources("dev", "serving", "AWS::EKS::PodIdentityAssociation") == {}
+    assert app_synth.resources("dev", "serving", "AWS::EKS::Addon") == {}
+
+
+@pytest.fixture(scope="module")
+def with_token(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("token")
+    return synth([config_with(tmp, serving={"hf_token_secret": "hf/token"})], tmp / "out")
+
+
+def test_token_add_ons_are_installed(with_token):
+    names = sorted(a["Properties"]["AddonName"] for a in with_token.resources("dev", "serving", "AWS::EKS::Addon").values())
+    assert names == ["aws-secrets-store-csi-driver-provider", "eks-pod-identity-agent"]
+
+
+def test_pod_identity_binds_the_ray_service_account(with_token):
+    (assoc,) = with_token.resources("dev", "serving", "AWS::EKS::PodIdentityAssociation").values()
+    assert assoc["Properties"]["Namespace"] == "inference"
+    assert assoc["Properties"]["ServiceAccount"] == "ray-llm"
+
+
+def test_token_reader_may_read_exactly_that_secret(with_token):
+    (policy,) = with_token.resources("dev", "serving", "AWS::IAM::Policy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]
+    assert json.dumps(statement["Resource"]).endswith(':secret:hf/token-??????"]]}')
+    (role,) = with_token.resources("dev", "serving", "AWS::IAM::Role").values()
+    trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    actions = {a for s in trust for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {"sts:AssumeRole", "sts:TagSession"}
+    assert all(s["Principal"] == {"Service": "pods.eks.amazonaws.com"} for s in trust)
+
+
+def test_no_secret_value_anywhere_in_the_templates(with_token):
+    text = "".join(p.read_text() for p in with_token.outdir.glob("assembly-dev/*.template.json"))
+    assert "SecretString" not in text and "GenerateSecretString" not in text
