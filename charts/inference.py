@@ -31,7 +31,7 @@ def serve_config_text(serving: Serving) -> str:
 
 class InferenceChart(cdk8s.Chart):
     def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
-                 worker_resources: PodResources, worker_counts: tuple[int, int, int]) -> None:
+                 worker_resources: PodResources, worker_count: int) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
         kplus.Namespace(self, "Namespace", metadata=cdk8s.ApiObjectMetadata(
@@ -50,7 +50,6 @@ class InferenceChart(cdk8s.Chart):
             provider.add_json_patch(cdk8s.JsonPatch.add("/spec", secret_provider_spec(
                 serving.hf_token_secret, region=region)))
 
-        low, desired, high = worker_counts
         spec: dict[str, Any] = {
             "upgradeStrategy": {"type": serving.upgrade_strategy},
             "serveConfigV2": serve_config_text(serving),
@@ -64,9 +63,10 @@ class InferenceChart(cdk8s.Chart):
                 },
                 "workerGroupSpecs": [{
                     "groupName": WORKER_GROUP,
-                    "replicas": desired,
-                    "minReplicas": low,
-                    "maxReplicas": high,
+                    # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
+                    "replicas": worker_count,
+                    "minReplicas": worker_count,
+                    "maxReplicas": worker_count,
                     "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
                     "template": worker_pod(image=image, resources=worker_resources,
                                            privilege=serving.worker_privilege, weight_cache=serving.weight_cache,

@@ -126,20 +126,16 @@ def _serving_capacity(cfg: StageConfig, path: str) -> None:
         raise ConfigError(path, "serving.engine.tensor_parallel_size",
                           f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
                           f"(allowed: 1 to {spec.gpus})")
-    _, desired, high = cfg.gpu_nodegroup.sizes
+    # The Ray cluster has one worker pod per GPU node at the nodegroup's desired size, and no node
+    # autoscaler: Ray Serve autoscaling moves replicas within those GPUs, never beyond them.
+    desired = cfg.gpu_nodegroup.count
     replicas_per_node = spec.gpus // tp
-    sides = (serving.prefill, serving.decode)
-    least = sum(side.replicas if side.replicas is not None else side.min_replicas for side in sides)
-    most = sum(side.most for side in sides)
-    if most > replicas_per_node * high:
+    most = serving.prefill.most + serving.decode.most
+    if most > replicas_per_node * desired:
         raise ConfigError(path, "serving.prefill",
-                          f"prefill + decode need up to {most * tp} GPUs ({most} replicas x TP {tp}), the GPU "
-                          f"nodegroup has at most {high * spec.gpus} (allowed: at most "
-                          f"{replicas_per_node * high} replicas in all)")
-    if least > replicas_per_node * desired:
-        raise ConfigError(path, "serving.prefill",
-                          f"prefill + decode need at least {least * tp} GPUs, the GPU nodegroup starts with "
-                          f"{desired * spec.gpus} (allowed: at most {replicas_per_node * desired} replicas)")
+                          f"prefill + decode need up to {most * tp} GPUs ({most} replicas x TP {tp}), the Ray "
+                          f"cluster has {desired * spec.gpus} ({desired} x {cfg.gpu_nodegroup.instance_type}) "
+                          f"(allowed: at most {replicas_per_node * desired} replicas in all, or more GPU nodes)")
 
 
 def _serving_resources(cfg: StageConfig, path: str) -> None:

@@ -18,7 +18,7 @@ K8S_VERSION = "1.35.0"
 
 def chart_objects(cfg) -> list[dict]:
     chart = InferenceChart(cdk8s.App(), "inference", serving=cfg.serving, image=cfg.image, region=cfg.region,
-                           worker_resources=worker_resources(cfg), worker_counts=cfg.gpu_nodegroup.sizes)
+                           worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count)
     return render(chart)
 
 

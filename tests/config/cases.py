@@ -63,7 +63,7 @@ SERVING = [
     ("too-many-replicas", {"serving": {"prefill": {"replicas": 2}}}, "serving.prefill",
      "need up to 3 GPUs"),
     ("autoscaling-beyond-nodes", {"serving": {"decode": {"replicas": None, "min_replicas": 1, "max_replicas": 3}}},
-     "serving.prefill", "need up to 4 GPUs"),
+     "serving.prefill", "need up to 4 GPUs (4 replicas x TP 1), the Ray cluster has 2"),
     ("tp-beyond-node", {"serving": {"engine": {"tensor_parallel_size": 2}}}, "serving.engine.tensor_parallel_size",
      "has 1"),
     ("replicas-both-forms", {"serving": {"prefill": {"replicas": 1, "min_replicas": 1, "max_replicas": 1}}},
