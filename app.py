@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The CDK app: one cdk.Stage per stage file in config/ (or only `-c stage=NAME`).
 
+Context: `stage` (one stage), `config_dir` (another folder of stage files), `nag` (run cdk-nag; cdk.json
+turns it on for every `cdk` command, so synth, diff and deploy all gate on it).
+
 The only place that reads CDK context. A bad stage file stops here with one line and exit code 2,
 before any construct exists, so no half-written cloud assembly is left behind.
 """
@@ -25,7 +28,7 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    built = assembly.build(app, stages)
+    built = assembly.build(app, stages, nag=_truthy(app.node.try_get_context("nag")))
     try:
         app.synth()
     except RuntimeError as exc:  # a validation plugin (cdk-nag) failed; its report is printed above
@@ -35,6 +38,10 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
         return 1
     render.write(app.outdir, [stage.rendering() for stage in built])
     return 0
+
+
+def _truthy(value: object) -> bool:
+    return value is True or str(value).lower() in ("true", "1", "yes")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import cdk8s
-import cdk8s_plus_28 as kplus
 import yaml
 from constructs import Construct
 
@@ -34,8 +33,8 @@ class InferenceChart(cdk8s.Chart):
                  worker_resources: PodResources, worker_count: int) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
-        kplus.Namespace(self, "Namespace", metadata=cdk8s.ApiObjectMetadata(
-            name=namespace, labels=POD_SECURITY_LABELS))
+        cdk8s.ApiObject(self, "Namespace", api_version="v1", kind="Namespace",
+                        metadata=cdk8s.ApiObjectMetadata(name=namespace, labels=POD_SECURITY_LABELS))
         self.service_account_name = serving.service_name
         cdk8s.ApiObject(self, "ServiceAccount", api_version="v1", kind="ServiceAccount",
                         metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))\

@@ -1,8 +1,6 @@
 """The EKS cluster with its nodegroups and add-ons. Nothing here changes when the served model does."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -18,7 +16,6 @@ from . import addons
 from .efa import EfaNetwork
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
 from .retention import retention
-from .zones import FixedZonesStack
 
 # One kubectl layer per Kubernetes minor; the schema only admits versions listed here.
 KUBECTL_LAYERS = {"1.35": KubectlV35Layer}
@@ -36,11 +33,11 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
     return base.only_from(*endpoint.public_access_cidrs)
 
 
-class ClusterStack(FixedZonesStack):
-    def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], vpc: ec2.IVpc,
+class ClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
                  cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
                  gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons, **kwargs) -> None:
-        super().__init__(scope, construct_id, zones=zones, **kwargs)
+        super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True,
             description=f"EKS secrets envelope encryption for {cluster_name}",

@@ -11,13 +11,12 @@ from constructs import Construct
 from config.schema import Network
 
 from .retention import retention
-from .zones import FixedZonesStack
 
 
-class NetworkStack(FixedZonesStack):
+class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], network: Network,
                  log_retention_days: int, **kwargs) -> None:
-        super().__init__(scope, construct_id, zones=zones, **kwargs)
+        super().__init__(scope, construct_id, **kwargs)
         flow_log_group = logs.LogGroup(
             self, "FlowLogs",
             retention=retention(log_retention_days),
@@ -26,7 +25,7 @@ class NetworkStack(FixedZonesStack):
         self.vpc = ec2.Vpc(
             self, "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
-            availability_zones=list(zones),
+            availability_zones=list(zones),  # literal names from the stage file: no lookup
             nat_gateways=network.nat_gateways,
             restrict_default_security_group=True,
             subnet_configuration=[

@@ -20,13 +20,18 @@ class InferenceStage(cdk.Stage):
         super().__init__(scope, construct_id, env=cdk.Environment(account=cfg.account, region=cfg.region))
         self.cfg = cfg
         zones = cfg.availability_zones
+        if cfg.account:
+            # With an explicit account and region, Stack.availability_zones would look the AZs up in AWS
+            # (and fail without credentials). Answer that lookup from the stage file instead. Without an
+            # account the stacks are account-agnostic and the VPC takes the names as given.
+            self.node.set_context(f"availability-zones:account={cfg.account}:region={cfg.region}", list(zones))
         self.network = NetworkStack(
             self, "Network", stack_name=f"{cfg.stage}-network", zones=zones, network=cfg.network,
             log_retention_days=cfg.cluster.log_retention_days,
             description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
         )
         self.cluster = ClusterStack(
-            self, "Cluster", stack_name=f"{cfg.stage}-cluster", zones=zones, vpc=self.network.vpc,
+            self, "Cluster", stack_name=f"{cfg.stage}-cluster", vpc=self.network.vpc,
             cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
