@@ -19,6 +19,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 
 
+def shared(relative: str) -> Path:
+    """A file of ../shared (KubeRay CRDs, Helm chart defaults): read-only data beside the project that
+    these checks validate against. Missing is a failure with a clear reason, not a silent skip."""
+    path = SHARED / relative
+    if not path.exists():
+        import pytest
+        pytest.fail(f"{path} is missing: the project's shared data (../shared) must sit beside the checkout")
+    return path
+
+
 def stage_data(stage: str = "dev") -> dict[str, Any]:
     return yaml.safe_load((CONFIG_DIR / f"{stage}.yaml").read_text())
 

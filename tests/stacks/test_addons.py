@@ -11,13 +11,12 @@ import yaml
 from config.schema import Addons
 from stacks import addons
 
-from ..helpers import SHARED
+from ..helpers import shared
 
-DEFAULTS = SHARED / "helm-values"
 CHART_DEFAULTS = {
-    "nvidia-device-plugin": DEFAULTS / "nvidia-device-plugin-0.20.0.values.yaml",
-    "aws-efa-k8s-device-plugin": DEFAULTS / "aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
-    "kuberay-operator": DEFAULTS / "kuberay-operator-1.7.0.values.yaml",
+    "nvidia-device-plugin": "helm-values/nvidia-device-plugin-0.20.0.values.yaml",
+    "aws-efa-k8s-device-plugin": "helm-values/aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
+    "kuberay-operator": "helm-values/kuberay-operator-1.7.0.values.yaml",
 }
 
 
@@ -44,7 +43,7 @@ def _releases(app_synth, stage="dev"):
 
 
 def test_checker_catches_a_misspelt_value():
-    defaults = yaml.safe_load(CHART_DEFAULTS["kuberay-operator"].read_text())
+    defaults = yaml.safe_load(shared(CHART_DEFAULTS["kuberay-operator"]).read_text())
     assert unknown_value_paths({"nodeSelectr": {"role": "system"}}, defaults) == ["nodeSelectr"]
     assert unknown_value_paths({"image": {"tagg": "x"}}, defaults) == ["image.tagg"]
 
@@ -52,8 +51,8 @@ def test_checker_catches_a_misspelt_value():
 @pytest.mark.parametrize("release", addons.helm_releases(Addons(), efa=True), ids=lambda r: r.release)
 def test_every_value_we_set_exists_in_the_pinned_charts_defaults(release):
     # the defaults on file are those of the pinned version
-    assert release.pin.version in CHART_DEFAULTS[release.pin.chart].name
-    defaults = yaml.safe_load(CHART_DEFAULTS[release.pin.chart].read_text())
+    assert f"-{release.pin.version}.values" in CHART_DEFAULTS[release.pin.chart]
+    defaults = yaml.safe_load(shared(CHART_DEFAULTS[release.pin.chart]).read_text())
     assert unknown_value_paths(release.values, defaults) == []
 
 
