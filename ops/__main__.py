@@ -1,0 +1,82 @@
+"""python -m ops {preflight,verify} --stage NAME [--json] ...
+
+  preflight [--suggest]   read-only AWS checks before `cdk deploy`
+  verify [--wait SECONDS] checks of the running stage after `cdk deploy`
+
+Exit codes: 0 every hard check passed; 1 a check failed (or the cluster cannot be reached);
+2 bad arguments or stage file; 3 an internal error (a bug: please report it, with --debug output).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from typing import Optional
+
+import boto3
+
+from config import CONFIG_DIR, ConfigError, load_stages
+
+from . import preflight, verify
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ops", description="Operations checks for a stage.")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("preflight", "read-only AWS checks before cdk deploy"),
+                       ("verify", "end-to-end checks of a deployed stage")):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
+        cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+        cmd.add_argument("--json", action="store_true", help="print the report as JSON (for pipelines)")
+        if name == "preflight":
+            cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
+        else:
+            cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                             help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
+            cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Session] = None,
+         clients: Optional[dict] = None) -> int:
+    """`session` and `clients` (boto3 clients by service name) let tests pass moto and Stubber clients."""
+    args = _parser().parse_args(argv)
+    try:
+        (cfg,) = load_stages(args.config_dir, only=args.stage)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    session = session or boto3.session.Session(region_name=cfg.region)
+    try:
+        if args.command == "preflight":
+            report, facts = preflight.run(cfg, preflight.Clients(session, cfg.region, overrides=clients or {}))
+            snippet = preflight.suggestion(cfg, facts) if args.suggest else None
+            if snippet:
+                report.extra["suggestion"] = snippet
+        else:
+            try:
+                access = verify.cluster_access(cfg, session)
+                api = verify.connect(cfg, session, access)
+            except verify.AccessError as exc:
+                print(f"verify --stage {cfg.stage}: {exc}", file=sys.stderr)
+                return 1
+            report = verify.run(cfg, api, wait=args.wait, poll=args.poll)
+            snippet = None
+    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+        if args.debug:
+            traceback.print_exc()
+        print(f"{args.command}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.table())
+        if snippet:
+            print(f"\nSuggested change to {args.config_dir}/{cfg.stage}.yaml:\n{snippet}", end="")
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

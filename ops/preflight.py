@@ -1,0 +1,358 @@
+"""`preflight`: read-only AWS checks that catch what fails first deploys, before `cdk deploy`.
+
+Every call is a Describe/Get/List. Each check records pass, fail (blocks the deploy), warn (worth a
+look, does not block) or skip (not applicable, or a prerequisite failed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import boto3
+import yaml
+
+from config.instance_types import INSTANCE_TYPES, instance_family
+from config.schema import StageConfig
+from config.versions import DLC_ACCOUNT, DLC_REPOSITORY
+
+from .errors import AWS_ERRORS, describe, error_code
+from .report import Report
+
+# The oldest bootstrap stack version the synthesized templates accept (their CheckBootstrapVersion rule).
+MIN_BOOTSTRAP_VERSION = 6
+BOOTSTRAP_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
+SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
+
+
+@dataclass(frozen=True)
+class VcpuQuota:
+    name: str
+    on_demand: str
+    spot: str
+    families: tuple[str, ...]
+
+
+# EC2 vCPU quotas by the instance families they cover (Service Quotas codes).
+QUOTAS = [
+    VcpuQuota("G and VT instances", "L-DB2E81BA", "L-3819A6DF", ("g", "vt")),
+    VcpuQuota("P instances", "L-417A185B", "L-7212CCBC", ("p",)),
+    VcpuQuota("Standard (A, C, D, H, I, M, R, T, Z) instances", "L-1216C47A", "L-34B43A08",
+              ("a", "c", "d", "h", "i", "m", "r", "t", "z")),
+]
+
+
+def quota_for(instance_type: str) -> VcpuQuota:
+    """The vCPU quota covering an instance type, by the letters its family starts with."""
+    letters = re.match(r"[a-z]+", instance_family(instance_type))
+    prefix = letters.group(0) if letters else ""
+    for quota in QUOTAS:
+        if prefix in quota.families or prefix[:1] in quota.families and prefix[:1] not in ("v",):
+            return quota
+    raise KeyError(f"no vCPU quota known for {instance_type}")
+
+
+@dataclass
+class Clients:
+    """boto3 clients of one session; tests replace some with botocore Stubbers."""
+
+    session: boto3.session.Session
+    region: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, service: str):
+        if service in self.overrides:
+            return self.overrides[service]
+        if service not in self._made:
+            self._made[service] = self.session.client(service, region_name=self.region)
+        return self._made[service]
+
+
+@dataclass
+class Facts:
+    """What the checks learned, for later checks and for --suggest."""
+
+    account: Optional[str] = None
+    zone_ids: dict[str, str] = field(default_factory=dict)
+    offered_zones: list[str] = field(default_factory=list)
+
+
+def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
+    report, facts = Report("preflight", cfg.stage), Facts()
+    if not _credentials(cfg, clients, report, facts):
+        for name in ("availability zones", "GPU type in GPU AZ", "EFA support", "vCPU quotas",
+                     "Kubernetes version", "CDK bootstrap", "token secret", "image registry"):
+            report.add(name, "skip", "needs working credentials")
+        return report, facts
+    steps: list[Callable[[StageConfig, Clients, Report, Facts], None]] = [
+        _zones, _gpu_offering, _efa, _quotas, _kubernetes_version, _bootstrap, _secret, _registry,
+    ]
+    for step in steps:
+        step(cfg, clients, report, facts)
+    return report, facts
+
+
+def _guard(report: Report, name: str, fix: str = "") -> Callable:
+    """Run a check body; an unexpected AWS or network error becomes that check's one-line failure."""
+    def wrap(body: Callable[[], None]) -> None:
+        try:
+            body()
+        except AWS_ERRORS as exc:
+            report.add(name, "fail", describe(exc), fix)
+    return wrap
+
+
+def _credentials(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> bool:
+    name = "credentials"
+    if clients.session.get_credentials() is None:
+        report.add(name, "fail", "no AWS credentials found",
+                   "log in (aws sso login, or set AWS_PROFILE / AWS_ACCESS_KEY_ID) and run again")
+        return False
+    try:
+        identity = clients("sts").get_caller_identity()
+    except AWS_ERRORS as exc:
+        report.add(name, "fail", describe(exc), "check that the credentials are valid and not expired")
+        return False
+    facts.account = identity["Account"]
+    if cfg.account and cfg.account != facts.account:
+        report.add(name, "fail", f"credentials are for account {facts.account}, the stage deploys to "
+                                 f"{cfg.account}", f"use credentials for account {cfg.account}")
+        return False
+    report.add(name, "pass", f"{identity['Arn']} in account {facts.account}")
+    return True
+
+
+def _zones(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "availability zones"
+
+    def body() -> None:
+        zones = clients("ec2").describe_availability_zones(
+            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])["AvailabilityZones"]
+        facts.zone_ids = {z["ZoneName"]: z["ZoneId"] for z in zones if z.get("State") == "available"}
+        missing = [z for z in cfg.availability_zones if z not in facts.zone_ids]
+        if missing:
+            report.add(name, "fail", f"{', '.join(missing)} not available in {cfg.region} "
+                                     f"(available: {', '.join(sorted(facts.zone_ids))})",
+                       "list available AZs in availability_zones (preflight --suggest)")
+        else:
+            shown = ", ".join(f"{z} ({facts.zone_ids[z]})" for z in cfg.availability_zones)
+            report.add(name, "pass", f"{cfg.region}: {shown}")
+    _guard(report, name, f"check that {cfg.region} is enabled for the account")(body)
+
+
+def _gpu_offering(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "GPU type in GPU AZ"
+    gpu_type, zone = cfg.gpu_nodegroup.instance_type, cfg.gpu_availability_zone
+
+    def body() -> None:
+        ec2 = clients("ec2")
+        flt = [{"Name": "instance-type", "Values": [gpu_type]}]
+        by_name = sorted(o["Location"] for o in ec2.describe_instance_type_offerings(
+            LocationType="availability-zone", Filters=flt)["InstanceTypeOfferings"])
+        by_id = {o["Location"] for o in ec2.describe_instance_type_offerings(
+            LocationType="availability-zone-id", Filters=flt)["InstanceTypeOfferings"]}
+        facts.offered_zones = by_name
+        zone_id = facts.zone_ids.get(zone, "?")
+        if zone in by_name and zone_id in by_id:
+            report.add(name, "pass", f"{gpu_type} is offered in {zone} ({zone_id})")
+        else:
+            offered = ", ".join(f"{z} ({facts.zone_ids.get(z, '?')})" for z in by_name) or "no AZ of the region"
+            report.add(name, "fail", f"{gpu_type} is not offered in {zone} ({zone_id}); offered in: {offered}",
+                       "set gpu_availability_zone to an AZ that offers it (preflight --suggest)")
+    _guard(report, name)(body)
+
+
+def _efa(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "EFA support"
+    if not cfg.gpu_nodegroup.efa:
+        report.add(name, "skip", "EFA is off for this stage")
+        return
+    gpu_type = cfg.gpu_nodegroup.instance_type
+    needed = INSTANCE_TYPES[gpu_type].efa_interfaces
+
+    def body() -> None:
+        (info,) = clients("ec2").describe_instance_types(InstanceTypes=[gpu_type])["InstanceTypes"]
+        network = info.get("NetworkInfo", {})
+        maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if network.get("EfaSupported") else 0
+        if maximum >= needed:
+            report.add(name, "pass", f"{gpu_type} supports {maximum} EFA interface(s); the launch template uses {needed}")
+        else:
+            report.add(name, "fail", f"{gpu_type} supports {maximum} EFA interface(s), the stage needs {needed}",
+                       "choose an EFA instance type, or set gpu_nodegroup.efa: false (and kv_backend to match)")
+    _guard(report, name)(body)
+
+
+def _used_vcpus(ec2, quota: VcpuQuota, *, spot: bool) -> int:
+    used = 0
+    paginator = ec2.get_paginator("describe_instances")
+    pages = paginator.paginate(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    for page in pages:
+        for reservation in page["Reservations"]:
+            for instance in reservation["Instances"]:
+                is_spot = instance.get("InstanceLifecycle") == "spot"
+                if is_spot != spot:
+                    continue
+                try:
+                    if quota_for(instance["InstanceType"]) != quota:
+                        continue
+                except KeyError:
+                    continue
+                used += _vcpus(ec2, instance)
+    return used
+
+
+def _vcpus(ec2, instance: dict) -> int:
+    """vCPUs of a running instance: its CPU options, else the type's default vCPUs."""
+    cpu = instance.get("CpuOptions") or {}
+    if cpu.get("CoreCount"):
+        return cpu["CoreCount"] * cpu.get("ThreadsPerCore", 1)
+    known = INSTANCE_TYPES.get(instance["InstanceType"])
+    if known:
+        return known.vcpus
+    (info,) = ec2.describe_instance_types(InstanceTypes=[instance["InstanceType"]])["InstanceTypes"]
+    return info["VCpuInfo"]["DefaultVCpus"]
+
+
+def _quotas(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    """Each nodegroup at its maximum size against the vCPU quota of its family, minus current use."""
+    needs: dict[tuple[str, bool], int] = {}
+    groups = [(cfg.system_nodegroup.instance_type, cfg.system_nodegroup.max_size, False),
+              (cfg.gpu_nodegroup.instance_type, cfg.gpu_nodegroup.sizes[2],
+               cfg.gpu_nodegroup.capacity_type == "spot")]
+    for instance_type, count, spot in groups:
+        quota = quota_for(instance_type)
+        key = (quota.spot if spot else quota.on_demand, spot)
+        needs[key] = needs.get(key, 0) + count * INSTANCE_TYPES[instance_type].vcpus
+    for (code, spot), needed in needs.items():
+        quota = next(q for q in QUOTAS if code in (q.on_demand, q.spot))
+        label = f"vCPU quota {code}"
+        kind = "Spot" if spot else "On-Demand"
+
+        def body(code=code, spot=spot, needed=needed, quota=quota, label=label, kind=kind) -> None:
+            value = clients("service-quotas").get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+            used = _used_vcpus(clients("ec2"), quota, spot=spot)
+            free = int(value) - used
+            detail = (f"{kind} {quota.name}: quota {int(value)}, in use {used}, free {free}, "
+                      f"this stage needs up to {needed}")
+            if free >= needed:
+                report.add(label, "pass", detail)
+            else:
+                report.add(label, "fail", detail,
+                           f"request an increase of {code} to at least {used + needed} vCPUs "
+                           f"(Service Quotas console, EC2) or lower the nodegroups' max_size")
+        _guard(report, label)(body)
+
+
+def _kubernetes_version(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "Kubernetes version"
+    version = cfg.cluster.kubernetes_version
+
+    def body() -> None:
+        versions = clients("eks").describe_cluster_versions(clusterVersions=[version])["clusterVersions"]
+        found = [v for v in versions if v.get("clusterVersion") == version]
+        if found:
+            report.add(name, "pass", f"EKS offers {version} in {cfg.region} ({found[0].get('status', 'listed')})")
+        else:
+            report.add(name, "fail", f"EKS does not offer {version} in {cfg.region}",
+                       "choose a version EKS offers there (aws eks describe-cluster-versions)")
+    _guard(report, name)(body)
+
+
+def _bootstrap(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "CDK bootstrap"
+    env = f"aws://{facts.account}/{cfg.region}"
+    fix = f"npx --no-install cdk bootstrap {env}"
+    try:
+        value = clients("ssm").get_parameter(Name=BOOTSTRAP_PARAMETER)["Parameter"]["Value"]
+    except AWS_ERRORS as exc:
+        if error_code(exc) == "ParameterNotFound":
+            report.add(name, "fail", f"{env} is not bootstrapped ({BOOTSTRAP_PARAMETER} not found)", fix)
+        else:
+            report.add(name, "fail", describe(exc), fix)
+        return
+    version = int(value) if str(value).isdigit() else 0
+    if version >= MIN_BOOTSTRAP_VERSION:
+        report.add(name, "pass", f"{env} bootstrapped, version {version}")
+    else:
+        report.add(name, "fail", f"{env} bootstrap version {value} < {MIN_BOOTSTRAP_VERSION}", fix)
+
+
+def _secret(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "token secret"
+    secret = cfg.serving.hf_token_secret
+    if not secret:
+        report.add(name, "skip", "no hf_token_secret configured (the model is ungated)")
+        return
+    try:
+        found = clients("secretsmanager").describe_secret(SecretId=secret)
+    except AWS_ERRORS as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            report.add(name, "fail", f"secret {secret!r} does not exist in {cfg.region}",
+                       f"create it: aws secretsmanager create-secret --name {secret} --secret-string file://token")
+        else:
+            report.add(name, "fail", describe(exc), "let the deploying role call secretsmanager:DescribeSecret")
+        return
+    report.add(name, "pass", f"{found['ARN']} exists")
+
+    def addon() -> None:
+        offered = clients("eks").describe_addon_versions(
+            addonName=SECRETS_PROVIDER_ADDON, kubernetesVersion=cfg.cluster.kubernetes_version)["addons"]
+        if offered:
+            report.add("secrets provider add-on", "pass", f"{SECRETS_PROVIDER_ADDON} is offered for "
+                                                          f"{cfg.cluster.kubernetes_version}")
+        else:
+            report.add("secrets provider add-on", "fail", f"{SECRETS_PROVIDER_ADDON} is not offered for "
+                                                          f"{cfg.cluster.kubernetes_version} in {cfg.region}",
+                       "deploy without hf_token_secret, or in a region that offers the add-on")
+    _guard(report, "secrets provider add-on")(addon)
+
+
+def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    name = "image registry"
+    image = cfg.image
+    registry, _, rest = image.partition("/")
+    repository, _, tag = rest.partition(":")
+    if not registry.startswith(f"{DLC_ACCOUNT}.dkr.ecr.") or repository != DLC_REPOSITORY:
+        report.add(name, "skip", f"{image} is not the DLC image; its registry is not checked")
+        return
+    try:
+        clients("ecr").describe_images(registryId=DLC_ACCOUNT, repositoryName=repository,
+                                       imageIds=[{"imageTag": tag}])
+    except AWS_ERRORS as exc:
+        code = error_code(exc)
+        if code in ("AccessDeniedException", "AccessDenied"):
+            report.add(name, "warn", f"cannot look into {registry} ({code}); the nodes pull with their own role",
+                       "nothing to do unless pods later fail with ImagePullBackOff")
+        elif code in ("RepositoryNotFoundException", "ImageNotFoundException"):
+            report.add(name, "fail", f"{image}: {code}", "use a region where the DLC image is published, or set "
+                                                         "serving.image")
+        else:
+            report.add(name, "fail", describe(exc))
+        return
+    report.add(name, "pass", f"{image} is published in {cfg.region}")
+
+
+def suggestion(cfg: StageConfig, facts: Facts) -> Optional[str]:
+    """A corrected stage snippet (AZs, GPU AZ) when the GPU AZ or a stage AZ is the problem."""
+    if not facts.zone_ids:
+        return None
+    zones = [z for z in cfg.availability_zones if z in facts.zone_ids]
+    offered = [z for z in facts.offered_zones if z in facts.zone_ids]
+    gpu_zone = cfg.gpu_availability_zone
+    if gpu_zone not in offered:
+        if not offered:
+            return None
+        gpu_zone = next((z for z in offered if z in zones), offered[0])
+    for zone in sorted(facts.zone_ids):
+        if len(zones) >= max(2, len(cfg.availability_zones)):
+            break
+        if zone not in zones:
+            zones.append(zone)
+    if gpu_zone not in zones:
+        zones = [gpu_zone] + zones[: max(1, len(zones) - 1)]
+    zones = sorted(zones)
+    if zones == cfg.availability_zones and gpu_zone == cfg.gpu_availability_zone:
+        return None
+    return yaml.safe_dump({"availability_zones": zones, "gpu_availability_zone": gpu_zone},
+                          default_flow_style=None, sort_keys=False)

@@ -1,0 +1,253 @@
+"""`verify`: after `cdk deploy`, check the running stage end to end through the Kubernetes API.
+
+GPU nodes Ready with their devices, the KubeRay operator available, the RayService ready with its
+application RUNNING (waiting up to --wait seconds), NIXL on LIBFABRIC with provider=efa on every GPU
+worker (read through the Ray dashboard's log API), and the OpenAI endpoint answering.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, TextIO
+
+import boto3
+
+from charts.ray_pods import EFA_RESOURCE, GPU_RESOURCE
+from charts.serve_config import APP_NAME
+from config.derived import worker_resources
+from config.schema import StageConfig
+from stacks.addons import KUBERAY_NAMESPACE
+from stacks.nodegroups import GPU_LABELS
+
+from . import eks_token, nixl
+from .errors import AWS_ERRORS, describe
+from .kube import KubeApi, KubeError
+from .report import Report
+
+DASHBOARD_PORT = "dashboard"
+SERVE_PORT = "serve"
+LOG_LINES = 20000
+CHAT_PROMPT = "Reply with one short sentence: what is prefill/decode disaggregation?"
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    endpoint: str
+    ca_data: Optional[str]
+    private_only: bool
+
+
+class AccessError(Exception):
+    """The cluster cannot be reached; one line that says why and what to do."""
+
+
+def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterAccess:
+    try:
+        cluster = session.client("eks", region_name=cfg.region).describe_cluster(name=cfg.cluster_name)["cluster"]
+    except AWS_ERRORS as exc:
+        raise AccessError(f"cannot describe cluster {cfg.cluster_name} in {cfg.region}: {describe(exc)}") from None
+    vpc = cluster.get("resourcesVpcConfig", {})
+    return ClusterAccess(endpoint=cluster["endpoint"], ca_data=cluster.get("certificateAuthority", {}).get("data"),
+                         private_only=not vpc.get("endpointPublicAccess", True))
+
+
+def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAccess) -> KubeApi:
+    try:
+        token = eks_token.token(session, cfg.cluster_name, cfg.region)
+    except AWS_ERRORS as exc:
+        raise AccessError(f"cannot build an EKS token: {describe(exc)}") from None
+    api = KubeApi(endpoint=access.endpoint, token=token, ca_data=access.ca_data)
+    try:
+        api.get("/version")
+    except KubeError as exc:
+        if access.private_only:
+            raise AccessError(f"{cfg.cluster_name} has a private-only API endpoint and it is not reachable from "
+                              f"here ({exc}): run verify inside the VPC (a bastion, an SSM session, or the "
+                              f"pipeline's in-VPC step)") from None
+        raise AccessError(f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} (is this machine's "
+                          f"address in cluster.endpoint.public_access_cidrs?)") from None
+    return api
+
+
+class Progress:
+    """One line per poll on a stream (stderr by default): what is still awaited and the time left."""
+
+    def __init__(self, stream: Optional[TextIO] = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+
+    def __call__(self, elapsed: float, budget: float, waiting_for: str) -> None:
+        self.stream.write(f"  [{int(elapsed):>4}s/{int(budget)}s] waiting for {waiting_for}\n")
+        self.stream.flush()
+
+
+def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0,
+        progress: Optional[Callable[[float, float, str], None]] = None,
+        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
+    report = Report("verify", cfg.stage)
+    progress = progress or Progress()
+    start = clock()
+    pending = ["GPU nodes", "KubeRay operator", "RayService"]
+    while True:
+        attempt = Report("verify", cfg.stage)
+        _gpu_nodes(cfg, api, attempt)
+        _operator(api, attempt)
+        _ray_service(cfg, api, attempt)
+        pending = [c.name for c in attempt.checks if c.status == "fail"]
+        elapsed = clock() - start
+        if not pending or elapsed + poll > wait:
+            break
+        progress(elapsed, wait, ", ".join(pending))
+        sleep(poll)
+    report.checks.extend(attempt.checks)
+    if report.ok:
+        _nixl(cfg, api, report)
+        _openai(cfg, api, report)
+    else:
+        for name in ("NIXL transport", "GET /v1/models", "POST /v1/chat/completions"):
+            report.add(name, "skip", "the RayService is not ready")
+    return report
+
+
+def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+    name = "GPU nodes"
+    selector = ",".join(f"{k}={v}" for k, v in GPU_LABELS.items())
+    resources = worker_resources(cfg)
+    try:
+        nodes = api.get("/api/v1/nodes", labelSelector=selector)["items"]
+    except KubeError as exc:
+        report.add(name, "fail", str(exc))
+        return
+    problems = []
+    for node in nodes:
+        node_name = node["metadata"]["name"]
+        conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+        allocatable = node.get("status", {}).get("allocatable", {})
+        if conditions.get("Ready") != "True":
+            problems.append(f"{node_name} not Ready")
+        if int(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
+            problems.append(f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
+                            "(NVIDIA device plugin running?)")
+        if resources.efa_interfaces and int(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
+            problems.append(f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
+                            "(EFA device plugin running?)")
+    expected = cfg.gpu_nodegroup.count
+    if len(nodes) < expected:
+        problems.insert(0, f"{len(nodes)} of {expected} GPU nodes registered")
+    if problems:
+        report.add(name, "fail", "; ".join(problems),
+                   "check the GPU nodegroup in the EKS console and the device plugin pods in kube-system")
+    else:
+        devices = f"{resources.gpus} GPU" + (f", {resources.efa_interfaces} EFA" if resources.efa_interfaces else "")
+        report.add(name, "pass", f"{len(nodes)} nodes Ready, each with {devices} allocatable")
+
+
+def _operator(api: KubeApi, report: Report) -> None:
+    name = "KubeRay operator"
+    try:
+        deployment = api.get(f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/kuberay-operator")
+    except KubeError as exc:
+        report.add(name, "fail", str(exc), "is the kuberay-operator Helm release installed? (cluster stack)")
+        return
+    available = deployment.get("status", {}).get("availableReplicas", 0) or 0
+    if available >= 1:
+        report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
+    else:
+        report.add(name, "fail", "no available replica", f"kubectl -n {KUBERAY_NAMESPACE} describe pods")
+
+
+def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+    name = "RayService"
+    serving = cfg.serving
+    path = f"/apis/ray.io/v1/namespaces/{serving.namespace}/rayservices/{serving.service_name}"
+    try:
+        status = api.get(path).get("status", {})
+    except KubeError as exc:
+        report.add(name, "fail", str(exc), "did the serving stack deploy?")
+        return
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    app = status.get("activeServiceStatus", {}).get("applicationStatuses", {}).get(APP_NAME, {})
+    app_status = app.get("status", "absent")
+    if ready and app_status == "RUNNING":
+        report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
+    else:
+        message = " ".join(str(app.get("message", "")).split())[:200]
+        report.add(name, "fail", f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
+                                 + (f": {message}" if message else ""),
+                   f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}")
+
+
+def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> object:
+    svc = f"{cfg.serving.service_name}-head-svc"
+    return api.request("GET", api.service_path(cfg.serving.namespace, svc, DASHBOARD_PORT, path),
+                       query=query or None, raw=path.startswith("/api/v0/logs/"))
+
+
+def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+    name = "NIXL transport"
+    if cfg.serving.mode != "pd":
+        report.add(name, "skip", "colocated mode moves no KV cache between engines")
+        return
+    try:
+        nodes = _dashboard(cfg, api, "/api/v0/nodes")["data"]["result"]["result"]
+        workers = [n for n in nodes if not n.get("is_head_node") and n.get("state") == "ALIVE"
+                   and float(n.get("resources_total", {}).get("GPU", 0)) > 0]
+        if not workers:
+            report.add(name, "fail", "no live GPU worker in the Ray cluster")
+            return
+        findings = {}
+        for node in workers:
+            listing = _dashboard(cfg, api, "/api/v0/logs", node_id=node["node_id"], glob="worker-*")
+            files = [f for group in listing["data"]["result"].values() for f in group]
+            text = "\n".join(_dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f,
+                                        lines=LOG_LINES) for f in sorted(files))
+            findings[node["node_ip"]] = nixl.classify(text)
+    except (KubeError, KeyError, TypeError) as exc:
+        report.add(name, "fail", f"cannot read the workers' logs through the Ray dashboard: {exc}")
+        return
+    bad = {ip: f for ip, f in findings.items() if not f.ok}
+    if bad:
+        first_ip, first = next(iter(bad.items()))
+        report.add(name, "fail", f"worker {first_ip}: {first.detail}" +
+                   (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+                   "see docs/OPERATIONS.md: what each NIXL failure means",
+                   verdicts={ip: f.verdict for ip, f in findings.items()})
+    else:
+        report.add(name, "pass", "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items()),
+                   verdicts={ip: f.verdict for ip, f in findings.items()})
+
+
+def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+    serving = cfg.serving
+    svc = f"{serving.service_name}-serve-svc"
+    model = serving.model.id
+    try:
+        models = api.request("GET", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/models"))
+        ids = [m.get("id") for m in models.get("data", [])]
+    except (KubeError, AttributeError) as exc:
+        report.add("GET /v1/models", "fail", str(exc))
+        report.add("POST /v1/chat/completions", "skip", "/v1/models failed")
+        return
+    if model not in ids:
+        report.add("GET /v1/models", "fail", f"{model!r} is not listed (listed: {', '.join(map(str, ids)) or 'none'})",
+                   "the application may still be loading, or serving.model.id differs from the deployed config")
+        report.add("POST /v1/chat/completions", "skip", "the model is not listed")
+        return
+    report.add("GET /v1/models", "pass", f"lists {model}")
+    body = {"model": model, "messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": 32,
+            "temperature": 0}
+    started = time.perf_counter()
+    try:
+        answer = api.request("POST", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/chat/completions"),
+                             body=body, timeout=300)
+        text = answer["choices"][0]["message"]["content"]
+    except (KubeError, KeyError, IndexError, TypeError) as exc:
+        report.add("POST /v1/chat/completions", "fail", str(exc))
+        return
+    latency = time.perf_counter() - started
+    if not text or not str(text).strip():
+        report.add("POST /v1/chat/completions", "fail", "empty completion", latency_s=round(latency, 3))
+        return
+    shown = json.dumps(" ".join(str(text).split())[:80])
+    report.add("POST /v1/chat/completions", "pass", f"{latency:.2f} s: {shown}", latency_s=round(latency, 3))
