@@ -1,0 +1,167 @@
+"""A local fake of what verify talks to: the Kubernetes API (nodes, the KubeRay operator deployment, the
+RayService), and, through the API server's service proxy, the Ray dashboard's State API (nodes, log
+listing, log files) and the OpenAI endpoint of the Serve service. A real HTTP server on 127.0.0.1.
+
+Paths and payload shapes, and where they were checked:
+- `/version`, `/api/v1/nodes?labelSelector=`, `/apis/apps/v1/namespaces/NS/deployments/NAME` and the
+  service proxy `/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH`: Kubernetes API reference (v1.35);
+  the node and deployment objects carry only the fields verify reads (conditions, allocatable,
+  availableReplicas), with Kubernetes' own names.
+- `/apis/ray.io/v1/namespaces/NS/rayservices/NAME`: the RayService's `status` is validated in the tests
+  against KubeRay v1.7.0's CRD (../shared/crds), strictly.
+- `/api/v0/nodes`, `/api/v0/logs`, `/api/v0/logs/file`: Ray 2.58's dashboard, `dashboard/modules/state/
+  state_head.py` (routes and query parameters), `dashboard/routes.py::rest_response` (the
+  `{"result", "msg", "data"}` envelope), `util/state/common.py` (`ListApiResponse`, `NodeState`), and
+  `dashboard/modules/log/log_manager.py::_categorize_log_files` (`worker_out` / `worker_err` groups).
+- `/v1/models`, `/v1/chat/completions`: the OpenAI API as Ray Serve LLM serves it (`object: list`,
+  `data[].id`; `choices[0].message.content`).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Optional
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOKEN = "k8s-aws-v1.test-token"
+HEAD = "/api/v1/namespaces/inference/services/ray-llm-head-svc:dashboard/proxy"
+SERVE = "/api/v1/namespaces/inference/services/ray-llm-serve-svc:serve/proxy"
+
+
+def node(name: str, *, ready: bool = True, gpus: str = "1", efa: str = "1") -> dict:
+    allocatable = {"cpu": "31850m", "memory": "127Gi", "nvidia.com/gpu": gpus}
+    if efa is not None:
+        allocatable["vpc.amazonaws.com/efa"] = efa
+    return {"metadata": {"name": name, "labels": {"role": "gpu-worker"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "allocatable": allocatable}}
+
+
+def ray_service_status(app_status: str = "RUNNING", ready: bool = True, message: str = "") -> dict:
+    return {"conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "x",
+                            "lastTransitionTime": "2026-11-30T04:00:00Z", "message": ""}],
+            "serviceStatus": "Running" if ready else "",
+            "activeServiceStatus": {"rayClusterName": "ray-llm-x7k2p",
+                                    "applicationStatuses": {"llm": {"status": app_status, "message": message,
+                                                                    "serveDeploymentStatuses": {}}}}}
+
+
+@dataclass
+class Scenario:
+    nodes: list = field(default_factory=lambda: [node("ip-10-0-40-17"), node("ip-10-0-41-9")])
+    operator_available: int = 1
+    statuses: list = field(default_factory=lambda: [ray_service_status()])  # one per poll, last repeats
+    worker_logs: dict = field(default_factory=lambda: {"10.0.40.17": "efa.log", "10.0.41.9": "efa.log"})
+    models: list = field(default_factory=lambda: ["qwen3.5-9b"])
+    completion: str = "It splits prompt processing and token generation across GPUs."
+    requests: list = field(default_factory=list)
+    polls: int = 0
+
+
+class FakeCluster:
+    def __init__(self, scenario: Optional[Scenario] = None) -> None:
+        self.scenario = scenario or Scenario()
+        handler = _handler(self)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> "FakeCluster":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- routing -------------------------------------------------------------------------------------
+    def answer(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+        s = self.scenario
+        s.requests.append((method, path))
+        if path == "/version":
+            return 200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0-eks-fake"}
+        if path == "/api/v1/nodes":
+            assert query.get("labelSelector") == ["role=gpu-worker"], query
+            return 200, {"kind": "NodeList", "apiVersion": "v1", "items": s.nodes}
+        if path == "/apis/apps/v1/namespaces/kuberay-system/deployments/kuberay-operator":
+            return 200, {"kind": "Deployment", "status": {"replicas": 1, "availableReplicas": s.operator_available}}
+        if path == "/apis/ray.io/v1/namespaces/inference/rayservices/ray-llm":
+            status = s.statuses[min(s.polls, len(s.statuses) - 1)]
+            s.polls += 1
+            return 200, {"apiVersion": "ray.io/v1", "kind": "RayService",
+                         "metadata": {"name": "ray-llm", "namespace": "inference"}, "status": status}
+        if path == f"{HEAD}/api/v0/nodes":
+            nodes = [{"node_id": "head0", "node_ip": "10.0.8.4", "is_head_node": True, "state": "ALIVE",
+                      "node_name": "10.0.8.4", "resources_total": {"CPU": 3.0}, "labels": {}}]
+            nodes += [{"node_id": f"node-{ip}", "node_ip": ip, "is_head_node": False, "state": "ALIVE",
+                       "node_name": ip, "resources_total": {"CPU": 16.0, "GPU": 1.0}, "labels": {}}
+                      for ip in s.worker_logs]
+            return 200, _envelope({"total": len(nodes), "num_after_truncation": len(nodes),
+                                   "num_filtered": len(nodes), "result": nodes,
+                                   "partial_failure_warning": "", "warnings": None})
+        if path == f"{HEAD}/api/v0/logs":
+            ip = query["node_id"][0].removeprefix("node-")
+            assert query.get("glob") == ["worker-*"]
+            return 200, _envelope({"worker_err": [f"worker-{ip}-01000000-1234.err"],
+                                   "worker_out": [f"worker-{ip}-01000000-1234.out"]})
+        if path == f"{HEAD}/api/v0/logs/file":
+            ip = query["node_id"][0].removeprefix("node-")
+            if query["filename"][0].endswith(".err"):
+                return 200, (FIXTURES / s.worker_logs[ip]).read_text()
+            return 200, "INFO replica started\n"
+        if path == f"{SERVE}/v1/models":
+            return 200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "organization",
+                                                     "created": 1764476000} for m in s.models]}
+        if path == f"{SERVE}/v1/chat/completions" and method == "POST":
+            assert body["model"] in s.models and body["messages"][0]["role"] == "user"
+            return 200, {"id": "chatcmpl-1", "object": "chat.completion", "created": 1764476400,
+                         "model": body["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": s.completion},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32}}
+        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                     "message": f"the server could not find the requested resource ({path})", "code": 404}
+
+
+def _envelope(result: Any) -> dict:
+    return {"result": True, "msg": "", "data": {"result": result}}
+
+
+def _handler(cluster: FakeCluster):
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self, method: str) -> None:
+            parsed = urllib.parse.urlsplit(self.path)
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._send(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                        "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            status, payload = cluster.answer(method, parsed.path, urllib.parse.parse_qs(parsed.query), body)
+            self._send(status, payload)
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self._serve("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._serve("POST")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler
