@@ -40,12 +40,14 @@ def variants(tmp_path_factory):
     made = {}
     for name, change in {
         "colocated": {"serving": {"mode": "colocated"}},
+        "prod-colocated": ("prod", {"serving": {"mode": "colocated"}}),
         "ipc-lock": {"serving": {"worker_privilege": "ipc_lock"}},
         "with-token": {"serving": {"hf_token_secret": "hf/token"}},
         "no-cache": {"serving": {"weight_cache": {"enabled": False}}},
     }.items():
         (tmp / name).mkdir()
-        made[name] = config_with(tmp / name, **change)
+        stage, change = change if isinstance(change, tuple) else ("dev", change)
+        made[name] = config_with(tmp / name, stage, **change)
     return made
 
 
@@ -78,7 +80,7 @@ def test_rayservice_validates_strictly_against_the_kuberay_crd(stages, stage):
     assert crd_errors(ray_service(chart_objects(stages[stage]))) == []
 
 
-@pytest.mark.parametrize("variant", ["colocated", "ipc-lock", "with-token", "no-cache"])
+@pytest.mark.parametrize("variant", ["colocated", "prod-colocated", "ipc-lock", "with-token", "no-cache"])
 def test_variants_validate_strictly_against_the_kuberay_crd(variants, variant):
     assert crd_errors(ray_service(chart_objects(variants[variant]))) == []
 
