@@ -70,7 +70,8 @@ class Endpoint(Strict):
 
 class Cluster(Strict):
     name: Optional[Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]] = None  # default pd-inference-<stage>
-    kubernetes_version: Literal["1.35"] = "1.35"
+    # The previous minor too, so a stage can be upgraded in place (a kubectl layer per minor: stacks/cluster.py).
+    kubernetes_version: Literal["1.34", "1.35"] = "1.35"
     endpoint: Endpoint = Field(default_factory=Endpoint)
     admin_principal_arns: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN, max_length=2048)]] = Field(
         default_factory=list, max_length=20

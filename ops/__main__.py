@@ -1,16 +1,19 @@
-"""python -m ops {preflight,verify} --stage NAME [--json] ...
+"""python -m ops {preflight,verify} --stage NAME [--json] ... | python -m ops diff --base REF
 
   preflight [--suggest]   read-only AWS checks before `cdk deploy`
   verify [--wait SECONDS] checks of the running stage after `cdk deploy`
+  diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
 
-Exit codes: 0 every hard check passed; 1 a check failed (or the cluster cannot be reached);
-2 bad arguments or stage file; 3 an internal error (a bug: please report it, with --debug output).
+Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
+or (diff --fail-on-danger) a destructive change; 2 bad arguments or stage file (diff: the base or a
+synth failed); 3 an internal error (a bug: please report it, with --debug output).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import traceback
+from pathlib import Path
 from typing import Optional
 
 import boto3
@@ -36,13 +39,42 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                              help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
             cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
+    diff = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
+                          description="Synthesize REF and the working tree without credentials and compare them.")
+    diff.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
+    diff.add_argument("--stage", help="only this stage (default: every stage)")
+    diff.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
+    diff.add_argument("--fail-on-danger", action="store_true",
+                      help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
     return parser
+
+
+def _diff(args) -> int:
+    from . import diff
+
+    try:
+        result = diff.compute(args.base, stage=args.stage)
+    except diff.DiffError as exc:
+        print(f"diff: {exc}", file=sys.stderr)
+        return 2
+    print(diff.text(result), end="")
+    if args.markdown:
+        Path(args.markdown).write_text(diff.markdown(result))
+    return 1 if args.fail_on_danger and result.dangers else 0
 
 
 def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Session] = None,
          clients: Optional[dict] = None) -> int:
     """`session` and `clients` (boto3 clients by service name) let tests pass moto and Stubber clients."""
     args = _parser().parse_args(argv)
+    if args.command == "diff":
+        try:
+            return _diff(args)
+        except Exception as exc:  # noqa: BLE001
+            if args.debug:
+                traceback.print_exc()
+            print(f"diff: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 3
     try:
         (cfg,) = load_stages(args.config_dir, only=args.stage)
     except ConfigError as exc:

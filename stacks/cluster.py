@@ -1,12 +1,13 @@
 """The EKS cluster with its nodegroups and add-ons. Nothing here changes when the served model does."""
 from __future__ import annotations
 
+import importlib
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from config.instance_types import INSTANCE_TYPES
@@ -17,8 +18,17 @@ from .efa import EfaNetwork
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
 from .retention import retention
 
-# One kubectl layer per Kubernetes minor; the schema only admits versions listed here.
-KUBECTL_LAYERS = {"1.35": KubectlV35Layer}
+# One kubectl layer per Kubernetes minor (module, class); the schema only admits versions listed here.
+# Imported on use: each layer package loads a ~36 MB asset into jsii.
+KUBECTL_LAYERS = {
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+
+
+def kubectl_layer(scope: Construct, version: str):
+    module, name = KUBECTL_LAYERS[version]
+    return getattr(importlib.import_module(module), name)(scope, "KubectlLayer")
 ALL_LOG_TYPES = [
     eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,
@@ -52,7 +62,7 @@ class ClusterStack(cdk.Stack):
             cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(cluster.kubernetes_version),
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBECTL_LAYERS[cluster.kubernetes_version](self, "KubectlLayer"),
+                kubectl_layer=kubectl_layer(self, cluster.kubernetes_version),
             ),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],

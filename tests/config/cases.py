@@ -31,7 +31,7 @@ FOUNDATION = [
     ("tiny-root-volume", {"gpu_nodegroup": {"root_volume_gib": 10}}, "gpu_nodegroup.root_volume_gib",
      "greater than or equal to 50"),
     ("unsupported-k8s", {"cluster": {"kubernetes_version": "1.29"}}, "cluster.kubernetes_version",
-     "is not allowed (allowed: '1.35')"),
+     "is not allowed (allowed: '1.34' or '1.35')"),
     ("k8s-version-as-float", {"cluster": {"kubernetes_version": 1.35}}, "cluster.kubernetes_version",
      "is not allowed"),
     ("open-endpoint", {"cluster": {"endpoint": {"public_access_cidrs": ["0.0.0.0/0"]}}},
