@@ -163,13 +163,21 @@ def _synth(tree: Path, outdir: Path, stage: Optional[str], label: str) -> None:
         raise DiffError(f"synth of the {label} failed: {last}")
 
 
-def _worktree(ref: str, where: Path) -> str:
-    resolved = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT,
+def repo_root(start: Path) -> Path:
+    """The git checkout the command runs in (its working tree is the `head` side)."""
+    found = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise DiffError(f"{start} is not inside a git checkout")
+    return Path(found.stdout.strip())
+
+
+def _worktree(repo: Path, ref: str, where: Path) -> str:
+    resolved = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
                               capture_output=True, text=True)
     if resolved.returncode != 0:
         raise DiffError(f"{ref!r} is not a commit in this repository")
     commit = resolved.stdout.strip()
-    added = subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(where), commit], cwd=ROOT,
+    added = subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(where), commit], cwd=repo,
                            capture_output=True, text=True)
     if added.returncode != 0:
         raise DiffError(f"git worktree add failed: {added.stderr.strip()}")
@@ -189,15 +197,30 @@ def _assemblies(outdir: Path) -> dict[str, dict[str, Path]]:
     return found
 
 
-def _cfn_diff(head_out: Path, stack_path: str, base_template: Path) -> str:
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    run = subprocess.run([str(cdk), "diff", "--app", str(head_out), "--exclusively", "--template",
-                          str(base_template), stack_path], cwd=ROOT, env=_env(head_out, None),
+def _cdk(repo: Path) -> Path:
+    """The project's pinned CDK CLI (node_modules of the checkout, else of this code's own checkout)."""
+    for root in (repo, ROOT):
+        cli = root / "node_modules" / ".bin" / "cdk"
+        if cli.exists():
+            return cli
+    raise DiffError("the pinned CDK CLI is not installed: run scripts/setup.sh")
+
+
+def _cfn_diff(repo: Path, head_out: Path, stack_path: str, base_template: Path) -> str:
+    run = subprocess.run([str(_cdk(repo)), "diff", "--app", str(head_out), "--exclusively", "--template",
+                          str(base_template), stack_path], cwd=repo, env=_env(head_out, None),
                          capture_output=True, text=True, timeout=300)
     text = (run.stdout + run.stderr).strip()
-    keep = [line for line in text.splitlines()
+    keep = [_shorten(line) for line in text.splitlines()
             if "feature flags are not configured" not in line and not line.startswith("✨")]
     return "\n".join(keep).strip()
+
+
+def _shorten(line: str, limit: int = 240) -> str:
+    """A manifest is one JSON string in CloudFormation: cut it; the readable YAML diff follows."""
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}... ({len(line)} characters; see the Kubernetes diff for what changed)"
 
 
 def _k8s(base_out: Path, head_out: Path, stage: str) -> dict[str, str]:
@@ -213,11 +236,15 @@ def _k8s(base_out: Path, head_out: Path, stage: str) -> dict[str, str]:
     return diffs
 
 
-def compute(base: str, *, stage: Optional[str] = None, tree: Path = ROOT, cfn: bool = True) -> DiffResult:
+def compute(base: str, *, stage: Optional[str] = None, start: Optional[Path] = None,
+            cfn: bool = True) -> DiffResult:
+    """Diff the working tree of the checkout around `start` (default: the current folder) against `base`."""
+    tree = repo_root(start or Path.cwd())
+    _cdk(tree)
     work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
     base_tree, base_out, head_out = work / "base", work / "base.out", work / "head.out"
     try:
-        commit = _worktree(base, base_tree)
+        commit = _worktree(tree, base, base_tree)
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             jobs = [pool.submit(_synth, base_tree, base_out, stage, f"base {base}"),
                     pool.submit(_synth, tree, head_out, stage, "working tree")]
@@ -237,7 +264,7 @@ def compute(base: str, *, stage: Optional[str] = None, tree: Path = ROOT, cfn: b
                     after = json.loads(after_file.read_text()) if after_file else {}
                     stack = StackDiff(stage_name, path, resource_changes(before, after))
                     if cfn and after_file and stack.changes:
-                        cfn_jobs[path] = (stack, pool.submit(_cfn_diff, head_out, path, before_file or empty))
+                        cfn_jobs[path] = (stack, pool.submit(_cfn_diff, tree, head_out, path, before_file or empty))
                     elif not after_file:
                         stack.cfn_diff = f"stack {path} is removed"
                     stacks.append(stack)
@@ -246,7 +273,7 @@ def compute(base: str, *, stage: Optional[str] = None, tree: Path = ROOT, cfn: b
                 stack.cfn_diff = job.result()
         return DiffResult(base=f"{base} ({commit[:10]})", stages=stages)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=tree, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
 

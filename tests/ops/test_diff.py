@@ -3,15 +3,14 @@ leaves the change in the working tree, and reads the summary: what changed, what
 first, and the exit code under --fail-on-danger. No AWS access: both synths run without credentials."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ops.__main__ import main
 from ops.diff import ResourceChange, resource_changes
 
 from ..helpers import ROOT
@@ -39,10 +38,21 @@ def _edit_stage(repo: Path, stage: str, change) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def _diff(repo: Path, *extra: str):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    run = subprocess.run([sys.executable, "-m", "ops", "diff", "--base", "HEAD", *extra], cwd=repo, env=env,
-                         capture_output=True, text=True, timeout=600)
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def diff(monkeypatch, capsys):
+    """`python -m ops diff --base HEAD ...` run in the clone (this checkout's code, the clone's tree)."""
+    def run(repo: Path, *extra: str, base: str = "HEAD") -> Run:
+        monkeypatch.chdir(repo)
+        code = main(["diff", "--base", base, *extra])
+        out = capsys.readouterr()
+        return Run(code, out.out, out.err)
     return run
 
 
@@ -51,72 +61,74 @@ def _summary(output: str, stack: str) -> str:
     return line.split(None, 1)[1].strip()
 
 
-def test_unchanged_tree_has_no_changes_and_no_dangers(clone):
-    run = _diff(clone)
+def test_unchanged_tree_has_no_changes_and_no_dangers(clone, diff):
+    run = diff(clone)
     assert run.returncode == 0, run.stderr
     assert "No replacement or deletion" in run.stdout
     assert _summary(run.stdout, "dev/Cluster") == "no changes"
 
 
-def test_model_change_touches_only_the_serving_manifest(clone, tmp_path):
+def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
     _edit_stage(clone, "dev", lambda d: d["serving"]["model"].update(id="llama-3.1-8b",
                                                                       source="meta-llama/Llama-3.1-8B-Instruct"))
     markdown = tmp_path / "diff.md"
-    run = _diff(clone, "--markdown", str(markdown), "--fail-on-danger")
+    run = diff(clone, "--markdown", str(markdown), "--fail-on-danger")
     assert run.returncode == 0, run.stderr
     assert _summary(run.stdout, "dev/Network") == "no changes"
     assert _summary(run.stdout, "dev/Cluster") == "no changes"
     assert _summary(run.stdout, "dev/Serving") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert _summary(run.stdout, "prod/Serving") == "no changes"
-    assert "+          model_id: llama-3.1-8b" in run.stdout  # the readable YAML diff
-    assert "--- CloudFormation: dev/Serving" in run.stdout      # `cdk diff --template` output
+    assert "+            model_id: llama-3.1-8b" in run.stdout  # the readable YAML diff
+    assert "--- CloudFormation: dev/Serving" in run.stdout      # `cdk diff --template` output ...
+    assert max(len(line) for line in run.stdout.splitlines()) < 400  # ... without the manifest's one-line JSON
     text = markdown.read_text()
     assert "| dev | `dev/Serving` | 0 | 1 | 0 | 0 |" in text and "```diff" in text
 
 
-def test_gpu_count_changes_the_nodegroup_in_place_and_the_ray_workers(clone):
+def test_gpu_count_changes_the_nodegroup_in_place_and_the_ray_workers(clone, diff):
     _edit_stage(clone, "dev", lambda d: d["gpu_nodegroup"].update(count=3))
-    run = _diff(clone, "--fail-on-danger")
+    run = diff(clone, "--fail-on-danger")
     assert run.returncode == 0, run.stdout
     assert _summary(run.stdout, "dev/Cluster") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert _summary(run.stdout, "dev/Serving") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert "+      replicas: 3" in run.stdout
 
 
-def test_kubernetes_upgrade_updates_the_cluster_in_place(clone):
+def test_kubernetes_upgrade_updates_the_cluster_in_place(clone, diff):
     _edit_stage(clone, "dev", lambda d: d["cluster"].update(kubernetes_version="1.34"))
     _git(clone, "commit", "-qam", "base on 1.34")
     _edit_stage(clone, "dev", lambda d: d["cluster"].update(kubernetes_version="1.35"))
-    run = _diff(clone, "--fail-on-danger")
+    run = diff(clone, "--fail-on-danger")
     assert run.returncode == 0, run.stdout
     assert "DANGER" not in run.stdout
-    summary = _summary(run.stdout, "dev/Cluster")
-    assert summary.endswith("0 removed, 0 replaced") and "0 changed" not in summary
+    # the cluster is updated in place; only the kubectl layer (1.34 -> 1.35) is a new resource
+    assert _summary(run.stdout, "dev/Cluster") == "0 added, 1 changed, 0 removed, 1 replaced"
+    assert "[~] AWS::EKS::Cluster Cluster/Cluster ClusterEB0386A7\n └─ [~] Version" in run.stdout
+    assert "[~] AWS::Lambda::LayerVersion Cluster/KubectlLayer KubectlLayer600207B5 replace" in run.stdout
 
 
-def test_system_instance_type_change_is_a_nodegroup_replacement_and_a_danger(clone):
+def test_system_instance_type_change_is_a_nodegroup_replacement_and_a_danger(clone, diff):
     _edit_stage(clone, "dev", lambda d: d["system_nodegroup"].update(instance_type="m7i.2xlarge"))
-    run = _diff(clone)
+    run = diff(clone)
     assert run.returncode == 0  # reported, but only --fail-on-danger fails on it
     lines = run.stdout.splitlines()
     assert lines[1] == "DANGER: 1 destructive change(s)"
     assert lines[2].startswith("  ! dev/Cluster: nodegroup ClusterNodegroupSystemNodegroup")
     assert lines[2].endswith("replaced (InstanceTypes)")
-    assert _summary(run.stdout, "dev/Cluster") == "0 added, 1 changed, 0 removed, 1 replaced"
-    assert _diff(clone, "--fail-on-danger").returncode == 1
+    assert _summary(run.stdout, "dev/Cluster") == "0 added, 0 changed, 0 removed, 1 replaced"
+    assert diff(clone, "--fail-on-danger").returncode == 1
 
 
-def test_gpu_instance_type_change_rolls_every_gpu_node(clone):
+def test_gpu_instance_type_change_rolls_every_gpu_node(clone, diff):
     _edit_stage(clone, "dev", lambda d: d["gpu_nodegroup"].update(instance_type="g6.16xlarge"))
-    run = _diff(clone, "--fail-on-danger")
+    run = diff(clone, "--fail-on-danger")
     assert run.returncode == 1
     assert "nodegroup ClusterNodegroupGpuNodegroup8D13555C: every node is replaced (rolling) " \
            "(launch template GpuLaunchTemplate)" in run.stdout
 
 
-def test_unknown_base_is_one_line_and_exit_2(clone):
-    run = subprocess.run([sys.executable, "-m", "ops", "diff", "--base", "no-such-ref"], cwd=clone,
-                         capture_output=True, text=True, timeout=120)
+def test_unknown_base_is_one_line_and_exit_2(clone, diff):
+    run = diff(clone, base="no-such-ref")
     assert run.returncode == 2
     assert run.stderr.strip() == "diff: 'no-such-ref' is not a commit in this repository"
 
