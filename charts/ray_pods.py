@@ -6,13 +6,9 @@ from typing import Any, Optional
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
+from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, SYSTEM_LABELS
 
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "serve": 8000}
-SYSTEM_NODE = {"role": "system"}
-GPU_NODE = {"role": "gpu-worker"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PRE_STOP = {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"
@@ -65,7 +61,7 @@ def head_pod(*, image: str, resources: HeadResources, service_account: str,
     spec: dict[str, Any] = {
         "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
-        "nodeSelector": dict(SYSTEM_NODE),
+        "nodeSelector": dict(SYSTEM_LABELS),
         "containers": [container],
     }
     if volumes:
@@ -124,7 +120,7 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
     return {"spec": {
         "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
-        "nodeSelector": dict(GPU_NODE),
+        "nodeSelector": dict(GPU_LABELS),
         "tolerations": [dict(GPU_TOLERATION)],
         "containers": [container],
         "volumes": volumes,

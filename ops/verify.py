@@ -14,12 +14,10 @@ from typing import Callable, Optional, TextIO
 
 import boto3
 
-from charts.ray_pods import EFA_RESOURCE, GPU_RESOURCE
 from charts.serve_config import APP_NAME
 from config.derived import worker_resources
 from config.schema import StageConfig
-from stacks.addons import KUBERAY_NAMESPACE
-from stacks.nodegroups import GPU_LABELS
+from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE
 
 from . import eks_token, nixl
 from .errors import AWS_ERRORS, describe

@@ -13,10 +13,7 @@ from aws_cdk import aws_eks_v2 as eks
 from config import versions
 from config.schema import Addons
 
-from .nodegroups import GPU_LABELS, GPU_TAINT, SYSTEM_LABELS
-
-GPU_TOLERATION = {"key": GPU_TAINT.key, "operator": "Exists", "effect": "NoSchedule"}
-KUBERAY_NAMESPACE = "kuberay-system"
+from config.topology import GPU_LABELS, GPU_TOLERATION, KUBERAY_NAMESPACE, SYSTEM_LABELS
 
 
 @dataclass(frozen=True)

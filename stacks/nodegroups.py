@@ -8,12 +8,11 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from config.schema import GpuNodegroup, SystemNodegroup
+from config.topology import GPU_LABELS, GPU_TAINT_KEY, GPU_TAINT_VALUE, SYSTEM_LABELS
 
 from .efa import EfaNetwork
 
-SYSTEM_LABELS = {"role": "system"}
-GPU_LABELS = {"role": "gpu-worker"}
-GPU_TAINT = eks.TaintSpec(key="nvidia.com/gpu", value="true", effect=eks.TaintEffect.NO_SCHEDULE)
+GPU_TAINT = eks.TaintSpec(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE)
 _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
 
 

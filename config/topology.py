@@ -1,0 +1,12 @@
+"""Names the cluster's parts share: node labels, the GPU taint, namespaces. Plain values, no CDK, so
+the stacks, the charts and the ops commands agree without importing each other."""
+from __future__ import annotations
+
+SYSTEM_LABELS = {"role": "system"}
+GPU_LABELS = {"role": "gpu-worker"}
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+KUBERAY_NAMESPACE = "kuberay-system"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
