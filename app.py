@@ -2,7 +2,8 @@
 """The CDK app: one cdk.Stage per stage file in config/ (or only `-c stage=NAME`).
 
 Context: `stage` (one stage), `config_dir` (another folder of stage files), `nag` (run cdk-nag; cdk.json
-turns it on for every `cdk` command, so synth, diff and deploy all gate on it).
+turns it on for every `cdk` command, so synth, diff and deploy all gate on it). The delivery pipeline is
+built when `config/_pipeline.yaml` exists and no single stage is asked for.
 
 The only place that reads CDK context. A bad stage file stops here with one line and exit code 2,
 before any construct exists, so no half-written cloud assembly is left behind.
@@ -14,6 +15,7 @@ from typing import Optional
 
 from charts import render
 from config import CONFIG_DIR, ConfigError, load_stages
+from config.pipeline import load_pipeline
 from stacks import assembly
 
 
@@ -25,10 +27,11 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     config_dir = app.node.try_get_context("config_dir") or CONFIG_DIR
     try:
         stages = load_stages(config_dir, only=only)
+        pipeline = None if only else load_pipeline(config_dir, [cfg.stage for cfg in stages])
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    built = assembly.build(app, stages, nag=_truthy(app.node.try_get_context("nag")))
+    built = assembly.build(app, stages, nag=_truthy(app.node.try_get_context("nag")), pipeline=pipeline)
     try:
         app.synth()
     except RuntimeError as exc:  # a validation plugin (cdk-nag) failed; its report is printed above

@@ -10,6 +10,7 @@ from constructs import Construct
 
 from config.derived import PodResources
 from config.schema import Serving
+from config.topology import VERIFY_GROUP
 
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, worker_pod
 from .serve_config import build_serve_config
@@ -39,6 +40,8 @@ class InferenceChart(cdk8s.Chart):
         cdk8s.ApiObject(self, "ServiceAccount", api_version="v1", kind="ServiceAccount",
                         metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))\
             .add_json_patch(cdk8s.JsonPatch.add("/automountServiceAccountToken", False))
+
+        self._verify_rbac()
 
         token = None
         if serving.hf_token_secret:
@@ -77,6 +80,29 @@ class InferenceChart(cdk8s.Chart):
                                       metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
                                                                        namespace=namespace))
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+
+
+    def _verify_rbac(self) -> None:
+        """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP):
+        what verify reads, plus the service proxy to the Ray dashboard and the Serve endpoint."""
+        role = cdk8s.ApiObject(self, "VerifyRole", api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole",
+                               metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP))
+        role.add_json_patch(cdk8s.JsonPatch.add("/rules", VERIFY_RULES))
+        binding = cdk8s.ApiObject(self, "VerifyBinding", api_version="rbac.authorization.k8s.io/v1",
+                                  kind="ClusterRoleBinding", metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP))
+        binding.add_json_patch(cdk8s.JsonPatch.add("/roleRef", {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": VERIFY_GROUP}))
+        binding.add_json_patch(cdk8s.JsonPatch.add("/subjects", [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": VERIFY_GROUP}]))
+
+
+VERIFY_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get"]},
+    # GET for /v1/models and the dashboard's log API, create for POST /v1/chat/completions
+    {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
+]
 
 
 def secret_provider_spec(secret: str, *, region: str) -> dict[str, Any]:

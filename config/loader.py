@@ -94,8 +94,9 @@ def load_stage_file(path: str | Path) -> StageConfig:
 
 
 def stage_files(config_dir: str | Path = CONFIG_DIR) -> list[Path]:
-    """Every stage file in the folder, in name order (the order stages are synthesized)."""
-    return sorted(Path(config_dir).glob("*.yaml"))
+    """Every stage file in the folder, in name order (the order stages are synthesized). Files whose
+    name starts with `_` (the pipeline's `_pipeline.yaml`) are not stages."""
+    return sorted(p for p in Path(config_dir).glob("*.yaml") if not p.name.startswith("_"))
 
 
 def load_stages(config_dir: str | Path = CONFIG_DIR, only: str | None = None) -> list[StageConfig]:

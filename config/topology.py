@@ -10,3 +10,10 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSched
 KUBERAY_NAMESPACE = "kuberay-system"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# The Kubernetes group of the in-VPC verify runner (an EKS access entry), bound to a read-only role.
+VERIFY_GROUP = "pd-inference-verify"
+
+
+def verify_runner_name(stage: str) -> str:
+    """The CodeBuild project (and the prefix of its source bucket) that runs `ops verify` in the VPC."""
+    return f"pd-inference-{stage}-verify"

@@ -2,6 +2,7 @@
 
   preflight [--suggest]   read-only AWS checks before `cdk deploy`
   verify [--wait SECONDS] checks of the running stage after `cdk deploy`
+  verify-remote           the same, run inside the stage's VPC on its verify runner (CodeBuild)
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
 
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
@@ -20,7 +21,7 @@ import boto3
 
 from config import CONFIG_DIR, ConfigError, load_stages
 
-from . import preflight, verify
+from . import preflight, remote, verify
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,14 +29,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("preflight", "read-only AWS checks before cdk deploy"),
-                       ("verify", "end-to-end checks of a deployed stage")):
+                       ("verify", "end-to-end checks of a deployed stage"),
+                       ("verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner")):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
         cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
         cmd.add_argument("--json", action="store_true", help="print the report as JSON (for pipelines)")
         if name == "preflight":
             cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
-        else:
+        elif name == "verify":
             cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                              help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
             cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
@@ -87,6 +89,9 @@ def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Sessi
             snippet = preflight.suggestion(cfg, facts) if args.suggest else None
             if snippet:
                 report.extra["suggestion"] = snippet
+        elif args.command == "verify-remote":
+            report = remote.run(cfg, session, Path.cwd(), clients=clients)
+            snippet = None
         else:
             try:
                 access = verify.cluster_access(cfg, session)

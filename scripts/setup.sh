@@ -19,7 +19,7 @@ if [[ ! -x .venv/bin/python ]]; then
   "$python" -m venv .venv
 fi
 stamp=.venv/.setup-stamp-$(basename "$want" .txt)
-digest=$(cat requirements.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+digest=$(cat requirements-ops.txt requirements.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$want" -c constraints.txt

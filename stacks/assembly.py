@@ -5,9 +5,11 @@ from typing import Any, Iterable, Optional
 
 import aws_cdk as cdk
 
+from config.pipeline import PipelineConfig
 from config.schema import StageConfig
 
 from . import compliance
+from .pipeline import PipelineStack
 from .stage import InferenceStage
 
 
@@ -32,11 +34,22 @@ def new_app(context: Optional[dict[str, Any]] = None, outdir: Optional[str] = No
                    outdir=outdir)
 
 
-def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True) -> list[InferenceStage]:
-    """One InferenceStage per config; with `nag`, cdk-nag checks the whole app at synth."""
+def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,
+          pipeline: Optional[PipelineConfig] = None) -> list[InferenceStage]:
+    """One InferenceStage per config (for `cdk deploy 'STAGE/*'`), the pipeline stack when configured
+    (it holds its own instances of the pipeline's stages); with `nag`, cdk-nag checks the whole app."""
+    stages = list(stages)
     built = [InferenceStage(app, cfg.stage, cfg=cfg) for cfg in stages]
+    checked = list(built)
+    if pipeline is not None:
+        pipeline_stack = PipelineStack(app, "Pipeline", stack_name="pd-inference-pipeline", pipeline=pipeline,
+                                       stages={cfg.stage: cfg for cfg in stages},
+                                       env=cdk.Environment(account=pipeline.account, region=pipeline.region))
+        checked += pipeline_stack.stages
+        if nag:
+            compliance.acknowledge_pipeline(pipeline_stack.pipeline)
     if nag:
         compliance.enable_checks(app)
-        for stage in built:
+        for stage in checked:
             compliance.acknowledge_findings(stage.cluster)
     return built

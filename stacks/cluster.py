@@ -17,6 +17,7 @@ from . import addons
 from .efa import EfaNetwork
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
 from .retention import retention
+from .verify_runner import VerifyRunner
 
 # One kubectl layer per Kubernetes minor (module, class); the schema only admits versions listed here.
 # Imported on use: each layer package loads a ~36 MB asset into jsii.
@@ -44,7 +45,7 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
 
 
 class ClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
+    def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc,
                  cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
                  gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -96,6 +97,9 @@ class ClusterStack(cdk.Stack):
             chart.node.add_dependency(self.system_nodegroup, self.gpu_nodegroup)
             self.helm_charts[release.release] = chart
         self.kuberay_operator = self.helm_charts["kuberay-operator"]
+
+        self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
+                                          key=secrets_key, log_retention=retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)

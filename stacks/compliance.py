@@ -47,3 +47,75 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
          "The CDK provider framework invokes any version of its own kubectl handler function (Arn:*).")
     _ack(provider, "AwsSolutions::AwsSolutions-L1",
          "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.")
+
+    runner = cluster_stack.verify_runner
+    _ack(runner.bucket, "AwsSolutions::AwsSolutions-S1",
+         "The bucket holds only the project's source for the verify runner, expires it after 7 days, "
+         "and is KMS-encrypted and SSL-only; access logging would add a log bucket per stage for it.")
+    wildcards = {
+        "Action::kms:GenerateDataKey*": "CDK's grant for CodeBuild to encrypt its logs and artifacts with the stage key.",
+        "Action::kms:ReEncrypt*": "CDK's grant for CodeBuild to use the stage key (KMS action family).",
+        "Action::s3:GetBucket*": "CodeBuild reads the runner's own source bucket only (CDK's read grant).",
+        "Action::s3:GetObject*": "CodeBuild reads the runner's own source bucket only (CDK's read grant).",
+        "Action::s3:List*": "CodeBuild lists the runner's own source bucket only (CDK's read grant).",
+        "Resource::*": "CodeBuild in a VPC must call ec2:Describe* on all resources (no resource-level ARNs).",
+        "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*":
+            "CodeBuild in a VPC attaches permissions to the network interfaces it creates (names unknown).",
+    }
+    for finding, reason in wildcards.items():
+        _ack(runner.project, f"AwsSolutions::AwsSolutions-IAM5[{finding}]", reason)
+    project = runner.project.node.default_child.logical_id
+    stack = cdk.Stack.of(runner)
+    project_id = stack.resolve(project)
+    region = stack.region
+    _ack(runner.project, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:codebuild:{region}:<AWS::AccountId>:"
+                         f"report-group/<{project_id}>-*]",
+         "CodeBuild's default report-group permission, limited to this project's report groups.")
+    _ack(runner.project, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:logs:{region}:<AWS::AccountId>:"
+                         f"log-group:/aws/codebuild/<{project_id}>:*]",
+         "CodeBuild's default log permission, limited to this project's own log streams.")
+
+
+
+def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePipeline, built
+    """CDK Pipelines' own build projects, roles and artifact bucket (not the stages: those are
+    checked like any stage). Every finding is CDK Pipelines' fixed shape; the reasons say why each is
+    acceptable. Needs the pipeline built (`build_pipeline()`) so its projects exist."""
+    from aws_cdk import aws_codebuild as codebuild
+
+    stack = cdk.Stack.of(pipeline)
+    account = stack.resolve(stack.account) if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
+    region = stack.region
+    iam5 = "AwsSolutions::AwsSolutions-IAM5[{}]"
+    fixed = {
+        "Action::kms:GenerateDataKey*": "CDK Pipelines' grant to encrypt artifacts with the pipeline's own key.",
+        "Action::kms:ReEncrypt*": "CDK Pipelines' grant to use the pipeline's own artifact key (KMS family).",
+        "Action::s3:Abort*": "CDK Pipelines' artifact-bucket grant (upload side), on the pipeline's own bucket.",
+        "Action::s3:DeleteObject*": "CDK Pipelines' artifact-bucket grant (overwrite side), on its own bucket.",
+        "Action::s3:GetBucket*": "CDK Pipelines' artifact-bucket read grant, on the pipeline's own bucket.",
+        "Action::s3:GetObject*": "CDK Pipelines' artifact-bucket read grant, on the pipeline's own bucket.",
+        "Action::s3:List*": "CDK Pipelines' artifact-bucket list grant, on the pipeline's own bucket.",
+        "Resource::*": "CodeBuild's report and VPC describe calls have no resource-level permissions.",
+        f"Resource::<{stack.resolve(pipeline.pipeline.artifact_bucket.node.default_child.logical_id)}.Arn>/*":
+            "Objects of the pipeline's own artifact bucket.",
+        f"Resource::arn:*:iam::{account}:role/*":
+            "The self-mutation step assumes the CDK bootstrap roles (cdk-hnb659fds-*) of the target account.",
+        f"Resource::arn:aws:codebuild:{region}:{account}:report-group/*": "CDK Pipelines' default report groups.",
+        f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/*": "CodeBuild log groups of the pipeline.",
+    }
+    for finding, reason in fixed.items():
+        _ack(pipeline, iam5.format(finding), reason)
+    for construct in pipeline.node.find_all():
+        if isinstance(construct, codebuild.CfnProject):
+            project_id = stack.resolve(construct.logical_id)
+            _ack(pipeline, iam5.format(f"Resource::arn:aws:codebuild:{region}:{account}:report-group/<{project_id}>-*"),
+                 "The project's own report groups (CodeBuild's default grant).")
+            _ack(pipeline, iam5.format(f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/"
+                                       f"<{project_id}>:*"),
+                 "The project's own log streams (CodeBuild's default grant).")
+    _ack(pipeline, "AwsSolutions::AwsSolutions-CB4",
+         "CDK Pipelines' build projects write only to the artifact bucket, which is encrypted with the "
+         "pipeline's KMS key; their build environment holds no data at rest.")
+    _ack(pipeline.pipeline.artifact_bucket, "AwsSolutions::AwsSolutions-S1",
+         "The artifact bucket is written only by the pipeline's own roles (CloudTrail records them); an "
+         "access-log bucket for it would hold nothing more.")

@@ -31,7 +31,7 @@ class InferenceStage(cdk.Stage):
             description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
         )
         self.cluster = ClusterStack(
-            self, "Cluster", stack_name=f"{cfg.stage}-cluster", vpc=self.network.vpc,
+            self, "Cluster", stack_name=f"{cfg.stage}-cluster", stage=cfg.stage, vpc=self.network.vpc,
             cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",

@@ -270,3 +270,15 @@ def test_token_is_a_csi_mounted_file_named_by_hf_token_path(variants):
         volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
         assert volumes["hf-token"]["csi"] == {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
                                               "volumeAttributes": {"secretProviderClass": "ray-llm-hf-token"}}
+
+
+def test_verify_group_may_read_and_use_the_service_proxy_only(dev_objects):
+    from charts.inference import VERIFY_RULES
+    role = by_kind(dev_objects, "ClusterRole")
+    binding = by_kind(dev_objects, "ClusterRoleBinding")
+    assert role["rules"] == VERIFY_RULES
+    verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+    assert verbs == {"get", "list", "create"}
+    assert [r["resources"] for r in role["rules"] if "create" in r["verbs"]] == [["services/proxy"]]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": "pd-inference-verify"}]

@@ -57,6 +57,7 @@ EXPECTED_STATEFUL_IDS = [
     "cluster:GpuLaunchTemplate",
     "cluster:SecretsKey317DCF94",
     "cluster:SystemLaunchTemplate",
+    "cluster:VerifyRunnerLogs1DFA7770",
     "network:FlowLogs16C1943A",
     "network:Vpc8378EB38",
     "network:VpcprivateSubnet1SubnetCEAD3716",

@@ -1,0 +1,55 @@
+"""The optional delivery pipeline: `config/_pipeline.yaml` (files starting with `_` are not stages).
+
+Same strictness and one-line errors as the stage files. Without the file, the app has no pipeline.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+from pydantic import Field, ValidationError
+
+from .errors import ConfigError, from_validation_error
+from .loader import _parse, _read
+from .schema import ACCOUNT, NAME, REGION, Strict
+
+PIPELINE_FILE = "_pipeline.yaml"
+CONNECTION_ARN = r"^arn:aws(-[a-z]+)*:(codeconnections|codestar-connections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9-]+$"
+
+
+class PipelineStage(Strict):
+    name: Annotated[str, Field(pattern=NAME)]
+    approval: bool = False  # a manual approval before this stage deploys
+
+
+class PipelineConfig(Strict):
+    account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
+    region: Annotated[str, Field(pattern=REGION)]
+    connection_arn: Annotated[str, Field(pattern=CONNECTION_ARN)]
+    repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")]
+    branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./-]+$", max_length=200)] = "main"
+    stages: list[PipelineStage] = Field(min_length=1, max_length=20)
+
+
+def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> Optional[PipelineConfig]:
+    """The pipeline config if `_pipeline.yaml` exists, checked against the stage files present."""
+    path = Path(config_dir) / PIPELINE_FILE
+    if not path.exists():
+        return None
+    shown = str(path)
+    data = _parse(shown, _read(path))
+    if not isinstance(data, dict):
+        raise ConfigError(shown, "(root)", f"expected a mapping of pipeline settings, got {type(data).__name__}")
+    try:
+        cfg = PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(shown, PipelineConfig, exc) from None
+    seen: set[str] = set()
+    for index, stage in enumerate(cfg.stages):
+        if stage.name not in stage_names:
+            raise ConfigError(shown, f"stages[{index}].name", f"{stage.name!r} has no stage file "
+                                                             f"(allowed: {', '.join(stage_names)})")
+        if stage.name in seen:
+            raise ConfigError(shown, f"stages[{index}].name", f"{stage.name!r} is listed twice (each stage once)")
+        seen.add(stage.name)
+    return cfg

@@ -1,0 +1,46 @@
+"""The in-VPC verify runner: a CodeBuild project in the private subnets with the cluster security group,
+allowed to describe the cluster and mapped to a read-only Kubernetes group; its source bucket."""
+from __future__ import annotations
+
+import json
+
+from config.topology import VERIFY_GROUP
+
+
+def _project(app_synth, stage="dev"):
+    (project,) = [r["Properties"] for r in app_synth.resources(stage, "cluster", "AWS::CodeBuild::Project").values()]
+    return project
+
+
+def test_project_runs_ops_verify_for_its_stage(app_synth):
+    project = _project(app_synth)
+    assert project["Name"] == "pd-inference-dev-verify"
+    spec = json.loads(project["Source"]["BuildSpec"])
+    assert spec["phases"]["build"]["commands"] == [
+        "/tmp/ops/bin/python -m ops verify --stage dev --wait 1800"]
+    assert "requirements-ops.txt" in spec["phases"]["install"]["commands"][1]
+
+
+def test_project_is_in_the_private_subnets_with_the_cluster_security_group(app_synth):
+    vpc_config = _project(app_synth, "prod")["VpcConfig"]
+    cluster_id = next(iter(app_synth.resources("prod", "cluster", "AWS::EKS::Cluster")))
+    assert vpc_config["SecurityGroupIds"] == [{"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}]
+    assert len(vpc_config["Subnets"]) == 3
+    assert all("privateSubnet" in s["Fn::ImportValue"] for s in vpc_config["Subnets"])
+
+
+def test_runner_is_a_read_only_kubernetes_group_not_an_admin(app_synth):
+    entries = [e["Properties"] for e in app_synth.resources("dev", "cluster", "AWS::EKS::AccessEntry").values()
+               if e["Properties"].get("KubernetesGroups")]
+    assert len(entries) == 1
+    assert entries[0]["KubernetesGroups"] == [VERIFY_GROUP]
+    assert "AccessPolicies" not in entries[0]
+
+
+def test_source_bucket_is_private_encrypted_and_short_lived(app_synth):
+    (bucket,) = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::S3::Bucket").values()]
+    assert bucket["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                                        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
+        "SSEAlgorithm"] == "aws:kms"
+    assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 7
