@@ -2,7 +2,7 @@
 SecretProviderClass (when configured) and the RayService running the Serve LLM application."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import cdk8s
 import yaml
@@ -12,7 +12,8 @@ from config.derived import PodResources
 from config.schema import Serving
 from config.topology import VERIFY_GROUP
 
-from .ray_pods import TOKEN_FILE, TokenMount, head_pod, worker_pod
+from .network_policies import network_policies
+from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
 from .serve_config import build_serve_config
 
 WORKER_GROUP = "gpu-workers"
@@ -31,7 +32,7 @@ def serve_config_text(serving: Serving) -> str:
 
 class InferenceChart(cdk8s.Chart):
     def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
-                 worker_resources: PodResources, worker_count: int) -> None:
+                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: Sequence[str]) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
         cdk8s.ApiObject(self, "Namespace", api_version="v1", kind="Namespace",
@@ -52,6 +53,7 @@ class InferenceChart(cdk8s.Chart):
             provider.add_json_patch(cdk8s.JsonPatch.add("/spec", secret_provider_spec(
                 serving.hf_token_secret, region=region)))
 
+        labels = ray_pod_labels(serving.service_name)
         spec: dict[str, Any] = {
             "upgradeStrategy": {"type": serving.upgrade_strategy},
             "serveConfigV2": serve_config_text(serving),
@@ -61,7 +63,7 @@ class InferenceChart(cdk8s.Chart):
                 "headGroupSpec": {
                     "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
                     "template": head_pod(image=image, resources=serving.head_resources,
-                                         service_account=self.service_account_name, token=token),
+                                         service_account=self.service_account_name, token=token, labels=labels),
                 },
                 "workerGroupSpecs": [{
                     "groupName": WORKER_GROUP,
@@ -72,7 +74,8 @@ class InferenceChart(cdk8s.Chart):
                     "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
                     "template": worker_pod(image=image, resources=worker_resources,
                                            privilege=serving.worker_privilege, weight_cache=serving.weight_cache,
-                                           service_account=self.service_account_name, token=token),
+                                           service_account=self.service_account_name, token=token,
+                                           labels=labels),
                 }],
             },
         }
@@ -80,6 +83,10 @@ class InferenceChart(cdk8s.Chart):
                                       metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
                                                                        namespace=namespace))
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        for name, policy_spec in network_policies(serving, api_proxy_cidrs=api_proxy_cidrs).items():
+            policy = cdk8s.ApiObject(self, f"Policy-{name}", api_version="networking.k8s.io/v1", kind="NetworkPolicy",
+                                     metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace))
+            policy.add_json_patch(cdk8s.JsonPatch.add("/spec", policy_spec))
 
 
     def _verify_rbac(self) -> None:

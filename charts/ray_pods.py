@@ -41,8 +41,17 @@ def _token_parts(token: Optional[TokenMount]) -> tuple[list, list, list]:
     )
 
 
+POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
+PART_OF = "app.kubernetes.io/part-of"
+
+
+def ray_pod_labels(service_name: str) -> dict[str, str]:
+    """On every Ray pod of the service: what the network policies select."""
+    return {PART_OF: service_name}
+
+
 def head_pod(*, image: str, resources: HeadResources, service_account: str,
-             token: Optional[TokenMount]) -> dict[str, Any]:
+             token: Optional[TokenMount], labels: dict[str, str]) -> dict[str, Any]:
     """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out."""
     env, mounts, volumes = _token_parts(token)
     container = {
@@ -55,18 +64,21 @@ def head_pod(*, image: str, resources: HeadResources, service_account: str,
             "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
         },
         "lifecycle": {"preStop": PRE_STOP},
+        # The head needs no privilege: no escalation, no capabilities (it runs as the image's user).
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     if mounts:
         container["volumeMounts"] = mounts
     spec: dict[str, Any] = {
         "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
+        "securityContext": dict(POD_SECURITY),
         "nodeSelector": dict(SYSTEM_LABELS),
         "containers": [container],
     }
     if volumes:
         spec["volumes"] = volumes
-    return {"spec": spec}
+    return {"metadata": {"labels": dict(labels)}, "spec": spec}
 
 
 def worker_security_context(privilege: str) -> dict[str, Any]:
@@ -74,11 +86,11 @@ def worker_security_context(privilege: str) -> dict[str, Any]:
     on some deployments, only the IPC_LOCK capability (pinned memory)."""
     if privilege == "privileged":
         return {"privileged": True}
-    return {"capabilities": {"add": ["IPC_LOCK"]}}
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
 
 
 def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_cache: WeightCache,
-               service_account: str, token: Optional[TokenMount]) -> dict[str, Any]:
+               service_account: str, token: Optional[TokenMount], labels: dict[str, str]) -> dict[str, Any]:
     """One per GPU node, holding all its GPUs and EFA interfaces."""
     devices = {GPU_RESOURCE: str(resources.gpus)}
     if resources.efa_interfaces:
@@ -117,9 +129,10 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
         "volumeMounts": mounts,
         "lifecycle": {"preStop": PRE_STOP},
     }
-    return {"spec": {
+    return {"metadata": {"labels": dict(labels)}, "spec": {
         "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
+        "securityContext": dict(POD_SECURITY),
         "nodeSelector": dict(GPU_LABELS),
         "tolerations": [dict(GPU_TOLERATION)],
         "containers": [container],

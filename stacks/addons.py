@@ -62,9 +62,21 @@ def helm_releases(addons: Addons, *, efa: bool) -> list[HelmRelease]:
                                     efa_device_plugin_values()))
     # wait: the RayService is applied only once the operator (and its CRDs) is up.
     releases.append(HelmRelease("KubeRayOperator", "kuberay-operator", KUBERAY_NAMESPACE, versions.KUBERAY_OPERATOR,
-                                addons.kuberay_operator, kuberay_operator_values(), create_namespace=True,
-                                wait=True))
+                                addons.kuberay_operator, kuberay_operator_values(), wait=True))
     return releases
+
+
+# Namespaces the app creates for add-ons, with Pod Security admission labels. The operator's pods
+# (runAsNonRoot, no capabilities, RuntimeDefault seccomp in the chart's defaults) meet `restricted`.
+ADDON_NAMESPACES = {
+    KUBERAY_NAMESPACE: {"pod-security.kubernetes.io/enforce": "restricted",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                        "pod-security.kubernetes.io/audit": "restricted"},
+}
+
+
+def namespace_manifest(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": ADDON_NAMESPACES[name]}}
 
 
 def install(cluster: eks.Cluster, release: HelmRelease) -> eks.HelmChart:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -16,6 +17,8 @@ from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
 from . import addons
 from .efa import EfaNetwork
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
+from .network import CONTROL_PLANE
+from .log_encryption import lambda_log_groups, logs_key
 from .retention import retention
 from .verify_runner import VerifyRunner
 
@@ -53,10 +56,12 @@ class ClusterStack(cdk.Stack):
             self, "SecretsKey", enable_key_rotation=True,
             description=f"EKS secrets envelope encryption for {cluster_name}",
         )
+        self.logs_key = logs_key(self, "LogsKey", f"CloudWatch Logs of {cluster_name}: control plane, Lambda, runner")
         # Created before the cluster so EKS writes into a group with a retention, not a never-expiring one.
         control_plane_logs = logs.LogGroup(
             self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
-            retention=retention(cluster.log_retention_days), removal_policy=cdk.RemovalPolicy.DESTROY,
+            retention=retention(cluster.log_retention_days), encryption_key=self.logs_key,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.cluster = eks.Cluster(
             self, "Cluster",
@@ -66,7 +71,7 @@ class ClusterStack(cdk.Stack):
                 kubectl_layer=kubectl_layer(self, cluster.kubernetes_version),
             ),
             vpc=vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            vpc_subnets=[ec2.SubnetSelection(subnet_group_name=CONTROL_PLANE)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             cluster_logging=ALL_LOG_TYPES,
@@ -81,6 +86,10 @@ class ClusterStack(cdk.Stack):
                     "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER),
             ])
 
+        # The VPC CNI as a managed add-on, with its network policy agent on (NetworkPolicies are enforced).
+        self.vpc_cni = eks.CfnAddon(self, "VpcCni", cluster_name=self.cluster.cluster_name, addon_name="vpc-cni",
+                                    resolve_conflicts="OVERWRITE",
+                                    configuration_values=json.dumps({"enableNetworkPolicy": "true"}))
         self.system_nodegroup = add_system_nodegroup(self.cluster, group=system_nodegroup)
         efa_interfaces = INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces
         self.efa = EfaNetwork(
@@ -91,15 +100,21 @@ class ClusterStack(cdk.Stack):
 
         self.helm_releases = addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa)
         self.helm_charts: dict[str, eks.HelmChart] = {}
+        namespaces = {name: self.cluster.add_manifest(f"Namespace-{name}", addons.namespace_manifest(name))
+                      for name in addons.ADDON_NAMESPACES}
         for release in self.helm_releases:
             chart = addons.install(self.cluster, release)
+            if release.namespace in namespaces:
+                chart.node.add_dependency(namespaces[release.namespace])
             # The device plugins and the operator need their nodes; the operator waits until ready.
             chart.node.add_dependency(self.system_nodegroup, self.gpu_nodegroup)
             self.helm_charts[release.release] = chart
         self.kuberay_operator = self.helm_charts["kuberay-operator"]
 
         self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
-                                          key=secrets_key, log_retention=retention(cluster.log_retention_days))
+                                          key=secrets_key, logs_key=self.logs_key,
+                                          log_retention=retention(cluster.log_retention_days))
+        lambda_log_groups(self, self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)

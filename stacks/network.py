@@ -10,16 +10,22 @@ from constructs import Construct
 
 from config.schema import Network
 
+from .log_encryption import lambda_log_groups, logs_key
 from .retention import retention
+
+
+PRIVATE = "private"             # nodes and pods
+CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
 
 
 class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], network: Network,
                  log_retention_days: int, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.logs_key = logs_key(self, "LogsKey", "CloudWatch Logs of the network stack (VPC flow logs)")
         flow_log_group = logs.LogGroup(
             self, "FlowLogs",
-            retention=retention(log_retention_days),
+            retention=retention(log_retention_days), encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.vpc = ec2.Vpc(
@@ -30,8 +36,12 @@ class NetworkStack(cdk.Stack):
             restrict_default_security_group=True,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                ec2.SubnetConfiguration(name=PRIVATE, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
                                         cidr_mask=19),
+                # Only the EKS control plane's ENIs (and the kubectl provider) live here, so network
+                # policies can tell the API server's service proxy apart from pods by source address.
+                ec2.SubnetConfiguration(name=CONTROL_PLANE, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                                        cidr_mask=28),
             ],
             flow_logs={
                 "all-traffic": ec2.FlowLogOptions(
@@ -43,6 +53,9 @@ class NetworkStack(cdk.Stack):
         # Subnet roles for load balancers the cluster may create (AWS Load Balancer Controller, Services).
         for subnet in self.vpc.public_subnets:
             cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")
-        for subnet in self.vpc.private_subnets:
+        for subnet in self.vpc.select_subnets(subnet_group_name=PRIVATE).subnets:
             cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+        self.control_plane_cidrs = [s.ipv4_cidr_block
+                                    for s in self.vpc.select_subnets(subnet_group_name=CONTROL_PLANE).subnets]
+        lambda_log_groups(self, self.logs_key, retention(log_retention_days))
 

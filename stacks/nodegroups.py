@@ -11,6 +11,7 @@ from config.schema import GpuNodegroup, SystemNodegroup
 from config.topology import GPU_LABELS, GPU_TAINT_KEY, GPU_TAINT_VALUE, SYSTEM_LABELS
 
 from .efa import EfaNetwork
+from .network import PRIVATE
 
 GPU_TAINT = eks.TaintSpec(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE)
 _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
@@ -54,7 +55,7 @@ def add_system_nodegroup(cluster: eks.Cluster, *, group: SystemNodegroup) -> eks
         min_size=group.min_size, desired_size=group.desired_size, max_size=group.max_size,
         labels=SYSTEM_LABELS,
         launch_template_spec=_spec(template),
-        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        subnets=ec2.SubnetSelection(subnet_group_name=PRIVATE),
     )
 
 
@@ -80,5 +81,5 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
         labels=GPU_LABELS,
         taints=[GPU_TAINT],
         launch_template_spec=_spec(template),
-        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=[zone]),
+        subnets=ec2.SubnetSelection(subnet_group_name=PRIVATE, availability_zones=[zone]),
     )

@@ -24,11 +24,11 @@ SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
 class ServingStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster,
                  kuberay_operator: eks.HelmChart, serving: Serving, image: str,
-                 worker_resources: PodResources, worker_count: int, **kwargs) -> None:
+                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: list[str], **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.chart = InferenceChart(
             cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
-            worker_resources=worker_resources, worker_count=worker_count,
+            worker_resources=worker_resources, worker_count=worker_count, api_proxy_cidrs=api_proxy_cidrs,
         )
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
         self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster,

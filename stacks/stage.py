@@ -40,6 +40,7 @@ class InferenceStage(cdk.Stage):
             self, "Serving", stack_name=f"{cfg.stage}-serving", cluster=self.cluster.cluster,
             kuberay_operator=self.cluster.kuberay_operator, serving=cfg.serving, image=cfg.image,
             worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
+            api_proxy_cidrs=self.network.control_plane_cidrs,
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
                         f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )

@@ -17,6 +17,8 @@ from constructs import Construct
 
 from config.topology import VERIFY_GROUP, verify_runner_name
 
+from .network import PRIVATE
+
 SOURCE_KEY = "source.zip"
 VERIFY_WAIT_SECONDS = 1800
 
@@ -38,17 +40,20 @@ def buildspec(stage: str) -> codebuild.BuildSpec:
 
 class VerifyRunner(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster: eks.Cluster, vpc: ec2.IVpc,
-                 key: kms.IKey, log_retention: logs.RetentionDays) -> None:
+                 key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays) -> None:
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         self.bucket = s3.Bucket(
             self, "Source", bucket_name=f"{name}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}",
             encryption=s3.BucketEncryption.KMS, encryption_key=key, bucket_key_enabled=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True,
-            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(7))],
+            versioned=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(7),
+                                              noncurrent_version_expiration=cdk.Duration.days(1))],
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
+        log_group = logs.LogGroup(self, "Logs", retention=log_retention, encryption_key=logs_key,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
         self.project = codebuild.Project(
             self, "Project", project_name=name,
             description=f"python -m ops verify --stage {stage}, from inside the VPC",
@@ -56,7 +61,7 @@ class VerifyRunner(Construct):
             build_spec=buildspec(stage),
             environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
                                                    compute_type=codebuild.ComputeType.SMALL),
-            vpc=vpc, subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc=vpc, subnet_selection=ec2.SubnetSelection(subnet_group_name=PRIVATE),
             # The cluster security group (as the kubectl provider uses): reaches the private endpoint.
             security_groups=[cluster.cluster_security_group],
             encryption_key=key,

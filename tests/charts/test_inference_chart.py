@@ -18,7 +18,8 @@ K8S_VERSION = "1.35.0"
 
 def chart_objects(cfg) -> list[dict]:
     chart = InferenceChart(cdk8s.App(), "inference", serving=cfg.serving, image=cfg.image, region=cfg.region,
-                           worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count)
+                           worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
+                           api_proxy_cidrs=["10.0.192.0/28", "10.0.192.16/28"])
     return render(chart)
 
 
@@ -184,7 +185,8 @@ def test_worker_is_privileged_by_default(dev_objects):
 
 def test_ipc_lock_mode_adds_only_that_capability(variants):
     group = workers(chart_objects(variants["ipc-lock"]))
-    assert container(group)["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert container(group)["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                   "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
 
 
 def test_dev_shm_is_an_8gi_memory_volume(dev_objects):

@@ -93,7 +93,20 @@ def test_kuberay_operator_runs_on_the_system_node_with_its_crds_and_waits(app_sy
     assert json.loads(props["Values"]) == {"nodeSelector": {"role": "system"}}
     assert props.get("SkipCrds") in (None, False)  # the chart installs the CRDs (too big for a manifest)
     assert props["Wait"] is True
-    assert props["CreateNamespace"] is True
+    assert props.get("CreateNamespace") in (None, False)  # created with Pod Security labels (below)
+
+
+def test_kuberay_namespace_is_created_first_with_restricted_pod_security(app_synth):
+    template = app_synth.template("dev", "cluster")["Resources"]
+    (ns_id, namespace), = [(n, r) for n, r in template.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+                           and '"kind":"Namespace"' in r["Properties"]["Manifest"]]
+    (obj,) = json.loads(namespace["Properties"]["Manifest"])
+    assert obj["metadata"]["name"] == "kuberay-system"
+    assert {k: v for k, v in obj["metadata"]["labels"].items() if k.startswith("pod-security")} == {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted"}
+    name, _ = _releases(app_synth)["kuberay-operator"]
+    assert ns_id in template[name]["DependsOn"]
 
 
 def test_add_ons_wait_for_both_nodegroups(app_synth):

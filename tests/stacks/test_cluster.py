@@ -51,7 +51,8 @@ def test_control_plane_log_group_exists_first_with_retention(app_synth):
 
 def test_secrets_are_envelope_encrypted_with_a_rotating_customer_key(app_synth):
     template = app_synth.template("dev", "cluster")
-    keys = {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"}
+    keys = {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"
+            and r["Properties"]["Description"].startswith("EKS secrets envelope encryption")}
     assert len(keys) == 1
     (key_id, key), = keys.items()
     assert key["Properties"]["EnableKeyRotation"] is True

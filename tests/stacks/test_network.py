@@ -10,13 +10,28 @@ def test_vpc_uses_the_stage_cidr(app_synth):
     assert vpc["Properties"]["EnableDnsHostnames"] is True  # private endpoint access needs DNS hostnames
 
 
+def _groups(app_synth, stage):
+    groups = {}
+    for subnet in app_synth.resources(stage, "network", "AWS::EC2::Subnet").values():
+        tags = {t["Key"]: t["Value"] for t in subnet["Properties"]["Tags"]}
+        groups.setdefault(tags["aws-cdk:subnet-name"], []).append(subnet["Properties"])
+    return groups
+
+
 @pytest.mark.parametrize("stage", ["dev", "prod"])
-def test_public_and_private_subnet_in_each_stage_az(app_synth, stages, stage):
-    subnets = app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()
-    public = sorted(s["Properties"]["AvailabilityZone"] for s in subnets if s["Properties"]["MapPublicIpOnLaunch"])
-    private = sorted(s["Properties"]["AvailabilityZone"] for s in subnets if not s["Properties"]["MapPublicIpOnLaunch"])
-    # AZ names are literals from the stage file: no lookup, so synth needs no credentials.
-    assert public == private == sorted(stages[stage].availability_zones)
+def test_public_private_and_control_plane_subnet_in_each_stage_az(app_synth, stages, stage):
+    groups = _groups(app_synth, stage)
+    assert sorted(groups) == ["control-plane", "private", "public"]
+    for name, subnets in groups.items():
+        # AZ names are literals from the stage file: no lookup, so synth needs no credentials.
+        assert sorted(s["AvailabilityZone"] for s in subnets) == sorted(stages[stage].availability_zones)
+        assert all(s["MapPublicIpOnLaunch"] is (name == "public") for s in subnets)
+
+
+def test_control_plane_subnets_are_small_and_separate_from_the_pods(app_synth):
+    groups = _groups(app_synth, "dev")
+    assert {s["CidrBlock"].split("/")[1] for s in groups["control-plane"]} == {"28"}
+    assert {s["CidrBlock"].split("/")[1] for s in groups["private"]} == {"19"}
 
 
 @pytest.mark.parametrize("stage, count", [("dev", 1), ("prod", 3)])
@@ -28,8 +43,9 @@ def test_flow_logs_capture_all_traffic_to_a_log_group_with_retention(app_synth):
     flow = app_synth.one("dev", "network", "AWS::EC2::FlowLog")["Properties"]
     assert flow["TrafficType"] == "ALL" and flow["ResourceType"] == "VPC"
     assert flow["LogDestinationType"] == "cloud-watch-logs"
-    group = app_synth.one("dev", "network", "AWS::Logs::LogGroup")["Properties"]
-    assert group["RetentionInDays"] == 30
+    group_id = flow["LogGroupName"]["Ref"]
+    group = app_synth.template("dev", "network")["Resources"][group_id]["Properties"]
+    assert group["RetentionInDays"] == 30 and "KmsKeyId" in group
 
 
 def test_default_security_group_is_restricted(app_synth):
