@@ -26,6 +26,18 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   echo "$digest" > "$stamp"
 fi
 
+# checkov pins older boto3/botocore than the app: it gets its own venv, for the test suite only.
+if [[ "${1:-}" == "--dev" ]]; then
+  [[ -x .venv-checkov/bin/python ]] || "$python" -m venv .venv-checkov
+  checkov_digest=$(cat requirements-checkov.txt constraints-checkov.txt | sha256sum | cut -c1-16)
+  if [[ "$(cat .venv-checkov/.setup-stamp 2>/dev/null)" != "$checkov_digest" ]]; then
+    .venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
+    .venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
+      -c constraints-checkov.txt
+    echo "$checkov_digest" > .venv-checkov/.setup-stamp
+  fi
+fi
+
 lock_digest=$(sha256sum package-lock.json | cut -c1-16)
 if [[ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$lock_digest" ]]; then
   npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
