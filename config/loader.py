@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import rules
 from .errors import ConfigError, from_validation_error
@@ -71,21 +72,30 @@ def _parse(path: str, text: str) -> object:
         raise ConfigError(path, "(file)", "YAML nested too deeply") from None
 
 
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def load_model(path: Path, model: type[Model], what: str) -> Model:
+    """Read, parse and validate one YAML file against `model`; any problem is one ConfigError."""
+    shown = str(path)
+    data = _parse(shown, _read(path))
+    if data is None:
+        raise ConfigError(shown, "(root)", f"the file is empty (expected a mapping of {what} settings)")
+    if not isinstance(data, dict):
+        raise ConfigError(shown, "(root)", f"expected a mapping of {what} settings, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(shown, model, exc) from None
+    except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+        raise ConfigError(shown, "(root)", f"cannot be read as {what} settings ({type(exc).__name__})") from None
+
+
 def load_stage_file(path: str | Path) -> StageConfig:
     """Load and check one stage file: the same checks at validate time and at synth time."""
     path = Path(path)
     shown = str(path)
-    data = _parse(shown, _read(path))
-    if data is None:
-        raise ConfigError(shown, "(root)", "the file is empty (expected a mapping of stage settings)")
-    if not isinstance(data, dict):
-        raise ConfigError(shown, "(root)", f"expected a mapping of stage settings, got {type(data).__name__}")
-    try:
-        cfg = StageConfig.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(shown, StageConfig, exc) from None
-    except (RecursionError, OverflowError, ValueError, TypeError) as exc:
-        raise ConfigError(shown, "(root)", f"cannot be read as a stage ({type(exc).__name__})") from None
+    cfg = load_model(path, StageConfig, "stage")
     if cfg.stage != path.stem:
         raise ConfigError(shown, "stage", f"{cfg.stage!r} differs from the file name "
                                           f"(allowed: {path.stem!r}, the file is <stage>.yaml)")

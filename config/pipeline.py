@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from .errors import ConfigError, from_validation_error
-from .loader import _parse, _read
+from .errors import ConfigError
+from .loader import load_model
 from .schema import ACCOUNT, NAME, REGION, Strict
 
 PIPELINE_FILE = "_pipeline.yaml"
@@ -37,13 +37,7 @@ def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> Optional[Pi
     if not path.exists():
         return None
     shown = str(path)
-    data = _parse(shown, _read(path))
-    if not isinstance(data, dict):
-        raise ConfigError(shown, "(root)", f"expected a mapping of pipeline settings, got {type(data).__name__}")
-    try:
-        cfg = PipelineConfig.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(shown, PipelineConfig, exc) from None
+    cfg = load_model(path, PipelineConfig, "pipeline")
     seen: set[str] = set()
     for index, stage in enumerate(cfg.stages):
         if stage.name not in stage_names:

@@ -77,21 +77,22 @@ def _sizes(path: str, field: str, low: int, desired: int, high: int) -> None:
                                        "(allowed: min <= desired <= max)")
 
 
+def _known_type(path: str, field: str, instance_type: str, *, gpu: bool) -> None:
+    if instance_type not in known_types(gpu=gpu):
+        raise ConfigError(path, f"{field}.instance_type",
+                          f"{instance_type!r} is not a known {'GPU' if gpu else 'CPU'} instance type "
+                          f"(allowed: {', '.join(known_types(gpu=gpu))})")
+
+
 def _system_nodegroup(cfg: StageConfig, path: str) -> None:
     group = cfg.system_nodegroup
-    if group.instance_type not in known_types(gpu=False):
-        raise ConfigError(path, "system_nodegroup.instance_type",
-                          f"{group.instance_type!r} is not a known CPU instance type "
-                          f"(allowed: {', '.join(known_types(gpu=False))})")
+    _known_type(path, "system_nodegroup", group.instance_type, gpu=False)
     _sizes(path, "system_nodegroup", group.min_size, group.desired_size, group.max_size)
 
 
 def _gpu_nodegroup(cfg: StageConfig, path: str) -> None:
     group = cfg.gpu_nodegroup
-    if group.instance_type not in known_types(gpu=True):
-        raise ConfigError(path, "gpu_nodegroup.instance_type",
-                          f"{group.instance_type!r} is not a known GPU instance type "
-                          f"(allowed: {', '.join(known_types(gpu=True))})")
+    _known_type(path, "gpu_nodegroup", group.instance_type, gpu=True)
     low, desired, high = group.sizes
     _sizes(path, "gpu_nodegroup", low, desired, high)
     spec = gpu_spec(cfg)
