@@ -303,7 +303,7 @@ def markdown(result: DiffResult) -> str:
     out = [f"## Infrastructure diff against `{result.base}`", ""]
     dangers = result.dangers
     if dangers:
-        out += [f"> [!CAUTION]", f"> **{len(dangers)} destructive change(s)**", ">"]
+        out += ["> [!CAUTION]", f"> **{len(dangers)} destructive change(s)**", ">"]
         out += [f"> - `{path}`: {change.describe()}" for path, change in dangers]
         out.append("")
     else:

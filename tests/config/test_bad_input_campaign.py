@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import io
-import math
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
