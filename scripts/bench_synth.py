@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NODE_FLAGS = "--max-semi-space-size=64"  # as app.py sets them
 EMPTY_APP = """
 import aws_cdk as cdk
 app = cdk.App(builtin_cloud_formation_validation=False)
@@ -32,7 +33,8 @@ app.synth()
 def _env(outdir: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env.update(CDK_OUTDIR=outdir, AWS_EC2_METADATA_DISABLED="true", CDK_DISABLE_CLI_TELEMETRY="true",
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", PYTHONDONTWRITEBYTECODE="1")
+               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+               NODE_OPTIONS=NODE_FLAGS)  # the app sets these node flags itself; the floor gets the same
     return env
 
 

@@ -9,7 +9,6 @@ from config.pipeline import PipelineConfig
 from config.schema import StageConfig
 
 from . import compliance
-from .pipeline import PipelineStack
 from .stage import InferenceStage
 
 
@@ -29,9 +28,13 @@ FEATURE_FLAGS: dict[str, Any] = {
 
 
 def new_app(context: Optional[dict[str, Any]] = None, outdir: Optional[str] = None) -> cdk.App:
-    """cfn-lint runs in the test suite with every rule; CDK's built-in copy of it would add ~5 s a synth."""
-    return cdk.App(builtin_cloud_formation_validation=False, context={**FEATURE_FLAGS, **(context or {})},
-                   outdir=outdir)
+    """- builtin CloudFormation validation off: cfn-lint runs in the test suite with every rule, and CDK's
+      built-in copy of it would add ~5 s a synth;
+    - construct stack traces off: from Python they only ever show jsii's internals, and recording them
+      costs time on every construct;
+    - version reporting off: no AWS::CDK::Metadata resource (and no usage data sent to AWS)."""
+    return cdk.App(builtin_cloud_formation_validation=False, stack_traces=False, analytics_reporting=False,
+                   context={**FEATURE_FLAGS, **(context or {})}, outdir=outdir)
 
 
 def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,
@@ -42,6 +45,8 @@ def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,
     built = [InferenceStage(app, cfg.stage, cfg=cfg) for cfg in stages]
     checked = list(built)
     if pipeline is not None:
+        from .pipeline import PipelineStack  # CDK Pipelines and CodeBuild load only when a pipeline is configured
+
         pipeline_stack = PipelineStack(app, "Pipeline", stack_name="pd-inference-pipeline", pipeline=pipeline,
                                        stages={cfg.stage: cfg for cfg in stages},
                                        env=cdk.Environment(account=pipeline.account, region=pipeline.region))

@@ -18,7 +18,7 @@ from . import addons
 from .efa import EfaNetwork
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
 from .network import CONTROL_PLANE
-from .log_encryption import lambda_log_groups, logs_key
+from .log_encryption import lambda_log_groups
 from .retention import retention
 from .verify_runner import VerifyRunner
 
@@ -48,7 +48,7 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
 
 
 class ClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc,
+    def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc, logs_key: kms.IKey,
                  cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
                  gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -56,7 +56,7 @@ class ClusterStack(cdk.Stack):
             self, "SecretsKey", enable_key_rotation=True,
             description=f"EKS secrets envelope encryption for {cluster_name}",
         )
-        self.logs_key = logs_key(self, "LogsKey", f"CloudWatch Logs of {cluster_name}: control plane, Lambda, runner")
+        self.logs_key = logs_key
         # Created before the cluster so EKS writes into a group with a retention, not a never-expiring one.
         control_plane_logs = logs.LogGroup(
             self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
@@ -119,7 +119,7 @@ class ClusterStack(cdk.Stack):
         self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
                                           key=secrets_key, logs_key=self.logs_key,
                                           log_retention=retention(cluster.log_retention_days))
-        lambda_log_groups(self, self.logs_key, retention(cluster.log_retention_days))
+        lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)

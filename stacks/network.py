@@ -22,7 +22,10 @@ class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], network: Network,
                  log_retention_days: int, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.logs_key = logs_key(self, "LogsKey", "CloudWatch Logs of the network stack (VPC flow logs)")
+        # One key for the stage's log groups (flow logs here; control plane, Lambda and runner logs in
+        # the cluster stack).
+        self.logs_key = logs_key(self, "LogsKey", "CloudWatch Logs of the stage: flow logs, control plane, "
+                                                  "Lambda handlers, verify runner")
         flow_log_group = logs.LogGroup(
             self, "FlowLogs",
             retention=retention(log_retention_days), encryption_key=self.logs_key,
@@ -57,5 +60,7 @@ class NetworkStack(cdk.Stack):
             cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
         self.control_plane_cidrs = [s.ipv4_cidr_block
                                     for s in self.vpc.select_subnets(subnet_group_name=CONTROL_PLANE).subnets]
-        lambda_log_groups(self, self.logs_key, retention(log_retention_days))
+        # CDK's handler that empties the default security group: a singleton at the stack's root.
+        handler = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        lambda_log_groups([handler], self.logs_key, retention(log_retention_days))
 

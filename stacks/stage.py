@@ -32,6 +32,7 @@ class InferenceStage(cdk.Stage):
         )
         self.cluster = ClusterStack(
             self, "Cluster", stack_name=f"{cfg.stage}-cluster", stage=cfg.stage, vpc=self.network.vpc,
+            logs_key=self.network.logs_key,
             cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",

@@ -56,7 +56,7 @@ def test_every_lambda_function_logs_into_a_managed_group(app_synth):
 
 def test_key_policies_grant_services_only_with_conditions(app_synth):
     keys = list(_all(app_synth, "AWS::KMS::Key"))
-    assert len(keys) == 6  # per stage: secrets, cluster logs, network logs
+    assert len(keys) == 4  # per stage: the secrets key and the logs key
     for name, props in keys:
         assert props["EnableKeyRotation"] is True, name
         for statement in props["KeyPolicy"]["Statement"]:

@@ -57,7 +57,6 @@ EXPECTED_STATEFUL_IDS = [
     "cluster:ClusterNodegroupSystemNodegroupBF67F25F",
     "cluster:ControlPlaneLogs95F30E24",
     "cluster:GpuLaunchTemplate",
-    "cluster:LogsKeyA6AB43B2",
     "cluster:SecretsKey317DCF94",
     "cluster:SystemLaunchTemplate",
     "cluster:VerifyRunnerLogs1DFA7770",
