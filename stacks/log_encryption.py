@@ -19,7 +19,7 @@ def logs_key(scope: Construct, construct_id: str, description: str) -> kms.Key:
         "Action": ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
         "Resource": "*",  # in a key policy, "*" is this key
         "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn":
-                                  f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"}},
+                                  f"arn:{cdk.Aws.PARTITION}:logs:{stack.region}:{cdk.Aws.ACCOUNT_ID}:log-group:*"}},
     }))
     return key
 
@@ -33,8 +33,8 @@ def lambda_log_groups(scopes: Iterable[Construct], key: kms.IKey, retention) -> 
     functions = [c for scope in scopes for c in scope.node.find_all()
                  if isinstance(c, cdk.CfnResource) and c.cfn_resource_type == "AWS::Lambda::Function"]
     for construct in functions:
-            group = logs.LogGroup(construct.node.scope, "LogGroup", retention=retention, encryption_key=key,
-                                  removal_policy=cdk.RemovalPolicy.DESTROY)
-            # Lambda's advanced logging: the function writes to this group (its execution role already
-            # may write to any log group through AWSLambdaBasicExecutionRole).
-            construct.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
+        group = logs.LogGroup(construct.node.scope, "LogGroup", retention=retention, encryption_key=key,
+                              removal_policy=cdk.RemovalPolicy.DESTROY)
+        # Lambda's advanced logging: the function writes to this group (its execution role already
+        # may write to any log group through AWSLambdaBasicExecutionRole).
+        construct.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
