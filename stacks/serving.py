@@ -11,7 +11,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from charts.inference import InferenceChart
+from charts.inference import InferenceChart, render
 from config.derived import PodResources
 from config.schema import Serving
 
@@ -30,9 +30,9 @@ class ServingStack(cdk.Stack):
             cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
             worker_resources=worker_resources, worker_count=worker_count, api_proxy_cidrs=api_proxy_cidrs,
         )
+        self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
-        self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster,
-                                               manifest=self.chart.to_json())
+        self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster, manifest=self.objects)
         self.manifest.node.add_dependency(kuberay_operator)
 
         if serving.hf_token_secret:

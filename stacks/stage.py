@@ -4,7 +4,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from charts.inference import render
 from charts.render import StageRendering
 from charts.serve_config import build_serve_config
 from config.derived import worker_resources
@@ -56,5 +55,5 @@ class InferenceStage(cdk.Stage):
              "version": r.version, "values": r.values}
             for r in self.cluster.helm_releases
         ]
-        return StageRendering(stage=self.cfg.stage, objects=render(self.serving.chart),
+        return StageRendering(stage=self.cfg.stage, objects=self.serving.objects,
                               serve_config=build_serve_config(self.cfg.serving), helm_releases=releases)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,14 @@ def shared(relative: str) -> Path:
         import pytest
         pytest.fail(f"{path} is missing: the project's shared data (../shared) must sit beside the checkout")
     return path
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without AWS or CDK variables (no credentials, no context), plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null",
+               AWS_SHARED_CREDENTIALS_FILE="/dev/null", **extra)
+    return env
 
 
 def stage_data(stage: str = "dev") -> dict[str, Any]:

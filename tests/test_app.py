@@ -3,7 +3,6 @@ the validator's one line and exit code 2, and nothing is written."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,7 +12,7 @@ import app
 from config.__main__ import main as validate
 
 from .config.cases import FOUNDATION, RAW, SERVING
-from .helpers import ROOT, merge, stage_data, write_stage
+from .helpers import ROOT, clean_env, merge, stage_data, write_stage
 
 ALL_CASES = FOUNDATION + SERVING + RAW
 
@@ -51,17 +50,10 @@ def test_synth_of_unknown_stage_names_the_stages_there(tmp_path, capsys):
     assert err.endswith("config/qa.yaml: (file): no stage named 'qa' (allowed: dev, prod)")
 
 
-def _clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
-    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null",
-               AWS_SHARED_CREDENTIALS_FILE="/dev/null", **extra)
-    return env
-
-
 def test_python_app_exits_2_on_bad_stage_without_traceback(tmp_path):
     folder = _bad_dir(tmp_path, {"gpu_nodegroup": {"instance_type": "g6.xlarge"}})
     run = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=_clean_env(CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder)}),
+                         env=clean_env(CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder)}),
                                         CDK_OUTDIR=str(tmp_path / "out")))
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
@@ -72,7 +64,7 @@ def test_cdk_cli_synth_of_one_stage_needs_no_credentials(tmp_path):
     """The pinned CDK CLI, `cdk synth -c stage=prod`, with every AWS variable unset: only prod's stacks."""
     outdir = tmp_path / "cdk.out"
     run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", "stage=prod", "-o", str(outdir)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=_clean_env())
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env())
     assert run.returncode == 0, run.stderr[-2000:]
     manifest = json.loads((outdir / "manifest.json").read_text())
     nested = sorted(name for name, art in manifest["artifacts"].items() if art["type"] == "cdk:cloud-assembly")
@@ -84,7 +76,7 @@ def test_cdk_cli_synth_fails_on_bad_stage(tmp_path):
     folder = _bad_dir(tmp_path, {"availability_zones": ["us-west-2a", "us-west-2b"], "gpu_availability_zone": "us-west-2c"})
     run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", f"config_dir={folder}",
                           "-o", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=_clean_env())
+                         env=clean_env())
     assert run.returncode != 0
     assert f"{folder / 'dev.yaml'}: gpu_availability_zone: 'us-west-2c' is not one of the stage's" in run.stderr
     assert "Traceback" not in run.stderr

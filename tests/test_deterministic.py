@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from .helpers import ROOT
+from .helpers import ROOT, clean_env
 
 VARYING = (".metadata.json",)
 
 
 def _synth(outdir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps({"nag": True}), AWS_CONFIG_FILE="/dev/null",
-               AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_EC2_METADATA_DISABLED="true")
+    env = clean_env(CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps({"nag": True}))
     subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     return {p.relative_to(outdir).as_posix(): p for p in outdir.rglob("*")
             if p.is_file() and not p.name.endswith(VARYING) and not p.name.startswith("asset.")

@@ -4,7 +4,6 @@ environment. The token path stays Secrets Manager -> CSI mount -> HF_TOKEN_PATH.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 
 from ops.secret_scan import scan, scanned_files
 
-from .helpers import ROOT, merge, stage_data, write_stage
+from .helpers import ROOT, clean_env, merge, stage_data, write_stage
 
 CANARY_HF = "hf_" + "Canary" * 6
 CANARY_KEY_ID = "AKIA" + "CANARY1234567890"
@@ -29,10 +28,9 @@ def synth_with_canaries(tmp_path_factory):
     write_stage(folder, merge(stage_data("dev"), {"stage": "gated", "serving": {
         "hf_token_secret": "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf"}}))
     out = tmp_path_factory.mktemp("cdk.out")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CDK_")}
-    env.update(CDK_OUTDIR=str(out), CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder), "nag": True}),
-               HF_TOKEN=CANARY_HF, HUGGING_FACE_HUB_TOKEN=CANARY_HF, AWS_ACCESS_KEY_ID=CANARY_KEY_ID,
-               AWS_SECRET_ACCESS_KEY=CANARY_SECRET)
+    env = clean_env(CDK_OUTDIR=str(out), CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder), "nag": True}),
+                    HF_TOKEN=CANARY_HF, HUGGING_FACE_HUB_TOKEN=CANARY_HF, AWS_ACCESS_KEY_ID=CANARY_KEY_ID,
+                    AWS_SECRET_ACCESS_KEY=CANARY_SECRET)
     subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     return out
 
