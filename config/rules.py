@@ -18,7 +18,7 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 def check(cfg: StageConfig, path: str) -> None:
     for rule in (_zones, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
-                 _serving_transport, _serving_capacity, _serving_resources, _serving_secret):
+                 _serving_transport, _serving_capacity, _serving_resources, _serving_secret, _benchmark_context):
         rule(cfg, path)
 
 
@@ -183,3 +183,14 @@ def _serving_secret(cfg: StageConfig, path: str) -> None:
             raise ConfigError(path, "serving.hf_token_secret",
                               f"the secret is in account {account}, the stage in {cfg.account} "
                               f"(allowed: a secret in {cfg.account})")
+
+
+def _benchmark_context(cfg: StageConfig, path: str) -> None:
+    context = cfg.serving.engine.max_model_len
+    for index, profile in enumerate(cfg.benchmark.profiles):
+        needed = profile.input_tokens + profile.output_tokens
+        if needed > context:
+            raise ConfigError(path, f"benchmark.profiles[{index}].input_tokens",
+                              f"{profile.input_tokens} in + {profile.output_tokens} out = {needed} tokens, more than "
+                              f"the served context serving.engine.max_model_len {context} (the server would "
+                              f"reject every request; allowed: at most {context} together)")

@@ -205,6 +205,53 @@ class Serving(Strict):
     client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(default_factory=list, max_length=20)
 
 
+class WorkloadProfile(Strict):
+    """One benchmark workload: fixed prompt and answer lengths, run once per concurrency level."""
+
+    name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)]
+    input_tokens: Annotated[int, Field(ge=1, le=1_048_576)]
+    output_tokens: Annotated[int, Field(ge=1, le=1_048_576)]
+    concurrency: list[Annotated[int, Field(ge=1, le=4096)]] = Field(min_length=1, max_length=32)
+    # Requests measured per level = concurrency x this (at least 16); a warm-up of `concurrency`
+    # requests opens the connections first and is not counted.
+    requests_per_stream: Annotated[int, Field(ge=1, le=1000)] = 8
+
+    @field_validator("concurrency")
+    @classmethod
+    def _ascending(cls, values: list[int]) -> list[int]:
+        if values != sorted(set(values)):
+            raise ValueError("list each level once, in ascending order (e.g. [1, 8, 32, 64])")
+        return values
+
+    def request_count(self, concurrency: int) -> int:
+        return max(16, concurrency * self.requests_per_stream)
+
+
+def _default_profiles() -> list[WorkloadProfile]:
+    sweep = [1, 4, 16, 32, 64]
+    return [WorkloadProfile(name="chat", input_tokens=256, output_tokens=256, concurrency=sweep),
+            WorkloadProfile(name="long-prompt", input_tokens=3500, output_tokens=200, concurrency=sweep)]
+
+
+class Benchmark(Strict):
+    """What `python -m ops bench --stage NAME` runs against the stage's OpenAI endpoint."""
+
+    profiles: list[WorkloadProfile] = Field(default_factory=_default_profiles, min_length=1, max_length=20)
+    # The tokenizer the client counts tokens with: a Hugging Face id or a local folder; default the
+    # served model's source (serving.model.source).
+    tokenizer: Optional[Annotated[str, Field(min_length=1, max_length=512)]] = None
+    request_timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = 900
+    random_seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
+
+    @field_validator("profiles")
+    @classmethod
+    def _unique_names(cls, values: list[WorkloadProfile]) -> list[WorkloadProfile]:
+        names = [profile.name for profile in values]
+        if len(set(names)) != len(names):
+            raise ValueError("two profiles share a name (each name once)")
+        return values
+
+
 class StageConfig(Strict):
     stage: Annotated[str, Field(pattern=NAME)]
     account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
@@ -217,6 +264,7 @@ class StageConfig(Strict):
     gpu_nodegroup: GpuNodegroup = Field(default_factory=GpuNodegroup)
     addons: Addons = Field(default_factory=Addons)
     serving: Serving
+    benchmark: Benchmark = Field(default_factory=Benchmark)
     tags: dict[Annotated[str, Field(pattern=TAG_KEY)], Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, max_length=40
     )

@@ -11,10 +11,10 @@ import pytest
 import app
 from config.__main__ import main as validate
 
-from .config.cases import FOUNDATION, RAW, SERVING
+from .config.cases import BENCHMARK, FOUNDATION, RAW, SERVING
 from .helpers import ROOT, clean_env, merge, stage_data, write_stage
 
-ALL_CASES = FOUNDATION + SERVING + RAW
+ALL_CASES = FOUNDATION + SERVING + BENCHMARK + RAW
 
 
 def _bad_dir(tmp_path, change):

@@ -91,6 +91,25 @@ SERVING = [
     ("serving-missing", {"serving": DELETE}, "serving", "required key is missing"),
 ]
 
+def _profile(**fields):
+    return {"benchmark": {"profiles": [{"name": "chat", "input_tokens": 256, "output_tokens": 256,
+                                        "concurrency": [1, 8], **fields}]}}
+
+
+BENCHMARK = [
+    ("bench-context-overflow", _profile(input_tokens=4000, output_tokens=200), "benchmark.profiles[0].input_tokens",
+     "4000 in + 200 out = 4200 tokens, more than the served context serving.engine.max_model_len 4096"),
+    ("bench-concurrency-unsorted", _profile(concurrency=[8, 1]), "benchmark.profiles[0].concurrency",
+     "in ascending order"),
+    ("bench-concurrency-zero", _profile(concurrency=[0, 8]), "benchmark.profiles[0].concurrency[0]",
+     "greater than or equal to 1"),
+    ("bench-no-concurrency", _profile(concurrency=[]), "benchmark.profiles[0].concurrency", "at least 1 item"),
+    ("bench-duplicate-profile", {"benchmark": {"profiles": [_profile()["benchmark"]["profiles"][0]] * 2}},
+     "benchmark.profiles", "two profiles share a name"),
+    ("bench-unknown-key", {"benchmark": {"warmup": 3}}, "benchmark.warmup", "unknown key"),
+    ("bench-tokens-as-string", _profile(output_tokens="256"), "benchmark.profiles[0].output_tokens", "expected"),
+]
+
 RAW = [
     ("broken-yaml", "stage: dev\nregion: [us-west-2\n", "(file)", "not valid YAML"),
     ("list-document", "- stage\n- dev\n", "(root)", "expected a mapping of stage settings, got list"),

@@ -11,7 +11,7 @@ from config.__main__ import main
 from config.loader import CONFIG_DIR
 
 from ..helpers import ROOT, merge, stage_data, write_stage
-from .cases import FOUNDATION, RAW, SERVING
+from .cases import BENCHMARK, FOUNDATION, RAW, SERVING
 
 
 def _bad_file(tmp_path, change):
@@ -28,8 +28,8 @@ def test_shipped_stage_files_are_valid(stage, capsys):
     assert len(out) == 1 and out[0].startswith(f"{path}: ok: stage {stage}:")
 
 
-@pytest.mark.parametrize("case_id, change, field, phrase", FOUNDATION + SERVING + RAW,
-                         ids=[case[0] for case in FOUNDATION + SERVING + RAW])
+@pytest.mark.parametrize("case_id, change, field, phrase", FOUNDATION + SERVING + BENCHMARK + RAW,
+                         ids=[case[0] for case in FOUNDATION + SERVING + BENCHMARK + RAW])
 def test_invalid_file_gets_one_line_naming_file_and_field(case_id, change, field, phrase, tmp_path, capsys):
     path = _bad_file(tmp_path, change)
     assert main(["validate", str(path)]) == 2

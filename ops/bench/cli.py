@@ -1,0 +1,108 @@
+"""`python -m ops bench`: the three forms.
+
+  bench --stage NAME [--url URL] [--profile NAME ...] [--label L] [--out DIR]
+        run the stage's workload profiles and save <out>/<stage>/<time>-<label>.json
+  bench --compare RUN_A.json RUN_B.json [--out DIR]
+        write DIR/report.md and its PNG plots
+  bench --calibrate [--concurrency N]
+        measure the client's own overhead against the local fake server
+
+Exit codes: 0 done; 1 the benchmark failed (endpoint unreachable, aiperf error, no request
+succeeded); 2 bad arguments, stage file or results file.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from config import CONFIG_DIR, ConfigError, load_stages
+
+from . import aiperf, calibration, endpoint, report, results, runner
+
+DEFAULT_OUT = Path("bench-results")
+
+
+def add_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="benchmark a stage's OpenAI endpoint (aiperf), compare two runs",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    form = bench.add_mutually_exclusive_group(required=True)
+    form.add_argument("--stage", help="run the profiles of config/<stage>.yaml's benchmark section")
+    form.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two saved runs")
+    form.add_argument("--calibrate", action="store_true", help="client overhead against the local fake server")
+    bench.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+    bench.add_argument("--url", help="endpoint base URL (default: kubectl port-forward to the Serve service)")
+    bench.add_argument("--profile", action="append", default=[], metavar="NAME", help="only this profile (repeatable)")
+    bench.add_argument("--label", help="name of this run in reports (default: the stage's serving.mode)")
+    bench.add_argument("--note", default="", help="a line shown in the report and plot titles")
+    bench.add_argument("--tokenizer", help="tokenizer id or local folder (default: benchmark.tokenizer, "
+                                           "else serving.model.source)")
+    bench.add_argument("--out", help=f"output folder (default: {DEFAULT_OUT}/ for runs, "
+                                     f"{DEFAULT_OUT}/compare/ for reports)")
+    bench.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
+    bench.add_argument("--kubectl", default="kubectl", help="kubectl executable for the port-forward")
+    bench.add_argument("--no-calibration", action="store_true", help="skip the client-overhead calibration")
+    bench.add_argument("--concurrency", type=int, default=64, help="--calibrate: concurrent streams")
+
+
+def run(args) -> int:
+    try:
+        if args.compare:
+            return _compare(args)
+        executable = aiperf.find_executable(args.aiperf)
+        if args.calibrate:
+            return _calibrate(args, executable)
+        return _stage(args, executable)
+    except (aiperf.BenchError, OSError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+
+
+def _compare(args) -> int:
+    try:
+        run_a, run_b = (results.load(Path(path)) for path in args.compare)
+        path = report.compare(run_a, run_b, Path(args.out or DEFAULT_OUT / "compare"))
+    except results.ResultsError as exc:
+        print(f"bench --compare: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+def _calibrate(args, executable: str) -> int:
+    if not 1 <= args.concurrency <= 4096:
+        print(f"bench --calibrate: --concurrency: {args.concurrency} (allowed: 1 to 4096)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-calibration-") as work:
+        overhead, level = calibration.measure(executable, Path(work), concurrency=args.concurrency)
+    print(f"client overhead per request at {overhead.concurrency} streams ({overhead.requests} requests; "
+          f"injected TTFT {overhead.injected_ttft_ms:.0f} ms, ITL {overhead.injected_itl_ms:.0f} ms):")
+    for name, stats in (("TTFT", overhead.ttft_ms), ("ITL", overhead.itl_ms), ("end-to-end", overhead.e2e_ms)):
+        print(f"  {name:<10} p50 {stats.p50:+.2f} ms  p90 {stats.p90:+.2f} ms  p99 {stats.p99:+.2f} ms")
+    print(f"reported medians: TTFT {level.ttft_ms.p50:.1f} ms, ITL {level.itl_ms.p50:.2f} ms")
+    return 0
+
+
+def _stage(args, executable: str) -> int:
+    try:
+        (cfg,) = load_stages(args.config_dir, only=args.stage)
+        runner.select(cfg, args.profile)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except aiperf.BenchError as exc:
+        print(f"bench --stage {args.stage}: {exc}", file=sys.stderr)
+        return 2
+    options = dict(executable=executable, out_dir=Path(args.out or DEFAULT_OUT), label=args.label,
+                   profile_names=args.profile, tokenizer=args.tokenizer, calibrate=not args.no_calibration,
+                   note=args.note)
+    if args.url:
+        result, path = runner.run_stage(cfg, url=args.url, **options)
+    else:
+        service = endpoint.serve_service(cfg.serving.service_name)
+        with endpoint.port_forward(cfg.serving.namespace, service, kubectl=args.kubectl) as url:
+            result, path = runner.run_stage(cfg, url=url, endpoint_label=f"{cfg.serving.namespace}/{service}:8000 "
+                                            f"(kubectl port-forward)", **options)
+    print(f"results: {path}")
+    return 0
