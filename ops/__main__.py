@@ -4,6 +4,7 @@
   verify [--wait SECONDS] checks of the running stage after `cdk deploy`
   verify-remote           the same, run inside the stage's VPC on its verify runner (CodeBuild)
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
+  bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (ops/bench/)
 
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
 or (diff --fail-on-danger) a destructive change; 2 bad arguments or stage file (diff: the base or a
@@ -22,6 +23,7 @@ import boto3
 from config import CONFIG_DIR, ConfigError, load_stages
 
 from . import preflight, remote, verify
+from .bench import cli as bench_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                              help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
             cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
+    bench_cli.add_parser(sub)
     diff = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
                           description="Synthesize REF and the working tree without credentials and compare them.")
     diff.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
@@ -69,6 +72,14 @@ def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Sessi
          clients: Optional[dict] = None) -> int:
     """`session` and `clients` (boto3 clients by service name) let tests pass moto and Stubber clients."""
     args = _parser().parse_args(argv)
+    if args.command == "bench":
+        try:
+            return bench_cli.run(args)
+        except Exception as exc:  # noqa: BLE001
+            if args.debug:
+                traceback.print_exc()
+            print(f"bench: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 3
     if args.command == "diff":
         try:
             return _diff(args)

@@ -35,12 +35,12 @@ def port_forward(namespace: str, service: str, *, kubectl: str = "kubectl", remo
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:
         raise BenchError(f"cannot run {kubectl}: {exc} (install kubectl, or pass --url)") from None
-    lines: "queue.Queue[tuple[str, str]]" = queue.Queue()
+    lines: "queue.Queue[tuple[str, str | None]]" = queue.Queue()
 
     def pump(stream, name):
         for line in stream:
             lines.put((name, line.rstrip()))
-        lines.put((name, ""))
+        lines.put((name, None))  # the stream closed
 
     for stream, name in ((proc.stdout, "out"), (proc.stderr, "err")):
         threading.Thread(target=pump, args=(stream, name), daemon=True).start()
@@ -48,22 +48,23 @@ def port_forward(namespace: str, service: str, *, kubectl: str = "kubectl", remo
     try:
         while port is None:
             try:
-                name, line = lines.get(timeout=timeout)
+                _, line = lines.get(timeout=timeout)
             except queue.Empty:
                 raise BenchError(f"kubectl port-forward to {namespace}/{service} gave no port within "
                                  f"{timeout:.0f} s") from None
-            match = _FORWARDING.search(line)
-            if match:
-                port = int(match.group(1))
-            elif line:
-                errors.append(line)
-            else:
+            if line is None:
                 closed += 1
                 if closed == 2:
                     proc.wait(5)
                     detail = errors[-1] if errors else f"exit {proc.returncode}"
                     raise BenchError(f"kubectl port-forward to {namespace}/{service} failed: {detail} "
                                      f"(run the stage's update-kubeconfig command, or pass --url)")
+                continue
+            match = _FORWARDING.search(line)
+            if match:
+                port = int(match.group(1))
+            elif line:
+                errors.append(line)
         yield f"http://127.0.0.1:{port}"
     finally:
         if proc.poll() is None:

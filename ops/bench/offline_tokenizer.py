@@ -1,9 +1,9 @@
 """A word-level Hugging Face tokenizer built on the spot, so benchmarks against the fake server (tests,
 calibration, the sample report) load a tokenizer without downloading anything.
 
-Vocabulary: ``w0 .. w{size-1}`` (what the fake server streams) plus the words of the prompt corpus
-the benchmark client samples prompts from are not needed: unknown words become ``[UNK]``, still one
-token each, so prompt lengths in tokens stay exact.
+Vocabulary: ``[UNK]`` and ``w0 .. w{size-1}``, the words the fake server streams, split on whitespace,
+so the client counts each streamed word as exactly one token. Words of the client's prompt corpus are
+unknown and become ``[UNK]``: still one token each, so prompt lengths in tokens stay exact too.
 """
 from __future__ import annotations
 

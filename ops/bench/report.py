@@ -101,7 +101,7 @@ def markdown(a: Run, b: Run, images: dict[str, list[str]]) -> str:
         ("image", f"`{a.image}`", f"`{b.image}`"),
         ("engine", _engine(a), _engine(b)),
         ("KV transfer", _kv(a), _kv(b)),
-        ("client", f"{a.client.get('name')} {a.client.get('version')}", f"{b.client.get('name')} {b.client.get('version')}"),
+        ("client", _client(a), _client(b)),
         ("client overhead per request", _overhead(a), _overhead(b)),
         ("endpoint", a.endpoint, b.endpoint), ("measured at", a.created_at, b.created_at),
     ]
@@ -130,6 +130,10 @@ def markdown(a: Run, b: Run, images: dict[str, list[str]]) -> str:
                            + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
                              f"{level.requests} ({level.errors}) |")
     return "\n".join(out) + "\n"
+
+
+def _client(run: Run) -> str:
+    return f"{run.client.get('name')} {run.client.get('version')}"
 
 
 def _engine(run: Run) -> str:
@@ -194,7 +198,7 @@ def plots(a: Run, b: Run, out_dir: Path) -> dict[str, list[str]]:
                     colors.append(COLORS[index])
             boxes = axis.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True,
                                  flierprops={"markersize": 2})
-            for patch, color in zip(boxes["boxes"], colors):
+            for patch, color in zip(boxes["boxes"], colors, strict=True):
                 patch.set_facecolor(color)
                 patch.set_alpha(0.5)
             axis.set_xticks([slot * 3 + 0.5 for slot in range(len(pairs))], [str(x) for x in xs])

@@ -4,7 +4,6 @@ latencies, the port-forward path, and bad input (one line, exit 2)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
