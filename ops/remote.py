@@ -5,6 +5,7 @@ private-only cluster without a bastion."""
 from __future__ import annotations
 
 import io
+import os
 import time
 import zipfile
 from pathlib import Path
@@ -23,15 +24,22 @@ SKIP = {".git", ".venv", "node_modules", "cdk.out", "__pycache__", ".pytest_cach
 SOURCE_KEY = "source.zip"
 
 
+def _skipped(name: str) -> bool:
+    return name in SKIP or name.startswith((".venv", "cdk.out"))
+
+
 def package(root: Path) -> bytes:
-    """The checkout as a zip (what the runner needs to run `python -m ops`), in a stable order."""
+    """The checkout as a zip (what the runner needs to run `python -m ops`), in a stable order. Local
+    folders (every virtual environment, node_modules, synth output, tests, docs) are pruned, not walked."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not _skipped(d)]  # pruned in place: never descended into
+        found += [Path(folder) / name for name in files]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(root.rglob("*")):
-            relative = path.relative_to(root)
-            if any(part in SKIP or part.startswith("cdk.out") for part in relative.parts) or not path.is_file():
-                continue
-            archive.write(path, relative.as_posix())
+        for path in sorted(found, key=lambda p: p.relative_to(root).as_posix()):
+            if path.is_file():
+                archive.write(path, path.relative_to(root).as_posix())
     return buffer.getvalue()
 
 

@@ -35,7 +35,8 @@ def aws(monkeypatch):
 def test_package_holds_what_the_runner_needs_and_nothing_local():
     names = set(zipfile.ZipFile(io.BytesIO(remote.package(ROOT))).namelist())
     assert {"ops/__main__.py", "config/dev.yaml", "requirements-ops.txt", "constraints.txt"} <= names
-    assert not [n for n in names if n.startswith((".venv/", "node_modules/", ".git/", "cdk.out", "tests/"))]
+    assert not [n for n in names if n.startswith((".venv", "node_modules/", ".git/", "cdk.out", "tests/",
+                                                  "bench-results/"))]
 
 
 def test_successful_runner_build_passes(aws, dev):
