@@ -10,21 +10,17 @@ before any construct exists, so no half-written cloud assembly is left behind.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional
 
-# Set before aws_cdk starts jsii's node process: constructs are built from many short-lived objects, and
-# a larger young generation cuts garbage collection (about 10 % of synth time; scripts/bench_synth.py
-# runs its empty-app floor with the same flag, which does not change the floor).
-NODE_FLAGS = "--max-semi-space-size=64"
-if NODE_FLAGS not in os.environ.get("NODE_OPTIONS", ""):
-    os.environ["NODE_OPTIONS"] = f"{os.environ.get('NODE_OPTIONS', '')} {NODE_FLAGS}".strip()
+import synth_process
 
-from charts import render
-from config import CONFIG_DIR, ConfigError, load_stages
-from config.pipeline import load_pipeline
-from stacks import assembly
+synth_process.configure_environment()  # before aws_cdk starts jsii's node process
+with synth_process.imports_without_gc():
+    from charts import render
+    from config import CONFIG_DIR, ConfigError, load_stages
+    from config.pipeline import load_pipeline
+    from stacks import assembly
 
 
 def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
@@ -56,4 +52,4 @@ def _truthy(value: object) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    synth_process.exit_now(main())  # no interpreter teardown: synth_process.py

@@ -14,6 +14,7 @@ from config.topology import VERIFY_GROUP
 
 from .network_policies import network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
+from .render import SafeDumper
 from .serve_config import build_serve_config
 
 WORKER_GROUP = "gpu-workers"
@@ -27,7 +28,7 @@ POD_SECURITY_LABELS = {
 
 
 def serve_config_text(serving: Serving) -> str:
-    return yaml.safe_dump(build_serve_config(serving), sort_keys=False, width=120)
+    return yaml.dump(build_serve_config(serving), Dumper=SafeDumper, sort_keys=False, width=120)
 
 
 class InferenceChart(cdk8s.Chart):
@@ -113,8 +114,8 @@ VERIFY_RULES = [
 
 
 def secret_provider_spec(secret: str, *, region: str) -> dict[str, Any]:
-    objects = yaml.safe_dump([{"objectName": secret, "objectType": "secretsmanager",
-                               "objectAlias": TOKEN_FILE}], sort_keys=False)
+    objects = yaml.dump([{"objectName": secret, "objectType": "secretsmanager", "objectAlias": TOKEN_FILE}],
+                        Dumper=SafeDumper, sort_keys=False)
     return {"provider": "aws", "parameters": {"region": region, "usePodIdentity": "true", "objects": objects}}
 
 
