@@ -8,21 +8,29 @@ scheduling of both processes on this machine: the floor under every figure a run
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 from . import aiperf, offline_tokenizer
-from .fake_server import Delays, FakeOpenAIServer
 from .results import ClientOverhead, Level, Stats
+
+if TYPE_CHECKING:
+    from .fake_server import Delays
 
 MODEL = "calibration-model"
 # A typical served model's figures: a few hundred ms to the first token, ~20-30 ms between tokens.
-DEFAULT_DELAYS = Delays(ttft_ms=500.0, itl_ms=25.0)
+DEFAULT_TTFT_MS, DEFAULT_ITL_MS = 500.0, 25.0
 # Every Hugging Face hub access fails at once (a closed local port): proof nothing is downloaded.
-OFFLINE_ENV = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_DISABLE_TELEMETRY": "1"}
+OFFLINE_ENV = {"HF_ENDPOINT": "http://127.0.0.1:9"}
 
 
-def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: Delays = DEFAULT_DELAYS,
+def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: Optional[Delays] = None,
             input_tokens: int = 256, output_tokens: int = 32, requests_per_stream: int = 3,
             random_seed: int = 42) -> tuple[ClientOverhead, Level]:
+    # The fake server needs aiohttp, which the ops-only venv (verify runner, pipeline steps) lacks:
+    # imported here, so `python -m ops` loads without it.
+    from .fake_server import Delays, FakeOpenAIServer
+
+    delays = delays or Delays(ttft_ms=DEFAULT_TTFT_MS, itl_ms=DEFAULT_ITL_MS)
     work_dir = Path(work_dir)
     tokenizer = offline_tokenizer.build(work_dir / "tokenizer")
     workload = aiperf.Workload(input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
@@ -34,7 +42,8 @@ def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: D
         aiperf.run(aiperf.command(executable, url=server.url, model=MODEL, tokenizer=str(tokenizer),
                                   workload=workload, artifact_dir=artifacts),
                    artifacts, env=OFFLINE_ENV, timeout=600)
-        served = {record.request_id: record for record in server.records if record.request_id}
+        records = server.records
+    served = {record.request_id: record for record in records if record.request_id}
     level = aiperf.parse(artifacts, concurrency)
     ttft, itl, e2e = [], [], []
     for request in aiperf.requests(artifacts):
@@ -48,7 +57,8 @@ def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: D
             e2e.append(request.e2e_ms - (record.last_token - record.received) * 1000)
     if not ttft:
         raise aiperf.BenchError("calibration: no client request could be matched to a server record")
-    overhead = ClientOverhead(concurrency=concurrency, requests=len(ttft), injected_ttft_ms=delays.ttft_ms,
+    overhead = ClientOverhead(concurrency=concurrency, server_max_inflight=max(r.inflight for r in records),
+                              requests=len(ttft), injected_ttft_ms=delays.ttft_ms,
                               injected_itl_ms=delays.itl_ms, ttft_ms=Stats.of(ttft), itl_ms=Stats.of(itl),
                               e2e_ms=Stats.of(e2e))
     return overhead, level

@@ -100,6 +100,7 @@ class ClientOverhead(_Model):
     """What the client adds, measured against the local fake server (which records its own timings)."""
 
     concurrency: int
+    server_max_inflight: int  # streams the fake server saw at once: the concurrency really reached
     requests: int
     injected_ttft_ms: float
     injected_itl_ms: float

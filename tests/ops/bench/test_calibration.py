@@ -47,6 +47,7 @@ def test_median_end_to_end_matches_injected_schedule_within_5_percent(measured):
 
 def test_the_server_really_had_64_streams_in_flight(measured):
     overhead, level, _ = measured
+    assert overhead.server_max_inflight == CONCURRENCY
     # 3 requests per stream measured after a warm-up of one per stream, every one matched to the server.
     assert level.requests == overhead.requests == 3 * CONCURRENCY and level.errors == 0
     assert statistics.median(level.samples.ttft_ms) == pytest.approx(level.ttft_ms.p50, rel=1e-3)
