@@ -3,6 +3,7 @@ measured and how, two runs of different modes compared into a report whose verdi
 latencies, the port-forward path, and bad input (one line, exit 2)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -25,6 +26,8 @@ def _failure(capsys) -> str:
     errors = [line for line in lines if line.startswith("bench")]
     assert len(errors) == 1 and lines[-1] == errors[0], lines
     return errors[0]
+
+
 PROFILES = [
     {"name": "chat", "input_tokens": 64, "output_tokens": 16, "concurrency": [1, 4], "requests_per_stream": 2},
     {"name": "long-prompt", "input_tokens": 1000, "output_tokens": 8, "concurrency": [4], "requests_per_stream": 2},
@@ -45,34 +48,44 @@ def config_dir(tmp_path_factory):
     return folder
 
 
-def _bench(config_dir, out, aiperf_bin, tokenizer_dir, *extra) -> int:
+def _bench(config_dir, out, aiperf_bin, tokenizer_dir, *extra, calibrate=False) -> int:
     return main(["bench", "--config-dir", str(config_dir), "--aiperf", aiperf_bin, "--tokenizer",
-                 str(tokenizer_dir), "--out", str(out), "--no-calibration", *extra])
+                 str(tokenizer_dir), "--out", str(out), *([] if calibrate else ["--no-calibration"]), *extra])
 
 
 @pytest.fixture(scope="module")
 def two_runs(config_dir, aiperf_bin, tokenizer_dir, offline_hub, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-results")
     paths = {}
-    for stage, delays in (("dev", PD), ("colo", COLOCATED)):
+    # The pd run starts with the client-overhead calibration, as a real run does; the other skips it.
+    for stage, delays, calibrate in (("dev", PD, True), ("colo", COLOCATED, False)):
         with FakeOpenAIServer("qwen3.5-9b", delays) as server:
             assert _bench(config_dir, out, aiperf_bin, tokenizer_dir, "--stage", stage, "--url", server.url,
-                          "--note", "fake server") == 0
+                          "--note", "fake server", calibrate=calibrate) == 0
         (paths[stage],) = sorted((out / stage).glob("*.json"))
     return paths
 
 
-def test_run_is_saved_with_stage_image_model_settings_and_time(two_runs):
+def test_run_is_saved_with_stage_image_model_settings_and_time(two_runs, dev):
     run = results.load(two_runs["dev"])
     assert (run.stage, run.mode, run.label, run.note) == ("dev", "pd", "pd", "fake server")
     assert run.model_id == "qwen3.5-9b" and run.model_source == "Qwen/Qwen3.5-9B"
-    assert run.image.endswith(".amazonaws.com/ray:serve-llm-cuda-v1.0") or "serve-llm" in run.image
+    assert run.image == dev.image
     assert run.hardware.title == "2 x g6.8xlarge (1 x L4, EFA x1)"
     assert run.settings["engine"]["max_model_len"] == 4096 and run.settings["kv_backend"] == "LIBFABRIC"
     assert run.settings["random_seed"] == 42
     assert run.client["name"] == "aiperf" and run.client["version"] == "0.13.0"
-    assert run.created_at.endswith("+00:00")
-    assert two_runs["dev"].name.startswith(run.created_at[:4]) and two_runs["dev"].name.endswith("-pd.json")
+    created = dt.datetime.fromisoformat(run.created_at)
+    assert created.utcoffset() == dt.timedelta(0)
+    assert two_runs["dev"].name == created.strftime("%Y%m%dT%H%M%SZ") + "-pd.json"
+
+
+def test_a_run_reports_the_clients_overhead_at_its_highest_concurrency(two_runs):
+    calibrated, skipped = results.load(two_runs["dev"]), results.load(two_runs["colo"])
+    assert skipped.calibration is None
+    overhead = calibrated.calibration
+    assert (overhead.concurrency, overhead.server_max_inflight) == (4, 4)  # the profiles' top level
+    assert overhead.requests == 16 and overhead.ttft_ms.p50 >= 0
 
 
 def test_every_profile_and_concurrency_level_is_measured(two_runs):
@@ -93,6 +106,7 @@ def test_compare_writes_table_and_plots_whose_verdicts_follow_the_latencies(two_
     text = (out / "report.md").read_text()
     assert text.startswith("# Benchmark: pd vs colocated\n")
     assert "> **fake server**" in text
+    assert "| client overhead per request | TTFT +" in text and "(medians at 4 streams) | not measured |" in text
     assert "| hardware | 2 x g6.8xlarge (1 x L4, EFA x1) | 2 x g6.8xlarge (1 x L4, EFA x1) |" in text
     chat = text.split("## chat")[1].split("## long-prompt")[0]
     # pd: higher TTFT everywhere; colocated's ITL grows with load (20 + 4 x 3 = 32 ms at 4 streams).
