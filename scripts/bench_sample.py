@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from config import load_stage_file  # noqa: E402
-from ops.bench import aiperf, offline_tokenizer, report, runner  # noqa: E402
+from ops.bench import aiperf, offline_tokenizer, report, results, runner  # noqa: E402
 from ops.bench.fake_server import Delays, FakeOpenAIServer  # noqa: E402
 
 NOTE = "SAMPLE: local fake server with injected latencies on 127.0.0.1, not real GPUs"
@@ -72,7 +72,6 @@ def main() -> int:
         out.mkdir(parents=True)
         for mode, path in runs.items():
             shutil.copy(path, out / f"run-{mode}.json")
-        from ops.bench import results
         report.compare(results.load(runs["pd"]), results.load(runs["colocated"]), out)
     print(f"sample report: {out / 'report.md'}")
     return 0

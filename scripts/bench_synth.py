@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE_FLAGS = "--max-semi-space-size=64"  # as synth_process.py sets them for app.py
+sys.path.insert(0, str(ROOT))
+from synth_process import NODE_FLAGS  # noqa: E402 - the node flags app.py runs with; the floor gets the same
 EMPTY_APP = """
 import aws_cdk as cdk
 app = cdk.App(builtin_cloud_formation_validation=False)

@@ -2,21 +2,43 @@
 # Idempotent set-up: a project venv with the pinned Python packages and the pinned CDK CLI in
 # node_modules/. Re-runs are no-ops unless a requirements file or package-lock.json changed.
 #   scripts/setup.sh          runtime packages (synth)
-#   scripts/setup.sh --dev    runtime + test and validation packages (and the two tool venvs below)
-#   scripts/setup.sh --bench  runtime + the benchmark venv (.venv-bench: aiperf) for `ops bench`
+#   scripts/setup.sh --dev    runtime + test and validation packages, and both tool venvs below
+#   scripts/setup.sh --bench  only the benchmark venv (.venv-bench: aiperf) for `ops bench`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-want="requirements.txt"
-[[ "${1:-}" == "--dev" ]] && want="requirements-dev.txt"
-case "${1:-}" in ""|--dev|--bench) ;; *) echo "setup: unknown option ${1} (allowed: --dev, --bench)" >&2; exit 2;; esac
+mode=${1:-}
+case "$mode" in ""|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (allowed: --dev, --bench)" >&2; exit 2;; esac
 
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "setup: Python 3.11 or newer is needed (found $("$python" --version 2>&1))" >&2; exit 1; }
+
+# A venv of its own for a tool that pins versions the project venv does not want:
+#   tool_venv DIR REQUIREMENTS CONSTRAINTS [MORE FILES THAT CHANGE IT]
+tool_venv() {
+  local dir=$1 requirements=$2 constraints=$3 digest
+  shift 3
+  [[ -x "$dir/bin/python" ]] || "$python" -m venv "$dir"
+  digest=$(cat "$requirements" "$constraints" "$@" | sha256sum | cut -c1-16)
+  if [[ "$(cat "$dir/.setup-stamp" 2>/dev/null)" != "$digest" ]]; then
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" -c "$constraints"
+    echo "$digest" > "$dir/.setup-stamp"
+  fi
+}
+
+# aiperf (the benchmark client) pins pandas, transformers and more: for `ops bench` and its tests.
+if [[ "$mode" == "--dev" || "$mode" == "--bench" ]]; then
+  tool_venv .venv-bench requirements-bench.txt constraints-bench.txt requirements-ops.txt
+fi
+[[ "$mode" == "--bench" ]] && exit 0
+
 command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2; exit 1; }
 
+want="requirements.txt"
+[[ "$mode" == "--dev" ]] && want="requirements-dev.txt"
 if [[ ! -x .venv/bin/python ]]; then
   "$python" -m venv .venv
 fi
@@ -28,29 +50,9 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   echo "$digest" > "$stamp"
 fi
 
-# checkov pins older boto3/botocore than the app: it gets its own venv, for the test suite only.
-if [[ "${1:-}" == "--dev" ]]; then
-  [[ -x .venv-checkov/bin/python ]] || "$python" -m venv .venv-checkov
-  checkov_digest=$(cat requirements-checkov.txt constraints-checkov.txt | sha256sum | cut -c1-16)
-  if [[ "$(cat .venv-checkov/.setup-stamp 2>/dev/null)" != "$checkov_digest" ]]; then
-    .venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
-    .venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
-      -c constraints-checkov.txt
-    echo "$checkov_digest" > .venv-checkov/.setup-stamp
-  fi
-fi
-
-# aiperf (the benchmark client) pins pandas, transformers and more: its own venv, for `ops bench` and
-# the benchmark's tests.
-if [[ "${1:-}" == "--dev" || "${1:-}" == "--bench" ]]; then
-  [[ -x .venv-bench/bin/python ]] || "$python" -m venv .venv-bench
-  bench_digest=$(cat requirements-ops.txt requirements-bench.txt constraints-bench.txt | sha256sum | cut -c1-16)
-  if [[ "$(cat .venv-bench/.setup-stamp 2>/dev/null)" != "$bench_digest" ]]; then
-    .venv-bench/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
-    .venv-bench/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt \
-      -c constraints-bench.txt
-    echo "$bench_digest" > .venv-bench/.setup-stamp
-  fi
+# checkov pins older boto3/botocore than the app: for the test suite only.
+if [[ "$mode" == "--dev" ]]; then
+  tool_venv .venv-checkov requirements-checkov.txt constraints-checkov.txt
 fi
 
 lock_digest=$(sha256sum package-lock.json | cut -c1-16)

@@ -30,7 +30,11 @@ METRICS = (
 )
 
 
-def _pairs(a: Run, b: Run) -> list[tuple[str, list[tuple[Level, Level]]]]:
+# Per profile both runs measured: its name and the (run A, run B) levels at each common concurrency.
+Shared = list[tuple[str, list[tuple[Level, Level]]]]
+
+
+def shared_levels(a: Run, b: Run) -> Shared:
     """Profiles both runs measured, each with the concurrency levels both measured."""
     shared = []
     for profile_a in a.profiles:
@@ -91,8 +95,7 @@ def _overhead(run: Run) -> str:
             f"(medians at {cal.concurrency} streams)")
 
 
-def markdown(a: Run, b: Run, images: dict[str, list[str]]) -> str:
-    pairs_by_profile = _pairs(a, b)
+def markdown(a: Run, b: Run, shared: Shared, images: dict[str, list[str]]) -> str:
     rows = [
         ("run", a.label, b.label), ("mode", a.mode, b.mode), ("stage", a.stage, b.stage),
         ("hardware", a.hardware.title, b.hardware.title),
@@ -114,7 +117,7 @@ def markdown(a: Run, b: Run, images: dict[str, list[str]]) -> str:
             f"Percentiles and throughput are aiperf's own figures. \"Ahead\" means better by more than "
             f"{TIE:.0%}.", "", f"| | {a.label} | {b.label} |", "|---|---|---|"]
     out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]
-    for name, pairs in pairs_by_profile:
+    for name, pairs in shared:
         profile = a.profile(name)
         out += ["", f"## {name}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
         out += verdicts(a, b, pairs) + [""]
@@ -153,14 +156,14 @@ def _title(a: Run, b: Run, what: str) -> str:
     return f"{what}: {a.label} vs {b.label}\n{a.hardware.title}, {a.model_id}{note}"
 
 
-def plots(a: Run, b: Run, out_dir: Path) -> dict[str, list[str]]:
+def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     written: dict[str, list[str]] = {}
-    for name, pairs in _pairs(a, b):
+    for name, pairs in shared:
         profile = a.profile(name)
         heading = f"{name} ({profile.input_tokens} in / {profile.output_tokens} out)"
         xs = [level_a.concurrency for level_a, _ in pairs]
@@ -216,12 +219,12 @@ def plots(a: Run, b: Run, out_dir: Path) -> dict[str, list[str]]:
 
 def compare(a: Run, b: Run, out_dir: Path) -> Path:
     """Write report.md and the PNGs into out_dir; return the report's path."""
-    _pairs(a, b)  # fail before writing anything
+    shared = shared_levels(a, b)  # fails before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    images = plots(a, b, out_dir)
+    images = plots(a, b, shared, out_dir)
     report = out_dir / "report.md"
     tmp = report.with_suffix(".md.tmp")
-    tmp.write_text(markdown(a, b, images))
+    tmp.write_text(markdown(a, b, shared, images))
     tmp.replace(report)
     return report
