@@ -14,18 +14,23 @@ from .efa import EfaNetwork
 from .network import PRIVATE
 
 GPU_TAINT = eks.TaintSpec(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=eks.TaintEffect.NO_SCHEDULE)
+# EKS best practice: "Restrict access to the instance profile assigned to the worker node".
+IMDS_HOP_LIMIT = 1
 _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
 
 
 def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib: int,
                          instance_type: Optional[str] = None, network_interfaces: Optional[list] = None,
                          placement_group: Optional[ec2.CfnPlacementGroup] = None) -> ec2.CfnLaunchTemplate:
-    """IMDSv2 only (hop limit 2, so pods on the node can reach IMDS through the container network
-    hop), an encrypted gp3 root volume. The AMI type always stays on the nodegroup."""
+    """IMDSv2 only, with a response hop limit of 1: the answer cannot cross the extra hop into a pod's
+    network namespace, so no pod (the privileged GPU workers included) can read the node role's
+    credentials. Host-network daemonsets (VPC CNI, kube-proxy, the Pod Identity agent) still reach IMDS;
+    pods that need AWS use EKS Pod Identity (SECURITY.md, "Instance metadata"). An encrypted gp3 root
+    volume. The AMI type always stays on the nodegroup."""
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT,
         ),
         block_device_mappings=[
             ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(

@@ -284,3 +284,15 @@ def test_verify_group_may_read_and_use_the_service_proxy_only(dev_objects):
     assert [r["resources"] for r in role["rules"] if "create" in r["verbs"]] == [["services/proxy"]]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                                     "name": "pd-inference-verify"}]
+
+
+def test_nothing_in_the_chart_needs_imds_under_hop_limit_1(variants):
+    # The launch templates set the IMDS hop limit to 1 (SECURITY.md, "Instance metadata"): no pod outside
+    # the host network can reach IMDS. The secret provider must therefore name its region and use Pod
+    # Identity, and no Ray pod may take the host network (which would reach the node role again).
+    objects = chart_objects(variants["with-token"])
+    provider = by_kind(objects, "SecretProviderClass")
+    assert provider["spec"]["parameters"]["region"] == variants["with-token"].region
+    assert provider["spec"]["parameters"]["usePodIdentity"] == "true"
+    for group in (head(objects), workers(objects)):
+        assert "hostNetwork" not in group["template"]["spec"]

@@ -72,10 +72,13 @@ def test_system_nodegroup_spans_every_private_subnet(app_synth, stages):
 
 
 @pytest.mark.parametrize("role", ["system", "gpu-worker"])
-def test_launch_templates_require_imdsv2_with_hop_limit_2(app_synth, role):
-    data = _launch_template(app_synth, "dev", _nodegroup(app_synth, "dev", role))
-    assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required",
-                                       "HttpPutResponseHopLimit": 2}
+def test_launch_templates_require_imdsv2_with_hop_limit_1(app_synth, role):
+    # Hop limit 1: IMDS answers never reach a pod's network namespace, so pods cannot read the node
+    # role's credentials (hop limit 2 let every pod, the privileged workers included, do so).
+    for stage in ("dev", "prod"):
+        data = _launch_template(app_synth, stage, _nodegroup(app_synth, stage, role))
+        assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required",
+                                           "HttpPutResponseHopLimit": 1}
 
 
 @pytest.mark.parametrize("stage, size", [("dev", 200), ("prod", 300)])
