@@ -1,24 +1,33 @@
 """NetworkPolicies of the inference namespace (enforced by the VPC CNI's network policy agent).
 
-Ingress is denied by default; then exactly:
-- Ray pods from Ray pods, every port (GCS 6379, raylet and object store, Serve 8000, dashboard 8265,
-  and the NIXL side channels from 20000 (prefill) and 22000 (decode));
-- the KubeRay operator (namespace kuberay-system) to the head's dashboard (8265) and agent (52365);
+Ingress is denied by default; then exactly these flows (each one's source in KubeRay, Ray or vLLM is
+cited in tests/charts/test_network_flows.py, which checks every needed flow is admitted and every
+other refused):
+- Ray pods from Ray pods, every TCP port: GCS 6379, raylet / object manager / agent ports (random by
+  default), worker ports 10002-19999 (every actor call, the Serve proxy -> decode -> prefill calls
+  included), Serve 8000, dashboard 8265, metrics 8080, and the NIXL side channels from 20000 (prefill)
+  and 22000 (decode), plus UCX's ephemeral ports when NIXL runs over UCX;
+- the KubeRay operator (its pods in kuberay-system) to the head's dashboard (8265: the Serve config,
+  GET/PUT /api/serve/applications/) and Serve (8000: GET /-/healthz, which decides the head's
+  `ray.io/serve` label and so the serve Service's endpoints);
 - the configured client namespaces to Serve (8000) on the Ray pods;
 - the API server's service proxy (the control-plane subnets, which hold nothing but the cluster's ENIs
   and the kubectl provider) to the head's dashboard and to Serve, which `ops verify` uses.
+The kubelet's probes (52365 on every Ray pod) come from the pod's own node, which no policy blocks.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from config.schema import Serving
-from config.topology import KUBERAY_NAMESPACE
+from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
 
-from .ray_pods import ray_pod_labels
+from .ray_pods import HEAD_PORTS, ray_pod_labels
 
-DASHBOARD_PORT, AGENT_PORT, SERVE_PORT = 8265, 52365, 8000
+DASHBOARD_PORT, SERVE_PORT = HEAD_PORTS["dashboard"], HEAD_PORTS["serve"]
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
+# What the kuberay-operator chart puts on the operator's pods (release name = instance).
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": KUBERAY_RELEASE}
 
 
 def _tcp(*ports: int) -> list[dict[str, Any]]:
@@ -33,8 +42,8 @@ def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str]) -> dic
         "ray-pods": {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": ray}]}]},
         "kuberay-operator": {"podSelector": head, "policyTypes": ["Ingress"], "ingress": [{
             "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: KUBERAY_NAMESPACE}},
-                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}}}],
-            "ports": _tcp(DASHBOARD_PORT, AGENT_PORT)}]},
+                      "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}}],
+            "ports": _tcp(DASHBOARD_PORT, SERVE_PORT)}]},
     }
     if serving.client_namespaces:
         policies["serve-clients"] = {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{

@@ -89,20 +89,31 @@ def worker_security_context(privilege: str) -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
 
 
+POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
+    """The engine's environment on a GPU worker: the pod template's `env`, and what `ops rehearse`
+    gives the engines on a single host (one source, so the two cannot drift)."""
+    env: list[dict[str, Any]] = [
+        {"name": "VLLM_HOST_IP", "valueFrom": POD_IP},
+        # vLLM's NIXL worker asserts this layout for Qwen3.5's state (GDN) layers.
+        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
+        # INFO makes NIXL log "Created <N> rails using provider=efa": the only proof EFA is used.
+        {"name": "NIXL_LOG_LEVEL", "value": "INFO"},
+    ]
+    if efa:
+        env.insert(0, {"name": "FI_PROVIDER", "value": "efa"})
+    return env
+
+
 def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_cache: WeightCache,
                service_account: str, token: Optional[TokenMount], labels: dict[str, str]) -> dict[str, Any]:
     """One per GPU node, holding all its GPUs and EFA interfaces."""
     devices = {GPU_RESOURCE: str(resources.gpus)}
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = str(resources.efa_interfaces)
-    env = [
-        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
-        # INFO makes NIXL log "Created <N> rails using provider=efa": the only proof EFA is used.
-        {"name": "NIXL_LOG_LEVEL", "value": "INFO"},
-    ]
-    if resources.efa_interfaces:
-        env.insert(0, {"name": "FI_PROVIDER", "value": "efa"})
+    env = worker_environment(efa=bool(resources.efa_interfaces))
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(resources.shm_gib)}},

@@ -20,12 +20,18 @@ COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
 
 
+# Each side's role: vLLM 0.26 deprecates `kv_both` with NixlConnector and asks for kv_producer on
+# prefill and kv_consumer on decode; Ray 2.58 passes kv_transfer_config through unchanged
+# (ray/llm/_internal/serve/engines/vllm/kv_transfer/nixl.py rewrites only engine_id).
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+
+
 def kv_transfer_config(backend: str, engine_id: str) -> dict[str, Any]:
     """NIXL with the backend named explicitly: without `backends`, NIXL picks UCX, which on EFA
     runs at TCP speed. Ray appends the replica's host and port to `engine_id` to make it unique."""
     return {
         "kv_connector": "NixlConnector",
-        "kv_role": "kv_both",
+        "kv_role": KV_ROLE[engine_id],
         "engine_id": engine_id,
         "kv_connector_extra_config": {"backends": [backend]},
     }

@@ -8,6 +8,9 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 KUBERAY_NAMESPACE = "kuberay-system"
+# The operator's Helm release. Its pods carry app.kubernetes.io/name and app.kubernetes.io/instance =
+# this name (kuberay helm-chart/kuberay-operator/templates/deployment.yaml and _helpers.tpl, v1.7.0).
+KUBERAY_RELEASE = "kuberay-operator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # The Kubernetes group of the in-VPC verify runner (an EKS access entry), bound to a read-only role.

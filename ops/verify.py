@@ -17,7 +17,7 @@ import boto3
 from charts.serve_config import APP_NAME
 from config.derived import worker_resources
 from config.schema import StageConfig
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE
+from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE, KUBERAY_RELEASE
 
 from . import eks_token, nixl
 from .errors import AWS_ERRORS, describe
@@ -144,7 +144,7 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
 def _operator(api: KubeApi, report: Report) -> None:
     name = "KubeRay operator"
     try:
-        deployment = api.get(f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/kuberay-operator")
+        deployment = api.get(f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/{KUBERAY_RELEASE}")
     except KubeError as exc:
         report.add(name, "fail", str(exc), "is the kuberay-operator Helm release installed? (cluster stack)")
         return

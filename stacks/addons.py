@@ -13,7 +13,7 @@ from aws_cdk import aws_eks_v2 as eks
 from config import versions
 from config.schema import Addons
 
-from config.topology import GPU_LABELS, GPU_TOLERATION, KUBERAY_NAMESPACE, SYSTEM_LABELS
+from config.topology import GPU_LABELS, GPU_TOLERATION, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SYSTEM_LABELS
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def helm_releases(addons: Addons, *, efa: bool) -> list[HelmRelease]:
                                     versions.EFA_DEVICE_PLUGIN, addons.efa_device_plugin,
                                     efa_device_plugin_values()))
     # wait: the RayService is applied only once the operator (and its CRDs) is up.
-    releases.append(HelmRelease("KubeRayOperator", "kuberay-operator", KUBERAY_NAMESPACE, versions.KUBERAY_OPERATOR,
+    releases.append(HelmRelease("KubeRayOperator", KUBERAY_RELEASE, KUBERAY_NAMESPACE, versions.KUBERAY_OPERATOR,
                                 addons.kuberay_operator, kuberay_operator_values(), wait=True))
     return releases
 

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
+from config.topology import KUBERAY_RELEASE
 
 from . import addons
 from .efa import EfaNetwork
@@ -114,7 +115,7 @@ class ClusterStack(cdk.Stack):
             # The device plugins and the operator need their nodes; the operator waits until ready.
             chart.node.add_dependency(self.system_nodegroup, self.gpu_nodegroup)
             self.helm_charts[release.release] = chart
-        self.kuberay_operator = self.helm_charts["kuberay-operator"]
+        self.kuberay_operator = self.helm_charts[KUBERAY_RELEASE]
 
         self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
                                           key=secrets_key, logs_key=self.logs_key,

@@ -73,9 +73,16 @@ def test_kv_transfer_is_nixl_over_libfabric_on_both_sides_with_distinct_engine_i
     args = _app(dev)["args"]
     configs = [args[side]["engine_kwargs"]["kv_transfer_config"] for side in ("prefill_config", "decode_config")]
     for kv in configs:
-        assert kv["kv_connector"] == "NixlConnector" and kv["kv_role"] == "kv_both"
+        assert kv["kv_connector"] == "NixlConnector"
         assert kv["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
     assert configs[0]["engine_id"] != configs[1]["engine_id"]
+
+
+def test_each_side_names_its_kv_role(dev):
+    # vLLM 0.26 deprecates kv_both with NixlConnector; Ray 2.58 passes the role through unchanged.
+    args = _app(dev)["args"]
+    roles = [args[side]["engine_kwargs"]["kv_transfer_config"]["kv_role"] for side in ("prefill_config", "decode_config")]
+    assert roles == ["kv_producer", "kv_consumer"]
 
 
 def test_engine_settings_are_the_reference_values(dev):
