@@ -46,14 +46,7 @@ def deployment_config(replicas: Replicas) -> dict[str, Any]:
 
 def llm_config(serving: Serving, *, replicas: Replicas, side: Optional[str]) -> dict[str, Any]:
     """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine."""
-    engine = serving.engine
-    engine_kwargs: dict[str, Any] = {
-        "max_model_len": engine.max_model_len,
-        "dtype": engine.dtype,
-        "gpu_memory_utilization": engine.gpu_memory_utilization,
-        "enforce_eager": engine.enforce_eager,
-        "tensor_parallel_size": engine.tensor_parallel_size,
-    }
+    engine_kwargs: dict[str, Any] = serving.engine.vllm_kwargs()
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": serving.model.id, "model_source": serving.model.source},
         "engine_kwargs": engine_kwargs,

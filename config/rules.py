@@ -6,6 +6,7 @@ import re
 
 from . import versions
 from .derived import worker_resources
+from .engine_args import SM90_GPUS, is_gdn_model
 from .errors import ConfigError
 from .instance_types import INSTANCE_TYPES, InstanceSpec, known_types
 from .schema import StageConfig
@@ -18,7 +19,8 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 def check(cfg: StageConfig, path: str) -> None:
     for rule in (_zones, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
-                 _serving_transport, _serving_capacity, _serving_resources, _serving_secret, _benchmark_context):
+                 _serving_transport, _serving_capacity, _serving_resources, _serving_engine, _serving_secret,
+                 _benchmark_context):
         rule(cfg, path)
 
 
@@ -28,6 +30,18 @@ def gpu_spec(cfg: StageConfig) -> InstanceSpec:
 
 def system_spec(cfg: StageConfig) -> InstanceSpec:
     return INSTANCE_TYPES[cfg.system_nodegroup.instance_type]
+
+
+def _serving_engine(cfg: StageConfig, path: str) -> None:
+    """A Gated-DeltaNet model (Qwen3.5) on Hopper GPUs needs the Triton GDN prefill kernel: FlashInfer's
+    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200, docs/rehearsal/)."""
+    gpu = gpu_spec(cfg).gpu_model
+    backend = cfg.serving.engine.gdn_prefill_backend
+    if gpu in SM90_GPUS and is_gdn_model(cfg.serving.model.source) and backend in (None, "flashinfer"):
+        raise ConfigError(path, "serving.engine.gdn_prefill_backend",
+                          f"{backend or 'unset (FlashInfer)'} on {gpu} ({cfg.gpu_nodegroup.instance_type}) with "
+                          f"{cfg.serving.model.source}: FlashInfer's SM90 GDN prefill kernel is unavailable in "
+                          f"vLLM 0.26 and every request fails (allowed: triton)")
 
 
 def _zones(cfg: StageConfig, path: str) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator,
+                      model_validator)
 
 from . import versions
 
@@ -126,12 +127,49 @@ class Model(Strict):
     source: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$|^/[A-Za-z0-9_./-]+$|^s3://[A-Za-z0-9_./-]+$")] = "Qwen/Qwen3.5-9B"
 
 
+EngineScalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[str, Field(max_length=256)]]
+
+
 class Engine(Strict):
+    """vLLM engine settings (names and types are vLLM's EngineArgs: config/vllm_engine_args.json).
+    Unset optional fields keep vLLM's default; `extra_args` reaches any other scalar EngineArgs field."""
+
     max_model_len: Annotated[int, Field(ge=1, le=1_048_576)] = 4096
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=0.99)] = 0.90
     enforce_eager: bool = True
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    max_num_seqs: Optional[Annotated[int, Field(ge=1, le=65_536)]] = None
+    max_num_batched_tokens: Optional[Annotated[int, Field(ge=1, le=4_194_304)]] = None
+    enable_prefix_caching: Optional[bool] = None
+    # FlashInfer's GDN prefill kernel is missing on compute capability 9.x (H100/H200) in vLLM 0.26:
+    # Qwen3.5 there needs "triton" (checked in config/rules.py).
+    gdn_prefill_backend: Optional[Literal["flashinfer", "triton", "cutedsl"]] = None
+    extra_args: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)], EngineScalar] = Field(
+        default_factory=dict, max_length=32)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _known_to_vllm(cls, values: dict[str, Any]) -> dict[str, Any]:
+        from .engine_args import check_extra
+        for name, value in values.items():
+            problem = check_extra(name, value)
+            if problem:
+                raise ValueError(problem)
+        return values
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        """The engine_kwargs of an LLMConfig, in a stable order; unset optional settings are left out."""
+        kwargs: dict[str, Any] = {
+            "max_model_len": self.max_model_len, "dtype": self.dtype,
+            "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
+        for name in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
+        kwargs.update(self.extra_args)
+        return kwargs
 
 
 class Replicas(Strict):

@@ -45,6 +45,9 @@ DLC_SERVE_LLM_TAG = "serve-llm-cuda-v1.0"
 DLC_RAY_VERSIONS = {
     "serve-llm-cuda-v1.0": "2.58.0",
 }
+# The vLLM of that image: the engine settings of the stage files are checked against its EngineArgs,
+# recorded in config/vllm_engine_args.json by scripts/record_vllm_engine_args.py.
+VLLM_VERSION = "0.26.0"
 
 
 def dlc_image(region: str, tag: str = DLC_SERVE_LLM_TAG) -> str:

@@ -120,3 +120,44 @@ def test_colocated_is_build_openai_app_with_the_same_gpu_budget(colocated):
     LLMConfig.model_validate(llm)
     assert llm["deployment_config"] == {"num_replicas": 2}  # prefill 1 + decode 1
     assert "kv_transfer_config" not in llm["engine_kwargs"]
+
+
+ENGINE_SETTINGS = {"max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_prefix_caching": True,
+                   "gdn_prefill_backend": "triton", "extra_args": {"enable_chunked_prefill": True, "block_size": 16}}
+
+
+def test_engine_settings_of_the_stage_file_reach_both_sides_as_vllm_engine_kwargs(tmp_path):
+    cfg = config_with(tmp_path, serving={"engine": ENGINE_SETTINGS})
+    args = _app(cfg)["args"]
+    for side in ("prefill_config", "decode_config"):
+        kwargs = args[side]["engine_kwargs"]
+        assert {k: kwargs[k] for k in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
+                                       "gdn_prefill_backend", "enable_chunked_prefill", "block_size")} == {
+            "max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_prefix_caching": True,
+            "gdn_prefill_backend": "triton", "enable_chunked_prefill": True, "block_size": 16}
+        LLMConfig.model_validate(args[side])
+
+
+def test_unset_engine_settings_keep_vllms_defaults(dev):
+    # Nothing unset is emitted: the rendered config (and its snapshot) only carries what the stage says.
+    kwargs = _app(dev)["args"]["prefill_config"]["engine_kwargs"]
+    assert not {"max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"} & set(kwargs)
+
+
+def test_every_typed_engine_setting_is_a_vllm_engine_argument_of_the_same_type():
+    # The record is vLLM 0.26's EngineArgs (scripts/record_vllm_engine_args.py); a renamed or retyped
+    # argument in a vLLM bump fails here, not on a GPU.
+    import typing
+
+    from config.engine_args import recorded
+    from config.schema import Engine
+
+    fields = recorded()
+    for name in Engine.model_fields:
+        if name == "extra_args":
+            continue
+        assert name in fields, name
+    assert fields["max_num_seqs"] == fields["max_num_batched_tokens"] == "int | None"
+    assert fields["enable_prefix_caching"] == "bool | None" and fields["enforce_eager"] == "bool"
+    (literal, _none) = typing.get_args(Engine.model_fields["gdn_prefill_backend"].annotation)
+    assert fields["gdn_prefill_backend"] == f"Literal[{', '.join(map(repr, typing.get_args(literal)))}] | None"

@@ -89,6 +89,28 @@ SERVING = [
     ("bad-model-source", {"serving": {"model": {"source": "not a repo"}}}, "serving.model.source", "does not match"),
     ("dtype", {"serving": {"engine": {"dtype": "int3"}}}, "serving.engine.dtype", "is not allowed"),
     ("serving-missing", {"serving": DELETE}, "serving", "required key is missing"),
+    # vLLM engine settings: names and types from vLLM 0.26's EngineArgs (config/vllm_engine_args.json)
+    ("max-num-seqs-string", {"serving": {"engine": {"max_num_seqs": "64"}}}, "serving.engine.max_num_seqs",
+     "expected integer, got str"),
+    ("prefix-caching-number", {"serving": {"engine": {"enable_prefix_caching": 1}}},
+     "serving.engine.enable_prefix_caching", "expected boolean"),
+    ("gdn-backend-unknown", {"serving": {"engine": {"gdn_prefill_backend": "cuda"}}},
+     "serving.engine.gdn_prefill_backend", "'flashinfer', 'triton' or 'cutedsl'"),
+    ("extra-arg-unknown", {"serving": {"engine": {"extra_args": {"max_num_seq": 8}}}}, "serving.engine.extra_args",
+     "did you mean max_num_seqs"),
+    ("extra-arg-wrong-type", {"serving": {"engine": {"extra_args": {"enable_chunked_prefill": "yes"}}}},
+     "serving.engine.extra_args", "'yes' (allowed: bool | None)"),
+    ("extra-arg-bad-choice", {"serving": {"engine": {"extra_args": {"kv_cache_dtype": "fp7"}}}},
+     "serving.engine.extra_args", "'fp7' (allowed: 'auto'"),
+    ("extra-arg-reserved", {"serving": {"engine": {"extra_args": {"kv_transfer_config": "x"}}}},
+     "serving.engine.extra_args", "set by the project"),
+    ("extra-arg-structure", {"serving": {"engine": {"extra_args": {"compilation_config": 3}}}},
+     "serving.engine.extra_args", "not a single value"),
+    ("gdn-on-hopper-without-triton", {"gpu_nodegroup": {"instance_type": "p5.48xlarge", "efa": False},
+                                      "serving": {"worker_resources": {"cpu_request": 8, "cpu_limit": 16,
+                                                                       "memory_request_gib": 32,
+                                                                       "memory_limit_gib": 64}}},
+     "serving.engine.gdn_prefill_backend", "SM90 GDN prefill kernel is unavailable"),
 ]
 
 def _profile(**fields):
