@@ -5,6 +5,7 @@
   verify-remote           the same, run inside the stage's VPC on its verify runner (CodeBuild)
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (ops/bench/)
+  rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (ops/rehearse/)
 
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
 or (diff --fail-on-danger) a destructive change; 2 bad arguments or stage file (diff: the base or a
@@ -18,12 +19,10 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-import boto3
-
 from config import CONFIG_DIR, ConfigError, load_stages
 
-from . import preflight, remote, verify
 from .bench import cli as bench_cli
+from .rehearse import cli as rehearse_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
                              help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
             cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
     bench_cli.add_parser(sub)
+    rehearse_cli.add_parser(sub)
     diff = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
                           description="Synthesize REF and the working tree without credentials and compare them.")
     diff.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
@@ -68,17 +68,20 @@ def _diff(args) -> int:
     return 1 if args.fail_on_danger and result.dangers else 0
 
 
-def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Session] = None,
-         clients: Optional[dict] = None) -> int:
-    """`session` and `clients` (boto3 clients by service name) let tests pass moto and Stubber clients."""
+def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict] = None) -> int:
+    """`session` (a boto3 Session) and `clients` (boto3 clients by service name) let tests pass moto and
+    Stubber clients. boto3 is imported only by the commands that talk to AWS: `rehearse` runs on GPU
+    hosts that have no AWS SDK."""
     args = _parser().parse_args(argv)
-    if args.command == "bench":
+    for name, command in (("bench", bench_cli.run), ("rehearse", rehearse_cli.run)):
+        if args.command != name:
+            continue
         try:
-            return bench_cli.run(args)
+            return command(args)
         except Exception as exc:  # noqa: BLE001
             if args.debug:
                 traceback.print_exc()
-            print(f"bench: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"{name}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 3
     if args.command == "diff":
         try:
@@ -93,6 +96,10 @@ def main(argv: Optional[list[str]] = None, session: Optional[boto3.session.Sessi
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    import boto3
+
+    from . import preflight, remote, verify
+
     session = session or boto3.session.Session(region_name=cfg.region)
     try:
         if args.command == "preflight":

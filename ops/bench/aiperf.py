@@ -66,6 +66,11 @@ def command(executable: str, *, url: str, model: str, tokenizer: str, workload: 
         "--isl", str(workload.input_tokens), "--prompt-input-tokens-stddev", "0",
         "--osl", str(workload.output_tokens), "--prompt-output-tokens-stddev", "0",
         "--extra-inputs", "ignore_eos:true",
+        # `max_tokens`, not `max_completion_tokens`: Ray Serve's PD proxy caps the prefill leg with
+        # `max_tokens = 1` only (ray/llm/_internal/serve/serving_patterns/prefill_decode/pd_server.py,
+        # _prepare_prefill_request), and vLLM takes `max_completion_tokens or max_tokens`, so with
+        # aiperf's default field the prefill engine generates the whole answer before decode starts.
+        "--use-legacy-max-tokens",
         "--concurrency", str(workload.concurrency),
         "--request-count", str(workload.request_count),
         "--request-timeout-seconds", str(workload.request_timeout_seconds),

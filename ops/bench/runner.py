@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -50,12 +52,34 @@ def select(cfg: StageConfig, names: Sequence[str] = ()) -> list[WorkloadProfile]
     return [known[name] for name in names]
 
 
+@dataclass(frozen=True)
+class Adjustments:
+    """What `ops rehearse` changes about a stage run, recorded in the results' settings: the host's
+    hardware instead of the stage's nodes, a subset of the levels, fewer requests per stream, the
+    engine overrides, and a deadline after which no new level starts (the run so far is kept)."""
+
+    hardware: Optional[Hardware] = None
+    levels: Optional[Sequence[int]] = None
+    requests_per_stream: Optional[int] = None
+    deadline: Optional[float] = None  # time.monotonic() value
+    client_env: Optional[dict] = None
+    recorded: dict = field(default_factory=dict)
+
+
 def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, label: Optional[str] = None,
               profile_names: Sequence[str] = (), tokenizer: Optional[str] = None, calibrate: bool = True,
-              note: str = "", endpoint_label: Optional[str] = None,
+              note: str = "", endpoint_label: Optional[str] = None, adjust: Adjustments = Adjustments(),
               progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
               now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> tuple[Run, Path]:
     profiles = select(cfg, profile_names)
+    if adjust.levels is not None or adjust.requests_per_stream is not None:
+        profiles = [profile.model_copy(update={
+            "concurrency": [c for c in profile.concurrency if adjust.levels is None or c in adjust.levels],
+            **({"requests_per_stream": adjust.requests_per_stream} if adjust.requests_per_stream else {}),
+        }) for profile in profiles]
+        profiles = [profile for profile in profiles if profile.concurrency]
+        if not profiles:
+            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has any of the levels {list(adjust.levels)}")
     tokenizer = tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
     started = now()
     label = label or cfg.serving.mode
@@ -68,10 +92,29 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
         overhead, _ = calibration.measure(executable, run_dir / "calibration", concurrency=top)
         progress(f"calibration: client overhead per request at {top} streams: TTFT +{overhead.ttft_ms.p50:.1f} ms, "
                  f"ITL +{overhead.itl_ms.p50:.2f} ms, end-to-end +{overhead.e2e_ms.p50:.1f} ms (medians)")
-    measured = []
+    measured: list[ProfileRun] = []
+    skipped: list[str] = []
+
+    def result() -> Run:
+        return Run(
+            label=label, note=note, created_at=started.isoformat(timespec="seconds"), stage=cfg.stage,
+            mode=cfg.serving.mode, endpoint=endpoint_label or url, model_id=cfg.serving.model.id,
+            model_source=cfg.serving.model.source, image=cfg.image, hardware=adjust.hardware or hardware(cfg),
+            settings={**settings(cfg, tokenizer), **adjust.recorded, **({"skipped": skipped} if skipped else {})},
+            client={"name": "aiperf", "version": version, "endpoint_type": "chat", "streaming": True},
+            calibration=overhead, profiles=[profile for profile in measured if profile.levels])
+
+    version = aiperf.version(executable)
+    path = run_dir.with_suffix(".json")
     for profile in profiles:
         levels: list[Level] = []
+        measured.append(ProfileRun(name=profile.name, input_tokens=profile.input_tokens,
+                                   output_tokens=profile.output_tokens, levels=levels))
         for concurrency in profile.concurrency:
+            if adjust.deadline is not None and time.monotonic() >= adjust.deadline:
+                skipped.append(f"{profile.name}-c{concurrency}")
+                progress(f"{profile.name} concurrency {concurrency}: skipped (time budget spent)")
+                continue
             workload = aiperf.Workload(
                 input_tokens=profile.input_tokens, output_tokens=profile.output_tokens, concurrency=concurrency,
                 request_count=profile.request_count(concurrency), warmup_requests=concurrency,
@@ -81,21 +124,12 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
             progress(f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
                      f"concurrency {concurrency}: {workload.request_count} requests ...")
             aiperf.run(aiperf.command(executable, url=url, model=cfg.serving.model.id, tokenizer=tokenizer,
-                                      workload=workload, artifact_dir=artifacts), artifacts)
+                                      workload=workload, artifact_dir=artifacts), artifacts, env=adjust.client_env)
             level = aiperf.parse(artifacts, concurrency)
             progress(f"  TTFT p50 {level.ttft_ms.p50:.1f} ms, ITL p50 {level.itl_ms.p50:.2f} ms, "
                      f"E2E p50 {level.e2e_ms.p50:.0f} ms, {level.output_tokens_per_s:.0f} output tok/s, "
                      f"{level.errors} errors")
             levels.append(level)
-        measured.append(ProfileRun(name=profile.name, input_tokens=profile.input_tokens,
-                                   output_tokens=profile.output_tokens, levels=levels))
-    result = Run(
-        label=label, note=note, created_at=started.isoformat(timespec="seconds"), stage=cfg.stage,
-        mode=cfg.serving.mode, endpoint=endpoint_label or url, model_id=cfg.serving.model.id,
-        model_source=cfg.serving.model.source, image=cfg.image, hardware=hardware(cfg),
-        settings=settings(cfg, tokenizer),
-        client={"name": "aiperf", "version": aiperf.version(executable), "endpoint_type": "chat",
-                "streaming": True},
-        calibration=overhead, profiles=measured)
-    path = result.save(run_dir.with_suffix(".json"))
-    return result, path
+            measured[-1] = measured[-1].model_copy(update={"levels": list(levels)})
+            result().save(path)  # after every level: an interrupted run keeps what it measured
+    return result(), result().save(path)

@@ -1,0 +1,153 @@
+"""What `ops verify` checks on EKS, against the rehearsal's endpoint on this host: the model is listed,
+a chat completion answers (non-streaming and streaming), and NIXL's log lines say which transport the
+KV cache took (ops/nixl.py, the same classifier)."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Iterator, Optional
+
+from ops import nixl
+from ops.report import Report
+
+PROMPT = "In one sentence: what does a prefill/decode split do?"
+
+
+def _post(url: str, body: dict[str, Any], timeout: float):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _error(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        body = exc.read().decode(errors="replace")
+        return f"HTTP {exc.code}: {' '.join(body.split())[:300]}"
+    if isinstance(exc, urllib.error.URLError):
+        return f"cannot connect: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON chunks of an OpenAI server-sent-event stream, up to `data: [DONE]`."""
+    for raw in lines:
+        line = raw.decode(errors="replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+
+
+def stream_chat(base: str, model: str, *, max_tokens: int, field: str = "max_tokens", ignore_eos: bool = False,
+                timeout: float = 300) -> dict[str, Any]:
+    """One streaming chat completion: time to first token, tokens (chunks with content), total time."""
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], field: max_tokens,
+            "temperature": 0, "stream": True}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    started = time.perf_counter()
+    first: Optional[float] = None
+    chunks, text = 0, []
+    with _post(f"{base}/v1/chat/completions", body, timeout) as response:
+        for event in sse_events(response):
+            for choice in event.get("choices") or []:
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    first = first if first is not None else time.perf_counter() - started
+                    chunks += 1
+                    text.append(content)
+    return {"ttft_s": first, "chunks": chunks, "total_s": time.perf_counter() - started, "text": "".join(text)}
+
+
+def openai(report: Report, base: str, model: str) -> None:
+    try:
+        with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as response:
+            ids = [m.get("id") for m in json.loads(response.read()).get("data", [])]
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        report.add("GET /v1/models", "fail", _error(exc))
+        return
+    if model not in ids:
+        report.add("GET /v1/models", "fail", f"{model!r} is not listed (listed: {', '.join(map(str, ids)) or 'none'})")
+        return
+    report.add("GET /v1/models", "pass", f"lists {model}")
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32, "temperature": 0}
+    started = time.perf_counter()
+    try:
+        with _post(f"{base}/v1/chat/completions", body, 300) as response:
+            answer = json.loads(response.read())
+        text = answer["choices"][0]["message"]["content"]
+        usage = answer.get("usage") or {}
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        report.add("POST /v1/chat/completions", "fail", _error(exc))
+    else:
+        latency = time.perf_counter() - started
+        tokens = usage.get("completion_tokens")
+        status = "pass" if text and str(text).strip() else "fail"
+        report.add("POST /v1/chat/completions", status, f"{latency:.2f} s, {tokens} tokens: "
+                   f"{json.dumps(' '.join(str(text).split())[:60])}", latency_s=round(latency, 3))
+    try:
+        result = stream_chat(base, model, max_tokens=32)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        report.add("POST /v1/chat/completions (stream)", "fail", _error(exc))
+        return
+    status = "pass" if result["chunks"] > 0 else "fail"
+    report.add("POST /v1/chat/completions (stream)", status,
+               f"first token after {result['ttft_s'] or 0:.3f} s, {result['chunks']} chunks in "
+               f"{result['total_s']:.2f} s", ttft_s=result["ttft_s"], chunks=result["chunks"])
+
+
+def token_field_probe(report: Report, base: str, model: str, tokens: int = 256) -> None:
+    """PD only: how the answer length is named changes TTFT. Ray's proxy caps the prefill leg with
+    `max_tokens = 1` and leaves `max_completion_tokens` alone, which vLLM prefers: with that field the
+    prefill engine generates the whole answer before decode starts (why a benchmark sending it stalled)."""
+    timings = {}
+    for field in ("max_tokens", "max_completion_tokens"):
+        try:
+            timings[field] = stream_chat(base, model, max_tokens=tokens, field=field, ignore_eos=True)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            report.add(f"PD answer length as {field}", "warn", _error(exc))
+            return
+    legacy, modern = timings["max_tokens"], timings["max_completion_tokens"]
+    ratio = (modern["ttft_s"] or 0) / max(legacy["ttft_s"] or 1e-9, 1e-9)
+    report.add("PD answer length field", "pass" if legacy["chunks"] else "fail",
+               f"{tokens} tokens: TTFT {legacy['ttft_s'] or 0:.3f} s with max_tokens, "
+               f"{modern['ttft_s'] or 0:.3f} s with max_completion_tokens ({ratio:.1f}x); the benchmark sends max_tokens",
+               max_tokens=legacy, max_completion_tokens=modern)
+
+
+def nixl_transport(report: Report, logs: dict[str, str], *, expect_efa: bool) -> nixl.NixlFinding:
+    text = "\n".join(logs.values())
+    finding = nixl.classify(text)
+    if finding.ok:
+        report.add("NIXL transport", "pass", finding.detail, verdict=finding.verdict)
+    elif expect_efa:
+        report.add("NIXL transport", "fail", finding.detail, verdict=finding.verdict)
+    else:
+        # No EFA device on this host: "not EFA" is the honest verdict, reported, not hidden.
+        status = "warn" if finding.verdict in ("ucx", "tcp") else "fail"
+        report.add("NIXL transport", status, f"not EFA (this host has no EFA device): {finding.detail}",
+                   verdict=finding.verdict)
+    return finding
+
+
+NIXL_MARKERS = ("NIXL", "nixl", "Backend ", "rails using provider", "NixlConnector", "NixlPullConnector",
+                "kv_role", "engine_id")
+
+
+def nixl_lines(logs: dict[str, str], limit: int = 200) -> list[str]:
+    """The NIXL-related log lines, for the committed evidence (bounded)."""
+    seen, lines = set(), []
+    for name, text in logs.items():
+        for line in text.splitlines():
+            if any(marker in line for marker in NIXL_MARKERS):
+                short = " ".join(line.split())[:400]
+                if short not in seen:
+                    seen.add(short)
+                    lines.append(f"{name}: {short}")
+                    if len(lines) >= limit:
+                        return lines
+    return lines

@@ -1,0 +1,238 @@
+"""`python -m ops rehearse --stage NAME`: the stage's serve config on this host's GPUs, checked and benchmarked.
+
+  rehearse --stage NAME [--mode pd|colocated|both] [--weights DIR] [--bench] [--out DIR]
+
+Starts Ray (`ray start --head`, the host's GPUs), deploys the stage's own serveConfigV2 with the
+overrides printed first (ops/rehearse/overrides.py), shows progress until the application is RUNNING,
+then checks /v1/models, a chat completion (plain and streaming) and NIXL's transport in the workers'
+logs; with --bench, runs the stage's benchmark profiles with `ops bench` (aiperf) against it, each
+mode on the same GPUs, and writes the `--compare` report. Ray is stopped on every exit, Ctrl-C too.
+
+Exit codes: 0 every check passed (a "not EFA" verdict on a host without EFA is a warning); 1 a check
+failed or the stack did not come up; 2 bad arguments or stage file; 3 an internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable, Optional
+
+from config import CONFIG_DIR, ConfigError, load_stages
+from config.schema import StageConfig
+from ops.bench import aiperf, report as bench_report, results, runner
+from ops.report import Report
+
+from . import checks, host as host_facts, overrides, ray_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "rehearsal" / "qwen3.5-9b-config.json"}
+DEFAULT_OUT = Path("rehearsal-results")
+METRICS_PORT = 8080
+
+
+class RehearsalError(Exception):
+    """One line; exit code 1 (the stack did not come up) unless `code` says otherwise."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_parser(sub) -> None:
+    cmd = sub.add_parser("rehearse", help="run the stage's serve config on this host's GPUs (Ray, vLLM, NIXL)",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
+    cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+    cmd.add_argument("--mode", choices=("pd", "colocated", "both"),
+                     help="default: the stage's serving.mode; with --bench: both, one after the other")
+    cmd.add_argument("--weights", metavar="DIR", help="a folder with the real model (default: dummy weights "
+                                                      "of the real architecture, built from rehearsal/)")
+    cmd.add_argument("--bench", action="store_true", help="run the stage's benchmark profiles (ops bench)")
+    cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
+    cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
+    cmd.add_argument("--budget", type=float, metavar="SECONDS",
+                     help="stop starting benchmark levels after this long (the run so far is kept)")
+    cmd.add_argument("--deploy-timeout", type=float, default=900, metavar="SECONDS",
+                     help="wait this long for RUNNING (the tutorial waits up to 1800 s)")
+    cmd.add_argument("--gpus", type=int, help="use at most this many of the host's GPUs")
+    cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
+    cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
+    cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
+    cmd.add_argument("--calibrate", action="store_true", help="--bench: measure the client's overhead first")
+
+
+def _levels(text: Optional[str]) -> Optional[list[int]]:
+    if not text:
+        return None
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise RehearsalError(f"--levels: {text!r} (allowed: comma-separated integers, e.g. 1,16,64)", 2) from None
+    if not levels or levels[0] < 1:
+        raise RehearsalError(f"--levels: {text!r} (allowed: integers >= 1)", 2)
+    return levels
+
+
+def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
+    """(folder, real weights?) The real weights if given, else config + tokenizer with dummy weights."""
+    if args.weights:
+        folder = Path(args.weights)
+        if not (folder / "config.json").is_file():
+            raise RehearsalError(f"--weights: {folder} has no config.json (a Hugging Face model folder)", 2)
+        return folder, True
+    source = cfg.serving.model.source
+    config = MODEL_CONFIGS.get(source)
+    if config is None:
+        raise RehearsalError(f"config/{cfg.stage}.yaml: serving.model.source: no committed config for {source!r} "
+                             f"to build dummy weights from (known: {', '.join(MODEL_CONFIGS)}); pass --weights DIR", 2)
+    from .model_folder import build
+    return build(work / "model", config_path=config), False
+
+
+def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
+    return results.Hardware(instance_type="rehearsal host (one machine)", gpu_nodes=1, gpus_per_node=plan.num_gpus,
+                            gpu=host.gpus[0].name, efa_interfaces=len(host.efa_devices), availability_zone="n/a")
+
+
+def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, model: Path, real_weights: bool,
+                  out: Path, deadline: Optional[float], say: Callable[[str], None]) -> tuple[Report, Optional[Path]]:
+    plan = overrides.plan(cfg, mode=mode, host=host, model_dir=model, real_weights=real_weights, gpu_limit=args.gpus)
+    say(f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
+        f"{len(plan.overrides)} overrides:")
+    for override in plan.overrides:
+        say(f"  {override.line()}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"plan-{mode}.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+    report = Report("rehearse", cfg.stage)
+    temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+    head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
+    run_path: Optional[Path] = None
+    started = time.monotonic()
+    try:
+        head.start()
+        head.wait_for_dashboard()
+        head.deploy(plan.serve_config)
+        app = plan.serve_config["applications"][0]["name"]
+        ray_cluster.wait_until_running(head, app, timeout=args.deploy_timeout, progress=say)
+        to_running = time.monotonic() - started
+        report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
+        base = f"http://127.0.0.1:{ray_cluster.SERVE_PORT}"
+        checks.openai(report, base, cfg.serving.model.id)
+        if mode == "pd":
+            checks.token_field_probe(report, base, cfg.serving.model.id)
+            checks.nixl_transport(report, ray_cluster.worker_logs(temp), expect_efa=host.has_efa)
+        else:
+            report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+        _scrape_metrics(out / f"metrics-{mode}.txt", say)
+        if args.bench and report.ok:
+            run_path = _bench(cfg, args, mode=mode, host=host, plan=plan, model=model, out=out, deadline=deadline,
+                              say=say)
+            report.add("benchmark", "pass", f"results: {run_path}")
+    except ray_cluster.RayError as exc:
+        report.add("application RUNNING", "fail", str(exc))
+    except aiperf.BenchError as exc:
+        report.add("benchmark", "fail", str(exc))
+    finally:
+        logs = ray_cluster.worker_logs(temp)
+        (out / f"nixl-lines-{mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
+        _save_errors(out / f"worker-errors-{mode}.txt", logs)
+        head.stop()
+        ray_cluster.remove_tree(temp)
+    (out / f"report-{mode}.json").write_text(report.to_json() + "\n")
+    return report, run_path
+
+
+def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
+    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series): the names, for the dashboard."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=30) as response:
+            text = response.read().decode(errors="replace")
+    except OSError as exc:
+        say(f"metrics: not scraped ({exc})")
+        return
+    names = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})
+    path.write_text("\n".join(names) + "\n")
+    say(f"metrics: {len(names)} series names from :{METRICS_PORT}/metrics -> {path}")
+
+
+def _save_errors(path: Path, logs: dict[str, str], limit: int = 300) -> None:
+    lines = [f"{name}: {' '.join(line.split())[:400]}" for name, text in logs.items()
+             for line in text.splitlines() if "Error" in line or "ERROR" in line or "Traceback" in line]
+    path.write_text("\n".join(lines[:limit]) + ("\n" if lines else ""))
+
+
+def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: overrides.Plan, model: Path,
+           out: Path, deadline: Optional[float], say: Callable[[str], None]) -> Path:
+    executable = aiperf.find_executable(args.aiperf)
+    staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
+    levels = _levels(args.levels)
+    adjust = runner.Adjustments(
+        hardware=_hardware(host, plan), levels=levels, requests_per_stream=args.requests_per_stream,
+        deadline=deadline, client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
+        recorded={"rehearsal": {"overrides": [o.line() for o in plan.overrides], "levels": levels,
+                                "requests_per_stream": args.requests_per_stream}})
+    weights = "real weights" if plan.serve_config and not any(
+        o.path.endswith("load_format") for o in plan.overrides) else f"dummy weights of {cfg.serving.model.source}"
+    transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
+    note = f"rehearsal: {plan.num_gpus} x {host.gpus[0].name}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
+    _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{ray_cluster.SERVE_PORT}", executable=executable,
+                               out_dir=out / "runs", label=mode, tokenizer=str(model), calibrate=args.calibrate,
+                               note=note, endpoint_label="rehearsal host 127.0.0.1:8000", adjust=adjust, progress=say)
+    return path
+
+
+def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    try:
+        (cfg,) = load_stages(args.config_dir, only=args.stage)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        _levels(args.levels)
+        host = host_facts.detect()
+    except RehearsalError as exc:
+        print(f"rehearse: {exc}", file=sys.stderr)
+        return exc.code
+    except host_facts.HostError as exc:
+        print(f"rehearse: {exc}", file=sys.stderr)
+        return 1
+    modes = ["pd", "colocated"] if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both" \
+        else [args.mode or cfg.serving.mode]
+    deadline = time.monotonic() + args.budget if args.budget else None
+    out = Path(args.out) / cfg.stage
+    ray_cluster.install_signal_handlers()
+    with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
+        try:
+            model, real = model_folder(cfg, args, Path(work))
+            reports, runs = [], []
+            for mode in modes:
+                report, path = rehearse_mode(cfg, args, mode=mode, host=host, model=model, real_weights=real,
+                                             out=out, deadline=deadline, say=say)
+                reports.append(report)
+                if path:
+                    runs.append(path)
+        except RehearsalError as exc:
+            print(f"rehearse: {exc}", file=sys.stderr)
+            return exc.code
+        except overrides.PlanError as exc:
+            print(f"rehearse: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("rehearse: interrupted; Ray stopped", file=sys.stderr)
+            return 130
+    for report in reports:
+        print(report.table())
+    if len(runs) == 2:
+        path = bench_report.compare(results.load(runs[0]), results.load(runs[1]), out / "compare")
+        print(f"report: {path}")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def main_env() -> dict[str, str]:  # pragma: no cover - documentation helper
+    return dict(os.environ)

@@ -1,0 +1,151 @@
+"""The rehearsal plan: the stage's own serveConfigV2 with only the overrides one host needs.
+
+Everything starts from `charts.serve_config.build_serve_config` (the code that renders the chart's
+`serveConfigV2`) and `charts.ray_pods.worker_environment` (the worker pod template's `env`). Each
+change is an `Override` with the path it touches, the value before and after, and why; the plan is
+printed before anything starts and written beside the results, so a reader sees exactly how the
+rehearsal differs from what EKS would run. Nothing else may differ (tested against dev and prod).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from charts.ray_pods import worker_environment
+from charts.serve_config import build_serve_config
+from config.engine_args import is_gdn_model
+from config.schema import Replicas, StageConfig
+
+from .host import NODE_IP, Host
+
+MODES = ("pd", "colocated")
+OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+class PlanError(Exception):
+    """The stage cannot be rehearsed on this host; one line naming the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Override:
+    path: str
+    before: Any
+    after: Any
+    reason: str
+
+    def line(self) -> str:
+        return f"override {self.path}: {_show(self.before)} -> {_show(self.after)} ({self.reason})"
+
+
+@dataclass
+class Plan:
+    stage: str
+    mode: str
+    serve_config: dict[str, Any]
+    env: dict[str, str]
+    num_gpus: int
+    overrides: list[Override] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "mode": self.mode, "num_gpus": self.num_gpus, "env": self.env,
+                "overrides": [asdict(o) for o in self.overrides], "serve_config": self.serve_config}
+
+
+def _show(value: Any) -> str:
+    return "(unset)" if value is _UNSET else repr(value)
+
+
+_UNSET = object()
+
+
+def _llm_configs(serve_config: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    (app,) = serve_config["applications"]
+    args = app["args"]
+    if "llm_configs" in args:
+        for index, config in enumerate(args["llm_configs"]):
+            yield f"applications[0].args.llm_configs[{index}]", config
+    else:
+        for side in ("prefill_config", "decode_config"):
+            yield f"applications[0].args.{side}", args[side]
+
+
+def _set(overrides: list[Override], container: dict[str, Any], key: str, value: Any, path: str, reason: str) -> None:
+    before = container.get(key, _UNSET)
+    if before == value:
+        return
+    container[key] = value
+    overrides.append(Override(path, None if before is _UNSET else before, value, reason))
+
+
+def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
+    """(GPUs at the fewest replicas, GPUs at the most)."""
+    low = replicas.replicas if replicas.replicas is not None else max(replicas.min_replicas, 1)
+    return low * tensor_parallel, replicas.most * tensor_parallel
+
+
+def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weights: bool,
+         gpu_limit: Optional[int] = None) -> Plan:
+    """The serve config and engine environment for one rehearsal of `cfg` in `mode`."""
+    if mode not in MODES:
+        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
+    serving = cfg.serving if cfg.serving.mode == mode else cfg.serving.model_copy(update={"mode": mode})
+    serve_config = copy.deepcopy(build_serve_config(serving))
+    overrides: list[Override] = []
+    if mode != cfg.serving.mode:
+        overrides.append(Override("serving.mode", cfg.serving.mode, mode,
+                                  "the other mode on the same GPUs, for the benchmark comparison"))
+    gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
+    tp = serving.engine.tensor_parallel_size
+    sides = [serving.prefill, serving.decode]
+    low = sum(_gpus_needed(r, tp)[0] for r in sides)
+    if low > gpus:
+        raise PlanError(f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
+                        f"(prefill + decode x tensor_parallel_size), this host has {gpus}")
+    sm90 = any(g.major == 9 for g in host.gpus)
+    spare = gpus - low
+    for path, llm in _llm_configs(serve_config):
+        loading, engine = llm["model_loading_config"], llm["engine_kwargs"]
+        _set(overrides, loading, "model_source", str(model_dir), f"{path}.model_loading_config.model_source",
+             "no network on the host: a local model folder" + ("" if real_weights else
+                                                               " (config and tokenizer of the real model)"))
+        if not real_weights:
+            _set(overrides, engine, "load_format", "dummy", f"{path}.engine_kwargs.load_format",
+                 "no weights on the host: random weights of the real architecture (compute and memory "
+                 "are the real model's, the text is noise)")
+            _set(overrides, engine, "language_model_only", True, f"{path}.engine_kwargs.language_model_only",
+                 "the model folder has no image processor: skip the vision tower (the checks and the "
+                 "benchmark send text only)")
+        if sm90 and is_gdn_model(cfg.serving.model.source) and "gdn_prefill_backend" not in engine:
+            _set(overrides, engine, "gdn_prefill_backend", "triton", f"{path}.engine_kwargs.gdn_prefill_backend",
+                 "compute capability 9.x host: FlashInfer's SM90 GDN prefill kernel is unavailable "
+                 "(EngineDeadError on the first request); set serving.engine.gdn_prefill_backend for SM90 nodes")
+        kv = engine.get("kv_transfer_config")
+        if kv is not None and not host.has_efa:
+            extra = kv["kv_connector_extra_config"]
+            _set(overrides, extra, "backends", ["UCX"], f"{path}.engine_kwargs.kv_transfer_config."
+                 "kv_connector_extra_config.backends",
+                 "no EFA device on this host: NIXL over UCX (shared memory / TCP on one host); the EFA path "
+                 "is not exercised")
+        scaling = llm["deployment_config"].get("autoscaling_config")
+        if scaling:
+            # Spare GPUs (beyond every side's minimum) go to the sides in order; the rest is capped.
+            most = scaling["min_replicas"] + spare // tp
+            spare -= (min(scaling["max_replicas"], most) - scaling["min_replicas"]) * tp
+            _set(overrides, scaling, "max_replicas", min(scaling["max_replicas"], most),
+                 f"{path}.deployment_config.autoscaling_config.max_replicas", f"this host has {gpus} GPUs")
+    env: dict[str, str] = {}
+    for name in OFFLINE:
+        env[name] = "1"
+        overrides.append(Override(f"worker env {name}", None, "1", "the host has no network: never ask the "
+                                                                    "Hugging Face hub (the model folder is local)"))
+    for item in worker_environment(efa=host.has_efa):
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            env[item["name"]] = NODE_IP
+            overrides.append(Override(f"worker env {item['name']}", "status.podIP", NODE_IP,
+                                      "one host: Ray's node IP (loopback) instead of the pod IP"))
+    return Plan(stage=cfg.stage, mode=mode, serve_config=serve_config, env=env, num_gpus=gpus,
+                overrides=overrides)
