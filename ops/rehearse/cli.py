@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -187,52 +186,46 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
     return path
 
 
+def _exit_code(exc: Exception) -> int:
+    """One-line errors and their exit codes: 2 bad input (arguments, stage, plan), 1 the host or stack."""
+    if isinstance(exc, RehearsalError):
+        return exc.code
+    return 2 if isinstance(exc, overrides.PlanError) else 1
+
+
 def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    from .model_folder import ModelFolderError
+
     try:
         (cfg,) = load_stages(args.config_dir, only=args.stage)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    reports, runs = [], []
+    ray_cluster.install_signal_handlers()
     try:
         _levels(args.levels)
         host = host_facts.detect()
-    except RehearsalError as exc:
-        print(f"rehearse: {exc}", file=sys.stderr)
-        return exc.code
-    except host_facts.HostError as exc:
-        print(f"rehearse: {exc}", file=sys.stderr)
-        return 1
-    modes = ["pd", "colocated"] if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both" \
-        else [args.mode or cfg.serving.mode]
-    deadline = time.monotonic() + args.budget if args.budget else None
-    out = Path(args.out) / cfg.stage
-    ray_cluster.install_signal_handlers()
-    with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
-        try:
+        modes = ["pd", "colocated"] if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both" \
+            else [args.mode or cfg.serving.mode]
+        deadline = time.monotonic() + args.budget if args.budget else None
+        out = Path(args.out) / cfg.stage
+        with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
             model, real = model_folder(cfg, args, Path(work))
-            reports, runs = [], []
             for mode in modes:
                 report, path = rehearse_mode(cfg, args, mode=mode, host=host, model=model, real_weights=real,
                                              out=out, deadline=deadline, say=say)
                 reports.append(report)
-                if path:
-                    runs.append(path)
-        except RehearsalError as exc:
-            print(f"rehearse: {exc}", file=sys.stderr)
-            return exc.code
-        except overrides.PlanError as exc:
-            print(f"rehearse: {exc}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("rehearse: interrupted; Ray stopped", file=sys.stderr)
-            return 130
+                runs += [path] if path else []
+    except (RehearsalError, host_facts.HostError, overrides.PlanError, ModelFolderError) as exc:
+        print(f"rehearse: {exc}", file=sys.stderr)
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        print("rehearse: interrupted; Ray stopped", file=sys.stderr)
+        return 130
     for report in reports:
         print(report.table())
     if len(runs) == 2:
         path = bench_report.compare(results.load(runs[0]), results.load(runs[1]), out / "compare")
         print(f"report: {path}")
     return 0 if all(r.ok for r in reports) else 1
-
-
-def main_env() -> dict[str, str]:  # pragma: no cover - documentation helper
-    return dict(os.environ)

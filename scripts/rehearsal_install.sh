@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# On the offline rehearsal host: checks, reassembles and unpacks what scripts/rehearsal_pack.sh packed.
+#   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: /tmp/rehearsal-site, .rehearsal/pieces)
+#   eval "$(scripts/rehearsal_install.sh)"              the same, then use the trees in this shell
+# Every tree listed in PIECES_DIR/SHA256SUMS (serve, bench) whose pieces are all there is checked against
+# SHA256SUMS, then unpacked into TARGET/<tree>/ (replacing an older one; a tree already unpacked from the
+# same pieces is left as it is). Console scripts in TARGET/<tree>/bin get this host's python3 (pip wrote the
+# packing machine's). A tree none of whose pieces are here is skipped, so the trees can come in separately.
+# stdout: only shell lines to use the trees (PYTHONPATH, PATH; the serving tree first, so that its
+# protobuf 6 shadows the host's 7); progress goes to stderr. Exit 1 with one line on a missing or damaged
+# piece. Environment: REHEARSAL_PYTHON (default: python3 on PATH).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+target=${1:-/tmp/rehearsal-site}
+pieces=${2:-$here/.rehearsal/pieces}
+
+say() { echo "rehearsal_install: $*" >&2; }
+die() { echo "rehearsal_install: $*" >&2; exit 1; }
+
+python=${REHEARSAL_PYTHON:-$(command -v python3 || true)}
+[[ -n "$python" && -x "$python" ]] || die "no python3 on PATH (set REHEARSAL_PYTHON)"
+[[ -f "$pieces/SHA256SUMS" ]] || die "no SHA256SUMS in $pieces (copy it with the pieces)"
+for tool in xz tar sha256sum; do command -v $tool >/dev/null || die "$tool is needed"; done
+mkdir -p "$target"
+target=$(cd "$target" && pwd)
+
+mapfile -t trees < <(sed -n 's/^[0-9a-f]\{64\}  \(.*\)\.tar\.xz\.part-[0-9]*$/\1/p' "$pieces/SHA256SUMS" | sort -u)
+[[ ${#trees[@]} -gt 0 ]] || die "$pieces/SHA256SUMS lists no pieces"
+installed=()
+for tree in "${trees[@]}"; do
+  mapfile -t listed < <(grep "  $tree\.tar\.xz\.part-[0-9]*\$" "$pieces/SHA256SUMS")
+  present=0 absent=()
+  for line in "${listed[@]}"; do
+    if [[ -f "$pieces/${line#*  }" ]]; then present=$((present + 1)); else absent+=("${line#*  }"); fi
+  done
+  if [[ $present -eq 0 ]]; then
+    say "$tree: none of its ${#listed[@]} pieces is in $pieces; skipped"
+    continue
+  fi
+  [[ ${#absent[@]} -eq 0 ]] || die "$tree: ${#absent[@]} of ${#listed[@]} pieces missing in $pieces: ${absent[*]}"
+  failed=$(cd "$pieces" && printf '%s\n' "${listed[@]}" | sha256sum --check 2>/dev/null | grep -v ': OK$' || true)
+  [[ -z "$failed" ]] || die "$tree: checksum mismatch: $(echo "$failed" | tr '\n' ' ')(pieces damaged or from another pack)"
+  digest=$(printf '%s\n' "${listed[@]}" | sha256sum | cut -c1-64)
+  if [[ "$(cat "$target/.$tree.stamp" 2>/dev/null)" == "$digest" && -d "$target/$tree" ]]; then
+    say "$tree: already unpacked from these pieces in $target/$tree"
+  else
+    rm -rf "${target:?}/$tree" "${target:?}/.$tree.tmp" "$target/.$tree.stamp"
+    mkdir "$target/.$tree.tmp"
+    (cd "$pieces" && cat $(printf '%s\n' "${listed[@]}" | sed 's/^[0-9a-f]*  //')) | xz -dc -T0 | tar -x -C "$target/.$tree.tmp" \
+      || die "$tree: unpacking failed"
+    [[ -d "$target/.$tree.tmp/$tree" ]] || die "$tree: the pieces do not hold a $tree/ tree"
+    mv "$target/.$tree.tmp/$tree" "$target/$tree"
+    rmdir "$target/.$tree.tmp"
+    # pip --target wrote the packing machine's interpreter into the console scripts.
+    rewritten=0
+    for script in "$target/$tree"/bin/*; do
+      [[ -f "$script" ]] || continue
+      first=$(head -n1 "$script" 2>/dev/null | tr -d '\0' || true)
+      if [[ "$first" =~ ^#!.*python[0-9.]*$ ]]; then
+        sed -i "1s|.*|#!$python|" "$script"; rewritten=$((rewritten + 1))
+      elif [[ "$first" == "#!/bin/sh" ]] && sed -n 2p "$script" | grep -q "^'''exec' "; then
+        sed -i "2s|^'''exec' [^ ]* |'''exec' $python |" "$script"; rewritten=$((rewritten + 1))
+      fi
+    done
+    echo "$digest" > "$target/.$tree.stamp"
+    say "$tree: $(find "$target/$tree" -type f | wc -l) files unpacked into $target/$tree from ${#listed[@]} checked pieces; $rewritten console scripts now run $python"
+  fi
+  installed+=("$tree")
+done
+[[ ${#installed[@]} -gt 0 ]] || die "no tree has its pieces in $pieces"
+
+# A tree's .pth files (nvidia-cutlass-dsl adds its dsl_packages folder) are not read from PYTHONPATH:
+# list what they would add, as this host's Python reads them.
+path_of() {
+  local extra
+  extra=$(PYTHONPATH= "$python" -S - "$1" <<'EOF'
+import site, sys
+tree = sys.argv[1]
+sys.path.insert(0, tree)
+before = set(sys.path)
+site.addsitedir(tree)
+print(":".join(p for p in sys.path if p not in before))
+EOF
+) || die "reading the .pth files of $1 with $python failed"
+  echo "$1${extra:+:$extra}"
+}
+for tree in "${installed[@]}"; do
+  case $tree in
+    serve) echo "# the serving stack (ray, vllm, python -m ops rehearse): its tree first on the path"
+           echo "export PYTHONPATH=$(path_of "$target/serve")\${PYTHONPATH:+:\$PYTHONPATH} PATH=$target/serve/bin:\$PATH" ;;
+    bench) echo "# the benchmark client, in its own processes: PYTHONPATH=\$REHEARSAL_BENCH_PATH \$REHEARSAL_AIPERF ..."
+           echo "export REHEARSAL_BENCH_PATH=$(path_of "$target/bench") REHEARSAL_AIPERF=$target/bench/bin/aiperf" ;;
+    *)     echo "export REHEARSAL_${tree^^}_PATH=$(path_of "$target/$tree")" ;;
+  esac
+done
