@@ -60,6 +60,8 @@ def add_parser(sub) -> None:
     cmd.add_argument("--deploy-timeout", type=float, default=900, metavar="SECONDS",
                      help="wait this long for RUNNING (the tutorial waits up to 1800 s)")
     cmd.add_argument("--gpus", type=int, help="use at most this many of the host's GPUs")
+    cmd.add_argument("--share-gpus", action="store_true",
+                     help="a host with fewer GPUs than the stage's engines runs them side by side (labelled)")
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
@@ -95,13 +97,17 @@ def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
 
 
 def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
-    return results.Hardware(instance_type="rehearsal host (one machine)", gpu_nodes=1, gpus_per_node=plan.num_gpus,
+    shared = "CUDA_VISIBLE_DEVICES" in plan.env
+    return results.Hardware(instance_type="rehearsal host, engines sharing one GPU" if shared
+                            else "rehearsal host (one machine)", gpu_nodes=1,
+                            gpus_per_node=len(host.gpus) if shared else plan.num_gpus,
                             gpu=host.gpus[0].name, efa_interfaces=len(host.efa_devices), availability_zone="n/a")
 
 
 def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, model: Path, real_weights: bool,
                   out: Path, deadline: Optional[float], say: Callable[[str], None]) -> tuple[Report, Optional[Path]]:
-    plan = overrides.plan(cfg, mode=mode, host=host, model_dir=model, real_weights=real_weights, gpu_limit=args.gpus)
+    plan = overrides.plan(cfg, mode=mode, host=host, model_dir=model, real_weights=real_weights, gpu_limit=args.gpus,
+                          share_gpus=args.share_gpus)
     say(f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:")
     for override in plan.overrides:
@@ -179,7 +185,9 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
     weights = "real weights" if plan.serve_config and not any(
         o.path.endswith("load_format") for o in plan.overrides) else f"dummy weights of {cfg.serving.model.source}"
     transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
-    note = f"rehearsal: {plan.num_gpus} x {host.gpus[0].name}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
+    gpus = (f"{len(host.gpus)} x {host.gpus[0].name} shared by {plan.num_gpus} engines" if "CUDA_VISIBLE_DEVICES" in plan.env
+            else f"{plan.num_gpus} x {host.gpus[0].name}")
+    note = f"rehearsal: {gpus}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
     _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{ray_cluster.SERVE_PORT}", executable=executable,
                                out_dir=out / "runs", label=mode, tokenizer=str(model), calibrate=args.calibrate,
                                note=note, endpoint_label="rehearsal host 127.0.0.1:8000", adjust=adjust, progress=say)

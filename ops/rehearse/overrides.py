@@ -85,9 +85,15 @@ def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
     return low * tensor_parallel, replicas.most * tensor_parallel
 
 
+# With --share-gpus, each engine's KV cache gets a fixed size instead of vLLM's profile of free memory:
+# engines starting side by side on one GPU would otherwise count each other's memory as their own.
+SHARED_KV_CACHE_FRACTION = 0.15
+
+
 def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weights: bool,
-         gpu_limit: Optional[int] = None) -> Plan:
-    """The serve config and engine environment for one rehearsal of `cfg` in `mode`."""
+         gpu_limit: Optional[int] = None, share_gpus: bool = False) -> Plan:
+    """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
+    `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs."""
     if mode not in MODES:
         raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
     serving = cfg.serving if cfg.serving.mode == mode else cfg.serving.model_copy(update={"mode": mode})
@@ -100,9 +106,18 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
     tp = serving.engine.tensor_parallel_size
     sides = [serving.prefill, serving.decode]
     low = sum(_gpus_needed(r, tp)[0] for r in sides)
+    visible: Optional[str] = None
+    per_gpu = 1
     if low > gpus:
-        raise PlanError(f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
-                        f"(prefill + decode x tensor_parallel_size), this host has {gpus}")
+        if not share_gpus:
+            raise PlanError(f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
+                            f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
+                            f"(--share-gpus runs the engines side by side on fewer GPUs)")
+        per_gpu = -(-low // gpus)
+        # Ray takes the GPU ids it hands out from CUDA_VISIBLE_DEVICES (ray/_private/accelerators/
+        # nvidia_gpu.py): listing each GPU `per_gpu` times gives every engine a GPU of its own id.
+        visible = ",".join(str(i) for i in range(gpus) for _ in range(per_gpu))
+        gpus = low
     sm90 = any(g.major == 9 for g in host.gpus)
     spare = gpus - low
     for path, llm in _llm_configs(serve_config):
@@ -121,6 +136,14 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
             _set(overrides, engine, "gdn_prefill_backend", "triton", f"{path}.engine_kwargs.gdn_prefill_backend",
                  "compute capability 9.x host: FlashInfer's SM90 GDN prefill kernel is unavailable "
                  "(EngineDeadError on the first request); set serving.engine.gdn_prefill_backend for SM90 nodes")
+        if per_gpu > 1:
+            share = round(int(engine["gpu_memory_utilization"] / per_gpu * 100) / 100 - 0.03, 2)
+            _set(overrides, engine, "gpu_memory_utilization", share, f"{path}.engine_kwargs.gpu_memory_utilization",
+                 f"{per_gpu} engines share each GPU: each asks for its part of the memory")
+            _set(overrides, engine, "kv_cache_memory_bytes",
+                 int(host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
+                 f"{path}.engine_kwargs.kv_cache_memory_bytes",
+                 "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory")
         kv = engine.get("kv_transfer_config")
         if kv is not None and not host.has_efa:
             extra = kv["kv_connector_extra_config"]
@@ -136,6 +159,11 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
             _set(overrides, scaling, "max_replicas", min(scaling["max_replicas"], most),
                  f"{path}.deployment_config.autoscaling_config.max_replicas", f"this host has {gpus} GPUs")
     env: dict[str, str] = {}
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+        overrides.append(Override("worker env CUDA_VISIBLE_DEVICES", None, visible,
+                                  f"{low} engines on {len(host.gpus)} GPU(s): Ray sees {gpus} GPUs, "
+                                  f"{per_gpu} engines per physical GPU (they share its compute)"))
     for name in OFFLINE:
         env[name] = "1"
         overrides.append(Override(f"worker env {name}", None, "1", "the host has no network: never ask the "

@@ -46,7 +46,7 @@ class FakeHead:
 def _args(tmp_path, **extra):
     values = dict(stage="dev", config_dir="config", mode="pd", weights=None, bench=False, levels=None,
                   requests_per_stream=None, budget=None, deploy_timeout=5, gpus=None, out=str(tmp_path / "out"),
-                  aiperf=None, client_pythonpath=None, calibrate=False)
+                  aiperf=None, client_pythonpath=None, calibrate=False, share_gpus=False)
     values.update(extra)
     return argparse.Namespace(**values)
 
