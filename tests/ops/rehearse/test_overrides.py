@@ -130,9 +130,12 @@ def test_every_override_is_printed_with_its_reason(dev):
 def test_share_gpus_runs_the_engines_side_by_side_with_their_share_of_memory(dev):
     one = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
     plan = overrides.plan(dev, mode="pd", host=one, model_dir=MODEL, real_weights=False, share_gpus=True)
-    assert plan.num_gpus == 2 and plan.env["CUDA_VISIBLE_DEVICES"] == "0,0"
+    assert plan.num_gpus == 1 and "CUDA_VISIBLE_DEVICES" not in plan.env
     for side in ("prefill_config", "decode_config"):
-        kwargs = plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]
+        llm = plan.serve_config["applications"][0]["args"][side]
+        assert llm["placement_group_config"] == {"bundle_per_worker": {"GPU": 0.5}}  # two engines, one GPU
+        kwargs = llm["engine_kwargs"]
         assert kwargs["gpu_memory_utilization"] == 0.42  # 0.90 / 2, less a margin: the two fit together
         assert kwargs["kv_cache_memory_bytes"] == int(143771 * 2**20 * overrides.SHARED_KV_CACHE_FRACTION)
-    assert any(o.path == "worker env CUDA_VISIBLE_DEVICES" for o in plan.overrides)
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+    LLMConfig.model_validate(llm)  # Ray's own model takes the shared placement
