@@ -66,11 +66,6 @@ def command(executable: str, *, url: str, model: str, tokenizer: str, workload: 
         "--isl", str(workload.input_tokens), "--prompt-input-tokens-stddev", "0",
         "--osl", str(workload.output_tokens), "--prompt-output-tokens-stddev", "0",
         "--extra-inputs", "ignore_eos:true",
-        # `max_tokens`, not `max_completion_tokens`: Ray Serve's PD proxy caps the prefill leg with
-        # `max_tokens = 1` only (ray/llm/_internal/serve/serving_patterns/prefill_decode/pd_server.py,
-        # _prepare_prefill_request), and vLLM takes `max_completion_tokens or max_tokens`, so with
-        # aiperf's default field the prefill engine generates the whole answer before decode starts.
-        "--use-legacy-max-tokens",
         "--concurrency", str(workload.concurrency),
         "--request-count", str(workload.request_count),
         "--request-timeout-seconds", str(workload.request_timeout_seconds),
@@ -107,17 +102,42 @@ def run(argv: list[str], artifact_dir: Path, env: Optional[dict] = None, timeout
     return artifact_dir
 
 
+# Rich's box drawing (aiperf's error panels): lines made of these carry no words.
+_BOX = "│╭╮╰╯─━┃┏┓┗┛═║╔╗╚╝┌┐└┘├┤┬┴┼•"
+# The last line of a Python traceback: `module.path.SomeError: message`.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Failure|Interrupt)):\s*(\S.*)$")
+
+
+def _unboxed(line: str) -> str:
+    return " ".join(line.strip().strip(_BOX).split())
+
+
 def _reason(log: Path) -> str:
-    """The most telling line of a failed aiperf run: its 'Reason:' box line, else the last ERROR."""
+    """The most telling line of a failed aiperf run, never a fragment of a box: its 'Reason:' box line,
+    else the last exception line of a traceback or the last ERROR line (whichever comes later), else the
+    title and first words of the last box, else the last line with words."""
     text = log.read_text(errors="replace") if log.is_file() else ""
     reason = re.search(r"Reason:\s*(.+?)(?:\n\s*│?\s*\n|╰|Cause:)", text, re.S)
     if reason:
         return " ".join(re.sub(r"[│]", " ", reason.group(1)).split())[:400]
-    errors = [line for line in text.splitlines() if " ERROR " in line]
-    if errors:
-        return " ".join(errors[-1].split())[:400]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:400] if lines else "no output"
+    lines = text.splitlines()
+    found = []  # (line number, text)
+    for number, line in enumerate(lines):
+        match = _EXCEPTION.match(line.strip())
+        if match:
+            found.append((number, f"{match.group(1)}: {match.group(2)}"))
+        elif " ERROR " in line:
+            found.append((number, " ".join(line.split())))
+    if found:
+        return found[-1][1][:400]
+    boxes = [number for number, line in enumerate(lines) if line.lstrip().startswith("╭")]
+    if boxes:
+        start = boxes[-1]
+        title = _unboxed(lines[start])
+        body = next((_unboxed(line) for line in lines[start + 1:] if _unboxed(line)), "")
+        return ": ".join(part for part in (title, body) if part)[:400] or "no output"
+    words = [_unboxed(line) for line in lines if _unboxed(line)]
+    return words[-1][:400] if words else "no output"
 
 
 def _stats(summary: dict, key: str) -> Stats:

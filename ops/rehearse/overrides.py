@@ -161,6 +161,13 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
             _set(overrides, scaling, "max_replicas", min(scaling["max_replicas"], most),
                  f"{path}.deployment_config.autoscaling_config.max_replicas", f"this host has {gpus} GPUs")
     env: dict[str, str] = {}
+    if per_gpu > 1:
+        # vLLM's Ray executor asks Ray for this much GPU per worker (vllm/envs.py, default 1.0). Ray Serve
+        # LLM sets it in the replica's runtime env from the bundle, but the engine core process that
+        # creates the workers did not see it (seen on an H200: "{'GPU': 1.0} cannot fit into any bundles").
+        env["VLLM_RAY_PER_WORKER_GPUS"] = str(round(1 / per_gpu, 3))
+        overrides.append(Override("worker env VLLM_RAY_PER_WORKER_GPUS", None, env["VLLM_RAY_PER_WORKER_GPUS"],
+                                  "engines sharing a GPU: each engine worker asks Ray for its fraction"))
     for name in OFFLINE:
         env[name] = "1"
         overrides.append(Override(f"worker env {name}", None, "1", "the host has no network: never ask the "

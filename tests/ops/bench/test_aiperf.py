@@ -32,14 +32,11 @@ def test_streaming_chat_at_the_profiles_lengths_and_concurrency():
     assert _option(argv, "--random-seed") == "7" and _option(argv, "--request-timeout-seconds") == "900"
 
 
-def test_answer_length_goes_in_max_tokens_which_the_pd_proxy_caps_for_prefill():
-    # Ray's PD proxy sets only `max_tokens = 1` on the prefill leg (pd_server.py,
-    # _prepare_prefill_request); with aiperf's default `max_completion_tokens` the prefill engine would
-    # generate the whole answer first. `min_tokens` must never be sent either: the prefill leg then
-    # fails with HTTP 400 (min_tokens > max_tokens=1).
-    argv = _argv()
-    assert "--use-legacy-max-tokens" in argv
-    assert "min_tokens" not in " ".join(argv)
+def test_no_min_tokens_which_the_pd_prefill_leg_refuses():
+    # Ray's PD proxy sends the prefill leg with max_tokens = 1 (ray/llm/_internal/serve/serving_patterns/
+    # prefill_decode/pd_server.py, _prepare_prefill_request): a request with min_tokens then fails with
+    # HTTP 400 (min_tokens must be less than or equal to max_tokens=1).
+    assert "min_tokens" not in " ".join(_argv())
 
 
 def test_no_server_metrics_no_gpu_telemetry_no_dashboard():

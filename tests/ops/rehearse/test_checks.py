@@ -101,3 +101,47 @@ def test_nixl_lines_are_kept_as_evidence_bounded_and_deduplicated():
     assert lines and all(line.startswith("worker-") for line in lines)
     assert len(lines) == len(set(line.split(": ", 1)[1] for line in lines))  # deduplicated across files
     assert len(checks.nixl_lines({"w.err": "NIXL x\n" * 10 + "".join(f"NIXL {i}\n" for i in range(50))}, limit=5)) == 5
+
+
+class _Newlines(BaseHTTPRequestHandler):
+    """What dummy weights answered on an H200: 32 tokens, all of them a newline."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        self._json({"data": [{"id": "qwen3.5-9b"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for _ in range(body["max_tokens"]):
+                self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {"content": "\\n"}}]}\n\n')
+            self.wfile.write(b"data: [DONE]\n\n")
+        else:
+            self._json({"choices": [{"message": {"content": "\n" * body["max_tokens"]}}],
+                        "usage": {"completion_tokens": body["max_tokens"]}})
+
+    def _json(self, data):
+        payload = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_generated_tokens_pass_even_when_dummy_weights_answer_only_whitespace():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Newlines)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        report = Report("rehearse", "dev")
+        checks.openai(report, f"http://127.0.0.1:{server.server_port}", "qwen3.5-9b")
+    finally:
+        server.shutdown()
+    chat = report.find("POST /v1/chat/completions")
+    assert chat.status == "pass" and chat.data["completion_tokens"] == 32
+    assert report.find("POST /v1/chat/completions (stream)").data["chunks"] == 32
