@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the offline rehearsal host: checks, reassembles and unpacks what scripts/rehearsal_pack.sh packed.
-#   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: /tmp/rehearsal-site, .rehearsal/pieces)
-#   eval "$(scripts/rehearsal_install.sh)"              the same, then use the trees in this shell
+#   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: /tmp/rehearsal-site, .rehearsal/pieces;
+#                                                        PIECES_DIR TARGET works too: SHA256SUMS tells them apart)
+#   env=$(scripts/rehearsal_install.sh T P) && eval "$env"   the same, then use the trees in this shell
+#                                                            (a bare eval "$(...)" would hide a failure)
 # Every tree listed in PIECES_DIR/SHA256SUMS (serve, bench) whose pieces are all there is checked against
 # SHA256SUMS, then unpacked into TARGET/<tree>/ (replacing an older one; a tree already unpacked from the
 # same pieces is left as it is). Console scripts in TARGET/<tree>/bin get this host's python3 (pip wrote the
@@ -13,6 +15,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-/tmp/rehearsal-site}
 pieces=${2:-$here/.rehearsal/pieces}
+# The folders may come in either order: the one with SHA256SUMS holds the pieces.
+if [[ $# -ge 1 && -f "$1/SHA256SUMS" && ( $# -lt 2 || ! -f "${2:-}/SHA256SUMS" ) ]]; then
+  pieces=$1 target=${2:-/tmp/rehearsal-site}
+fi
 
 say() { echo "rehearsal_install: $*" >&2; }
 die() { echo "rehearsal_install: $*" >&2; exit 1; }
@@ -23,6 +29,7 @@ python=${REHEARSAL_PYTHON:-$(command -v python3 || true)}
 for tool in xz tar sha256sum; do command -v $tool >/dev/null || die "$tool is needed"; done
 mkdir -p "$target"
 target=$(cd "$target" && pwd)
+[[ "$target" != "$(cd "$pieces" && pwd)" ]] || die "the target $target is the pieces' folder: give another"
 
 mapfile -t trees < <(sed -n 's/^[0-9a-f]\{64\}  \(.*\)\.tar\.xz\.part-[0-9]*$/\1/p' "$pieces/SHA256SUMS" | sort -u)
 [[ ${#trees[@]} -gt 0 ]] || die "$pieces/SHA256SUMS lists no pieces"
@@ -41,10 +48,10 @@ for tree in "${trees[@]}"; do
   failed=$(cd "$pieces" && printf '%s\n' "${listed[@]}" | sha256sum --check 2>/dev/null | grep -v ': OK$' || true)
   [[ -z "$failed" ]] || die "$tree: checksum mismatch: $(echo "$failed" | tr '\n' ' ')(pieces damaged or from another pack)"
   digest=$(printf '%s\n' "${listed[@]}" | sha256sum | cut -c1-64)
-  if [[ "$(cat "$target/.$tree.stamp" 2>/dev/null)" == "$digest" && -d "$target/$tree" ]]; then
+  if [[ "$(cat "$target/.$tree.installed" 2>/dev/null)" == "$digest" && -d "$target/$tree" ]]; then
     say "$tree: already unpacked from these pieces in $target/$tree"
   else
-    rm -rf "${target:?}/$tree" "${target:?}/.$tree.tmp" "$target/.$tree.stamp"
+    rm -rf "${target:?}/$tree" "${target:?}/.$tree.tmp" "$target/.$tree.installed"
     mkdir "$target/.$tree.tmp"
     (cd "$pieces" && cat $(printf '%s\n' "${listed[@]}" | sed 's/^[0-9a-f]*  //')) | xz -dc -T0 | tar -x -C "$target/.$tree.tmp" \
       || die "$tree: unpacking failed"
@@ -62,7 +69,7 @@ for tree in "${trees[@]}"; do
         sed -i "2s|^'''exec' [^ ]* |'''exec' $python |" "$script"; rewritten=$((rewritten + 1))
       fi
     done
-    echo "$digest" > "$target/.$tree.stamp"
+    echo "$digest" > "$target/.$tree.installed"
     say "$tree: $(find "$target/$tree" -type f | wc -l) files unpacked into $target/$tree from ${#listed[@]} checked pieces; $rewritten console scripts now run $python"
   fi
   installed+=("$tree")

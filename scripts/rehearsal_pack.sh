@@ -44,7 +44,7 @@ pip() {
   env $(env | sed -n 's/^\(PIP_[A-Z_]*\)=.*/-u \1/p' | grep -v -e PIP_CERT -e PIP_CACHE_DIR) \
     PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$python" -m pip "$@"
 }
-# The tar stream's bytes depend only on the installed files: fixed order, owner and time.
+# Fixed order, owner and time in the tar stream: the same tree packs to the same bytes.
 tar_flags=(--format=gnu --sort=name --owner=0 --group=0 --numeric-owner --mtime=2026-11-30T00:00:00Z)
 pack_version=1 # bump when the packing changes, so that every tree is packed again
 started=$SECONDS
