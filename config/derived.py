@@ -1,7 +1,10 @@
 """Values computed from a valid stage config, used by both the rules and the stacks and charts."""
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
+from typing import Optional, Sequence
 
 from .instance_types import INSTANCE_TYPES
 from .schema import StageConfig
@@ -36,3 +39,173 @@ def worker_resources(cfg: StageConfig) -> PodResources:
         gpus=spec.gpus,
         efa_interfaces=spec.efa_interfaces if cfg.gpu_nodegroup.efa else 0,
     )
+
+
+# --- The VPC's subnet layout -------------------------------------------------------------------------
+# What stacks/network.py builds, per subnet group and AZ: (group name, prefix length). The network stack
+# allocates them in this order, each group once per AZ (tests/config/test_safety.py checks the
+# synthesized template against this table and against subnet_plan()).
+SUBNET_LAYOUT: tuple[tuple[str, int], ...] = (("public", 24), ("private", 19), ("control-plane", 28))
+
+
+def subnet_plan(vpc_cidr: str, zones: int) -> Optional[list[tuple[str, str]]]:
+    """The (group, CIDR) of every subnet, exactly as CDK's `IpAddresses.cidr` allocates them
+    (aws-ec2/lib/network-util.ts, NetworkBuilder.addSubnets: the next free address, rounded up to the
+    subnet's own size, and an error when the unrounded end passes the VPC's last address), or None when
+    the layout does not fit the VPC (synth would die in a jsii error)."""
+    network = ipaddress.IPv4Network(vpc_cidr)
+    first, last = int(network.network_address), int(network.broadcast_address)
+    next_free, plan = first, []
+    for group, prefix in SUBNET_LAYOUT:
+        size = 2 ** (32 - prefix)
+        if next_free + size * zones - 1 > last:
+            return None
+        for _ in range(zones):
+            start = (next_free + size - 1) // size * size
+            plan.append((group, f"{ipaddress.IPv4Address(start)}/{prefix}"))
+            next_free = start + size
+    return plan
+
+
+def smallest_vpc_prefix(zones: int) -> int:
+    """The largest prefix length (the smallest VPC) that the layout fits in `zones` AZs."""
+    for prefix in range(28, 15, -1):
+        if subnet_plan(f"10.0.0.0/{prefix}", zones) is not None:
+            return prefix
+    return 16
+
+
+# --- Who reaches the public API endpoint ---------------------------------------------------------------
+# The most public IPv4 addresses an endpoint allow-list may cover without allow_public_internet: a /8's
+# worth (16.8 million). An office, VPN or CI egress list is a few /24s at most; a /8 is the largest block
+# ever given to one organisation, so past it the list no longer restricts who reaches the API.
+PUBLIC_ENDPOINT_LIMIT = 2 ** 24
+# Ranges a request to the public endpoint can never come from: private (RFC 1918), shared/CGNAT, loopback,
+# link-local, "this network", IETF protocol assignments, benchmarking, multicast and reserved (IANA's
+# special-purpose registry). Listing one is a mistake (in-VPC clients use the private endpoint): refused.
+UNREACHABLE = tuple(ipaddress.IPv4Network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+    "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"))
+# Not public either, but harmless placeholders: the documentation ranges (the shipped dev.yaml's example is
+# 198.51.100.0/24, TEST-NET-2) and the retired 6to4 relay range. Not refused, not counted.
+_NOT_PUBLIC = list(ipaddress.collapse_addresses(UNREACHABLE + tuple(ipaddress.IPv4Network(n) for n in (
+    "192.0.2.0/24", "192.88.99.0/24", "198.51.100.0/24", "203.0.113.0/24"))))
+
+
+def public_addresses(cidrs: Sequence[str]) -> int:
+    """How many public IPv4 addresses the union of `cidrs` covers (overlaps counted once, special-purpose
+    ranges not at all); IPv6 entries are ignored (EKS refuses them on an IPv4 cluster)."""
+    union = list(ipaddress.collapse_addresses(
+        net for net in (ipaddress.ip_network(c, strict=False) for c in cidrs) if net.version == 4))
+    total = 0
+    for net in union:
+        total += net.num_addresses
+        for special in _NOT_PUBLIC:
+            if special.subnet_of(net):
+                total -= special.num_addresses
+            elif net.subnet_of(special):
+                total -= net.num_addresses
+    return total
+
+
+def endpoint_wide_open(cidrs: Sequence[str]) -> bool:
+    """Whether the allow-list covers more public addresses than PUBLIC_ENDPOINT_LIMIT (what the synth
+    warning for `allow_public_internet: true` should test, rather than a literal /0)."""
+    return public_addresses(cidrs) > PUBLIC_ENDPOINT_LIMIT
+
+
+def is_unreachable(cidr: str) -> bool:
+    """A range that lies entirely inside UNREACHABLE (10.0.0.0/8, 192.168.1.0/24, 100.64.0.0/10, ...)."""
+    net = ipaddress.ip_network(cidr, strict=False)
+    return net.version == 4 and any(net.subnet_of(special) for special in UNREACHABLE)
+
+
+# --- Does the model fit the GPUs of one engine? ------------------------------------------------------
+# A floor, not a forecast: the check refuses only a stage whose weights plus this floor cannot fit even
+# in theory; passing it does not promise that vLLM starts (activations, CUDA graphs, fragmentation).
+GIB = 2 ** 30
+RUNTIME_RESERVE_GIB = 1.0  # CUDA context, activations of the profiling run, vLLM's own buffers
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    parameters: float        # all parameters in the checkpoint (vision tower and MTP head included)
+    kv_bytes_per_token: int  # K and V of every attention layer at 16 bits (0: unknown)
+    basis: str               # where the numbers come from
+
+
+# Keyed by the repo's name (after the organisation), lower case: also matches a copy in a local folder or
+# S3 prefix of that name. Only models whose numbers can be traced.
+KNOWN_MODELS: dict[str, KnownModel] = {
+    # Computed from its config.json (../shared/gpu-rehearsal/qwen3.5-9b-config.json; the computation is
+    # tests/config/test_safety.py): text 8.95e9 (untied 248,320 x 4,096 embeddings and head, 24 Gated
+    # DeltaNet + 8 full-attention layers, MLP 12,288), MTP layer 0.24e9, vision tower 0.46e9 = 9.65e9,
+    # 17.98 GiB in bfloat16 (the ~18 GiB checkpoint). KV: 8 full-attention layers x 4 KV heads x 256 x
+    # (K, V) x 2 bytes = 32 KiB per token; the DeltaNet layers keep a fixed state instead.
+    "qwen3.5-9b": KnownModel(9.65e9, 32 * 1024, "Qwen3.5-9B's config.json"),
+    # 27B dense (model card; ~54 GB in bfloat16), 64 layers of which 16 full attention with 4 KV heads x 256.
+    "qwen3.5-27b": KnownModel(27e9, 64 * 1024, "Qwen3.5-27B's model card"),
+    # Llama 3.1 (model cards and config.json): 8.03e9, 32 layers x 8 KV heads x 128; 70.6e9, 80 layers.
+    "llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
+    "llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
+    "meta-llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
+    "meta-llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
+    "llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
+    "llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
+    "meta-llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
+    "meta-llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
+}
+# A size in the name ("Qwen2.5-72B-Instruct", "Qwen3.5-35B-A3B": the total comes first) is a rounded
+# label: the floor takes 90% of it. "8x7B" and names without a size are not read.
+NAME_SIZE = re.compile(r"(?i)(?:^|[-_])([0-9]+(?:\.[0-9]+)?)b(?=$|[-_])")
+NAME_DISCOUNT = 0.9
+# Checkpoints whose weights are smaller than the engine dtype: bytes per parameter by a marker in the name
+# (gpt-oss ships its experts in MXFP4). vLLM's `quantization` argument is not a stage-file setting.
+QUANT_MARKERS_4BIT = re.compile(r"(?i)awq|gptq|int4|w4a|nvfp4|mxfp4|fp4|4bit|4-bit|bnb|gguf|exl[23]|bpw|gpt-oss|q4")
+QUANT_MARKERS_8BIT = re.compile(r"(?i)fp8|int8|w8a|8bit|8-bit|q8")
+DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class MemoryFloor:
+    parameters: float
+    basis: str              # "Qwen3.5-9B's config.json", "declared", "the 72B in its name"
+    bytes_per_parameter: float
+    weights_gib: float
+    kv_gib: float           # one sequence of max_model_len tokens (0 when the architecture is unknown)
+    needed_gib: float       # weights + kv + RUNTIME_RESERVE_GIB
+    available_gib: float    # GPU memory of one engine x gpu_memory_utilization
+    gpus: int
+    gpu_gib: float
+
+
+def model_memory_floor(cfg: StageConfig) -> Optional[MemoryFloor]:
+    """The least GPU memory one engine needs for the served model, or None when its size is unknown."""
+    model, engine = cfg.serving.model, cfg.serving.engine
+    name = model.source.rstrip("/").rsplit("/", 1)[-1]
+    known = KNOWN_MODELS.get(name.lower())
+    if model.parameters_billion is not None:
+        parameters, basis = model.parameters_billion * 1e9, "serving.model.parameters_billion"
+    elif known:
+        parameters, basis = known.parameters, known.basis
+    else:
+        match = NAME_SIZE.search(name)
+        if not match:
+            return None
+        parameters, basis = float(match.group(1)) * 1e9 * NAME_DISCOUNT, f"90% of the {match.group(1)}B in its name"
+    if QUANT_MARKERS_4BIT.search(name):
+        per_parameter = 0.5
+    elif QUANT_MARKERS_8BIT.search(name):
+        per_parameter = 1.0
+    else:
+        per_parameter = DTYPE_BYTES[engine.dtype]
+    kv_scale = 0.5 if str(engine.extra_args.get("kv_cache_dtype", "auto")).startswith("fp8") else 1.0
+    kv = known.kv_bytes_per_token * kv_scale * engine.max_model_len / GIB if known else 0.0
+    spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+    pipeline = engine.extra_args.get("pipeline_parallel_size", 1)
+    gpus = engine.tensor_parallel_size * (pipeline if isinstance(pipeline, int) and pipeline > 0 else 1)
+    gpu_gib = spec.gpu_memory_gib / spec.gpus
+    weights = parameters * per_parameter / GIB
+    return MemoryFloor(parameters=parameters, basis=basis, bytes_per_parameter=per_parameter, weights_gib=weights,
+                       kv_gib=kv, needed_gib=weights + kv + RUNTIME_RESERVE_GIB,
+                       available_gib=gpu_gib * gpus * engine.gpu_memory_utilization, gpus=gpus, gpu_gib=gpu_gib)

@@ -1,6 +1,7 @@
 """The one error type a stage file can raise, and its one-line form."""
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -21,8 +22,22 @@ def _printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = repr(value)
+def short(value: Any, limit: int = 40) -> str:
+    """A value for a message: at most about `limit` characters, ASCII, and never the repr of a whole
+    structure or of a huge integer (both unbounded; a huge int's repr even raises ValueError)."""
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        text = repr(value)
+    elif isinstance(value, int):
+        digits = int(value.bit_length() * 0.30103) + 1
+        text = repr(value) if value.bit_length() <= 128 else f"<an integer of about {digits} digits>"
+    elif isinstance(value, str):
+        text = repr(value[: limit + 1])
+    elif isinstance(value, dict):
+        text = f"<a mapping of {len(value)} keys>"
+    elif isinstance(value, (list, tuple)):
+        text = f"<a list of {len(value)} items>"
+    else:
+        text = f"<{type(value).__name__}>"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text.encode("ascii", "backslashreplace").decode("ascii")
@@ -52,40 +67,61 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _dotted(loc: tuple) -> str:
+def dotted(loc: tuple) -> str:
+    """A location as the field path of a message: `serving.engine.max_model_len`, `tags.owner`, `a[0].b`."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            out += ("." if out else "") + (text if len(text) <= 64 else text[:61] + "...")
     return out or "(root)"
 
 
+def _unknown_first(errors: list[dict]) -> dict:
+    """An unknown key hides behind the `missing` error of the key it misspells (`gpu_availabilty_zone`
+    makes `gpu_availability_zone` missing): report unknown keys first."""
+    for error in errors:
+        if error["type"] == "extra_forbidden":
+            return error
+    return errors[0]
+
+
+def did_you_mean(given: Any, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(str(given)[:100], allowed, n=1, cutoff=0.6)
+    return f", did you mean {close[0]}?" if close else ""
+
+
 def from_validation_error(path: str, model: type[BaseModel], error: ValidationError) -> ConfigError:
-    """The first problem pydantic found, as one ConfigError; a count of the others is appended."""
+    """The first problem pydantic found (unknown keys first), as one ConfigError; a count of the others
+    is appended."""
     errors = error.errors(include_url=False)
-    first = errors[0]
+    first = _unknown_first(errors)
     loc = tuple(part for part in first["loc"] if part not in ("function-after", "function-before"))
+    about_key = bool(loc) and loc[-1] == "[key]"  # a mapping's key failed its own check (tags)
+    loc = loc[:-1] if about_key else loc
     kind = first["type"]
     ctx = first.get("ctx") or {}
     given = first.get("input")
     if kind == "extra_forbidden":
-        allowed = ", ".join(_keys_at(model, loc))
-        problem = f"unknown key (allowed: {allowed})"
+        keys = _keys_at(model, loc)
+        problem = f"unknown key{did_you_mean(loc[-1], keys) if loc else ''} (allowed: {', '.join(keys)})"
     elif kind == "missing":
         problem = "required key is missing"
     elif kind in ("string_pattern_mismatch",):
-        problem = f"{_short(given)} does not match the allowed form (pattern {ctx.get('pattern')})"
+        problem = f"{short(given)} does not match the allowed form (pattern {ctx.get('pattern')})"
     elif kind == "literal_error":
-        problem = f"{_short(given)} is not allowed (allowed: {ctx.get('expected')})"
+        problem = f"{short(given)} is not allowed (allowed: {ctx.get('expected')})"
     elif kind == "value_error":
         problem = str(ctx.get("error", first["msg"]))
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):
         expected = first["msg"].replace("Input should be ", "").replace("a valid ", "")
-        problem = f"expected {expected}, got {type(given).__name__} {_short(given)}"
+        problem = f"expected {expected}, got {type(given).__name__} {short(given)}"
     else:
-        problem = f"{first['msg']} (got {_short(given)})"
+        problem = f"{first['msg']} (got {short(given)})"
+    if about_key:
+        problem = f"the key: {problem}"
     if len(errors) > 1:
         problem += f" [+{len(errors) - 1} more]"
-    return ConfigError(path, _dotted(loc), problem)
+    return ConfigError(path, dotted(loc), problem)

@@ -1,23 +1,35 @@
 """Read a stage file into a validated StageConfig, or raise one ConfigError. Nothing else escapes."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
-from typing import TypeVar
+from typing import Optional, TypeVar, Union
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from . import rules
-from .errors import ConfigError, from_validation_error
+from .errors import ConfigError, from_validation_error, short
 from .schema import StageConfig
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_ALIASES = 64
+# A stage file nests 5 levels at most (benchmark.profiles[0].concurrency[0]) and has a few hundred nodes
+# (the largest legal one, every list and map at its maximum, about 2,000). The bounds below stop a file
+# long before parsing, the model or a message can take noticeable time or memory: YAML aliases that
+# expand exponentially ("billion laughs": 8 levels of 8 aliases stay within the 64-alias cap and expand
+# to 16.8 million values, so the expanded size is counted too), 10,000 nested brackets, a 5,000-digit
+# integer (Python's int() refuses more than 4,300 digits with a ValueError).
+MAX_DEPTH = 20
+MAX_NODES = 20_000
+MAX_SCALAR_DIGITS = 40  # the longest number a stage file needs is 12 digits; int() of 4,300+ raises
 CONFIG_DIR = Path(__file__).resolve().parent
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and numbers too
+    long to be settings (Python refuses to convert integers of more than 4,300 digits at all)."""
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
         seen = set()
@@ -31,58 +43,169 @@ class _StrictLoader(yaml.SafeLoader):
                     None, None, "a mapping key must be a plain value", key_node.start_mark) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    None, None, f"duplicate key {short(key)}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node):  # noqa: ANN001
+        if len(node.value) > MAX_SCALAR_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
+                node.start_mark)
+        return super().construct_yaml_int(node)
 
-def _read(path: Path) -> str:
+    def construct_yaml_float(self, node):  # noqa: ANN001
+        if len(node.value) > MAX_SCALAR_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
+                node.start_mark)
+        return super().construct_yaml_float(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket"}
+
+
+def _not_regular(path: str, mode: int) -> ConfigError:
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    hint = "; `python -m config validate FOLDER` checks every stage in a folder" if stat.S_ISDIR(mode) else ""
+    return ConfigError(path, "(file)", f"is {kind}, not a stage file (allowed: a regular <stage>.yaml file{hint})")
+
+
+def _read(path: Path, shown: Optional[str] = None) -> str:
+    """The file's text: regular files only (a FIFO would block, /dev/zero never ends), at most
+    MAX_FILE_BYTES (read at most one byte more, whatever stat said), UTF-8."""
+    shown = shown or str(path)
+    too_large = f"(allowed: up to {MAX_FILE_BYTES} bytes)"
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ConfigError(str(path), "(file)", f"{size} bytes is too large for a stage file "
-                                                   f"(allowed: up to {MAX_FILE_BYTES} bytes)")
-        return path.read_text(encoding="utf-8")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(shown, info.st_mode)
+        if info.st_size > MAX_FILE_BYTES:
+            raise ConfigError(shown, "(file)", f"{info.st_size} bytes is too large for a stage file {too_large}")
+        # O_NONBLOCK: if the file was swapped for a FIFO since stat, opening it does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise _not_regular(shown, mode)
+            chunks, remaining = [], MAX_FILE_BYTES + 1
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if len(data) > MAX_FILE_BYTES:
+            raise ConfigError(shown, "(file)", f"more than {MAX_FILE_BYTES} bytes is too large for a stage file "
+                                               f"{too_large}")
+        return data.decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError(str(path), "(file)", "no such file (a stage file is config/<stage>.yaml)") from None
+        raise ConfigError(shown, "(file)", "no such file (a stage file is config/<stage>.yaml)") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(str(path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConfigError(shown, "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise ConfigError(str(path), "(file)", f"cannot be read ({exc.strerror})") from None
+        raise ConfigError(shown, "(file)", f"cannot be read ({exc.strerror})") from None
+
+
+def _check_events(path: str, text: str) -> None:
+    """One pass over the parser's events (no recursion, no objects built): documents, aliases, depth."""
+    aliases = documents = depth = 0
+    for event in yaml.parse(text, Loader=_StrictLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(path, "(file)", f"YAML nested more than {MAX_DEPTH} levels deep "
+                                                  f"(allowed: up to {MAX_DEPTH}; a stage file needs 5)")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise ConfigError(path, "(file)", f"more than {MAX_ALIASES} YAML aliases (allowed: up to {MAX_ALIASES})")
+        elif isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise ConfigError(path, "(file)", f"{documents} YAML documents (allowed: exactly one)")
+
+
+def _expanded_size(path: str, root: yaml.Node) -> None:
+    """The number of nodes the document has once every alias is expanded, counted on the node graph
+    (each shared node once, so the count itself is linear); a cycle is refused too."""
+    sizes: dict[int, int] = {}
+    pending: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            if isinstance(node, yaml.MappingNode):
+                children = [n for pair in node.value for n in pair]
+            else:
+                children = list(node.value)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            pending.discard(key)
+            if sizes[key] > MAX_NODES:
+                raise ConfigError(path, "(file)", f"the YAML expands to more than {MAX_NODES} values (aliases "
+                                                  f"repeat what they refer to; allowed: up to {MAX_NODES})")
+            continue
+        if key in sizes:
+            continue
+        if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            sizes[key] = 1
+            continue
+        if key in pending:
+            raise ConfigError(path, "(file)", "a YAML alias refers to a node that contains it "
+                                              "(allowed: aliases of complete values only)")
+        pending.add(key)
+        stack.append((node, True))
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+        stack.extend((child, False) for child in children if id(child) not in sizes)
 
 
 def _parse(path: str, text: str) -> object:
     try:
-        events = yaml.parse(text, Loader=_StrictLoader)
-        aliases = documents = 0
-        for event in events:
-            aliases += isinstance(event, yaml.AliasEvent)
-            documents += isinstance(event, yaml.DocumentStartEvent)
-        if aliases > MAX_ALIASES:
-            raise ConfigError(path, "(file)", f"{aliases} YAML aliases (allowed: up to {MAX_ALIASES})")
-        if documents > 1:
-            raise ConfigError(path, "(file)", f"{documents} YAML documents (allowed: exactly one)")
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        _check_events(path, text)
+        loader = _StrictLoader(text)
+        try:
+            root = loader.get_single_node()
+            if root is None:
+                return None
+            _expanded_size(path, root)
+            return loader.construct_document(root)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(path, "(file)", f"not valid YAML: {exc.problem or exc.context}{where}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(path, "(file)", f"not valid YAML: {exc}") from None
-    except RecursionError:
+        raise ConfigError(path, "(file)", f"not valid YAML: {short(str(exc), 200)}") from None
+    except (RecursionError, MemoryError):
         raise ConfigError(path, "(file)", "YAML nested too deeply") from None
+    except ValueError as exc:  # a conversion PyYAML does not guard (a date out of range, say)
+        raise ConfigError(path, "(file)", f"not valid YAML: a value cannot be converted ({type(exc).__name__})") from None
 
 
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def load_model(path: Path, model: type[Model], what: str) -> Model:
-    """Read, parse and validate one YAML file against `model`; any problem is one ConfigError."""
+def load_model(path: Union[str, Path], model: type[Model], what: str) -> Model:
+    """Read, parse and validate one YAML file against `model`; any problem is one ConfigError. The path
+    is shown as given (a str is kept as typed; `Path` normalises `./config/` to `config`)."""
     shown = str(path)
-    data = _parse(shown, _read(path))
+    data = _parse(shown, _read(Path(path), shown))
     if data is None:
         raise ConfigError(shown, "(root)", f"the file is empty (expected a mapping of {what} settings)")
     if not isinstance(data, dict):
         raise ConfigError(shown, "(root)", f"expected a mapping of {what} settings, got {type(data).__name__}")
+    # Before the model sees the data: a validation message may quote a value, and a secret's must never be.
+    rules.refuse_secrets(data, shown)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -91,33 +214,45 @@ def load_model(path: Path, model: type[Model], what: str) -> Model:
         raise ConfigError(shown, "(root)", f"cannot be read as {what} settings ({type(exc).__name__})") from None
 
 
-def load_stage_file(path: str | Path) -> StageConfig:
+def load_stage_file(path: Union[str, Path]) -> StageConfig:
     """Load and check one stage file: the same checks at validate time and at synth time."""
-    path = Path(path)
     shown = str(path)
+    stem = Path(path).stem
     cfg = load_model(path, StageConfig, "stage")
-    if cfg.stage != path.stem:
-        raise ConfigError(shown, "stage", f"{cfg.stage!r} differs from the file name "
-                                          f"(allowed: {path.stem!r}, the file is <stage>.yaml)")
+    if cfg.stage != stem:
+        raise ConfigError(shown, "stage", f"{short(cfg.stage)} differs from the file name "
+                                          f"(allowed: {short(stem)}, the file is <stage>.yaml)")
     rules.check(cfg, shown)
     return cfg
 
 
-def stage_files(config_dir: str | Path = CONFIG_DIR) -> list[Path]:
+def stage_files(config_dir: Union[str, Path] = CONFIG_DIR) -> list[Path]:
     """Every stage file in the folder, in name order (the order stages are synthesized). Files whose
     name starts with `_` (the pipeline's `_pipeline.yaml`) are not stages."""
     return sorted(p for p in Path(config_dir).glob("*.yaml") if not p.name.startswith("_"))
 
 
-def load_stages(config_dir: str | Path = CONFIG_DIR, only: str | None = None) -> list[StageConfig]:
-    """All stages of the folder, or just `only`; every file is checked before any stage is built."""
+def _shown(config_dir: Union[str, Path], file: Path) -> str:
+    """A stage file's path as the folder was given (`config/` + `dev.yaml` = `config/dev.yaml`)."""
+    return os.path.join(str(config_dir), file.name)
+
+
+def load_stages(config_dir: Union[str, Path] = CONFIG_DIR, only: Optional[str] = None) -> list[StageConfig]:
+    """All stages of the folder, or just `only`; every file is checked before any stage is built, and
+    the stages of the folder together: no two may collide in one account and region (rules.check_together).
+    With `only`, just that stage is read (another stage file's mistake does not block it)."""
+    folder = Path(config_dir)
+    if not folder.is_dir():
+        raise ConfigError(str(config_dir), "(folder)", "no such folder (expected a folder of <stage>.yaml files)")
     files = stage_files(config_dir)
     if only is not None:
-        wanted = Path(config_dir) / f"{only}.yaml"
+        wanted = folder / f"{only}.yaml"
         if wanted not in files:
             names = ", ".join(file.stem for file in files) or "none"
-            raise ConfigError(str(wanted), "(file)", f"no stage named {only!r} (allowed: {names})")
+            raise ConfigError(str(wanted), "(file)", f"no stage named {short(only)} (allowed: {names})")
         files = [wanted]
     if not files:
         raise ConfigError(str(config_dir), "(folder)", "no stage files (expected <stage>.yaml files)")
-    return [load_stage_file(file) for file in files]
+    loaded = [(load_stage_file(_shown(config_dir, file)), _shown(config_dir, file)) for file in files]
+    rules.check_together(loaded)
+    return [cfg for cfg, _ in loaded]

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from collections import Counter
+from typing import Any, Optional, Sequence
 
-from . import versions
-from .derived import worker_resources
+from . import names, versions
+from .derived import PUBLIC_ENDPOINT_LIMIT, RUNTIME_RESERVE_GIB as RUNTIME_RESERVE, SUBNET_LAYOUT
+from .derived import (is_unreachable, model_memory_floor, public_addresses, smallest_vpc_prefix, subnet_plan,
+                      worker_resources)
 from .engine_args import SM90_GPUS, is_gdn_model
-from .errors import ConfigError
+from .errors import ConfigError, dotted, short
 from .instance_types import INSTANCE_TYPES, InstanceSpec, known_types
 from .schema import StageConfig
 
@@ -18,9 +23,9 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 
 def check(cfg: StageConfig, path: str) -> None:
-    for rule in (_zones, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
-                 _serving_transport, _serving_capacity, _serving_resources, _serving_engine, _serving_secret,
-                 _benchmark_context):
+    for rule in (_zones, _names, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
+                 _serving_transport, _serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
+                 _serving_secret, _serving_namespaces, _weight_cache, _benchmark_context):
         rule(cfg, path)
 
 
@@ -45,44 +50,95 @@ def _serving_engine(cfg: StageConfig, path: str) -> None:
 
 
 def _zones(cfg: StageConfig, path: str) -> None:
-    pattern = re.compile(rf"^{re.escape(cfg.region)}[a-z]$")
+    # fullmatch, not match with `$`: "us-west-2a\n" is not an AZ
+    pattern = re.compile(rf"{re.escape(cfg.region)}[a-z]")
     for index, zone in enumerate(cfg.availability_zones):
-        if not pattern.match(zone):
+        if not pattern.fullmatch(zone):
             raise ConfigError(path, f"availability_zones[{index}]",
-                              f"{zone!r} is not an AZ of region {cfg.region} "
+                              f"{short(zone)} is not an AZ of region {cfg.region} "
                               f"(allowed: {cfg.region}a, {cfg.region}b, ...)")
     if len(set(cfg.availability_zones)) != len(cfg.availability_zones):
         raise ConfigError(path, "availability_zones", "an AZ is listed twice (each AZ once)")
     if cfg.gpu_availability_zone not in cfg.availability_zones:
         raise ConfigError(path, "gpu_availability_zone",
-                          f"{cfg.gpu_availability_zone!r} is not one of the stage's availability_zones "
+                          f"{short(cfg.gpu_availability_zone)} is not one of the stage's availability_zones "
                           f"(allowed: {', '.join(cfg.availability_zones)})")
 
 
+def _names(cfg: StageConfig, path: str) -> None:
+    """Every name the app derives from the stage (config/names.py) within AWS's limit for it."""
+    for name in names.for_stage(cfg):
+        if name.too_long:
+            room = (f"so {name.field} of at most {name.room} characters here" if name.room >= 2 else
+                    f"and the rest of the name alone is {len(name.value) - len(name.source)} characters: "
+                    f"a shorter region or name")
+            raise ConfigError(path, name.field,
+                              f"{short(name.source)} makes {name.what} {name.value!r} {len(name.value)} characters "
+                              f"long (allowed: at most {name.limit}, {room})")
+        if not name.well_formed:
+            raise ConfigError(path, name.field, f"{short(name.source)} makes {name.what} {name.value!r}, which AWS "
+                                                f"does not accept (allowed: {name.pattern})")
+
+
 def _network(cfg: StageConfig, path: str) -> None:
-    if cfg.network.nat_gateways > len(cfg.availability_zones):
+    zones = len(cfg.availability_zones)
+    if cfg.network.nat_gateways > zones:
         raise ConfigError(path, "network.nat_gateways",
-                          f"{cfg.network.nat_gateways} NAT gateways for {len(cfg.availability_zones)} AZs "
-                          f"(allowed: 1 to {len(cfg.availability_zones)}, one per AZ at most)")
+                          f"{cfg.network.nat_gateways} NAT gateways for {zones} AZs "
+                          f"(allowed: 1 to {zones}, one per AZ at most)")
+    if subnet_plan(cfg.network.vpc_cidr, zones) is None:
+        layout = ", ".join(f"a /{prefix} {group}" for group, prefix in SUBNET_LAYOUT)
+        smallest = smallest_vpc_prefix(zones)
+        raise ConfigError(path, "network.vpc_cidr",
+                          f"{cfg.network.vpc_cidr} is too small for the subnets of {zones} AZs ({layout} subnet "
+                          f"per AZ, each aligned to its size) (allowed: a /{smallest} or larger for {zones} AZs)")
 
 
 def _endpoint(cfg: StageConfig, path: str) -> None:
+    """Who reaches the public endpoint: IPv4 only (EKS takes no IPv6 CIDR on an IPv4 cluster, which this
+    app builds), public ranges only (a private range never reaches a public endpoint: in-VPC clients use
+    private_access), and, without allow_public_internet, at most a /8's worth of public addresses in the
+    union of the list (so 0.0.0.0/0 split into pieces is judged like 0.0.0.0/0)."""
     endpoint = cfg.cluster.endpoint
+    field = "cluster.endpoint.public_access_cidrs"
     if not endpoint.public and not endpoint.private_access:
         raise ConfigError(path, "cluster.endpoint",
                           "neither public_access_cidrs nor private_access: nobody could reach the API "
                           "(allowed: a public CIDR allow-list, private_access: true, or both)")
-    open_to_all = any(ipaddress.ip_network(cidr).prefixlen == 0 for cidr in endpoint.public_access_cidrs)
+    for index, cidr in enumerate(endpoint.public_access_cidrs):
+        if ipaddress.ip_network(cidr).version == 6:
+            raise ConfigError(path, f"{field}[{index}]",
+                              f"{cidr} is IPv6: EKS takes no IPv6 CIDR in publicAccessCidrs of an IPv4 cluster "
+                              "(allowed: IPv4 CIDRs)")
+        if is_unreachable(cidr):
+            raise ConfigError(path, f"{field}[{index}]",
+                              f"{cidr} is a private or reserved range, never the source of a request to the public "
+                              "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
+                              "private_access: true)")
+    union = list(ipaddress.collapse_addresses(ipaddress.ip_network(c) for c in endpoint.public_access_cidrs))
+    open_to_all = union == [ipaddress.IPv4Network("0.0.0.0/0")]
     if not endpoint.private_access and not open_to_all:
         raise ConfigError(path, "cluster.endpoint.private_access",
                           "false, but the kubectl provider runs in the private subnets and reaches a "
                           "CIDR-restricted public endpoint only through the NAT gateway "
                           "(allowed: true)")
-    for index, cidr in enumerate(endpoint.public_access_cidrs):
-        if ipaddress.ip_network(cidr).prefixlen == 0 and not endpoint.allow_public_internet:
-            raise ConfigError(path, f"cluster.endpoint.public_access_cidrs[{index}]",
-                              f"{cidr} opens the Kubernetes API to the whole internet "
-                              "(allowed: a narrower CIDR, or allow_public_internet: true to accept it)")
+    covered = public_addresses(endpoint.public_access_cidrs)
+    if covered > PUBLIC_ENDPOINT_LIMIT and not endpoint.allow_public_internet:
+        cidrs = endpoint.public_access_cidrs
+        whole = [i for i, c in enumerate(cidrs) if ipaddress.ip_network(c).prefixlen == 0]
+        alone = [i for i, c in enumerate(cidrs) if public_addresses([c]) > PUBLIC_ENDPOINT_LIMIT]
+        # One range too wide on its own is named by its index; pieces too wide together, by the list.
+        if open_to_all:
+            where, problem = ((f"{field}[{whole[0]}]", f"{cidrs[whole[0]]} opens") if whole
+                              else (field, f"{', '.join(cidrs)} together open"))
+            problem += " the Kubernetes API to the whole internet"
+        else:
+            where, what = (f"{field}[{alone[0]}]", f"{cidrs[alone[0]]} covers") if alone \
+                else (field, "the ranges together cover")
+            problem = (f"{what} {covered:,} public addresses ({covered / 2 ** 32:.1%} of IPv4), more than a /8's "
+                       f"worth ({PUBLIC_ENDPOINT_LIMIT:,})")
+        raise ConfigError(path, where, f"{problem} (allowed: narrower CIDRs, at most a /8's worth of public "
+                                       "addresses in all, or allow_public_internet: true to accept it)")
 
 
 def _sizes(path: str, field: str, low: int, desired: int, high: int) -> None:
@@ -147,10 +203,43 @@ def _serving_capacity(cfg: StageConfig, path: str) -> None:
     replicas_per_node = spec.gpus // tp
     most = serving.prefill.most + serving.decode.most
     if most > replicas_per_node * desired:
-        raise ConfigError(path, "serving.prefill",
+        # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
+        side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
+        raise ConfigError(path, side,
                           f"prefill + decode need up to {most * tp} GPUs ({most} replicas x TP {tp}), the Ray "
                           f"cluster has {desired * spec.gpus} ({desired} x {cfg.gpu_nodegroup.instance_type}) "
                           f"(allowed: at most {replicas_per_node * desired} replicas in all, or more GPU nodes)")
+
+
+def _serving_model_fits(cfg: StageConfig, path: str) -> None:
+    """The model's weights, one max_model_len sequence of KV cache (when the architecture is known) and a
+    1 GiB runtime reserve must fit one engine's GPUs at gpu_memory_utilization (config/derived.py:
+    model_memory_floor). A model of unknown size (not in KNOWN_MODELS, no size in its name, no
+    serving.model.parameters_billion) is not checked."""
+    floor = model_memory_floor(cfg)
+    if floor is None or floor.needed_gib <= floor.available_gib:
+        return
+    engine, gpu = cfg.serving.engine, gpu_spec(cfg)
+    have = (f"one engine has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
+            f"gpu_memory_utilization {engine.gpu_memory_utilization:g})")
+    weights = (f"{floor.parameters / 1e9:.2f}e9 parameters ({floor.basis}) x {floor.bytes_per_parameter:g} bytes = "
+               f"{floor.weights_gib:.1f} GiB of weights")
+    fixed = floor.weights_gib + RUNTIME_RESERVE
+    if floor.kv_gib and fixed <= floor.available_gib:
+        # the weights fit: it is the context that does not
+        tokens = int((floor.available_gib - fixed) / floor.kv_gib * engine.max_model_len)
+        raise ConfigError(path, "serving.engine.max_model_len",
+                          f"{engine.max_model_len} tokens of KV cache ({floor.kv_gib:.1f} GiB for one sequence) + "
+                          f"{weights} + {RUNTIME_RESERVE:g} GiB reserve = {floor.needed_gib:.1f} GiB, but {have} "
+                          f"(allowed: max_model_len up to about {max(tokens, 0)}, or more GPUs per engine)")
+    kv = f" + {floor.kv_gib:.1f} GiB KV cache for one {engine.max_model_len}-token sequence" if floor.kv_gib else ""
+    gpus_needed = math.ceil(floor.needed_gib / (floor.gpu_gib * engine.gpu_memory_utilization))
+    hint = (f"at least {gpus_needed} GPUs per engine (tensor_parallel_size) on a GPU type with that many per node"
+            if gpus_needed > gpu.gpus else f"tensor_parallel_size {gpus_needed} or more")
+    raise ConfigError(path, "serving.model.source",
+                      f"{cfg.serving.model.source} needs at least {floor.needed_gib:.1f} GiB per engine ({weights}"
+                      f"{kv} + {RUNTIME_RESERVE:g} GiB reserve), but {have} (allowed: a smaller or quantized model, "
+                      f"or {hint}; set serving.model.parameters_billion if the size is wrong)")
 
 
 def _serving_resources(cfg: StageConfig, path: str) -> None:
@@ -199,6 +288,30 @@ def _serving_secret(cfg: StageConfig, path: str) -> None:
                               f"(allowed: a secret in {cfg.account})")
 
 
+def _serving_namespaces(cfg: StageConfig, path: str) -> None:
+    """Client namespaces get port 8000 of the Ray pods. The serving namespace itself is refused (its only
+    pods are the Ray pods, which already reach each other: listing it reads as if it did something). Any
+    other namespace, kube-system included, is allowed: some clusters run their ingress or gateway proxy
+    there, and the rule opens only Serve's port."""
+    serving = cfg.serving
+    for index, name in enumerate(serving.client_namespaces):
+        if name == serving.namespace:
+            raise ConfigError(path, f"serving.client_namespaces[{index}]",
+                              f"{name} is the serving namespace itself: its Ray pods already reach each other "
+                              "(allowed: the namespaces of the clients, e.g. gateway)")
+        if name in serving.client_namespaces[:index]:
+            raise ConfigError(path, f"serving.client_namespaces[{index}]", f"{name} is listed twice (each once)")
+
+
+def _weight_cache(cfg: StageConfig, path: str) -> None:
+    """Kubernetes refuses a volume mount path with a `..` element: the manifest would fail at deploy."""
+    mount = cfg.serving.weight_cache.mount_path
+    if ".." in mount.split("/"):
+        raise ConfigError(path, "serving.weight_cache.mount_path",
+                          f"{mount} has a '..' segment, which Kubernetes refuses (allowed: a plain absolute path, "
+                          "e.g. /model-cache)")
+
+
 def _benchmark_context(cfg: StageConfig, path: str) -> None:
     context = cfg.serving.engine.max_model_len
     for index, profile in enumerate(cfg.benchmark.profiles):
@@ -208,3 +321,97 @@ def _benchmark_context(cfg: StageConfig, path: str) -> None:
                               f"{profile.input_tokens} in + {profile.output_tokens} out = {needed} tokens, more than "
                               f"the served context serving.engine.max_model_len {context} (the server would "
                               f"reject every request; allowed: at most {context} together)")
+
+
+# --- Across the stage files of one folder --------------------------------------------------------------
+
+def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
+    """No two stages may give one AWS name (config/names.py) to two resources in one account and region.
+    An unset `account` is the account of the deploy-time credentials: it may be any account, so it
+    collides with every account. The line names the file whose setting to change and the other file."""
+    for later, (cfg, path) in enumerate(stages):
+        for other, other_path in stages[:later]:
+            if cfg.region != other.region or (cfg.account and other.account and cfg.account != other.account):
+                continue
+            theirs = {(n.kind, n.value): n for n in names.for_stage(other)}
+            for name in names.for_stage(cfg):
+                clash = theirs.get((name.kind, name.value))
+                if clash is None:
+                    continue
+                # Report in the file that set the name explicitly (cluster.name), else in the later file.
+                if clash.field == "cluster.name" and name.field != "cluster.name":
+                    here, mine, there, theirs_name = other_path, clash, path, name
+                else:
+                    here, mine, there, theirs_name = path, name, other_path, clash
+                account = cfg.account or other.account or "any account: account is unset"
+                raise ConfigError(here, mine.field,
+                                  f"{mine.what} {mine.value!r} is also {theirs_name.what} of {there}, in the same "
+                                  f"account and region ({account}, {cfg.region}) (allowed: a {mine.field} that "
+                                  "gives no name another stage file there gives)")
+
+
+# --- Secret values where a name belongs ------------------------------------------------------------------
+# The shapes of ops/secret_scan.py (which scans synth output) plus GitHub tokens, applied to every key and
+# string value of the parsed file before the model sees it: the refusal names the field and the kind of
+# secret, never the value.
+SECRET_SHAPES = (
+    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
+    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
+)
+# An AWS secret access key is 40 random base64 characters. A 40-character run alone could be a path or a
+# secret's name, so it counts only after a key-like context (the field's key, or the text before it says
+# secret/key/token/password/credential) and when it looks random (upper, lower and digits, high entropy).
+AWS_SECRET_RUN = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+KEY_CONTEXT = re.compile(r"(?i)secret|key|token|passw|credential")
+
+
+def _random_looking(run: str) -> bool:
+    if not (re.search(r"[A-Z]", run) and re.search(r"[a-z]", run) and re.search(r"[0-9]", run)):
+        return False
+    counts = Counter(run)
+    entropy = -sum(n / len(run) * math.log2(n / len(run)) for n in counts.values())
+    # 4.2 bits per character: 99.99% of random 40-character keys have more (measured), a CamelCase
+    # phrase about 4.3, so a long CamelCase secret *name* under a key-like field may be refused: rename it.
+    return entropy >= 4.2 and run.count("/") <= 3
+
+
+def secret_kind(text: str, key: str = "") -> Optional[str]:
+    """What secret `text` looks like (a string of the stage file, under `key`), or None."""
+    for kind, pattern in SECRET_SHAPES:
+        if pattern.search(text):
+            return kind
+    for match in AWS_SECRET_RUN.finditer(text):
+        context = key + " " + text[: match.start()]
+        if KEY_CONTEXT.search(context) and _random_looking(match.group()):
+            return "an AWS secret access key"
+    return None
+
+
+def refuse_secrets(data: Any, path: str) -> None:
+    """Walk the parsed file (bounded: the loader caps its size) and refuse the first string, key or value,
+    that looks like a secret. Iterative: no recursion limit to reach."""
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                kind = secret_kind(key) if isinstance(key, str) else None
+                if kind:
+                    raise ConfigError(path, dotted(where), f"a key looks like {kind}: a secret value does not "
+                                      "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
+                                      "and revoke it if this file was shared)")
+            stack.extend((where + (key,), item) for key, item in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, str):
+            key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
+            kind = secret_kind(value, key)
+            if kind:
+                name = dotted(where)
+                allowed = ("the name or ARN of the Secrets Manager secret that holds the token"
+                           if name == "serving.hf_token_secret" else
+                           "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret")
+                raise ConfigError(path, name, f"looks like {kind}, a secret value where none belongs (the value is "
+                                              f"not shown; allowed: {allowed}; revoke it if this file was shared)")

@@ -2,6 +2,13 @@
 
 Every model forbids unknown keys and coerces nothing (strict): a string where a number belongs is an
 error, not a silent conversion.
+
+Every `pattern=` is anchored with `\A` and `\z`, start and end of the whole text. pydantic compiles
+patterns with Rust's regex crate, where these are the unambiguous anchors; Python's `$` also matches
+before a final newline, and Python's `\Z` is no Rust syntax (a schema error), so no spelling suits both
+engines. Python's `re` before 3.14 rejects `\z`: reusing a pattern there fails loudly instead of
+silently accepting `"dev\n"` (is_valid_name strips the anchors and uses fullmatch).
+tests/config/test_safety.py checks every pattern.
 """
 from __future__ import annotations
 
@@ -12,16 +19,42 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator,
                       model_validator)
 
-from . import versions
+from . import names, versions
+from .topology import KUBERAY_NAMESPACE
 
-NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
-REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$"
-ACCOUNT = r"^[0-9]{12}$"
-K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-CHART_VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
-IAM_PRINCIPAL_ARN = r"^arn:aws(-[a-z]+)*:(iam|sts)::[0-9]{12}:(role|user|assumed-role)/[A-Za-z0-9_+=,.@/-]+$"
-SECRET_REF = r"^(arn:aws(-[a-z]+)*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9_/+=.@-]+$"
-TAG_KEY = r"^[A-Za-z0-9_ .:/=+@-]{1,128}$"
+NAME = r"\A[a-z][a-z0-9-]{0,30}[a-z0-9]\z"
+REGION = r"\A[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}\z"
+ACCOUNT = r"\A[0-9]{12}\z"
+K8S_NAME = r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\z"
+CHART_VERSION = r"\Av?[0-9]+\.[0-9]+\.[0-9]+\z"
+IAM_PRINCIPAL_ARN = r"\Aarn:aws(-[a-z]+)*:(iam|sts)::[0-9]{12}:(role|user|assumed-role)/[A-Za-z0-9_+=,.@/-]+\z"
+SECRET_REF = r"\A(arn:aws(-[a-z]+)*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9_/+=.@-]+\z"
+CLUSTER_NAME = r"\A[a-zA-Z][a-zA-Z0-9-]{0,99}\z"
+ABSOLUTE_PATH = r"\A/[A-Za-z0-9_./-]+\z"
+MODEL_ID = r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\z"
+# A Hugging Face repo id, an absolute path (a local folder) or an S3 URI.
+MODEL_SOURCE = r"\A([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|/[A-Za-z0-9_./-]+|s3://[A-Za-z0-9_./-]+)\z"
+IMAGE = r"\A[A-Za-z0-9_./:@-]+\z"
+RAY_VERSION = r"\A[0-9]+\.[0-9]+\.[0-9]+\z"
+ENGINE_ARG = r"\A[a-z][a-z0-9_]*\z"
+# AWS tagging rules (the Resource Groups Tagging API, which every tagged service here follows): letters
+# and digits in any script, spaces, and _ . : / = + - @; keys 1-128 characters, values 0-256. Only the
+# plain space of Unicode's separators: U+2028 and friends would break a line in a log or console.
+TAG_CHARS = r"[\p{L}\p{N} _.:/=+@-]"
+TAG_KEY = rf"\A{TAG_CHARS}+\z"      # with max_length=128 (a counted Unicode class is too big for Rust's regex)
+TAG_VALUE = rf"\A{TAG_CHARS}*\z"    # with max_length=256
+
+# Namespaces the serving stack must never own: it creates its namespace (and deletes it, with everything
+# in it, on `cdk destroy`) and puts a default-deny ingress NetworkPolicy on every pod there.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Host directories a weight cache must not be (or, for the second list, be under): the node's OS, its
+# kubelet and container runtime state, and /tmp (a tmpfs of half the RAM on AL2023, cleared at boot).
+SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+                      "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
+                      "/usr", "/var", "/var/cache", "/var/lib", "/var/log", "/var/run", "/var/spool", "/var/tmp")
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
+                "/sbin", "/sys", "/tmp", "/usr", "/var/run", "/var/lib/kubelet", "/var/lib/containerd",
+                "/var/lib/cni", "/var/lib/docker", "/var/log/pods", "/var/log/containers")
 
 Count = Annotated[int, Field(ge=0, le=1000)]
 Positive = Annotated[int, Field(ge=1, le=1000)]
@@ -70,7 +103,7 @@ class Endpoint(Strict):
 
 
 class Cluster(Strict):
-    name: Optional[Annotated[str, Field(pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")]] = None  # default pd-inference-<stage>
+    name: Optional[Annotated[str, Field(pattern=CLUSTER_NAME)]] = None  # default pd-inference-<stage>
     # The previous minor too, so a stage can be upgraded in place (a kubectl layer per minor: stacks/cluster.py).
     kubernetes_version: Literal["1.34", "1.35"] = "1.35"
     endpoint: Endpoint = Field(default_factory=Endpoint)
@@ -123,8 +156,12 @@ class Addons(Strict):
 
 
 class Model(Strict):
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", max_length=128)] = "qwen3.5-9b"
-    source: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$|^/[A-Za-z0-9_./-]+$|^s3://[A-Za-z0-9_./-]+$")] = "Qwen/Qwen3.5-9B"
+    id: Annotated[str, Field(pattern=MODEL_ID, max_length=128)] = "qwen3.5-9b"
+    source: Annotated[str, Field(pattern=MODEL_SOURCE, max_length=1024)] = "Qwen/Qwen3.5-9B"
+    # Total parameters (every expert of a MoE, the vision tower of a VLM), for the check that the weights
+    # fit the GPUs (config/derived.py). Needed only for a model the app does not know (KNOWN_MODELS) and
+    # whose name does not say its size ("...-72B"): without it such a model is not checked.
+    parameters_billion: Optional[Annotated[float, Field(gt=0, le=10_000)]] = None
 
 
 EngineScalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[str, Field(max_length=256)]]
@@ -145,7 +182,7 @@ class Engine(Strict):
     # FlashInfer's GDN prefill kernel is missing on compute capability 9.x (H100/H200) in vLLM 0.26:
     # Qwen3.5 there needs "triton" (checked in config/rules.py).
     gdn_prefill_backend: Optional[Literal["flashinfer", "triton", "cutedsl"]] = None
-    extra_args: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)], EngineScalar] = Field(
+    extra_args: dict[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)], EngineScalar] = Field(
         default_factory=dict, max_length=32)
 
     @field_validator("extra_args")
@@ -217,16 +254,31 @@ class WeightCache(Strict):
     """A directory on the GPU node's root volume that outlives the pod: weights load once per node."""
 
     enabled: bool = True
-    host_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]+$", max_length=200)] = "/var/lib/model-cache"
-    mount_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]+$", max_length=200)] = "/model-cache"
+    host_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/var/lib/model-cache"
+    mount_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/model-cache"
+
+    @field_validator("host_path")
+    @classmethod
+    def _not_a_system_directory(cls, value: str) -> str:
+        parts = value.split("/")
+        if ".." in parts or "." in parts:
+            raise ValueError(f"{value} has a '.' or '..' segment (allowed: a plain absolute path, "
+                             "e.g. /var/lib/model-cache)")
+        path = "/" + "/".join(part for part in parts if part)  # // and a trailing / change nothing
+        tree = next((top for top in SYSTEM_TREES if path == top or path.startswith(top + "/")), None)
+        if path in SYSTEM_DIRECTORIES or tree:
+            where = f"is under {tree}" if tree and path != tree else "is a system directory"
+            raise ValueError(f"{value} {where} of the node: the pod writes the weights there "
+                             "(allowed: a directory of its own, e.g. /var/lib/model-cache or /data/model-cache)")
+        return value
 
 
 class Serving(Strict):
     mode: Literal["pd", "colocated"] = "pd"
     namespace: Annotated[str, Field(pattern=K8S_NAME)] = "inference"
     service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = "ray-llm"
-    image: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:@-]+$", min_length=3, max_length=255)]] = None
-    ray_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = "2.58.0"
+    image: Optional[Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)]] = None
+    ray_version: Annotated[str, Field(pattern=RAY_VERSION)] = "2.58.0"
     model: Model = Field(default_factory=Model)
     engine: Engine = Field(default_factory=Engine)
     prefill: Replicas = Field(default_factory=lambda: Replicas(replicas=1))
@@ -241,6 +293,19 @@ class Serving(Strict):
     # stalls (NewCluster needs twice the GPUs) or is applied only by recreating the pods (None).
     upgrade_strategy: Literal["None", "NewCluster"]
     client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(default_factory=list, max_length=20)
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        if value in SYSTEM_NAMESPACES or value.startswith("kube-"):
+            raise ValueError(f"{value} is a Kubernetes system namespace: the serving stack creates its namespace, "
+                             "denies ingress to every pod in it and deletes it on destroy (allowed: a namespace "
+                             "of its own, e.g. inference; not default or kube-*)")
+        if value == KUBERAY_NAMESPACE:
+            raise ValueError(f"{value} is the KubeRay operator's namespace (the cluster stack owns it): the serving "
+                             "stack would deny the operator's ingress and delete it on destroy (allowed: a "
+                             "namespace of its own, e.g. inference)")
+        return value
 
 
 class WorkloadProfile(Strict):
@@ -303,13 +368,32 @@ class StageConfig(Strict):
     addons: Addons = Field(default_factory=Addons)
     serving: Serving
     benchmark: Benchmark = Field(default_factory=Benchmark)
-    tags: dict[Annotated[str, Field(pattern=TAG_KEY)], Annotated[str, Field(max_length=256)]] = Field(
-        default_factory=dict, max_length=40
+    tags: dict[Annotated[str, Field(pattern=TAG_KEY, max_length=128)],
+               Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
+        default_factory=dict, max_length=names.MAX_STAGE_TAGS
     )
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _not_too_many(cls, values: Any) -> Any:
+        if isinstance(values, dict) and len(values) > names.MAX_STAGE_TAGS:
+            raise ValueError(f"{len(values)} tags (allowed: at most {names.MAX_STAGE_TAGS}: AWS takes "
+                             f"{names.AWS_TAGS_PER_RESOURCE} per resource and the app adds up to "
+                             f"{names.APP_TAGS_PER_RESOURCE} of its own)")
+        return values
+
+    @field_validator("tags")
+    @classmethod
+    def _not_reserved(cls, values: dict[str, str]) -> dict[str, str]:
+        for key in values:
+            if key.lower().startswith("aws:"):
+                raise ValueError(f"{key!r}: the aws: prefix is reserved for AWS's own tags, in any case "
+                                 "(allowed: any other key)")
+        return values
 
     @property
     def cluster_name(self) -> str:
-        return self.cluster.name or f"pd-inference-{self.stage}"
+        return names.cluster_name(self.stage, self.cluster.name)
 
     @property
     def image(self) -> str:
@@ -317,4 +401,6 @@ class StageConfig(Strict):
 
 
 def is_valid_name(value: str) -> bool:
-    return re.fullmatch(NAME, value) is not None
+    """Whether `value` is a valid stage name (the same check as the `stage` field: NAME is Rust regex
+    syntax, see the top of this file)."""
+    return isinstance(value, str) and re.fullmatch(NAME.removeprefix(r"\A").removesuffix(r"\z"), value) is not None

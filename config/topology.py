@@ -2,6 +2,8 @@
 the stacks, the charts and the ops commands agree without importing each other."""
 from __future__ import annotations
 
+from . import names
+
 SYSTEM_LABELS = {"role": "system"}
 GPU_LABELS = {"role": "gpu-worker"}
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -19,4 +21,4 @@ VERIFY_GROUP = "pd-inference-verify"
 
 def verify_runner_name(stage: str) -> str:
     """The CodeBuild project (and the prefix of its source bucket) that runs `ops verify` in the VPC."""
-    return f"pd-inference-{stage}-verify"
+    return names.verify_runner_name(stage)

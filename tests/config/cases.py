@@ -7,7 +7,7 @@ from ..helpers import DELETE
 FOUNDATION = [
     ("wrong-type", {"gpu_nodegroup": {"count": "two"}}, "gpu_nodegroup.count", "expected"),
     ("bool-as-string", {"gpu_nodegroup": {"efa": "yes"}}, "gpu_nodegroup.efa", "expected"),
-    ("unknown-top-key", {"regoin": "us-west-2"}, "regoin", "unknown key (allowed:"),
+    ("unknown-top-key", {"regoin": "us-west-2"}, "regoin", "unknown key, did you mean region? (allowed:"),
     ("unknown-nested-key", {"gpu_nodegroup": {"efa_count": 2}}, "gpu_nodegroup.efa_count", "unknown key"),
     ("missing-region", {"region": DELETE}, "region", "required key is missing"),
     ("bad-region", {"region": "mars-1"}, "region", "does not match"),
@@ -63,7 +63,7 @@ SERVING = [
     ("too-many-replicas", {"serving": {"prefill": {"replicas": 2}}}, "serving.prefill",
      "need up to 3 GPUs"),
     ("autoscaling-beyond-nodes", {"serving": {"decode": {"replicas": None, "min_replicas": 1, "max_replicas": 3}}},
-     "serving.prefill", "need up to 4 GPUs (4 replicas x TP 1), the Ray cluster has 2"),
+     "serving.decode", "need up to 4 GPUs (4 replicas x TP 1), the Ray cluster has 2"),
     ("tp-beyond-node", {"serving": {"engine": {"tensor_parallel_size": 2}}}, "serving.engine.tensor_parallel_size",
      "has 1"),
     ("replicas-both-forms", {"serving": {"prefill": {"replicas": 1, "min_replicas": 1, "max_replicas": 1}}},
@@ -140,4 +140,161 @@ RAW = [
     ("duplicate-key", "stage: dev\nstage: dev\n", "(file)", "duplicate key 'stage'"),
     ("two-documents", "stage: dev\n---\nstage: dev\n", "(file)", "2 YAML documents"),
     ("python-tag", "stage: !!python/object:os.system ls\n", "(file)", "not valid YAML"),
+]
+
+
+# --- Unsafe and undeployable stage files (issue "Refuse unsafe and undeployable stage files") -------------
+# Secret-shaped values are assembled here, never written out whole, so no scanner flags this file.
+FAKE_HF_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"[:34]
+FAKE_KEY_ID = "AKIA" + "ABCDEFGHIJKLMNOP"
+FAKE_SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzq8t3Kd9LmN2"[:18]
+FAKE_GITHUB_TOKEN = "gh" + "p_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+FAKE_PRIVATE_KEY = "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----\n"
+
+
+def _endpoint(*cidrs, **fields):
+    return {"cluster": {"endpoint": {"public_access_cidrs": list(cidrs), **fields}}}
+
+
+def _tags(count):
+    return {"tags": {f"team-{index}": "x" for index in range(count)}}
+
+
+FOUNDATION += [
+    # 1. the API endpoint opened to the internet in pieces, or to ranges EKS or the internet never use
+    ("endpoint-internet-in-halves", _endpoint("0.0.0.0/1", "128.0.0.0/1"), "cluster.endpoint.public_access_cidrs",
+     "0.0.0.0/1, 128.0.0.0/1 together open the Kubernetes API to the whole internet"),
+    ("endpoint-pieces-beyond-a-slash-8", _endpoint("11.0.0.0/8", "12.0.0.0/16"), "cluster.endpoint.public_access_cidrs",
+     "the ranges together cover 16,842,752 public addresses"),
+    ("endpoint-one-range-beyond-a-slash-8", _endpoint("198.51.100.0/24", "16.0.0.0/4"),
+     "cluster.endpoint.public_access_cidrs[1]", "16.0.0.0/4 covers 268,435,456 public addresses"),
+    ("endpoint-ipv6", _endpoint("2001:db8::/32"), "cluster.endpoint.public_access_cidrs[0]",
+     "is IPv6: EKS takes no IPv6 CIDR"),
+    ("endpoint-ipv6-everything", _endpoint("198.51.100.0/24", "::/0"), "cluster.endpoint.public_access_cidrs[1]",
+     "::/0 is IPv6"),
+    ("endpoint-private-range", _endpoint("10.0.0.0/8"), "cluster.endpoint.public_access_cidrs[0]",
+     "10.0.0.0/8 is a private or reserved range"),
+    ("endpoint-cgnat-range", _endpoint("198.51.100.0/24", "100.64.0.0/16"), "cluster.endpoint.public_access_cidrs[1]",
+     "private or reserved range"),
+    # 2. a secret value where a name belongs, in any string of the file (never echoed)
+    ("secret-hf-token-as-name", {"serving": {"hf_token_secret": FAKE_HF_TOKEN}}, "serving.hf_token_secret",
+     "looks like a Hugging Face token, a secret value where none belongs (the value is not shown"),
+    ("secret-access-key-id-in-tag", {"tags": {"owner": FAKE_KEY_ID}}, "tags.owner", "looks like an AWS access key id"),
+    ("secret-access-key-under-key-name", {"tags": {"deploy-secret": FAKE_SECRET_KEY}}, "tags.deploy-secret",
+     "looks like an AWS secret access key"),
+    ("secret-private-key-as-tokenizer", {"benchmark": {"tokenizer": FAKE_PRIVATE_KEY}}, "benchmark.tokenizer",
+     "looks like a private key"),
+    ("secret-github-token-as-image", {"serving": {"image": FAKE_GITHUB_TOKEN}}, "serving.image",
+     "looks like a GitHub token"),
+    ("secret-as-a-key", {"tags": {FAKE_HF_TOKEN: "x"}}, "tags", "a key looks like a Hugging Face token"),
+    # 4. tags AWS refuses
+    ("tag-aws-prefix", {"tags": {"aws:owner": "me"}}, "tags", "the aws: prefix is reserved"),
+    ("tag-aws-prefix-any-case", {"tags": {"AWS:Owner": "me"}}, "tags", "the aws: prefix is reserved"),
+    ("tag-key-too-long", {"tags": {"k" * 129: "x"}}, "tags." + "k" * 61 + "...", "the key: String should have at most 128"),
+    ("tag-value-too-long", {"tags": {"owner": "v" * 257}}, "tags.owner", "at most 256 characters"),
+    ("tag-value-bad-character", {"tags": {"owner": "a<b>"}}, "tags.owner", "does not match"),
+    ("tag-value-newline", {"tags": {"owner": "team\n"}}, "tags.owner", "does not match"),
+    ("too-many-tags", _tags(45), "tags", "47 tags (allowed: at most 46: AWS takes 50 per resource and the app adds up to 4"),
+    # 5. a derived name longer than AWS allows (the S3 bucket of the verify runner has the region in it)
+    ("bucket-name-too-long", {"region": "us-northwestcentralsouthern-1",
+                              "availability_zones": ["us-northwestcentralsouthern-1a", "us-northwestcentralsouthern-1b"],
+                              "gpu_availability_zone": "us-northwestcentralsouthern-1a", "network": {"vpc_cidr": "10.0.0.0/17"}},
+     "stage", "makes the verify runner's S3 bucket name 'pd-inference-dev-verify-<account-id>-us-northwestcentral"
+              "southern-1' 66 characters long (allowed: at most 63, and the rest of the name alone is 63 characters"),
+    # 6. a VPC too small for the subnet layout (synth used to die in a jsii traceback)
+    ("vpc-too-small-for-three-azs", {"network": {"vpc_cidr": "10.0.0.0/17"}}, "network.vpc_cidr",
+     "10.0.0.0/17 is too small for the subnets of 3 AZs"),
+    ("vpc-too-small-for-two-azs", {"availability_zones": ["us-west-2a", "us-west-2b"], "network": {"vpc_cidr": "10.0.0.0/18"}},
+     "network.vpc_cidr", "(allowed: a /17 or larger for 2 AZs)"),
+    ("vpc-slash-20", {"network": {"vpc_cidr": "10.8.0.0/20"}}, "network.vpc_cidr", "a /16 or larger for 3 AZs"),
+    # 7. identifiers with trailing whitespace or newlines
+    ("region-trailing-newline", {"region": "us-west-2\n"}, "region", "does not match"),
+    ("stage-trailing-newline", {"stage": "dev\n"}, "stage", "does not match"),
+    ("account-trailing-newline", {"account": "123456789012\n"}, "account", "does not match"),
+    ("cluster-name-trailing-space", {"cluster": {"name": "pd-dev "}}, "cluster.name", "does not match"),
+    ("az-trailing-newline", {"availability_zones": ["us-west-2a\n", "us-west-2b", "us-west-2c"]},
+     "availability_zones[0]", "is not an AZ of region us-west-2"),
+    ("admin-arn-trailing-newline", {"cluster": {"admin_principal_arns": ["arn:aws:iam::123456789012:role/Admin\n"]}},
+     "cluster.admin_principal_arns[0]", "does not match"),
+    # 10. a misspelt key is reported as such (not as the key it hides), with a suggestion
+    ("misspelt-top-key", {"gpu_availability_zone": DELETE, "gpu_availabilty_zone": "us-west-2a"},
+     "gpu_availabilty_zone", "unknown key, did you mean gpu_availability_zone?"),
+]
+
+SERVING += [
+    # 3. namespaces the serving stack must not own, and a host path that is the node's own
+    ("namespace-kube-system", {"serving": {"namespace": "kube-system"}}, "serving.namespace",
+     "kube-system is a Kubernetes system namespace"),
+    ("namespace-default", {"serving": {"namespace": "default"}}, "serving.namespace", "system namespace"),
+    ("namespace-kube-prefix", {"serving": {"namespace": "kube-inference"}}, "serving.namespace", "not default or kube-*"),
+    ("namespace-of-the-operator", {"serving": {"namespace": "kuberay-system"}}, "serving.namespace",
+     "the KubeRay operator's namespace"),
+    ("client-namespace-is-serving", {"serving": {"client_namespaces": ["gateway", "inference"]}},
+     "serving.client_namespaces[1]", "is the serving namespace itself"),
+    ("client-namespace-twice", {"serving": {"client_namespaces": ["gateway", "gateway"]}},
+     "serving.client_namespaces[1]", "listed twice"),
+    ("host-path-root-in-disguise", {"serving": {"weight_cache": {"host_path": "//"}}}, "serving.weight_cache.host_path",
+     "is a system directory of the node"),
+    ("host-path-etc", {"serving": {"weight_cache": {"host_path": "/etc/"}}}, "serving.weight_cache.host_path",
+     "/etc/ is a system directory"),
+    ("host-path-var-lib", {"serving": {"weight_cache": {"host_path": "/var/lib"}}}, "serving.weight_cache.host_path",
+     "system directory"),
+    ("host-path-kubelet", {"serving": {"weight_cache": {"host_path": "/var/lib/kubelet/pods/cache"}}},
+     "serving.weight_cache.host_path", "is under /var/lib/kubelet"),
+    ("host-path-proc", {"serving": {"weight_cache": {"host_path": "/proc/1/root"}}}, "serving.weight_cache.host_path",
+     "is under /proc"),
+    ("host-path-tmpfs", {"serving": {"weight_cache": {"host_path": "/tmp/models"}}}, "serving.weight_cache.host_path",
+     "is under /tmp"),
+    ("host-path-dot-dot", {"serving": {"weight_cache": {"host_path": "/var/lib/model-cache/../../../etc"}}},
+     "serving.weight_cache.host_path", "has a '.' or '..' segment"),
+    ("mount-path-dot-dot", {"serving": {"weight_cache": {"mount_path": "/model-cache/../etc"}}},
+     "serving.weight_cache.mount_path", "which Kubernetes refuses"),
+    # 7. trailing whitespace in serving identifiers
+    ("namespace-trailing-space", {"serving": {"namespace": "inference "}}, "serving.namespace", "does not match"),
+    ("model-id-leading-tab", {"serving": {"model": {"id": "\tx"}}}, "serving.model.id", "does not match"),
+    ("model-source-trailing-newline", {"serving": {"model": {"source": "Qwen/Qwen3.5-9B\n"}}}, "serving.model.source",
+     "does not match"),
+    ("service-name-trailing-newline", {"serving": {"service_name": "ray-llm\n"}}, "serving.service_name",
+     "does not match"),
+    ("secret-name-trailing-newline", {"serving": {"hf_token_secret": "hf/token\n"}}, "serving.hf_token_secret",
+     "does not match"),
+    ("host-path-trailing-newline", {"serving": {"weight_cache": {"host_path": "/data/cache\n"}}},
+     "serving.weight_cache.host_path", "does not match"),
+    # 10. too many decode replicas are reported under decode
+    ("decode-beyond-nodes", {"serving": {"decode": {"replicas": 2}}}, "serving.decode", "need up to 3 GPUs"),
+    ("misspelt-engine-key", {"serving": {"engine": {"max_model_length": 4096}}}, "serving.engine.max_model_length",
+     "did you mean max_model_len?"),
+    # 11. a model that cannot fit one engine's GPUs
+    ("model-72b-on-one-l4", {"serving": {"model": {"source": "Qwen/Qwen3.5-72B"}}}, "serving.model.source",
+     "Qwen/Qwen3.5-72B needs at least 121.7 GiB per engine (64.80e9 parameters (90% of the 72B in its name)"),
+    ("model-27b-on-one-l4", {"serving": {"model": {"source": "Qwen/Qwen3.5-27B"}}}, "serving.model.source",
+     "(Qwen3.5-27B's model card) x 2 bytes = 50.3 GiB of weights"),
+    ("model-declared-size", {"serving": {"model": {"source": "/models/house-model", "parameters_billion": 40}}},
+     "serving.model.source", "(serving.model.parameters_billion)"),
+    ("model-in-float32", {"serving": {"engine": {"dtype": "float32"}}}, "serving.model.source",
+     "9.65e9 parameters (Qwen3.5-9B's config.json) x 4 bytes = 35.9 GiB"),
+    ("model-context-beyond-memory", {"serving": {"model": {"source": "meta-llama/Llama-3.1-8B-Instruct"},
+                                                 "engine": {"max_model_len": 131072}}},
+     "serving.engine.max_model_len", "131072 tokens of KV cache (16.0 GiB for one sequence)"),
+    ("model-parameters-as-string", {"serving": {"model": {"parameters_billion": "72"}}},
+     "serving.model.parameters_billion", "expected"),
+]
+
+
+def _alias_bomb(levels: int, fanout: int) -> str:
+    lines = [f"a0: &a0 [{', '.join(['x'] * fanout)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fanout)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+RAW += [
+    # 9. inputs that used to raise a traceback or run for minutes
+    ("integer-of-5000-digits", "stage: dev\nregion: us-west-2\nnetwork: {nat_gateways: " + "9" * 5000 + "}\n", "(file)",
+     "a number of 5000 characters (allowed: up to 40)"),
+    ("hex-integer-of-5000-digits", "stage: dev\nnetwork: {nat_gateways: 0x" + "f" * 5000 + "}\n", "(file)",
+     "a number of 5002 characters"),
+    ("billion-laughs-8-by-8", _alias_bomb(8, 8), "(file)", "the YAML expands to more than 20000 values"),
+    ("billion-laughs-9-by-9", _alias_bomb(9, 9), "(file)", "more than 64 YAML aliases"),
+    ("nested-10000-deep", "stage: " + "[" * 10000 + "]" * 10000 + "\n", "(file)", "YAML nested more than 20 levels deep"),
+    ("recursive-alias", "stage: dev\ntags: &t {a: *t}\n", "(file)", "a YAML alias refers to a node that contains it"),
 ]
