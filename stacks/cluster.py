@@ -13,6 +13,7 @@ from constructs import Construct
 
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
+from config.derived import endpoint_wide_open
 from config.topology import KUBERAY_RELEASE
 
 from . import addons
@@ -81,11 +82,12 @@ class ClusterStack(cdk.Stack):
             output_config_command=False,
         )
         self.cluster.node.add_dependency(control_plane_logs)
-        if cluster.endpoint.allow_public_internet and any(c.endswith("/0") for c in cluster.endpoint.public_access_cidrs):
+        if cluster.endpoint.allow_public_internet and endpoint_wide_open(cluster.endpoint.public_access_cidrs):
             cdk.Annotations.of(self.cluster).add_warning_v2(
                 "pd-inference:open-endpoint",
-                f"{cluster_name}: the Kubernetes API endpoint is open to the whole internet (0.0.0.0/0), as the "
-                "stage file allows with allow_public_internet: true. Prefer a CIDR allow-list or private_access.")
+                f"{cluster_name}: the Kubernetes API endpoint is open to more than a /8 of the internet "
+                f"({', '.join(cluster.endpoint.public_access_cidrs)}), as the stage file allows with "
+                "allow_public_internet: true. Prefer a CIDR allow-list or private_access.")
         for index, principal_arn in enumerate(cluster.admin_principal_arns):
             self.cluster.grant_access(f"Admin{index}", principal_arn, [
                 eks.AccessPolicy.from_access_policy_name(

@@ -8,6 +8,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from config.derived import SUBNET_LAYOUT
 from config.schema import Network
 
 from .log_encryption import lambda_log_groups, logs_key
@@ -16,6 +17,10 @@ from .retention import retention
 
 PRIVATE = "private"             # nodes and pods
 CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
+# Only the EKS control plane's ENIs (and the kubectl provider) live in CONTROL_PLANE, so network policies
+# can tell the API server's service proxy apart from pods by source address.
+_SUBNET_TYPES = {"public": ec2.SubnetType.PUBLIC, PRIVATE: ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                 CONTROL_PLANE: ec2.SubnetType.PRIVATE_WITH_EGRESS}
 
 
 class NetworkStack(cdk.Stack):
@@ -37,15 +42,9 @@ class NetworkStack(cdk.Stack):
             availability_zones=list(zones),  # literal names from the stage file: no lookup
             nat_gateways=network.nat_gateways,
             restrict_default_security_group=True,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(name=PRIVATE, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                                        cidr_mask=19),
-                # Only the EKS control plane's ENIs (and the kubectl provider) live here, so network
-                # policies can tell the API server's service proxy apart from pods by source address.
-                ec2.SubnetConfiguration(name=CONTROL_PLANE, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                                        cidr_mask=28),
-            ],
+            # The layout config/derived.py checks the VPC CIDR against (SUBNET_LAYOUT: one place).
+            subnet_configuration=[ec2.SubnetConfiguration(name=group, subnet_type=_SUBNET_TYPES[group], cidr_mask=mask)
+                                  for group, mask in SUBNET_LAYOUT],
             flow_logs={
                 "all-traffic": ec2.FlowLogOptions(
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group),
