@@ -43,6 +43,9 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
             raise
         print(f"synth: {exc}", file=sys.stderr)
         return 1
+    # cdk.out holds exactly this synth's stages: the assemblies (and k8s/ folders) of stages an earlier
+    # synth into the same folder built, and this one did not, are removed.
+    assembly.remove_stale_assemblies(app.outdir)
     render.write(app.outdir, [stage.rendering() for stage in built])
     return 0
 

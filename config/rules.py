@@ -217,8 +217,8 @@ def _serving_model_fits(cfg: StageConfig, path: str) -> None:
     model_memory_floor). A model of unknown size (not in KNOWN_MODELS, no size in its name, no
     serving.model.parameters_billion) is not checked."""
     floor = model_memory_floor(cfg)
-    if floor is None or floor.needed_gib <= floor.available_gib:
-        return
+    if floor is None or floor.gpu_gib <= 0 or floor.needed_gib <= floor.available_gib:
+        return  # unknown size, or an instance type without a recorded GPU memory
     engine, gpu = cfg.serving.engine, gpu_spec(cfg)
     have = (f"one engine has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
             f"gpu_memory_utilization {engine.gpu_memory_utilization:g})")

@@ -8,8 +8,10 @@
   rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (ops/rehearse/)
 
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
-or (diff --fail-on-danger) a destructive change; 2 bad arguments or stage file (diff: the base or a
-synth failed); 3 an internal error (a bug: please report it, with --debug output).
+or (diff --fail-on-danger) a destructive change; 2 bad arguments, stage file or local set-up (an AWS
+profile that does not exist, an AWS config file that does not parse, an AWS endpoint URL that is not a
+URL, git missing; diff: the base or a synth failed, an unwritable --markdown file); 3 an internal error
+(a bug: please report it, with --debug output).
 """
 from __future__ import annotations
 
@@ -58,14 +60,25 @@ def _diff(args) -> int:
     from . import diff
 
     try:
+        if args.markdown:
+            diff.check_writable(Path(args.markdown))  # before minutes of synth, not after
         result = diff.compute(args.base, stage=args.stage)
+        print(diff.text(result), end="")
+        if args.markdown:
+            diff.write_markdown(Path(args.markdown), result)
     except diff.DiffError as exc:
         print(f"diff: {exc}", file=sys.stderr)
         return 2
-    print(diff.text(result), end="")
-    if args.markdown:
-        Path(args.markdown).write_text(diff.markdown(result))
     return 1 if args.fail_on_danger and result.dangers else 0
+
+
+def _internal(command: str, exc: BaseException, debug: bool) -> int:
+    """A real bug: one line (and the traceback with --debug), exit 3."""
+    if debug:
+        traceback.print_exc()
+    print(f"{command}: internal error: {type(exc).__name__}: {exc} (a bug: rerun with --debug and report it)",
+          file=sys.stderr)
+    return 3
 
 
 def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict] = None) -> int:
@@ -87,10 +100,7 @@ def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict]
         try:
             return _diff(args)
         except Exception as exc:  # noqa: BLE001
-            if args.debug:
-                traceback.print_exc()
-            print(f"diff: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 3
+            return _internal("diff", exc, args.debug)
     try:
         (cfg,) = load_stages(args.config_dir, only=args.stage)
     except ConfigError as exc:
@@ -98,32 +108,40 @@ def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict]
         return 2
     import boto3
 
-    from . import preflight, remote, verify
+    from . import errors, preflight, remote, verify
 
-    session = session or boto3.session.Session(region_name=cfg.region)
+    label = f"{args.command} --stage {cfg.stage}"
     try:
+        # The local AWS set-up first: a missing profile or an unparsable config file fails when the session
+        # is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it calls AWS.
+        session = session or boto3.session.Session(region_name=cfg.region)
+        if not (clients or {}).get("sts"):
+            session.client("sts", region_name=cfg.region)
         if args.command == "preflight":
             report, facts = preflight.run(cfg, preflight.Clients(session, cfg.region, overrides=clients or {}))
             snippet = preflight.suggestion(cfg, facts) if args.suggest else None
             if snippet:
                 report.extra["suggestion"] = snippet
         elif args.command == "verify-remote":
-            report = remote.run(cfg, session, Path.cwd(), clients=clients)
+            report = remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients)
             snippet = None
         else:
-            try:
-                access = verify.cluster_access(cfg, session)
-                api = verify.connect(cfg, session, access)
-            except verify.AccessError as exc:
-                print(f"verify --stage {cfg.stage}: {exc}", file=sys.stderr)
-                return 1
+            access = verify.cluster_access(cfg, session)
+            api = verify.connect(cfg, session, access)
             report = verify.run(cfg, api, wait=args.wait, poll=args.poll)
             snippet = None
+    except verify.AccessError as exc:
+        print(f"{label}: {exc}", file=sys.stderr)
+        return 1
+    except remote.SourceError as exc:
+        print(f"{label}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
-        if args.debug:
-            traceback.print_exc()
-        print(f"{args.command}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 3
+        problem = errors.setup_problem(exc)
+        if problem:
+            print(f"{label}: {problem}", file=sys.stderr)
+            return 2
+        return _internal(args.command, exc, args.debug)
     if args.json:
         print(report.to_json())
     else:

@@ -8,6 +8,11 @@ launch-template change that rolls a nodegroup's nodes, are listed first as dange
 
 Replacement is decided from CloudFormation's own resource schemas (the `createOnlyProperties` that
 cfn-lint ships): a change to one of those properties replaces the resource.
+
+Two notes per stage come from the rendered Kubernetes YAML: a change to the RayService's
+`rayClusterConfig` (the Ray pods) under `upgradeStrategy: None`, which KubeRay does not roll out (the
+manual step is printed), and GPUs that the replica counts leave idle. A stage that exists only in the
+working tree (or only in the base) is reported as new (or removed): every resource added (or removed).
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DANGEROUS_TYPES = {"AWS::EKS::Cluster": "cluster", "AWS::EKS::Nodegroup": "nodegroup", "AWS::EC2::VPC": "VPC",
@@ -77,6 +84,17 @@ class StageDiff:
     stage: str
     stacks: list[StackDiff]
     k8s: dict[str, str]
+    status: str = ""  # "new" (only in the working tree), "removed" (only in the base), "" (in both)
+    manual: list[str] = field(default_factory=list)  # steps a deploy does not do (KubeRay under None)
+    idle_gpus: str = ""  # how many GPUs the replica counts leave idle, when some are
+
+    @property
+    def title(self) -> str:
+        if self.status == "new":
+            return f"stage {self.stage} (new: not in the base, every resource is added)"
+        if self.status == "removed":
+            return f"stage {self.stage} (removed: only in the base, every resource is removed)"
+        return f"stage {self.stage}"
 
 
 @dataclass
@@ -88,6 +106,14 @@ class DiffResult:
     def dangers(self) -> list[tuple[str, ResourceChange]]:
         return [(stack.path, change) for stage in self.stages for stack in stage.stacks
                 for change in stack.changes if change.dangerous]
+
+    @property
+    def manual_steps(self) -> list[tuple[str, str]]:
+        return [(stage.stage, step) for stage in self.stages for step in stage.manual]
+
+    @property
+    def idle(self) -> list[tuple[str, str]]:
+        return [(stage.stage, stage.idle_gpus) for stage in self.stages if stage.idle_gpus]
 
 
 # --- replacement analysis ------------------------------------------------------------------------
@@ -155,38 +181,60 @@ def _env(outdir: Path, stage: Optional[str]) -> dict[str, str]:
     return env
 
 
+SYNTH_TIMEOUT = 600
+
+
 def _synth(tree: Path, outdir: Path, stage: Optional[str], label: str) -> None:
-    run = subprocess.run([sys.executable, "app.py"], cwd=tree, env=_env(outdir, stage), capture_output=True,
-                         text=True, timeout=600)
+    try:
+        run = subprocess.run([sys.executable, "app.py"], cwd=tree, env=_env(outdir, stage), capture_output=True,
+                             text=True, timeout=SYNTH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise DiffError(f"synth of the {label} did not finish within {SYNTH_TIMEOUT} s: run `python app.py` "
+                        f"there to see where it hangs") from None
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no output"])[-1]
         raise DiffError(f"synth of the {label} failed: {last}")
 
 
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    except FileNotFoundError:
+        raise DiffError("git is not installed (or not on PATH): install git; diff builds the base revision in a "
+                        "git worktree") from None
+    except subprocess.TimeoutExpired:
+        raise DiffError(f"git {args[0]} did not finish within 300 s in {cwd}") from None
+
+
 def repo_root(start: Path) -> Path:
     """The git checkout the command runs in (its working tree is the `head` side)."""
-    found = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True)
+    found = _git(start, "rev-parse", "--show-toplevel")
     if found.returncode != 0:
-        raise DiffError(f"{start} is not inside a git checkout")
+        raise DiffError(f"{start} is not inside a git checkout: run diff in a clone of the project")
     return Path(found.stdout.strip())
 
 
 def _worktree(repo: Path, ref: str, where: Path) -> str:
-    resolved = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
-                              capture_output=True, text=True)
+    resolved = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if resolved.returncode != 0:
         raise DiffError(f"{ref!r} is not a commit in this repository")
     commit = resolved.stdout.strip()
-    added = subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(where), commit], cwd=repo,
-                           capture_output=True, text=True)
+    added = _git(repo, "worktree", "add", "--detach", "--quiet", str(where), commit)
     if added.returncode != 0:
         raise DiffError(f"git worktree add failed: {added.stderr.strip()}")
     return commit
 
 
+def _stage_names(tree: Path) -> list[str]:
+    from config.loader import stage_files
+    return [path.stem for path in stage_files(tree / "config")]
+
+
 def _assemblies(outdir: Path) -> dict[str, dict[str, Path]]:
-    """{stage: {stack display path: template file}} of a cloud assembly."""
+    """{stage: {stack display path: template file}} of a cloud assembly (none when it was not synthesized)."""
     found: dict[str, dict[str, Path]] = {}
+    if not outdir.is_dir():
+        return found
     for stage_dir in sorted(outdir.glob("assembly-*")):
         stage = stage_dir.name.removeprefix("assembly-")
         manifest = json.loads((stage_dir / "manifest.json").read_text())
@@ -245,9 +293,17 @@ def compute(base: str, *, stage: Optional[str] = None, start: Optional[Path] = N
     base_tree, base_out, head_out = work / "base", work / "base.out", work / "head.out"
     try:
         commit = _worktree(tree, base, base_tree)
+        sides = [(base_tree, base_out, f"base {base}"), (tree, head_out, "working tree")]
+        if stage:
+            # A stage of only one side (added or removed by the change) is synthesized on that side alone:
+            # the other has nothing, so every resource is added (or removed).
+            in_base, in_head = stage in _stage_names(base_tree), stage in _stage_names(tree)
+            if not in_base and not in_head:
+                names = ", ".join(sorted(set(_stage_names(base_tree)) | set(_stage_names(tree)))) or "none"
+                raise DiffError(f"no stage named {stage!r} in {base} or the working tree (stages: {names})")
+            sides = [side for side, present in zip(sides, (in_base, in_head)) if present]
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            jobs = [pool.submit(_synth, base_tree, base_out, stage, f"base {base}"),
-                    pool.submit(_synth, tree, head_out, stage, "working tree")]
+            jobs = [pool.submit(_synth, side_tree, side_out, stage, label) for side_tree, side_out, label in sides]
             for job in jobs:
                 job.result()
         old, new = _assemblies(base_out), _assemblies(head_out)
@@ -268,13 +324,121 @@ def compute(base: str, *, stage: Optional[str] = None, start: Optional[Path] = N
                     elif not after_file:
                         stack.cfn_diff = f"stack {path} is removed"
                     stacks.append(stack)
-                stages.append(StageDiff(stage_name, stacks, _k8s(base_out, head_out, stage_name)))
+                status = "new" if stage_name not in old else "removed" if stage_name not in new else ""
+                stages.append(StageDiff(stage_name, stacks, _k8s(base_out, head_out, stage_name), status=status,
+                                        manual=_manual_steps(base_out, head_out, stage_name),
+                                        idle_gpus=_idle_gpus(base_out, head_out, stage_name)))
             for stack, job in cfn_jobs.values():
                 stack.cfn_diff = job.result()
         return DiffResult(base=f"{base} ({commit[:10]})", stages=stages)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=tree, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- what a deploy does not do: Ray pods under upgradeStrategy None; idle GPUs -------------------------
+
+# KubeRay v1.7.0, ray-operator/controllers/ray/rayservice_controller.go: with upgradeStrategy None,
+# isZeroDowntimeUpgradeEnabled is false, so shouldPrepareNewCluster never prepares a new RayCluster; and
+# shouldUpdateCluster updates the running one only when worker groups are appended at the end. The spec
+# hash it compares leaves out replicas and min/max replicas, so those are not applied either. Deleting
+# pods does not help (the RayCluster recreates them from its old template); deleting the RayCluster does:
+# with no active cluster left, KubeRay prepares a new one from the RayService's current spec.
+KUBERAY_VERSION = "1.7.0"
+RAY_SERVICE_LABELS = "ray.io/originated-from-cr-name={name},ray.io/originated-from-crd=RayService"
+
+
+def _documents(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+
+
+def _ray_services(out: Path, stage: str) -> dict[tuple[str, str], dict]:
+    return {((doc.get("metadata") or {}).get("namespace", "default"), (doc.get("metadata") or {}).get("name", "")):
+            doc.get("spec") or {}
+            for doc in _documents(out / "k8s" / stage / "inference.yaml") if doc.get("kind") == "RayService"}
+
+
+def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
+    """The leaf paths where two JSON-like values differ (`workerGroupSpecs[0].template.spec...`)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [found for key in sorted(set(before) | set(after), key=str)
+                for found in _changed_paths(before.get(key), after.get(key), f"{path}.{key}" if path else str(key))]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [found for i, (b, a) in enumerate(zip(before, after)) for found in _changed_paths(b, a, f"{path}[{i}]")]
+    return [] if before == after else [path or "(all)"]
+
+
+def _manual_steps(base_out: Path, head_out: Path, stage: str) -> list[str]:
+    steps = []
+    before_all, after_all = _ray_services(base_out, stage), _ray_services(head_out, stage)
+    for (namespace, name), after in sorted(after_all.items()):
+        before = before_all.get((namespace, name))
+        strategy = (after.get("upgradeStrategy") or {}).get("type")
+        if before is None or strategy != "None":
+            continue
+        changed = _changed_paths(before.get("rayClusterConfig"), after.get("rayClusterConfig"))
+        if not changed:
+            continue
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        steps.append(
+            f"RayService {namespace}/{name}: rayClusterConfig changed ({shown}) under upgradeStrategy None: "
+            f"KubeRay {KUBERAY_VERSION} neither updates nor replaces the running Ray pods. After the deploy, run "
+            f"`kubectl -n {namespace} delete raycluster -l {RAY_SERVICE_LABELS.format(name=name)}`: KubeRay "
+            f"recreates the RayCluster from the new spec (the endpoint is down until the model is loaded again; "
+            f"deleting only the pods brings back the old spec)")
+    return steps
+
+
+def _serve_engines(spec: dict) -> list[tuple[str, int, int, int]]:
+    """(name, most replicas, TP, PP) of every LLM engine in a RayService's serveConfigV2."""
+    config = yaml.safe_load(spec.get("serveConfigV2") or "") or {}
+    engines = []
+    for app in config.get("applications") or []:
+        args = app.get("args") or {}
+        named = [(key.removesuffix("_config"), value) for key, value in args.items() if isinstance(value, dict)]
+        named += [("engine", value) for value in args.get("llm_configs") or [] if isinstance(value, dict)]
+        for label, llm in named:
+            if "engine_kwargs" not in llm and "model_loading_config" not in llm:
+                continue
+            deployment = llm.get("deployment_config") or {}
+            scaling = deployment.get("autoscaling_config") or {}
+            most = int(deployment.get("num_replicas") or scaling.get("max_replicas") or 1)
+            kwargs = llm.get("engine_kwargs") or {}
+            engines.append((label, most, int(kwargs.get("tensor_parallel_size") or 1),
+                            int(kwargs.get("pipeline_parallel_size") or 1)))
+    return engines
+
+
+def _gpu_budget(out: Path, stage: str) -> Optional[tuple[int, int, str]]:
+    """(GPUs of the Ray cluster, GPUs the engines use at most, how both were counted), or None."""
+    for spec in _ray_services(out, stage).values():
+        engines = _serve_engines(spec)
+        if not engines:
+            return None
+        groups = [(int(group.get("replicas") or 0), int((group.get("rayStartParams") or {}).get("num-gpus") or 0))
+                  for group in (spec.get("rayClusterConfig") or {}).get("workerGroupSpecs") or []]
+        total = sum(pods * gpus for pods, gpus in groups)
+        nodes = " + ".join(f"{pods} GPU node(s) x {gpus} GPU(s)" for pods, gpus in groups) or "no GPU node"
+        used = sum(most * tp * pp for _, most, tp, pp in engines)
+        parts = " + ".join(f"{name} {most} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+                           for name, most, tp, pp in engines)
+        return total, used, f"{nodes} = {total}; replicas at most: {parts} = {used}"
+    return None
+
+
+def _idle_gpus(base_out: Path, head_out: Path, stage: str) -> str:
+    after = _gpu_budget(head_out, stage)
+    if after is None or after[0] <= after[1]:
+        return ""
+    total, used, how = after
+    before = _gpu_budget(base_out, stage)
+    was = ""
+    if before is not None and before[0] - before[1] != total - used:
+        was = f"; base: {max(0, before[0] - before[1])} idle"
+    return (f"{total - used} of {total} GPUs stay idle ({how}{was}): raise the replica counts or lower "
+            f"gpu_nodegroup.count")
 
 
 # --- output ------------------------------------------------------------------------------------------
@@ -287,8 +451,14 @@ def text(result: DiffResult) -> str:
         lines += [f"  ! {path}: {change.describe()}" for path, change in dangers]
     else:
         lines.append("No replacement or deletion of the cluster, a nodegroup, the VPC or the KMS key.")
+    manual = result.manual_steps
+    if manual:
+        lines.append(f"MANUAL STEP: {len(manual)} change(s) the deploy does not roll out")
+        lines += [f"  ! {stage}: {step}" for stage, step in manual]
+    for stage, idle in result.idle:
+        lines.append(f"IDLE GPUs: {stage}: {idle}")
     for stage in result.stages:
-        lines.append(f"\nstage {stage.stage}")
+        lines.append(f"\n{stage.title}")
         for stack in stage.stacks:
             lines.append(f"  {stack.path:<16} {stack.summary if stack.changes else 'no changes'}")
         for stack in stage.stacks:
@@ -308,6 +478,15 @@ def markdown(result: DiffResult) -> str:
         out.append("")
     else:
         out += ["No replacement or deletion of the cluster, a nodegroup, the VPC or the KMS key.", ""]
+    manual = result.manual_steps
+    if manual:
+        out += ["> [!WARNING]", f"> **{len(manual)} change(s) the deploy does not roll out: manual step**", ">"]
+        out += [f"> - `{stage}`: {step}" for stage, step in manual]
+        out.append("")
+    if result.idle:
+        out += ["> [!NOTE]", "> **GPUs left idle by the replica counts**", ">"]
+        out += [f"> - `{stage}`: {idle}" for stage, idle in result.idle]
+        out.append("")
     out += ["| stage | stack | added | changed | removed | replaced |", "|---|---|---|---|---|---|"]
     for stage in result.stages:
         for stack in stage.stacks:
@@ -318,7 +497,7 @@ def markdown(result: DiffResult) -> str:
         details = [s for s in stage.stacks if s.cfn_diff]
         if not details and not stage.k8s:
             continue
-        out += ["", f"### {stage.stage}"]
+        out += ["", f"### {stage.title}"]
         for stack in details:
             out += ["", f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
                     "", "```", stack.cfn_diff, "```", "", "</details>"]
@@ -326,3 +505,30 @@ def markdown(result: DiffResult) -> str:
             out += ["", f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>", "",
                     "```diff", diff.rstrip("\n"), "```", "", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, not after the synths, when the Markdown report cannot be written there."""
+    if path.is_dir():
+        raise DiffError(f"--markdown {path}: is a folder: give a file path (e.g. {path / 'diff.md'})")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise DiffError(f"--markdown {path}: {path.parent} is a file, not a folder: give a path in an existing "
+                        f"folder")
+    if not path.parent.is_dir():
+        raise DiffError(f"--markdown {path}: the folder {path.parent} does not exist: create it, or give a path "
+                        f"in an existing folder")
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def write_markdown(path: Path, result: DiffResult) -> None:
+    try:
+        path.write_text(markdown(result))
+    except OSError as exc:
+        raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None

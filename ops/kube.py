@@ -3,22 +3,141 @@
 Only what verify needs; no kubectl, no kubeconfig. The Ray dashboard and the Serve endpoint are reached
 through the API server's service proxy (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/...`), so no
 port-forward is needed and nothing else must be reachable from where verify runs.
+
+`fetch` is one HTTP request under an overall deadline (connect, headers and body together): a socket
+timeout alone restarts at every byte, so a server or proxy that trickles a byte every few seconds would
+hold a request forever. No AWS SDK import here: `ops bench` uses `fetch` on hosts without one.
 """
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import socket
 import ssl
+import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .errors import describe
-
 
 class KubeError(Exception):
-    """One line: which request failed and why."""
+    """One line: which request failed and why. `kind` says what went wrong, for the fix to suggest:
+    "transport" (no connection, TLS, timeout), "http" (an HTTP error status, in `status`) or "answer"
+    (an answer that is not what a Kubernetes API server sends)."""
+
+    def __init__(self, message: str, *, kind: str = "transport", status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class DeadlineExceeded(Exception):
+    """The whole request did not complete within its deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete answer within {seconds:g} s (the server answers too slowly, or "
+                         f"something between holds the connection)")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    reason: str
+    content_type: str
+    body: bytes
+
+
+def describe_transport(exc: BaseException) -> str:
+    """One line for a network failure (no AWS types here: see errors.describe)."""
+    if isinstance(exc, DeadlineExceeded):
+        return str(exc)
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, urllib.error.URLError):
+        reason = exc.reason
+        if isinstance(reason, ssl.SSLError):
+            return f"TLS error: {reason.reason or reason}"
+        if isinstance(reason, OSError) and reason.strerror:
+            return f"cannot connect: {reason.strerror}"
+        return f"cannot connect: {reason}"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    if isinstance(exc, http.client.HTTPException):
+        return f"the connection broke off: {type(exc).__name__}: {exc}".rstrip(": ")
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _recording(connection_class: type, sockets: list) -> type:
+    """The connection class, noting each socket it connects (urllib drops the connection object's
+    reference once the headers are in; the response keeps reading from the socket)."""
+    class Recording(connection_class):  # type: ignore[misc, valid-type]
+        def connect(self) -> None:
+            super().connect()
+            sockets.append(self.sock)
+    return Recording
+
+
+def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
+          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None) -> Answer:
+    """One request; the answer whatever its status. Raises DeadlineExceeded when the whole exchange takes
+    longer than `timeout`, or the transport's own error (URLError, OSError, ...). Proxies from the
+    environment apply as with urllib.urlopen."""
+    sockets: list[socket.socket] = []
+
+    class _Http(urllib.request.HTTPHandler):
+        def http_open(self, req):  # noqa: ANN001 - urllib's signature
+            return self.do_open(_recording(http.client.HTTPConnection, sockets), req)
+
+    class _Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):  # noqa: ANN001
+            return self.do_open(_recording(http.client.HTTPSConnection, sockets), req, context=context)
+
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        for sock in list(sockets):
+            try:  # the plain socket's shutdown, not SSLSocket's: it wakes the reading thread with EOF
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    opener = urllib.request.build_opener(_Http(), _Https(context=context))
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                answer = Answer(response.status, response.reason, response.headers.get_content_type(),
+                                response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                answer = Answer(exc.code, str(exc.reason), exc.headers.get_content_type() if exc.headers else "",
+                                exc.read())
+    except Exception:
+        if expired.is_set():
+            raise DeadlineExceeded(timeout) from None
+        raise
+    finally:
+        timer.cancel()
+    if expired.is_set():  # a body cut short by the deadline can look complete to urllib
+        raise DeadlineExceeded(timeout)
+    return answer
+
+
+def snippet(answer: Answer, limit: int = 80) -> str:
+    """The start of an answer, on one line, for an error message."""
+    text = " ".join(answer.body[:400].decode(errors="replace").split())
+    return json.dumps(text[:limit] + ("..." if len(text) > limit else ""))
 
 
 @dataclass
@@ -33,11 +152,18 @@ class KubeApi:
             return None
         context = ssl.create_default_context()
         if self.ca_data:
-            context.load_verify_locations(cadata=base64.b64decode(self.ca_data).decode())
+            try:
+                context.load_verify_locations(cadata=base64.b64decode(self.ca_data).decode())
+            except (ValueError, ssl.SSLError) as exc:
+                raise KubeError(f"the cluster's certificate authority data is not a PEM certificate ({exc})",
+                                kind="answer") from None
         return context
 
     def request(self, method: str, path: str, *, query: Optional[dict] = None, body: Any = None,
                 raw: bool = False, timeout: Optional[float] = None) -> Any:
+        """The decoded JSON answer (the text with `raw`). Every failure is a KubeError: transport errors,
+        an error status, an answer that is not JSON, and a request that takes longer than `timeout` in
+        all (not only between two bytes)."""
         url = self.endpoint.rstrip("/") + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -45,28 +171,38 @@ class KubeApi:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._context()) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode(errors="replace")
+            answer = fetch(url, method=method, data=data, headers=headers, timeout=timeout or self.timeout,
+                           context=self._context())
+        except KubeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
+            raise KubeError(f"{method} {path}: {describe_transport(exc)}") from None
+        if answer.status >= 400:
+            detail = answer.body[:300].decode(errors="replace")
             try:
                 detail = json.loads(detail).get("message", detail)
             except (ValueError, AttributeError):
                 pass
-            raise KubeError(f"{method} {path}: HTTP {exc.code} {' '.join(str(detail).split())}") from None
-        except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
-            raise KubeError(f"{method} {path}: {describe(exc)}") from None
+            raise KubeError(f"{method} {path}: HTTP {answer.status} {' '.join(str(detail).split())}".rstrip(),
+                            kind="http", status=answer.status)
         if raw:
-            return payload.decode(errors="replace")
+            return answer.body.decode(errors="replace")
         try:
-            return json.loads(payload)
+            return json.loads(answer.body)
         except ValueError:
-            raise KubeError(f"{method} {path}: the answer is not JSON") from None
+            raise KubeError(f"{method} {path}: the answer is not JSON ({answer.content_type or 'no content type'}: "
+                            f"{snippet(answer)}): not what a Kubernetes API server sends", kind="answer") from None
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)
 
     def service_path(self, namespace: str, service: str, port: str, path: str) -> str:
         return f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy{path}"
+
+
+def unexpected(request: str, exc: BaseException) -> KubeError:
+    """A JSON answer of the wrong shape (a field missing, a list where an object belongs)."""
+    what = f"no field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+    return KubeError(f"{request}: unexpected answer ({what}): not what a Kubernetes API server sends",
+                     kind="answer")

@@ -16,7 +16,7 @@ from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
 from config.versions import DLC_ACCOUNT, DLC_REPOSITORY
 
-from .errors import AWS_ERRORS, describe, error_code
+from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
 from .report import Report
 
 # The oldest bootstrap stack version the synthesized templates accept (their CheckBootstrapVersion rule).
@@ -94,25 +94,30 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
 
 
 def _guard(report: Report, name: str, fix: str = "") -> Callable:
-    """Run a check body; an unexpected AWS or network error becomes that check's one-line failure."""
+    """Run a check body; an unexpected AWS or network error becomes that check's one-line failure, with
+    the fix for its cause (credentials, permission, network), else `fix`."""
     def wrap(body: Callable[[], None]) -> None:
         try:
             body()
         except AWS_ERRORS as exc:
-            report.add(name, "fail", describe(exc), fix)
+            report.add(name, "fail", describe(exc), aws_fix(exc, fix))
     return wrap
 
 
 def _credentials(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> bool:
     name = "credentials"
-    if clients.session.get_credentials() is None:
-        report.add(name, "fail", "no AWS credentials found",
-                   "log in (aws sso login, or set AWS_PROFILE / AWS_ACCESS_KEY_ID) and run again")
+    try:
+        found = clients.session.get_credentials()
+    except AWS_ERRORS as exc:  # e.g. an SSO session that expired, a credential_process that fails
+        report.add(name, "fail", describe(exc), aws_fix(exc, LOG_IN))
+        return False
+    if found is None:
+        report.add(name, "fail", "no AWS credentials found", LOG_IN)
         return False
     try:
         identity = clients("sts").get_caller_identity()
     except AWS_ERRORS as exc:
-        report.add(name, "fail", describe(exc), "check that the credentials are valid and not expired")
+        report.add(name, "fail", describe(exc), aws_fix(exc, "check that the credentials are valid and not expired"))
         return False
     facts.account = identity["Account"]
     if cfg.account and cfg.account != facts.account:
@@ -138,7 +143,13 @@ def _zones(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> 
         else:
             shown = ", ".join(f"{z} ({facts.zone_ids[z]})" for z in cfg.availability_zones)
             report.add(name, "pass", f"{cfg.region}: {shown}")
-    _guard(report, name, f"check that {cfg.region} is enabled for the account")(body)
+    try:
+        body()
+    except AWS_ERRORS as exc:
+        opt_in = error_code(exc) in ("OptInRequired", "AuthFailure")
+        report.add(name, "fail", describe(exc),
+                   f"enable {cfg.region} for the account (Account settings, AWS Regions), or use another region"
+                   if opt_in else aws_fix(exc))
 
 
 def _gpu_offering(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
@@ -179,7 +190,8 @@ def _efa(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> No
             report.add(name, "pass", f"{gpu_type} supports {maximum} EFA interface(s); the launch template uses {needed}")
         else:
             report.add(name, "fail", f"{gpu_type} supports {maximum} EFA interface(s), the stage needs {needed}",
-                       "choose an EFA instance type, or set gpu_nodegroup.efa: false (and kv_backend to match)")
+                       "choose an instance type with enough EFA interfaces, or set gpu_nodegroup.efa: false (if "
+                       "EC2 is right and config/instance_types.py is not, correct the table)")
     _guard(report, name)(body)
 
 
@@ -268,8 +280,9 @@ def _bootstrap(cfg: StageConfig, clients: Clients, report: Report, facts: Facts)
     except AWS_ERRORS as exc:
         if error_code(exc) == "ParameterNotFound":
             report.add(name, "fail", f"{env} is not bootstrapped ({BOOTSTRAP_PARAMETER} not found)", fix)
-        else:
-            report.add(name, "fail", describe(exc), fix)
+        else:  # a permission or network problem: bootstrapping again would not fix it
+            report.add(name, "fail", describe(exc),
+                       aws_fix(exc, "run preflight again; if it persists, look at the CDKToolkit stack in CloudFormation"))
         return
     version = int(value) if str(value).isdigit() else 0
     if version >= MIN_BOOTSTRAP_VERSION:
@@ -291,7 +304,8 @@ def _secret(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) ->
             report.add(name, "fail", f"secret {secret!r} does not exist in {cfg.region}",
                        f"create it: aws secretsmanager create-secret --name {secret} --secret-string file://token")
         else:
-            report.add(name, "fail", describe(exc), "let the deploying role call secretsmanager:DescribeSecret")
+            report.add(name, "fail", describe(exc),
+                       aws_fix(exc, "let the deploying role call secretsmanager:DescribeSecret"))
         return
     report.add(name, "pass", f"{found['ARN']} exists")
 
@@ -328,7 +342,7 @@ def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) 
             report.add(name, "fail", f"{image}: {code}", "use a region where the DLC image is published, or set "
                                                          "serving.image")
         else:
-            report.add(name, "fail", describe(exc))
+            report.add(name, "fail", describe(exc), aws_fix(exc))
         return
     report.add(name, "pass", f"{image} is published in {cfg.region}")
 

@@ -20,8 +20,8 @@ from config.schema import StageConfig
 from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE, KUBERAY_RELEASE
 
 from . import eks_token, nixl
-from .errors import AWS_ERRORS, describe
-from .kube import KubeApi, KubeError
+from .errors import AWS_ERRORS, aws_fix, describe, error_code
+from .kube import KubeApi, KubeError, unexpected
 from .report import Report
 
 DASHBOARD_PORT = "dashboard"
@@ -41,31 +41,80 @@ class AccessError(Exception):
     """The cluster cannot be reached; one line that says why and what to do."""
 
 
+# What reading a JSON answer of the wrong shape raises (a field missing, a string where a list belongs):
+# caught only around the reading of an answer, where it means the server, not this code, is wrong.
+SHAPE_ERRORS = (KeyError, IndexError, TypeError, AttributeError, ValueError)
+
+
+def _count(value: object) -> int:
+    """A Kubernetes quantity that counts devices ("1", 1)."""
+    return int(str(value))
+
+
 def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterAccess:
+    where = f"cluster {cfg.cluster_name} in {cfg.region}"
     try:
-        cluster = session.client("eks", region_name=cfg.region).describe_cluster(name=cfg.cluster_name)["cluster"]
+        answer = session.client("eks", region_name=cfg.region).describe_cluster(name=cfg.cluster_name)
     except AWS_ERRORS as exc:
-        raise AccessError(f"cannot describe cluster {cfg.cluster_name} in {cfg.region}: {describe(exc)}") from None
-    vpc = cluster.get("resourcesVpcConfig", {})
-    return ClusterAccess(endpoint=cluster["endpoint"], ca_data=cluster.get("certificateAuthority", {}).get("data"),
-                         private_only=not vpc.get("endpointPublicAccess", True))
+        missing = error_code(exc) == "ResourceNotFoundException"
+        fix = aws_fix(exc, f"deploy the stage first (npx --no-install cdk deploy '{cfg.stage}/*'), or check the "
+                           f"stage's region" if missing else "")
+        raise AccessError(f"cannot describe {where}: {describe(exc)}" + (f" -> {fix}" if fix else "")) from None
+    cluster = answer.get("cluster") if isinstance(answer, dict) else None
+    if not isinstance(cluster, dict):
+        raise AccessError(f"DescribeCluster answered without a cluster object for {where}: an endpoint that is not "
+                          f"EKS? (check AWS_ENDPOINT_URL)")
+    status = cluster.get("status", "UNKNOWN")
+    endpoint = cluster.get("endpoint")
+    if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+        raise AccessError(f"{where} has no API endpoint yet (status {status}): wait until it is ACTIVE "
+                          f"(aws eks describe-cluster --name {cfg.cluster_name} --region {cfg.region}) and run "
+                          f"again")
+    vpc = cluster.get("resourcesVpcConfig") or {}
+    ca = cluster.get("certificateAuthority") or {}
+    return ClusterAccess(endpoint=endpoint, ca_data=ca.get("data") if isinstance(ca, dict) else None,
+                         private_only=isinstance(vpc, dict) and vpc.get("endpointPublicAccess", True) is False)
 
 
-def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAccess) -> KubeApi:
+def kube_fix(exc: KubeError, default: str = "") -> str:
+    """The fix for a failed Kubernetes request, by its cause; `default` for a 404 (the object is missing)."""
+    if exc.kind == "http" and exc.status == 401:
+        return ("the API server refused the token: these credentials need an EKS access entry "
+                "(cluster.admin_principal_arns) on this cluster")
+    if exc.kind == "http" and exc.status == 403:
+        return ("the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
+                "(verify-remote), whose access entry has the read-only verify role")
+    if exc.kind == "answer":
+        return "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
+    if exc.kind == "transport":
+        return "the API server stopped answering: run verify again; if it persists, check the network path to it"
+    return default
+
+
+def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAccess, *,
+            timeout: float = 30.0) -> KubeApi:
+    """A client for the cluster's API, once GET /version answers (each request within `timeout` s in all)."""
     try:
         token = eks_token.token(session, cfg.cluster_name, cfg.region)
     except AWS_ERRORS as exc:
-        raise AccessError(f"cannot build an EKS token: {describe(exc)}") from None
-    api = KubeApi(endpoint=access.endpoint, token=token, ca_data=access.ca_data)
+        fix = aws_fix(exc)
+        raise AccessError(f"cannot build an EKS token: {describe(exc)}" + (f" -> {fix}" if fix else "")) from None
     try:
+        api = KubeApi(endpoint=access.endpoint, token=token, ca_data=access.ca_data, timeout=timeout)
         api.get("/version")
     except KubeError as exc:
-        if access.private_only:
+        if exc.kind == "transport" and access.private_only:
             raise AccessError(f"{cfg.cluster_name} has a private-only API endpoint and it is not reachable from "
-                              f"here ({exc}): run verify inside the VPC (a bastion, an SSM session, or the "
-                              f"pipeline's in-VPC step)") from None
-        raise AccessError(f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} (is this machine's "
-                          f"address in cluster.endpoint.public_access_cidrs?)") from None
+                              f"here ({exc}): run verify inside the VPC (verify-remote, a bastion, or an SSM "
+                              f"session)") from None
+        if exc.kind == "transport":
+            raise AccessError(f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} -> is this machine's "
+                              f"address in cluster.endpoint.public_access_cidrs? (or run verify-remote)") from None
+        if exc.kind == "answer":
+            raise AccessError(f"{access.endpoint} did not answer as the Kubernetes API of {cfg.cluster_name}: "
+                              f"{exc} -> {kube_fix(exc)}") from None
+        raise AccessError(f"the Kubernetes API of {cfg.cluster_name} refused verify: {exc} -> "
+                          f"{kube_fix(exc)}") from None
     return api
 
 
@@ -113,23 +162,29 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     selector = ",".join(f"{k}={v}" for k, v in GPU_LABELS.items())
     resources = worker_resources(cfg)
     try:
-        nodes = api.get("/api/v1/nodes", labelSelector=selector)["items"]
+        answer = api.get("/api/v1/nodes", labelSelector=selector)
+        problems = []
+        nodes = answer["items"]
+        for node in nodes:
+            node_name = node["metadata"]["name"]
+            status = node.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            allocatable = status.get("allocatable") or {}
+            if conditions.get("Ready") != "True":
+                problems.append(f"{node_name} not Ready")
+            if _count(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
+                problems.append(f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
+                                "(NVIDIA device plugin running?)")
+            if resources.efa_interfaces and _count(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
+                problems.append(f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
+                                "(EFA device plugin running?)")
     except KubeError as exc:
-        report.add(name, "fail", str(exc))
+        report.add(name, "fail", str(exc), kube_fix(exc))
         return
-    problems = []
-    for node in nodes:
-        node_name = node["metadata"]["name"]
-        conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-        allocatable = node.get("status", {}).get("allocatable", {})
-        if conditions.get("Ready") != "True":
-            problems.append(f"{node_name} not Ready")
-        if int(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
-            problems.append(f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
-                            "(NVIDIA device plugin running?)")
-        if resources.efa_interfaces and int(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
-            problems.append(f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
-                            "(EFA device plugin running?)")
+    except SHAPE_ERRORS as exc:
+        error = unexpected("GET /api/v1/nodes", exc)
+        report.add(name, "fail", str(error), kube_fix(error))
+        return
     expected = cfg.gpu_nodegroup.count
     if len(nodes) < expected:
         problems.insert(0, f"{len(nodes)} of {expected} GPU nodes registered")
@@ -143,16 +198,23 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
 
 def _operator(api: KubeApi, report: Report) -> None:
     name = "KubeRay operator"
+    path = f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/{KUBERAY_RELEASE}"
     try:
-        deployment = api.get(f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/{KUBERAY_RELEASE}")
+        deployment = api.get(path)
+        available = _count((deployment.get("status") or {}).get("availableReplicas") or 0)
     except KubeError as exc:
-        report.add(name, "fail", str(exc), "is the kuberay-operator Helm release installed? (cluster stack)")
+        report.add(name, "fail", str(exc), kube_fix(exc, f"the {KUBERAY_RELEASE} Helm release is missing: deploy "
+                                                         f"the cluster stack (it installs the operator)"))
         return
-    available = deployment.get("status", {}).get("availableReplicas", 0) or 0
+    except SHAPE_ERRORS as exc:
+        error = unexpected(f"GET {path}", exc)
+        report.add(name, "fail", str(error), kube_fix(error))
+        return
     if available >= 1:
         report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
     else:
-        report.add(name, "fail", "no available replica", f"kubectl -n {KUBERAY_NAMESPACE} describe pods")
+        report.add(name, "fail", "no available replica",
+                   f"see why the operator pod does not start: kubectl -n {KUBERAY_NAMESPACE} describe pods")
 
 
 def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
@@ -160,13 +222,18 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     serving = cfg.serving
     path = f"/apis/ray.io/v1/namespaces/{serving.namespace}/rayservices/{serving.service_name}"
     try:
-        status = api.get(path).get("status", {})
+        status = api.get(path).get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
+        app_status = str(app.get("status", "absent"))
     except KubeError as exc:
-        report.add(name, "fail", str(exc), "did the serving stack deploy?")
+        report.add(name, "fail", str(exc), kube_fix(exc, f"the RayService is missing: deploy the serving stack "
+                                                         f"(npx --no-install cdk deploy '{cfg.stage}/Serving')"))
         return
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-    app = status.get("activeServiceStatus", {}).get("applicationStatuses", {}).get(APP_NAME, {})
-    app_status = app.get("status", "absent")
+    except SHAPE_ERRORS as exc:
+        error = unexpected(f"GET {path}", exc)
+        report.add(name, "fail", str(error), kube_fix(error))
+        return
     if ready and app_status == "RUNNING":
         report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
     else:
@@ -201,8 +268,15 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             text = "\n".join(_dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f,
                                         lines=LOG_LINES) for f in sorted(files))
             findings[node["node_ip"]] = nixl.classify(text)
-    except (KubeError, KeyError, TypeError) as exc:
-        report.add(name, "fail", f"cannot read the workers' logs through the Ray dashboard: {exc}")
+    except KubeError as exc:
+        report.add(name, "fail", f"cannot read the workers' logs through the Ray dashboard: {exc}",
+                   kube_fix(exc, "the dashboard's log API is missing: is the head pod running? "
+                                 f"(kubectl -n {cfg.serving.namespace} get pods)"))
+        return
+    except SHAPE_ERRORS as exc:
+        report.add(name, "fail", "cannot read the workers' logs through the Ray dashboard: unexpected answer "
+                                 f"({'no field ' + str(exc) if isinstance(exc, KeyError) else exc})",
+                   "the dashboard's State API differs from Ray 2.58's: is serving.ray_version the image's Ray?")
         return
     bad = {ip: f for ip, f in findings.items() if not f.ok}
     if bad:
@@ -222,9 +296,15 @@ def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     model = serving.model.id
     try:
         models = api.request("GET", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/models"))
-        ids = [m.get("id") for m in models.get("data", [])]
-    except (KubeError, AttributeError) as exc:
-        report.add("GET /v1/models", "fail", str(exc))
+        ids = [m.get("id") for m in models.get("data") or []]
+    except KubeError as exc:
+        report.add("GET /v1/models", "fail", str(exc), kube_fix(exc, f"the Serve service {svc} is missing: is the "
+                                                                     f"RayService ready?"))
+        report.add("POST /v1/chat/completions", "skip", "/v1/models failed")
+        return
+    except SHAPE_ERRORS as exc:
+        report.add("GET /v1/models", "fail", f"unexpected answer ({exc}): not an OpenAI model list",
+                   "is the Serve application the OpenAI one (serving.mode's builder)?")
         report.add("POST /v1/chat/completions", "skip", "/v1/models failed")
         return
     if model not in ids:
@@ -240,8 +320,12 @@ def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         answer = api.request("POST", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/chat/completions"),
                              body=body, timeout=300)
         text = answer["choices"][0]["message"]["content"]
-    except (KubeError, KeyError, IndexError, TypeError) as exc:
-        report.add("POST /v1/chat/completions", "fail", str(exc))
+    except KubeError as exc:
+        report.add("POST /v1/chat/completions", "fail", str(exc), kube_fix(exc))
+        return
+    except SHAPE_ERRORS as exc:
+        report.add("POST /v1/chat/completions", "fail", f"unexpected answer ({type(exc).__name__}: {exc}): not an "
+                                                        f"OpenAI chat completion")
         return
     latency = time.perf_counter() - started
     if not text or not str(text).strip():

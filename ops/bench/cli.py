@@ -7,8 +7,12 @@
   bench --calibrate [--concurrency N]
         measure the client's own overhead against the local fake server
 
-Exit codes: 0 done; 1 the benchmark failed (endpoint unreachable, aiperf error, no request
-succeeded); 2 bad arguments, stage file or results file.
+Before the calibration and the first aiperf run, --stage checks that the endpoint answers GET
+/v1/models and lists the stage's model, and that the tokenizer loads (with aiperf's own Python): each
+fails in seconds, with its cause.
+
+Exit codes: 0 done; 1 the benchmark failed (endpoint unreachable or not serving the model, tokenizer
+that cannot be loaded, aiperf error, no request succeeded); 2 bad arguments, stage file or results file.
 """
 from __future__ import annotations
 
@@ -94,15 +98,26 @@ def _stage(args, executable: str) -> int:
     except aiperf.BenchError as exc:
         print(f"bench --stage {args.stage}: {exc}", file=sys.stderr)
         return 2
+    tokenizer = args.tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
     options = dict(executable=executable, out_dir=Path(args.out or DEFAULT_OUT), label=args.label,
-                   profile_names=args.profile, tokenizer=args.tokenizer, calibrate=not args.no_calibration,
+                   profile_names=args.profile, tokenizer=tokenizer, calibrate=not args.no_calibration,
                    note=args.note)
     if args.url:
+        _check(cfg, args.url, executable, tokenizer)
         result, path = runner.run_stage(cfg, url=args.url, **options)
     else:
         service = endpoint.serve_service(cfg.serving.service_name)
         with endpoint.port_forward(cfg.serving.namespace, service, kubectl=args.kubectl) as url:
+            _check(cfg, url, executable, tokenizer)
             result, path = runner.run_stage(cfg, url=url, endpoint_label=f"{cfg.serving.namespace}/{service}:8000 "
                                             f"(kubectl port-forward)", **options)
     print(f"results: {path}")
     return 0
+
+
+def _check(cfg, url: str, executable: str, tokenizer: str) -> None:
+    """The endpoint serves the model and the tokenizer loads: before the calibration's minute, not after."""
+    endpoint.check_models(url, cfg.serving.model.id)
+    endpoint.check_tokenizer(executable, tokenizer)
+    print(f"checked: {url} serves {cfg.serving.model.id!r}; tokenizer {tokenizer!r} loads", file=sys.stderr,
+          flush=True)

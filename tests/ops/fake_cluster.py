@@ -15,10 +15,15 @@ Paths and payload shapes, and where they were checked:
   `dashboard/modules/log/log_manager.py::_categorize_log_files` (`worker_out` / `worker_err` groups).
 - `/v1/models`, `/v1/chat/completions`: the OpenAI API as Ray Serve LLM serves it (`object: list`,
   `data[].id`; `choices[0].message.content`).
+
+`Scenario.raw` replaces the answer of a path with any status, content type and bytes (an HTML page from a
+proxy, JSON of the wrong shape), for the tests of answers no Kubernetes API server sends. `SlowServer`
+answers every request by trickling its bytes (headers or body), for the per-request deadline.
 """
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -60,6 +65,7 @@ class Scenario:
     completion: str = "It splits prompt processing and token generation across GPUs."
     requests: list = field(default_factory=list)
     polls: int = 0
+    raw: dict = field(default_factory=dict)  # path -> (status, content type, body bytes)
 
 
 class FakeCluster:
@@ -139,11 +145,20 @@ def _handler(cluster: FakeCluster):
     class Handler(BaseHTTPRequestHandler):
         def _serve(self, method: str) -> None:
             parsed = urllib.parse.urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            if parsed.path in cluster.scenario.raw:  # before the token check: a proxy's page checks none
+                cluster.scenario.requests.append((method, parsed.path))
+                status, content_type, data = cluster.scenario.raw[parsed.path]
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._send(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                         "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
             status, payload = cluster.answer(method, parsed.path, urllib.parse.parse_qs(parsed.query), body)
             self._send(status, payload)
 
@@ -165,3 +180,53 @@ def _handler(cluster: FakeCluster):
             pass
 
     return Handler
+
+
+class SlowServer:
+    """A server that sends a byte every `interval` seconds, forever: its status line and headers
+    (`part="headers"`) or, after complete headers, its body (`part="body"`). No socket timeout ever
+    fires against it; only an overall deadline per request stops a client."""
+
+    def __init__(self, part: str = "body", interval: float = 0.2) -> None:
+        self.part, self.interval = part, interval
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "SlowServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(connection,), daemon=True).start()
+
+    def _trickle(self, connection: socket.socket) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+        with connection:
+            try:
+                connection.recv(65536)
+                if self.part == "body":
+                    connection.sendall(head)
+                    chunks = iter(lambda: b" ", None)
+                else:
+                    chunks = (head[i:i + 1] for i in range(len(head)))
+                for chunk in chunks:
+                    if self.stopping.wait(self.interval):
+                        return
+                    connection.sendall(chunk)
+            except OSError:
+                return

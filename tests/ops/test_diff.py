@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ops import diff as diff_module
 from ops.__main__ import main
 from ops.diff import ResourceChange, resource_changes
 
@@ -79,6 +80,7 @@ def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
     assert _summary(run.stdout, "dev/Serving") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert _summary(run.stdout, "prod/Serving") == "no changes"
     assert "+            model_id: llama-3.1-8b" in run.stdout  # the readable YAML diff
+    assert "MANUAL STEP" not in run.stdout and "IDLE GPUs" not in run.stdout  # serveConfigV2: applied in place
     assert "--- CloudFormation: dev/Serving" in run.stdout      # `cdk diff --template` output ...
     assert max(len(line) for line in run.stdout.splitlines()) < 400  # ... without the manifest's one-line JSON
     text = markdown.read_text()
@@ -92,6 +94,13 @@ def test_gpu_count_changes_the_nodegroup_in_place_and_the_ray_workers(clone, dif
     assert _summary(run.stdout, "dev/Cluster") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert _summary(run.stdout, "dev/Serving") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert "+      replicas: 3" in run.stdout
+    # KubeRay leaves replica counts out of the spec hash it compares: under None the third worker pod
+    # does not start by itself, and prefill + decode (1 + 1) leave one of the three GPUs idle.
+    assert "  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0].maxReplicas, " \
+           "workerGroupSpecs[0].minReplicas, workerGroupSpecs[0].replicas)" in run.stdout
+    assert "IDLE GPUs: dev: 1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x " \
+           "TP 1 + decode 1 x TP 1 = 2; base: 0 idle): raise the replica counts or lower gpu_nodegroup.count" \
+           in run.stdout
 
 
 def test_kubernetes_upgrade_updates_the_cluster_in_place(clone, diff):
@@ -154,3 +163,181 @@ def test_replacement_follows_cloudformation_create_only_properties(resource_type
 def test_removing_the_kms_key_is_a_danger():
     (change,) = resource_changes(_template("AWS::KMS::Key"), {"Resources": {}})
     assert change == ResourceChange("R", "AWS::KMS::Key", "removed") and change.dangerous
+
+
+# --- Ray pods under upgradeStrategy None, idle GPUs, a stage of one side only -------------------------
+
+KUBECTL = ("kubectl -n inference delete raycluster -l "
+           "ray.io/originated-from-cr-name=ray-llm,ray.io/originated-from-crd=RayService")
+
+
+def test_a_ray_pod_change_under_none_prints_the_manual_step(clone, diff, tmp_path):
+    _edit_stage(clone, "dev", lambda d: d["serving"].update(worker_privilege="ipc_lock"))
+    markdown = tmp_path / "diff.md"
+    run = diff(clone, "--stage", "dev", "--markdown", str(markdown), "--fail-on-danger")
+    assert run.returncode == 0, run.stderr  # a manual step, not a danger
+    lines = run.stdout.splitlines()
+    assert lines[2] == "MANUAL STEP: 1 change(s) the deploy does not roll out"
+    step = lines[3]
+    assert step.startswith("  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0]"
+                           ".template.spec.containers[0].securityContext.")
+    assert "under upgradeStrategy None: KubeRay 1.7.0 neither updates nor replaces the running Ray pods" in step
+    assert f"After the deploy, run `{KUBECTL}`" in step
+    assert "> [!WARNING]" in markdown.read_text() and KUBECTL in markdown.read_text()
+
+
+def _documents(path):
+    return list(yaml.safe_load_all(path.read_text()))
+
+
+def _k8s_out(tmp_path, name, stage, documents):
+    folder = tmp_path / name / "k8s" / stage
+    folder.mkdir(parents=True)
+    (folder / "inference.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return tmp_path / name
+
+
+def _ray_service(documents):
+    return next(doc for doc in documents if doc and doc.get("kind") == "RayService")
+
+
+SNAPSHOT = ROOT / "tests" / "snapshots" / "dev" / "inference.yaml"
+
+
+@pytest.mark.parametrize("change, path", [
+    (lambda spec: spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(image="x:2"),
+     "headGroupSpec.template.spec.containers[0].image"),
+    (lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+     ["limits"].update(memory="100Gi"),
+     "workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory"),
+    (lambda spec: spec["rayClusterConfig"].update(rayVersion="2.59.0"), "rayVersion"),
+    (lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0].update(replicas=3), "workerGroupSpecs[0].replicas"),
+])
+def test_every_ray_cluster_change_under_none_is_a_manual_step(change, path, tmp_path):
+    base = _documents(SNAPSHOT)
+    head = _documents(SNAPSHOT)
+    change(_ray_service(head)["spec"])
+    (step,) = diff_module._manual_steps(_k8s_out(tmp_path, "base", "dev", base),
+                                        _k8s_out(tmp_path, "head", "dev", head), "dev")
+    assert step.startswith(f"RayService inference/ray-llm: rayClusterConfig changed ({path}) under upgradeStrategy "
+                           f"None") and KUBECTL in step
+
+
+@pytest.mark.parametrize("change", [
+    lambda spec: spec.update(serveConfigV2=spec["serveConfigV2"].replace("qwen3.5-9b", "llama")),  # in place
+    lambda spec: (spec.update(upgradeStrategy={"type": "NewCluster"}),  # KubeRay rolls it out itself
+                  spec["rayClusterConfig"].update(rayVersion="2.59.0")),
+    lambda spec: None,
+])
+def test_no_manual_step_when_kuberay_applies_the_change(change, tmp_path):
+    base, head = _documents(SNAPSHOT), _documents(SNAPSHOT)
+    change(_ray_service(head)["spec"])
+    assert diff_module._manual_steps(_k8s_out(tmp_path, "base", "dev", base),
+                                     _k8s_out(tmp_path, "head", "dev", head), "dev") == []
+
+
+def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
+    spec = _ray_service(documents)["spec"]
+    group = spec["rayClusterConfig"]["workerGroupSpecs"][0]
+    group.update(replicas=workers, minReplicas=workers, maxReplicas=workers)
+    group["rayStartParams"]["num-gpus"] = str(gpus)
+    config = yaml.safe_load(spec["serveConfigV2"])
+    args = config["applications"][0]["args"]
+    for side, count in (("prefill_config", prefill), ("decode_config", decode)):
+        if isinstance(count, tuple):
+            args[side]["deployment_config"] = {"autoscaling_config": {"min_replicas": count[0],
+                                                                      "max_replicas": count[1]}}
+        elif count is not None:
+            args[side]["deployment_config"] = {"num_replicas": count}
+        args[side]["engine_kwargs"]["tensor_parallel_size"] = tp
+    spec["serveConfigV2"] = yaml.safe_dump(config, sort_keys=False)
+    return documents
+
+
+@pytest.mark.parametrize("workers, gpus, prefill, decode, tp, idle", [
+    (3, 1, 1, 1, 1, "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
+                    "decode 1 x TP 1 = 2"),
+    (4, 1, (1, 2), (1, 1), 1, "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
+                              "TP 1 + decode 1 x TP 1 = 3"),
+    (2, 4, 1, 1, 2, "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
+                    "decode 1 x TP 2 = 4"),
+    (2, 1, 1, 1, 1, ""),
+    (4, 1, (1, 2), (1, 2), 1, ""),
+])
+def test_idle_gpus_are_counted_from_nodes_replicas_and_tp(workers, gpus, prefill, decode, tp, idle, tmp_path):
+    head = _with_replicas(_documents(SNAPSHOT), workers, prefill, decode, tp, gpus)
+    found = diff_module._idle_gpus(_k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)),
+                                   _k8s_out(tmp_path, "head", "dev", head), "dev")
+    assert found.startswith(idle) if idle else found == ""
+
+
+def test_idle_gpus_of_a_colocated_stage(tmp_path):
+    prod = _documents(ROOT / "tests" / "snapshots" / "prod" / "inference.yaml")
+    spec = _ray_service(prod)["spec"]
+    config = yaml.safe_load(spec["serveConfigV2"])
+    application = config["applications"][0]
+    llm = dict(application["args"]["prefill_config"],
+               deployment_config={"autoscaling_config": {"min_replicas": 2, "max_replicas": 3}})
+    application["args"] = {"llm_configs": [llm]}
+    spec["serveConfigV2"] = yaml.safe_dump(config)
+    assert diff_module._idle_gpus(tmp_path / "no-base", _k8s_out(tmp_path, "head", "prod", prod), "prod") == (
+        "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: engine 3 x TP 1 = 3): raise the "
+        "replica counts or lower gpu_nodegroup.count")
+
+
+def test_a_stage_only_in_the_working_tree_is_new_with_every_resource_added(clone, diff):
+    data = yaml.safe_load((clone / "config" / "dev.yaml").read_text())
+    data.update(stage="qa")
+    data["network"]["vpc_cidr"] = "10.9.0.0/16"
+    (clone / "config" / "qa.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    run = diff(clone, "--stage", "qa")
+    assert run.returncode == 0, run.stderr
+    assert "stage qa (new: not in the base, every resource is added)" in run.stdout
+    for stack in ("qa/Network", "qa/Cluster", "qa/Serving"):
+        summary = _summary(run.stdout, stack)
+        assert summary.endswith(" added, 0 changed, 0 removed, 0 replaced") and not summary.startswith("0 "), summary
+    assert "+++ head/k8s/qa/inference.yaml" in run.stdout
+    assert "MANUAL STEP" not in run.stdout  # nothing runs yet: nothing to roll out by hand
+
+
+def test_a_stage_in_neither_tree_is_one_line_and_exit_2(clone, diff):
+    run = diff(clone, "--stage", "nosuch")
+    assert run.returncode == 2
+    assert run.stderr == "diff: no stage named 'nosuch' in HEAD or the working tree (stages: dev, prod)\n"
+
+
+# --- local problems: one line, exit 2, before any synth -------------------------------------------------
+
+@pytest.mark.parametrize("target, message", [
+    ("missing/diff.md", "--markdown {path}: the folder {parent} does not exist: create it, or give a path in an "
+                        "existing folder"),
+    ("folder", "--markdown {path}: is a folder: give a file path (e.g. {path}/diff.md)"),
+    ("file.txt/diff.md", "--markdown {path}: {parent} is a file, not a folder: give a path in an existing folder"),
+    ("/proc/version", "--markdown {path}: cannot write it ("),
+])
+def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone, diff, tmp_path, monkeypatch):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    path = Path(target) if target.startswith("/") else tmp_path / target
+    called = []
+    monkeypatch.setattr(diff_module, "compute", lambda *a, **k: called.append(1))
+    run = diff(clone, "--markdown", str(path))
+    assert run.returncode == 2 and not called and run.stdout == ""
+    assert run.stderr.startswith("diff: " + message.format(path=path, parent=path.parent)) and \
+        run.stderr.count("\n") == 1, run.stderr
+
+
+def test_git_missing_is_one_line_and_exit_2(clone, diff, tmp_path, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    run = diff(clone)
+    assert run.returncode == 2
+    assert run.stderr == ("diff: git is not installed (or not on PATH): install git; diff builds the base revision in "
+                          "a git worktree\n")
+
+
+def test_outside_a_checkout_is_one_line_and_exit_2(diff, tmp_path):
+    run = diff(tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == f"diff: {tmp_path} is not inside a git checkout: run diff in a clone of the project\n"

@@ -6,19 +6,21 @@ import base64
 import io
 import json
 import socket
+import time
 import urllib.parse
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from ops import eks_token, nixl, verify
 from ops.__main__ import main
-from ops.kube import KubeApi
+from ops.kube import KubeApi, KubeError
 
 from ..charts.validators import crd_errors
 from ..helpers import config_with
-from .fake_cluster import FIXTURES, TOKEN, FakeCluster, Scenario, node, ray_service_status
+from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, SlowServer, node, ray_service_status
 
 
 def _run(cfg, scenario, **kwargs):
@@ -205,3 +207,154 @@ def test_json_report(dev):
     assert data["ok"] is True and [c["name"] for c in data["checks"]] == [
         "GPU nodes", "KubeRay operator", "RayService", "NIXL transport", "GET /v1/models",
         "POST /v1/chat/completions"]
+
+
+# --- answers no Kubernetes API server sends, and servers that answer too slowly ----------------------
+
+def _one_line(text: str) -> None:
+    assert text and "\n" not in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_server_that_trickles_bytes_is_cut_at_the_request_deadline(part):
+    """A byte every 0.2 s never trips a socket timeout; the deadline of the whole request does."""
+    with SlowServer(part=part, interval=0.2) as slow:
+        started = time.monotonic()
+        with pytest.raises(KubeError) as err:
+            KubeApi(slow.endpoint, TOKEN, timeout=1.0).get("/version")
+        elapsed = time.monotonic() - started
+    assert str(err.value) == ("GET /version: no complete answer within 1 s (the server answers too slowly, or "
+                              "something between holds the connection)")
+    assert err.value.kind == "transport" and elapsed < 4
+
+
+def test_a_trickling_api_server_fails_verify_in_one_line(aws, dev):
+    with SlowServer(part="body", interval=0.2) as slow:
+        access = verify.ClusterAccess(endpoint=slow.endpoint, ca_data=None, private_only=False)
+        with pytest.raises(verify.AccessError) as err:
+            verify.connect(dev, aws, access, timeout=1.0)
+    _one_line(str(err.value))
+    assert "GET /version: no complete answer within 1 s" in str(err.value)
+    assert "public_access_cidrs" in str(err.value)
+
+
+HTML = (200, "text/html", b"<html><head><title>Sign in to the corporate proxy</title></head><body>...</body></html>")
+
+
+def test_an_html_page_instead_of_the_api_says_so_with_the_fix(aws, dev):
+    with FakeCluster(Scenario(raw={"/version": HTML})) as fake:
+        access = verify.ClusterAccess(endpoint=fake.endpoint, ca_data=None, private_only=False)
+        with pytest.raises(verify.AccessError) as err:
+            verify.connect(dev, aws, access)
+    _one_line(str(err.value))
+    assert str(err.value).startswith(
+        f"{fake.endpoint} did not answer as the Kubernetes API of pd-inference-dev: GET /version: the answer is not "
+        f"JSON (text/html: \"<html><head><title>Sign in to the corporate proxy</title></head><body>...</body>...\"): "
+        f"not what a Kubernetes API server sends")
+    assert str(err.value).endswith("-> the endpoint did not answer as a Kubernetes API server: a proxy in between? "
+                                   "(check HTTPS_PROXY)")
+
+
+NODES = "/api/v1/nodes"
+OPERATOR = "/apis/apps/v1/namespaces/kuberay-system/deployments/kuberay-operator"
+RAYSERVICE = "/apis/ray.io/v1/namespaces/inference/rayservices/ray-llm"
+
+
+def _json(payload) -> tuple:
+    return 200, "application/json", json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize("path, answer, check, detail", [
+    (NODES, HTML, "GPU nodes", "GET /api/v1/nodes: the answer is not JSON (text/html: "),
+    (NODES, _json({"items": "none"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
+    (NODES, _json({"kind": "NodeList"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (no field 'items')"),
+    (NODES, _json({"items": [{"status": {}}]}), "GPU nodes",
+     "GET /api/v1/nodes: unexpected answer (no field 'metadata')"),
+    (NODES, _json([1, 2]), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
+    (OPERATOR, _json({"status": {"availableReplicas": "many"}}), "KubeRay operator",
+     f"GET {OPERATOR}: unexpected answer (ValueError: "),
+    (RAYSERVICE, _json({"status": {"conditions": "Ready"}}), "RayService",
+     f"GET {RAYSERVICE}: unexpected answer (AttributeError: "),
+    (RAYSERVICE, _json(["not", "an", "object"]), "RayService", f"GET {RAYSERVICE}: unexpected answer (AttributeError: "),
+])
+def test_an_answer_of_the_wrong_shape_fails_its_check_in_one_line(path, answer, check, detail, dev):
+    report = _run(dev, Scenario(raw={path: answer}))
+    found = _check(report, check)
+    assert found.status == "fail" and found.detail.startswith(detail), found.detail
+    assert found.fix == "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("path, answer, check, detail", [
+    (f"{SERVE}/v1/models", _json({"data": {"id": "qwen3.5-9b"}}), "GET /v1/models", "unexpected answer ("),
+    (f"{SERVE}/v1/models", HTML, "GET /v1/models", f"GET {SERVE}/v1/models: the answer is not JSON (text/html: "),
+    (f"{SERVE}/v1/chat/completions", _json({"choices": []}), "POST /v1/chat/completions",
+     "unexpected answer (IndexError: list index out of range): not an OpenAI chat completion"),
+    (f"{HEAD}/api/v0/nodes", _json({"data": {"result": "x"}}), "NIXL transport",
+     "cannot read the workers' logs through the Ray dashboard: unexpected answer ("),
+])
+def test_an_endpoint_behind_the_proxy_answering_the_wrong_shape_fails_in_one_line(path, answer, check, detail, dev):
+    report = _run(dev, Scenario(raw={path: answer}))
+    found = _check(report, check)
+    assert found.status == "fail" and found.detail.startswith(detail), found.detail
+    _one_line(found.detail)
+
+
+def _stubbed_eks(monkeypatch, session, response):
+    eks = session.client("eks", region_name="us-west-2")
+    stub = Stubber(eks)
+    stub.add_response("describe_cluster", response, {"name": "pd-inference-dev"})
+    stub.activate()
+    real = session.client
+    monkeypatch.setattr(session, "client", lambda name, **kw: eks if name == "eks" else real(name, **kw))
+
+
+@pytest.mark.parametrize("cluster", [
+    {"name": "pd-inference-dev", "status": "CREATING"},
+    {"name": "pd-inference-dev", "status": "CREATING", "endpoint": ""},
+    {},
+])
+def test_describe_cluster_without_an_endpoint_says_to_wait_for_active(cluster, aws, monkeypatch, capsys):
+    _stubbed_eks(monkeypatch, aws, {"cluster": cluster})
+    assert main(["verify", "--stage", "dev"], session=aws) == 1
+    err = capsys.readouterr().err.strip()
+    _one_line(err)
+    status = cluster.get("status", "UNKNOWN")
+    assert err == (f"verify --stage dev: cluster pd-inference-dev in us-west-2 has no API endpoint yet (status "
+                   f"{status}): wait until it is ACTIVE (aws eks describe-cluster --name pd-inference-dev --region "
+                   f"us-west-2) and run again")
+
+
+def test_describe_cluster_without_a_cluster_object_is_one_line(aws, monkeypatch, capsys):
+    _stubbed_eks(monkeypatch, aws, {})
+    assert main(["verify", "--stage", "dev"], session=aws) == 1
+    err = capsys.readouterr().err.strip()
+    _one_line(err)
+    assert "DescribeCluster answered without a cluster object" in err
+
+
+def test_describe_cluster_without_ca_or_vpc_fields_still_connects(aws, monkeypatch, dev):
+    _stubbed_eks(monkeypatch, aws, {"cluster": {"name": "pd-inference-dev", "status": "ACTIVE",
+                                                "endpoint": "https://ABC.gr7.us-west-2.eks.amazonaws.com"}})
+    access = verify.cluster_access(dev, aws)
+    assert access == verify.ClusterAccess("https://ABC.gr7.us-west-2.eks.amazonaws.com", None, False)
+
+
+def test_missing_cluster_says_to_deploy_the_stage(aws, capsys):
+    assert main(["verify", "--stage", "dev"], session=aws) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("-> deploy the stage first (npx --no-install cdk deploy 'dev/*'), or check the stage's region")
+
+
+@pytest.mark.parametrize("status, fix", [
+    (401, "the API server refused the token: these credentials need an EKS access entry "
+          "(cluster.admin_principal_arns) on this cluster"),
+    (403, "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
+          "(verify-remote), whose access entry has the read-only verify role"),
+    (404, "the kuberay-operator Helm release is missing: deploy the cluster stack (it installs the operator)"),
+])
+def test_operator_fix_follows_the_http_status(status, fix, dev):
+    report = _run(dev, Scenario(raw={OPERATOR: (status, "application/json",
+                                                json.dumps({"kind": "Status", "message": "no"}).encode())}))
+    check = _check(report, "KubeRay operator")
+    assert check.detail == f"GET {OPERATOR}: HTTP {status} no" and check.fix == fix

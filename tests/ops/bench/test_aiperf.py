@@ -58,3 +58,57 @@ def test_failure_reason_falls_back_to_last_error_line(tmp_path):
     log = tmp_path / "aiperf.log"
     log.write_text("a\n06:19:07.892 ERROR    Failed to load tokenizer 'x' (t.py:1)\nb\n")
     assert aiperf._reason(log) == "06:19:07.892 ERROR Failed to load tokenizer 'x' (t.py:1)"
+
+
+# --- the reason of a failure is a real line, never a fragment of a box ---------------------------------
+
+import pytest  # noqa: E402 - this section's own import, kept with it
+
+TOKENIZER_FAILURE = """\
+16:59:22.544 INFO     Starting AIPerf System (_single_run.py:81)
+16:59:23.789 WARNING  Retrying in 1s [Retry 1/5]. (_http.py:554)
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/aiperf/common/tokenizer.py", line 541, in from_pretrained
+    raise TokenizerError(
+aiperf.common.exceptions.TokenizerError: Failed to load tokenizer 'nope/nope': OSError: We couldn't connect to 'http://127.0.0.1:9' to load the files, and couldn't find them in the cached files.
+Check your internet connection or see how to run the library in offline mode.
+\"\"\"
+
+╭──────────────── Offline - Files Not Cached ────────────────╮
+│                                                            │
+│  Failed to load tokenizer 'nope/nope'                      │
+│                                                            │
+│  Suggested Fixes:                                          │
+│    • Pre-download online, then: export HF_HUB_OFFLINE=1    │
+│                                                            │
+╰────────────────────────────────────────────────────────────╯
+"""
+
+
+def test_failure_reason_is_the_exception_line_not_the_box_border(tmp_path):
+    log = tmp_path / "aiperf.log"
+    log.write_text(TOKENIZER_FAILURE)
+    assert aiperf._reason(log) == ("TokenizerError: Failed to load tokenizer 'nope/nope': OSError: We couldn't connect "
+                                   "to 'http://127.0.0.1:9' to load the files, and couldn't find them in the cached "
+                                   "files.")
+
+
+def test_failure_reason_of_a_box_alone_is_its_title_and_first_words(tmp_path):
+    log = tmp_path / "aiperf.log"
+    log.write_text("16:59:22 INFO start\n" + TOKENIZER_FAILURE[TOKENIZER_FAILURE.index("╭"):])
+    assert aiperf._reason(log) == "Offline - Files Not Cached: Failed to load tokenizer 'nope/nope'"
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("x\nValueError: first\n06:19:08.000 ERROR    later error (a.py:1)\n╰────╯\n",
+     "06:19:08.000 ERROR later error (a.py:1)"),
+    ("06:19:08.000 ERROR    earlier (a.py:1)\nTraceback (most recent call last):\nRuntimeError: later\n│ │\n╰─╯\n",
+     "RuntimeError: later"),
+    ("some words\n│          │\n╰──────────╯\n", "some words"),
+    ("╭──╮\n╰──╯\n", "no output"),
+    ("", "no output"),
+])
+def test_failure_reason_is_the_latest_real_line(text, reason, tmp_path):
+    log = tmp_path / "aiperf.log"
+    log.write_text(text)
+    assert aiperf._reason(log) == reason

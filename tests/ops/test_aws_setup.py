@@ -1,0 +1,82 @@
+"""A broken local AWS set-up (a profile that does not exist, a config file that does not parse, an endpoint
+URL that is not a URL) is one line with the fix and exit 2 for every command that talks to AWS, before
+any AWS call; only a real bug is an internal error (exit 3). No AWS access: botocore fails locally."""
+from __future__ import annotations
+
+import pytest
+
+from ops import verify
+from ops.__main__ import main
+
+COMMANDS = ["preflight", "verify", "verify-remote"]
+GARBAGE = "[default\nregion = us-west-2\n[[[ not an ini file\n"
+
+
+@pytest.fixture
+def local_aws(monkeypatch, tmp_path):
+    """No credentials, no profile, no endpoint override: each test adds the one thing it breaks."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL_EKS",
+                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return tmp_path
+
+
+def _one_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("variable", ["AWS_PROFILE", "AWS_DEFAULT_PROFILE"])
+def test_missing_profile_is_one_line_and_exit_2(command, variable, local_aws, monkeypatch, capsys):
+    monkeypatch.setenv(variable, "nope")
+    assert main([command, "--stage", "dev"]) == 2
+    assert _one_line(capsys) == (f"{command} --stage dev: AWS profile 'nope' (from AWS_PROFILE or AWS_DEFAULT_PROFILE) "
+                                 f"is in no AWS config file: use one that `aws configure list-profiles` lists, or "
+                                 f"unset the variable")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("variable", ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"])
+def test_unparsable_config_file_is_one_line_and_exit_2(command, variable, local_aws, monkeypatch, capsys):
+    garbage = local_aws / "garbage"
+    garbage.write_text(GARBAGE)
+    monkeypatch.setenv(variable, str(garbage))
+    assert main([command, "--stage", "dev"]) == 2
+    assert _one_line(capsys) == (f"{command} --stage dev: cannot parse the AWS config file {garbage}: fix its syntax "
+                                 f"([profile NAME] sections of key = value lines), or point AWS_CONFIG_FILE / "
+                                 f"AWS_SHARED_CREDENTIALS_FILE at a valid file")
+
+
+@pytest.mark.parametrize("command, variable", [(command, "AWS_ENDPOINT_URL") for command in COMMANDS]
+                         + [("verify", "AWS_ENDPOINT_URL_EKS"), ("preflight", "AWS_ENDPOINT_URL_STS")])
+@pytest.mark.parametrize("url", ["not a url", "ftp//nothing"])
+def test_endpoint_url_that_is_not_a_url_is_one_line_and_exit_2(command, variable, url, local_aws, monkeypatch,
+                                                                capsys):
+    monkeypatch.setenv(variable, url)
+    assert main([command, "--stage", "dev"]) == 2
+    assert _one_line(capsys) == (f"{command} --stage dev: the AWS endpoint URL {url!r} is not a URL (AWS_ENDPOINT_URL, "
+                                 f"AWS_ENDPOINT_URL_<SERVICE> or endpoint_url in the AWS config): unset it, or give a "
+                                 f"full URL such as https://host:port")
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), ValueError("not about an endpoint"), KeyError("x")])
+def test_a_real_bug_stays_an_internal_error(error, local_aws, monkeypatch, capsys):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(verify, "cluster_access", broken)
+    assert main(["verify", "--stage", "dev"]) == 3
+    line = _one_line(capsys)
+    assert line.startswith(f"verify: internal error: {type(error).__name__}: ")
+    assert line.endswith("(a bug: rerun with --debug and report it)")
