@@ -11,6 +11,7 @@ before any construct exists, so no half-written cloud assembly is left behind.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import synth_process
@@ -20,6 +21,7 @@ with synth_process.imports_without_gc():
     from charts import render
     from config import CONFIG_DIR, ConfigError, load_stages
     from config.pipeline import load_pipeline
+    from ops import secret_scan
     from stacks import assembly
 
 
@@ -47,6 +49,15 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     # synth into the same folder built, and this one did not, are removed.
     assembly.remove_stale_assemblies(app.outdir)
     render.write(app.outdir, [stage.rendering() for stage in built])
+    # Nothing secret-shaped may leave a synth (templates, manifests, rendered YAML): a finding fails it,
+    # naming the file, line and kind, never the value. The stage files are checked before (config/rules.py).
+    findings = secret_scan.scan(Path(app.outdir))
+    if findings:
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        print(f"synth: {Path(app.outdir) / findings[0].path}:{findings[0].line}: a {findings[0].kind} in the "
+              f"output{more}: remove it from the stage file or the code that put it there (value not shown)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -221,11 +221,13 @@ class FakeOpenAIServer:
 
         for i in range(n_out):
             await _sleep_until(record.received + ttft + itl * i)
-            await response.write(chunk(i))
+            # Stamped before the write: a client cannot see a token before the server hands it to the
+            # socket, so client time - server time (calibration's overhead) is never negative.
             now = time.perf_counter()
             if i == 0:
                 record.first_token = now
             record.last_token = now
+            await response.write(chunk(i))
         await response.write(chunk(None, finish="length"))
         if (body.get("stream_options") or {}).get("include_usage"):
             await response.write(chunk(None, usage={"prompt_tokens": n_in, "completion_tokens": n_out,

@@ -225,7 +225,9 @@ def test_a_server_that_trickles_bytes_is_cut_at_the_request_deadline(part):
         elapsed = time.monotonic() - started
     assert str(err.value) == ("GET /version: no complete answer within 1 s (the server answers too slowly, or "
                               "something between holds the connection)")
-    assert err.value.kind == "transport" and elapsed < 4
+    # The server trickles forever: without the deadline the call would never return. The bound is loose
+    # on purpose (a loaded machine is slow); the message names the 1 s deadline that fired.
+    assert err.value.kind == "transport" and elapsed < 30
 
 
 def test_a_trickling_api_server_fails_verify_in_one_line(aws, dev):
