@@ -80,3 +80,24 @@ def test_cdk_cli_synth_fails_on_bad_stage(tmp_path):
     assert run.returncode != 0
     assert f"{folder / 'dev.yaml'}: gpu_availability_zone: 'us-west-2c' is not one of the stage's" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_secret_shaped_value_in_the_output_fails_synth_without_showing_it(tmp_path, capsys, monkeypatch):
+    # The stage files refuse secret values; this plants one where code could put it (the rendered YAML)
+    # and checks that synth itself runs the secret scan and fails with one line that hides the value.
+    from charts import render
+
+    planted = "AKIA" + "Z7Q3XK2M5N8P4R6T"
+    real_write = render.write
+
+    def write_with_a_leak(outdir, renderings):
+        real_write(outdir, renderings)
+        (tmp_path / "out" / "k8s" / "leak.yaml").write_text(f"key: {planted}\n")
+
+    monkeypatch.setattr(render, "write", write_with_a_leak)
+    folder = _bad_dir(tmp_path, {})  # the real dev stage file, unchanged
+    assert app.main(context={"config_dir": str(folder), "stage": "dev", "nag": "false"},
+                    outdir=str(tmp_path / "out")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "k8s/leak.yaml:1: a AWS access key id in the output" in err[0]
+    assert planted not in err[0]
