@@ -20,14 +20,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from config.schema import Serving
-from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
+from config.topology import DASHBOARD_PORT, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SERVE_PORT
+from config.versions import KUBERAY_OPERATOR
 
-from .ray_pods import HEAD_PORTS, ray_pod_labels
+from .ray_pods import ray_pod_labels
 
-DASHBOARD_PORT, SERVE_PORT = HEAD_PORTS["dashboard"], HEAD_PORTS["serve"]
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
-# What the kuberay-operator chart puts on the operator's pods (release name = instance).
-OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": KUBERAY_RELEASE}
+# What the kuberay-operator chart puts on the operator's pods (chart name = name, release name = instance).
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": KUBERAY_OPERATOR.chart, "app.kubernetes.io/instance": KUBERAY_RELEASE}
 
 
 def _tcp(*ports: int) -> list[dict[str, Any]]:

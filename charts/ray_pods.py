@@ -6,9 +6,8 @@ from typing import Any, Optional
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, SYSTEM_LABELS
+from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
 
-HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "serve": 8000}
 PRE_STOP = {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"

@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from config.topology import HELM_RELEASES_FILE, INFERENCE_FILE, RENDERED_DIR, SERVE_CONFIG_FILE
+
 
 # libyaml's emitter when PyYAML has it (the wheels do): the same YAML, several times faster to write.
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -47,16 +49,16 @@ class StageRendering:
 
     def files(self) -> dict[str, str]:
         return {
-            "inference.yaml": to_yaml(self.objects),
-            "serve-config.yaml": to_yaml([self.serve_config]),
-            "helm-releases.yaml": to_yaml(self.helm_releases),
+            INFERENCE_FILE: to_yaml(self.objects),
+            SERVE_CONFIG_FILE: to_yaml([self.serve_config]),
+            HELM_RELEASES_FILE: to_yaml(self.helm_releases),
         }
 
 
 def write(outdir: str | os.PathLike, renderings: Iterable[StageRendering]) -> Path:
     """Write all stages to <outdir>/k8s/, replacing what an earlier synth left there. Files are
     written to a temporary folder first and moved in whole: never a half-written tree."""
-    target = Path(outdir) / "k8s"
+    target = Path(outdir) / RENDERED_DIR
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".k8s-", dir=target.parent))
     try:

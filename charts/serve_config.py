@@ -11,14 +11,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from config.schema import Replicas, Serving
+from config.topology import NIXL_PORT_BASE
 
 APP_NAME = "llm"
 PD_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
-# Where each side's NIXL side channel listens (base + a per-replica offset). Ray's own defaults, set
-# explicitly so the ports the network policies must open are visible here.
-NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
-
 
 # Each side's role: vLLM 0.26 deprecates `kv_both` with NixlConnector and asks for kv_producer on
 # prefill and kv_consumer on decode; Ray 2.58 passes kv_transfer_config through unchanged

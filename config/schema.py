@@ -27,6 +27,9 @@ REGION = r"\A[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}\z"
 ACCOUNT = r"\A[0-9]{12}\z"
 K8S_NAME = r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\z"
 CHART_VERSION = r"\Av?[0-9]+\.[0-9]+\.[0-9]+\z"
+# What CloudWatch Logs accepts as a retention (stacks/retention.py maps each to CDK's RetentionDays;
+# tests/stacks/test_versions_agree.py checks the two agree).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 IAM_PRINCIPAL_ARN = r"\Aarn:aws(-[a-z]+)*:(iam|sts)::[0-9]{12}:(role|user|assumed-role)/[A-Za-z0-9_+=,.@/-]+\z"
 SECRET_REF = r"\A(arn:aws(-[a-z]+)*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9_/+=.@-]+\z"
 CLUSTER_NAME = r"\A[a-zA-Z][a-zA-Z0-9-]{0,99}\z"
@@ -104,13 +107,13 @@ class Endpoint(Strict):
 
 class Cluster(Strict):
     name: Optional[Annotated[str, Field(pattern=CLUSTER_NAME)]] = None  # default pd-inference-<stage>
-    # The previous minor too, so a stage can be upgraded in place (a kubectl layer per minor: stacks/cluster.py).
-    kubernetes_version: Literal["1.34", "1.35"] = "1.35"
+    # The minors with a kubectl layer (config/versions.py KUBECTL_LAYERS), the previous one too.
+    kubernetes_version: Literal[versions.KUBERNETES_VERSIONS] = "1.35"  # type: ignore[valid-type]
     endpoint: Endpoint = Field(default_factory=Endpoint)
     admin_principal_arns: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN, max_length=2048)]] = Field(
         default_factory=list, max_length=20
     )
-    log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = 30
+    log_retention_days: Literal[LOG_RETENTION_DAYS] = 30  # type: ignore[valid-type]
 
 
 class SystemNodegroup(Strict):

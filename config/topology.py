@@ -1,5 +1,8 @@
-"""Names the cluster's parts share: node labels, the GPU taint, namespaces. Plain values, no CDK, so
-the stacks, the charts and the ops commands agree without importing each other."""
+"""What several modules must agree on: node labels, the GPU taint, namespaces, Ray's ports and the
+Services KubeRay creates, the add-on names, the verify runner's source, the rendered file names. Plain
+values, no CDK, so the stacks, the charts and the ops commands agree without importing each other.
+tests/test_shared_names.py fails when a module outside this file and config/names.py repeats a port
+number or a Service-name suffix."""
 from __future__ import annotations
 
 from . import names
@@ -15,6 +18,68 @@ KUBERAY_NAMESPACE = "kuberay-system"
 KUBERAY_RELEASE = "kuberay-operator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# Ray's ports on the head (KubeRay's and Ray's defaults): the
+# head container's named ports, what the network policies open, what `ops verify`, `ops bench` and
+# `ops rehearse` connect to.
+GCS_PORT = 6379
+DASHBOARD_PORT = 8265
+SERVE_PORT = 8000
+METRICS_PORT = 8080  # `ray start --metrics-export-port`
+DASHBOARD_AGENT_PORT = 52365  # the kubelet's probes on every Ray pod
+GCS_PORT_NAME, DASHBOARD_PORT_NAME, SERVE_PORT_NAME = "gcs-server", "dashboard", "serve"
+HEAD_PORTS = {GCS_PORT_NAME: GCS_PORT, DASHBOARD_PORT_NAME: DASHBOARD_PORT, SERVE_PORT_NAME: SERVE_PORT}
+# Where each side's NIXL side channel listens (base + a per-replica offset): Ray's own defaults, set
+# explicitly in the Serve config so the ports the network policies must admit are visible.
+NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
+
+# EKS add-ons that deliver the Hugging Face token as a file: the Pod Identity agent and the AWS
+# Secrets and Configuration Provider (which brings the Secrets Store CSI driver with it).
+POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
+
+# What `cdk synth` writes for review (charts/render.py) and `ops diff` compares: <outdir>/k8s/<stage>/.
+RENDERED_DIR = "k8s"
+INFERENCE_FILE = "inference.yaml"
+SERVE_CONFIG_FILE = "serve-config.yaml"
+HELM_RELEASES_FILE = "helm-releases.yaml"
+RENDERED_FILES = (INFERENCE_FILE, SERVE_CONFIG_FILE, HELM_RELEASES_FILE)
+
+# The verify runner (stacks/verify_runner.py) and what uploads to it (ops/remote.py): the object key of
+# the source, the requirements it installs and the commands that install them.
+VERIFY_SOURCE_KEY = "source.zip"
+VERIFY_REQUIREMENTS = "requirements-ops.txt"
+VERIFY_CONSTRAINTS = "constraints.txt"
+
+
+def install_ops_command(venv: str) -> str:
+    """Installs what `python -m ops` needs into the virtual environment `venv`."""
+    return f"{venv}/bin/pip install --quiet -r {VERIFY_REQUIREMENTS} -c {VERIFY_CONSTRAINTS}"
+
+
+# The runner's buildspec (stacks/verify_runner.py); the pipeline's verify step installs the same into .ops.
+VERIFY_INSTALL_COMMANDS = ("python -m venv /tmp/ops", install_ops_command("/tmp/ops"))
+
+
+def serve_service(service_name: str) -> str:
+    """The Service KubeRay creates for a RayService's Serve endpoint."""
+    return f"{service_name}-serve-svc"
+
+
+def head_service(service_name: str) -> str:
+    """The Service KubeRay creates for a RayService's head (dashboard, GCS)."""
+    return f"{service_name}-head-svc"
+
+
+def serve_address(service_name: str, namespace: str) -> str:
+    """The in-cluster address of the Serve endpoint: host and port."""
+    return f"{serve_service(service_name)}.{namespace}.svc:{SERVE_PORT}"
+
+
+def verify_source_bucket(stage: str, account: str, region: str) -> str:
+    """The verify runner's source bucket (account and region may be CloudFormation tokens)."""
+    return names.verify_source_bucket(stage, account, region)
+
+
 # The Kubernetes group of the in-VPC verify runner (an EKS access entry), bound to a read-only role.
 VERIFY_GROUP = "pd-inference-verify"
 

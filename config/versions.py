@@ -34,6 +34,15 @@ EFA_DEVICE_PLUGIN = HelmChartPin(
     version="v0.5.30",
 )
 
+# The Kubernetes minors a stage may run (the schema admits exactly these), each with its kubectl layer
+# (module, class) for the cluster's kubectl provider (stacks/cluster.py imports the layer on use: each
+# layer package loads a ~36 MB asset into jsii). The previous minor too, so a stage can be upgraded in place.
+KUBECTL_LAYERS = {
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+KUBERNETES_VERSIONS = tuple(KUBECTL_LAYERS)
+
 # nvidia-device-plugin releases that conflict with the EFA device plugin (DESIGN.md section 4).
 NVIDIA_DEVICE_PLUGIN_BROKEN = frozenset({"0.19.0", "0.19.1", "0.19.2"})
 

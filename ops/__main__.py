@@ -18,58 +18,134 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from pathlib import Path
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from config import CONFIG_DIR, ConfigError, load_stages
 
+from . import diff
 from .bench import cli as bench_cli
 from .rehearse import cli as rehearse_cli
+
+# Every command has one protocol: `add_parser(sub)` registers its subcommand, `run(args) -> int` runs it
+# and returns the exit code, handling the failures it expects (one line each); main() wraps every run in
+# the one handler for the rest (a bug: exit 3). bench, rehearse and diff are modules; preflight, verify
+# and verify-remote share StageCommand below, because their modules import the AWS SDK, which `rehearse`
+# (GPU hosts) must never load: boto3 is imported when one of them runs, not when the parser is built.
+
+
+@dataclass(frozen=True)
+class StageCommand:
+    """A read-only AWS check of one stage that prints a Report: load the stage file (exit 2 when
+    invalid), make the AWS session (exit 2 for a broken local set-up), run, print the table or JSON."""
+
+    name: str
+    text: str
+    check: Callable  # (cfg, args, session, clients) -> (Report, suggestion or None)
+    arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+
+    def add_parser(self, sub) -> None:
+        cmd = sub.add_parser(self.name, help=self.text, description=self.text)
+        cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
+        cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+        cmd.add_argument("--json", action="store_true", help="print the report as JSON (for pipelines)")
+        self.arguments(cmd)
+
+    def run(self, args) -> int:
+        try:
+            (cfg,) = load_stages(args.config_dir, only=args.stage)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        import boto3
+
+        from . import errors, remote, verify
+
+        label = f"{self.name} --stage {cfg.stage}"
+        session, clients = args.aws
+        try:
+            # The local AWS set-up first: a missing profile or an unparsable config file fails when the
+            # session is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it
+            # calls AWS.
+            session = session or boto3.session.Session(region_name=cfg.region)
+            if not (clients or {}).get("sts"):
+                session.client("sts", region_name=cfg.region)
+            report, snippet = self.check(cfg, args, session, clients)
+        except verify.AccessError as exc:
+            print(f"{label}: {exc}", file=sys.stderr)
+            return 1
+        except remote.SourceError as exc:
+            print(f"{label}: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # noqa: BLE001 - a broken local set-up is one line; anything else is a bug
+            problem = errors.setup_problem(exc)
+            if not problem:
+                raise
+            print(f"{label}: {problem}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(report.to_json())
+        else:
+            print(report.table())
+            if snippet:
+                print(f"\nSuggested change to {args.config_dir}/{cfg.stage}.yaml:\n{snippet}", end="")
+        return report.exit_code
+
+
+def _preflight(cfg, args, session, clients):
+    from . import preflight
+
+    report, facts = preflight.run(cfg, preflight.Clients(session, cfg.region, overrides=clients or {}))
+    snippet = preflight.suggestion(cfg, facts) if args.suggest else None
+    if snippet:
+        report.extra["suggestion"] = snippet
+    return report, snippet
+
+
+def _preflight_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
+
+
+def _verify(cfg, args, session, clients):
+    from . import verify
+
+    access = verify.cluster_access(cfg, session)
+    api = verify.connect(cfg, session, access)
+    return verify.run(cfg, api, wait=args.wait, poll=args.poll), None
+
+
+def _verify_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                     help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
+    cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
+
+
+def _verify_remote(cfg, args, session, clients):
+    from . import remote
+
+    return remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients), None
+
+
+# In the order `python -m ops --help` lists them.
+COMMANDS = {
+    "preflight": StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight,
+                              _preflight_arguments),
+    "verify": StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments),
+    "verify-remote": StageCommand("verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner",
+                                  _verify_remote),
+    "bench": bench_cli,
+    "rehearse": rehearse_cli,
+    "diff": diff,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ops", description="Operations checks for a stage.")
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("preflight", "read-only AWS checks before cdk deploy"),
-                       ("verify", "end-to-end checks of a deployed stage"),
-                       ("verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner")):
-        cmd = sub.add_parser(name, help=text, description=text)
-        cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
-        cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
-        cmd.add_argument("--json", action="store_true", help="print the report as JSON (for pipelines)")
-        if name == "preflight":
-            cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
-        elif name == "verify":
-            cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
-                             help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
-            cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
-    bench_cli.add_parser(sub)
-    rehearse_cli.add_parser(sub)
-    diff = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
-                          description="Synthesize REF and the working tree without credentials and compare them.")
-    diff.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
-    diff.add_argument("--stage", help="only this stage (default: every stage)")
-    diff.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
-    diff.add_argument("--fail-on-danger", action="store_true",
-                      help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
+    for command in COMMANDS.values():
+        command.add_parser(sub)
     return parser
-
-
-def _diff(args) -> int:
-    from . import diff
-
-    try:
-        if args.markdown:
-            diff.check_writable(Path(args.markdown))  # before minutes of synth, not after
-        result = diff.compute(args.base, stage=args.stage)
-        print(diff.text(result), end="")
-        if args.markdown:
-            diff.write_markdown(Path(args.markdown), result)
-    except diff.DiffError as exc:
-        print(f"diff: {exc}", file=sys.stderr)
-        return 2
-    return 1 if args.fail_on_danger and result.dangers else 0
 
 
 def _internal(command: str, exc: BaseException, debug: bool) -> int:
@@ -83,72 +159,14 @@ def _internal(command: str, exc: BaseException, debug: bool) -> int:
 
 def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict] = None) -> int:
     """`session` (a boto3 Session) and `clients` (boto3 clients by service name) let tests pass moto and
-    Stubber clients. boto3 is imported only by the commands that talk to AWS: `rehearse` runs on GPU
-    hosts that have no AWS SDK."""
+    Stubber clients to the AWS commands. boto3 is imported only by the commands that talk to AWS:
+    `rehearse` runs on GPU hosts that have no AWS SDK."""
     args = _parser().parse_args(argv)
-    for name, command in (("bench", bench_cli.run), ("rehearse", rehearse_cli.run)):
-        if args.command != name:
-            continue
-        try:
-            return command(args)
-        except Exception as exc:  # noqa: BLE001
-            if args.debug:
-                traceback.print_exc()
-            print(f"{name}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 3
-    if args.command == "diff":
-        try:
-            return _diff(args)
-        except Exception as exc:  # noqa: BLE001
-            return _internal("diff", exc, args.debug)
+    args.aws = (session, clients)
     try:
-        (cfg,) = load_stages(args.config_dir, only=args.stage)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    import boto3
-
-    from . import errors, preflight, remote, verify
-
-    label = f"{args.command} --stage {cfg.stage}"
-    try:
-        # The local AWS set-up first: a missing profile or an unparsable config file fails when the session
-        # is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it calls AWS.
-        session = session or boto3.session.Session(region_name=cfg.region)
-        if not (clients or {}).get("sts"):
-            session.client("sts", region_name=cfg.region)
-        if args.command == "preflight":
-            report, facts = preflight.run(cfg, preflight.Clients(session, cfg.region, overrides=clients or {}))
-            snippet = preflight.suggestion(cfg, facts) if args.suggest else None
-            if snippet:
-                report.extra["suggestion"] = snippet
-        elif args.command == "verify-remote":
-            report = remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients)
-            snippet = None
-        else:
-            access = verify.cluster_access(cfg, session)
-            api = verify.connect(cfg, session, access)
-            report = verify.run(cfg, api, wait=args.wait, poll=args.poll)
-            snippet = None
-    except verify.AccessError as exc:
-        print(f"{label}: {exc}", file=sys.stderr)
-        return 1
-    except remote.SourceError as exc:
-        print(f"{label}: {exc}", file=sys.stderr)
-        return 2
+        return COMMANDS[args.command].run(args)
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
-        problem = errors.setup_problem(exc)
-        if problem:
-            print(f"{label}: {problem}", file=sys.stderr)
-            return 2
         return _internal(args.command, exc, args.debug)
-    if args.json:
-        print(report.to_json())
-    else:
-        print(report.table())
-        if snippet:
-            print(f"\nSuggested change to {args.config_dir}/{cfg.stage}.yaml:\n{snippet}", end="")
-    return report.exit_code
 
 
 if __name__ == "__main__":

@@ -31,10 +31,12 @@ from typing import Any, Optional
 
 import yaml
 
+from config.topology import INFERENCE_FILE, RENDERED_DIR, RENDERED_FILES
+
 ROOT = Path(__file__).resolve().parent.parent
 DANGEROUS_TYPES = {"AWS::EKS::Cluster": "cluster", "AWS::EKS::Nodegroup": "nodegroup", "AWS::EC2::VPC": "VPC",
                    "AWS::KMS::Key": "KMS key"}
-K8S_FILES = ("inference.yaml", "serve-config.yaml", "helm-releases.yaml")
+K8S_FILES = RENDERED_FILES
 
 
 class DiffError(Exception):
@@ -274,7 +276,7 @@ def _shorten(line: str, limit: int = 240) -> str:
 def _k8s(base_out: Path, head_out: Path, stage: str) -> dict[str, str]:
     diffs = {}
     for name in K8S_FILES:
-        old, new = base_out / "k8s" / stage / name, head_out / "k8s" / stage / name
+        old, new = base_out / RENDERED_DIR / stage / name, head_out / RENDERED_DIR / stage / name
         old_lines = old.read_text().splitlines(keepends=True) if old.exists() else []
         new_lines = new.read_text().splitlines(keepends=True) if new.exists() else []
         text = "".join(difflib.unified_diff(old_lines, new_lines, f"base/k8s/{stage}/{name}",
@@ -357,7 +359,7 @@ def _documents(path: Path) -> list[dict]:
 def _ray_services(out: Path, stage: str) -> dict[tuple[str, str], dict]:
     return {((doc.get("metadata") or {}).get("namespace", "default"), (doc.get("metadata") or {}).get("name", "")):
             doc.get("spec") or {}
-            for doc in _documents(out / "k8s" / stage / "inference.yaml") if doc.get("kind") == "RayService"}
+            for doc in _documents(out / RENDERED_DIR / stage / INFERENCE_FILE) if doc.get("kind") == "RayService"}
 
 
 def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
@@ -532,3 +534,28 @@ def write_markdown(path: Path, result: DiffResult) -> None:
         path.write_text(markdown(result))
     except OSError as exc:
         raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None
+
+
+def add_parser(sub) -> None:
+    """`python -m ops diff`: the command protocol of ops/__main__.py."""
+    cmd = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
+                         description="Synthesize REF and the working tree without credentials and compare them.")
+    cmd.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
+    cmd.add_argument("--stage", help="only this stage (default: every stage)")
+    cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
+    cmd.add_argument("--fail-on-danger", action="store_true",
+                     help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
+
+
+def run(args) -> int:
+    try:
+        if args.markdown:
+            check_writable(Path(args.markdown))  # before minutes of synth, not after
+        result = compute(args.base, stage=args.stage)
+        print(text(result), end="")
+        if args.markdown:
+            write_markdown(Path(args.markdown), result)
+    except DiffError as exc:
+        print(f"diff: {exc}", file=sys.stderr)
+        return 2
+    return 1 if args.fail_on_danger and result.dangers else 0

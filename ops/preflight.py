@@ -14,6 +14,7 @@ import yaml
 
 from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
+from config.topology import SECRETS_PROVIDER_ADDON
 from config.versions import DLC_ACCOUNT, DLC_REPOSITORY
 
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
@@ -22,7 +23,6 @@ from .report import Report
 # The oldest bootstrap stack version the synthesized templates accept (their CheckBootstrapVersion rule).
 MIN_BOOTSTRAP_VERSION = 6
 BOOTSTRAP_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
-SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,19 @@ from typing import Callable
 import boto3
 
 from config.schema import StageConfig
-from config.topology import verify_runner_name
+from config.topology import (VERIFY_CONSTRAINTS, VERIFY_REQUIREMENTS, VERIFY_SOURCE_KEY, verify_runner_name,
+                             verify_source_bucket)
 
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 from .report import Report
 
-# What the runner's buildspec uses (stacks/verify_runner.py: `pip install -r requirements-ops.txt -c
-# constraints.txt`, then `python -m ops verify`) and what that imports: the ops, config and charts
-# packages (tests/ops/test_remote.py runs `python -m ops verify` from an unpacked upload to prove it).
-RUNNER_PATHS = ("config", "ops", "charts", "requirements-ops.txt", "constraints.txt")
-REQUIRED = ("ops/__main__.py", "config/__init__.py", "requirements-ops.txt", "constraints.txt")
-SOURCE_KEY = "source.zip"
+# What the runner's buildspec uses (config/topology.py VERIFY_INSTALL_COMMANDS: `pip install -r
+# requirements-ops.txt -c constraints.txt`, then `python -m ops verify`) and what that imports: the
+# ops, config and charts packages (tests/ops/test_remote.py runs `python -m ops verify` from an unpacked
+# upload to prove it).
+RUNNER_PATHS = ("config", "ops", "charts", VERIFY_REQUIREMENTS, VERIFY_CONSTRAINTS)
+REQUIRED = ("ops/__main__.py", "config/__init__.py", VERIFY_REQUIREMENTS, VERIFY_CONSTRAINTS)
+SOURCE_KEY = VERIFY_SOURCE_KEY
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -125,10 +127,10 @@ def run(cfg: StageConfig, session: boto3.session.Session, root: Path, *, poll: f
     report = Report("verify-remote", cfg.stage)
     name = verify_runner_name(cfg.stage)
     source = package(root)  # before any AWS call: no git, no upload (SourceError, exit 2)
-    bucket = f"{name}-ACCOUNT-{cfg.region}"
+    bucket = verify_source_bucket(cfg.stage, "ACCOUNT", cfg.region)
     try:
         account = client("sts").get_caller_identity()["Account"]
-        bucket = f"{name}-{account}-{cfg.region}"
+        bucket = verify_source_bucket(cfg.stage, account, cfg.region)
         client("s3").put_object(Bucket=bucket, Key=SOURCE_KEY, Body=source)
         build = client("codebuild").start_build(projectName=name)["build"]
     except AWS_ERRORS as exc:

@@ -17,15 +17,16 @@ import boto3
 from charts.serve_config import APP_NAME
 from config.derived import worker_resources
 from config.schema import StageConfig
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE, KUBERAY_RELEASE
+from config.topology import (DASHBOARD_PORT_NAME, EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE,
+                             KUBERAY_RELEASE, SERVE_PORT_NAME, head_service, serve_service)
 
 from . import eks_token, nixl
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 from .kube import KubeApi, KubeError, unexpected
 from .report import Report
 
-DASHBOARD_PORT = "dashboard"
-SERVE_PORT = "serve"
+DASHBOARD_PORT = DASHBOARD_PORT_NAME
+SERVE_PORT = SERVE_PORT_NAME
 LOG_LINES = 20000
 CHAT_PROMPT = "Reply with one short sentence: what is prefill/decode disaggregation?"
 
@@ -244,7 +245,7 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
 
 
 def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> object:
-    svc = f"{cfg.serving.service_name}-head-svc"
+    svc = head_service(cfg.serving.service_name)
     return api.request("GET", api.service_path(cfg.serving.namespace, svc, DASHBOARD_PORT, path),
                        query=query or None, raw=path.startswith("/api/v0/logs/"))
 
@@ -292,7 +293,7 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
 
 def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     serving = cfg.serving
-    svc = f"{serving.service_name}-serve-svc"
+    svc = serve_service(serving.service_name)
     model = serving.model.id
     try:
         models = api.request("GET", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/models"))

@@ -1,4 +1,5 @@
-"""Cluster add-ons installed with Helm: the two device plugins and the KubeRay operator.
+"""Cluster add-ons: the two device plugins and the KubeRay operator (Helm), their namespaces, and the
+VPC CNI (an EKS managed add-on) with its network policy agent on.
 
 The values are plain functions so tests can check every key against the chart's default values.yaml
 (Helm ignores a misspelt value silently).
@@ -6,13 +7,13 @@ The values are plain functions so tests can check every key against the chart's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IDependable
 
 from config import versions
 from config.schema import Addons
-
 from config.topology import GPU_LABELS, GPU_TOLERATION, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SYSTEM_LABELS
 
 
@@ -91,3 +92,50 @@ def install(cluster: eks.Cluster, release: HelmRelease) -> eks.HelmChart:
         wait=release.wait,
         values=release.values,
     )
+
+
+class ClusterAddons(Construct):
+    """The add-on namespaces (with their Pod Security labels) and every Helm release of a stage, each
+    release after its namespace and the nodes it runs on. `kuberay_operator` is the operator's release:
+    the serving stack's RayService waits for it.
+
+    The namespaces and releases are made through the cluster (`add_manifest`, `add_helm_chart`), so they
+    stay the cluster's children with the logical IDs they had before this construct: a new logical ID
+    would make CloudFormation install a second release of the same name before removing the first
+    (docs/DECISIONS.md)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, releases: Sequence[HelmRelease],
+                 nodes: Sequence[IDependable]) -> None:
+        super().__init__(scope, construct_id)
+        self.releases = list(releases)
+        self.namespaces = {name: cluster.add_manifest(f"Namespace-{name}", namespace_manifest(name))
+                           for name in ADDON_NAMESPACES}
+        self.charts: dict[str, eks.HelmChart] = {}
+        for release in self.releases:
+            chart = install(cluster, release)
+            if release.namespace in self.namespaces:
+                chart.node.add_dependency(self.namespaces[release.namespace])
+            # The device plugins and the operator need their nodes; the operator waits until ready.
+            chart.node.add_dependency(*nodes)
+            self.charts[release.release] = chart
+
+    @property
+    def kuberay_operator(self) -> eks.HelmChart:
+        return self.charts[KUBERAY_RELEASE]
+
+
+# The VPC CNI's settings: its network policy agent enforces the chart's NetworkPolicies.
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+
+
+def vpc_cni(scope: Construct, cluster: eks.Cluster) -> eks.Addon:
+    """The VPC CNI as a managed add-on, with its network policy agent on. It keeps the logical ID `VpcCni`
+    of the CfnAddon it replaces (a new one would create a second vpc-cni add-on: CloudFormation fails),
+    and overwrites the self-managed CNI that a new cluster starts with (ResolveConflicts, which
+    eks.Addon does not expose)."""
+    addon = eks.Addon(scope, "VpcCni", cluster=cluster, addon_name="vpc-cni",
+                      configuration_values=VPC_CNI_CONFIGURATION)
+    resource = addon.node.default_child
+    resource.override_logical_id("VpcCni")
+    resource.add_property_override("ResolveConflicts", "OVERWRITE")
+    return addon

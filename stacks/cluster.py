@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -11,10 +10,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from config import versions
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
 from config.derived import endpoint_wide_open
-from config.topology import KUBERAY_RELEASE
 
 from . import addons
 from .efa import EfaNetwork
@@ -24,12 +23,8 @@ from .log_encryption import lambda_log_groups
 from .retention import retention
 from .verify_runner import VerifyRunner
 
-# One kubectl layer per Kubernetes minor (module, class); the schema only admits versions listed here.
-# Imported on use: each layer package loads a ~36 MB asset into jsii.
-KUBECTL_LAYERS = {
-    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
-    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
-}
+# One kubectl layer per Kubernetes minor, imported on use; the schema admits exactly these minors.
+KUBECTL_LAYERS = versions.KUBECTL_LAYERS
 
 
 def kubectl_layer(scope: Construct, version: str):
@@ -94,10 +89,7 @@ class ClusterStack(cdk.Stack):
                     "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER),
             ])
 
-        # The VPC CNI as a managed add-on, with its network policy agent on (NetworkPolicies are enforced).
-        self.vpc_cni = eks.CfnAddon(self, "VpcCni", cluster_name=self.cluster.cluster_name, addon_name="vpc-cni",
-                                    resolve_conflicts="OVERWRITE",
-                                    configuration_values=json.dumps({"enableNetworkPolicy": "true"}))
+        self.vpc_cni = addons.vpc_cni(self, self.cluster)
         self.system_nodegroup = add_system_nodegroup(self.cluster, group=system_nodegroup)
         efa_interfaces = INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces
         self.efa = EfaNetwork(
@@ -106,18 +98,11 @@ class ClusterStack(cdk.Stack):
         ) if gpu_nodegroup.efa else None
         self.gpu_nodegroup = add_gpu_nodegroup(self.cluster, group=gpu_nodegroup, zone=gpu_zone, efa=self.efa)
 
-        self.helm_releases = addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa)
-        self.helm_charts: dict[str, eks.HelmChart] = {}
-        namespaces = {name: self.cluster.add_manifest(f"Namespace-{name}", addons.namespace_manifest(name))
-                      for name in addons.ADDON_NAMESPACES}
-        for release in self.helm_releases:
-            chart = addons.install(self.cluster, release)
-            if release.namespace in namespaces:
-                chart.node.add_dependency(namespaces[release.namespace])
-            # The device plugins and the operator need their nodes; the operator waits until ready.
-            chart.node.add_dependency(self.system_nodegroup, self.gpu_nodegroup)
-            self.helm_charts[release.release] = chart
-        self.kuberay_operator = self.helm_charts[KUBERAY_RELEASE]
+        self.addons = addons.ClusterAddons(
+            self, "Addons", cluster=self.cluster, releases=addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa),
+            nodes=[self.system_nodegroup, self.gpu_nodegroup])
+        self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
+        self.kuberay_operator = self.addons.kuberay_operator
 
         self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
                                           key=secrets_key, logs_key=self.logs_key,

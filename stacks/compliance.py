@@ -14,6 +14,15 @@ def _ack(scope: IConstruct, rule_id: str, reason: str) -> None:
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule_id, reason=reason))
 
 
+def _logical_id(scope: IConstruct, path: str) -> str:
+    """The logical ID of the CloudFormation element at `path` under `scope` (construct ids joined by
+    `/`): findings that name a CDK-owned resource by its hashed ID are acknowledged by where it is."""
+    node = scope
+    for part in path.split("/"):
+        node = node.node.find_child(part)
+    return cdk.Stack.of(node).resolve(node.logical_id)
+
+
 def enable_checks(app: cdk.App) -> None:
     from cdk_nag import AwsSolutionsChecks  # imported only when used: loading it costs ~0.1 s a synth
 
@@ -33,17 +42,19 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
         _ack(role, _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
              "Nodes pull the DLC Ray image and EKS add-on images from ECR; read-only access only.")
     provider = cluster.kubectl_provider
+    handler = _logical_id(provider, "Handler/Resource")
+    has_ecr_public = _logical_id(provider, "Handler/HasEcrPublic")
     _ack(provider, _MANAGED.format("service-role/AWSLambdaBasicExecutionRole"),
          "The kubectl provider Lambda (CDK-owned) writes its own logs; CDK attaches this policy.")
     _ack(provider, _MANAGED.format("service-role/AWSLambdaVPCAccessExecutionRole"),
          "The kubectl provider runs in the private subnets to reach the private API endpoint.")
     _ack(provider, _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
          "CDK lets the kubectl provider pull Helm charts stored as OCI artifacts in ECR; read-only.")
-    _ack(provider, 'AwsSolutions::AwsSolutions-IAM4[Policy::{"Fn::If":["ClusterKubectlProviderHandlerHasEcrPublic'
-                   '69E09706",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElastic'
-                   'ContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
+    _ack(provider, f'AwsSolutions::AwsSolutions-IAM4[Policy::{{"Fn::If":["{has_ecr_public}",{{"Fn::Join":["",["arn:",'
+                   '{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
+                   '{"Ref":"AWS::NoValue"}]}]',
          "CDK grants the kubectl provider read access to public ECR only in partitions that have it.")
-    _ack(provider, "AwsSolutions::AwsSolutions-IAM5[Resource::<ClusterKubectlProviderHandler2E05C68A.Arn>:*]",
+    _ack(provider, f"AwsSolutions::AwsSolutions-IAM5[Resource::<{handler}.Arn>:*]",
          "The CDK provider framework invokes any version of its own kubectl handler function (Arn:*).")
     _ack(provider, "AwsSolutions::AwsSolutions-L1",
          "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.")

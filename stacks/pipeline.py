@@ -12,7 +12,8 @@ from constructs import Construct
 
 from config.pipeline import PipelineConfig
 from config.schema import StageConfig
-from config.topology import verify_runner_name
+from config.names import PIPELINE_NAME
+from config.topology import VERIFY_SOURCE_KEY, install_ops_command, verify_runner_name, verify_source_bucket
 
 from .stage import InferenceStage
 
@@ -23,14 +24,15 @@ SYNTH_COMMAND = "npx --no-install cdk synth --quiet"
 def verify_step(stage: StageConfig, source: pipelines.CodePipelineSource) -> pipelines.CodeBuildStep:
     name = verify_runner_name(stage.stage)
     account, region = stage.account or cdk.Aws.ACCOUNT_ID, stage.region
+    bucket = verify_source_bucket(stage.stage, account, region)
     return pipelines.CodeBuildStep(
         f"Verify-{stage.stage}",
         input=source,
-        install_commands=["python3 -m venv .ops", ".ops/bin/pip install --quiet -r requirements-ops.txt -c constraints.txt"],
+        install_commands=["python3 -m venv .ops", install_ops_command(".ops")],
         commands=[f".ops/bin/python -m ops verify-remote --stage {stage.stage}"],
         role_policy_statements=[
             iam.PolicyStatement(actions=["s3:PutObject"],
-                                resources=[f"arn:aws:s3:::{name}-{account}-{region}/source.zip"]),
+                                resources=[f"arn:aws:s3:::{bucket}/{VERIFY_SOURCE_KEY}"]),
             iam.PolicyStatement(actions=["codebuild:StartBuild", "codebuild:BatchGetBuilds"],
                                 resources=[f"arn:aws:codebuild:{region}:{account}:project/{name}"]),
         ],
@@ -44,7 +46,7 @@ class PipelineStack(cdk.Stack):
         source = pipelines.CodePipelineSource.connection(pipeline.repository, pipeline.branch,
                                                          connection_arn=pipeline.connection_arn)
         self.pipeline = pipelines.CodePipeline(
-            self, "Pipeline", pipeline_name="pd-inference",
+            self, "Pipeline", pipeline_name=PIPELINE_NAME,
             synth=pipelines.ShellStep("Synth", input=source, commands=[TEST_COMMAND, SYNTH_COMMAND],
                                       primary_output_directory="cdk.out"),
             code_build_defaults=pipelines.CodeBuildOptions(build_environment=codebuild.BuildEnvironment(

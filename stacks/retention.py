@@ -1,4 +1,5 @@
-"""Log retention in days (as the stage file says it) to the CDK enum."""
+"""Log retention in days (as the stage file says it, config/schema.py LOG_RETENTION_DAYS) to the CDK enum;
+tests/stacks/test_versions_agree.py checks this table has exactly the schema's days."""
 from __future__ import annotations
 
 from aws_cdk import aws_logs as logs

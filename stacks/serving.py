@@ -14,11 +14,8 @@ from constructs import Construct
 from charts.inference import InferenceChart, render
 from config.derived import PodResources
 from config.schema import Serving
+from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, serve_address
 
-# EKS add-ons that deliver the Hugging Face token as a file: the Pod Identity agent and the AWS
-# Secrets and Configuration Provider (which brings the Secrets Store CSI driver with it).
-POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
-SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
 
 
 class ServingStack(cdk.Stack):
@@ -39,7 +36,7 @@ class ServingStack(cdk.Stack):
             self._grant_token(cluster, serving)
 
         cdk.CfnOutput(self, "ServeService",
-                      value=f"{serving.service_name}-serve-svc.{serving.namespace}.svc:8000")
+                      value=serve_address(serving.service_name, serving.namespace))
 
     def _grant_token(self, cluster: eks.Cluster, serving: Serving) -> None:
         """Pod Identity: the Ray pods' service account may read exactly the token secret."""

@@ -19,11 +19,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.topology import VERIFY_GROUP, verify_runner_name
+from config.topology import (VERIFY_GROUP, VERIFY_INSTALL_COMMANDS, VERIFY_SOURCE_KEY, verify_runner_name,
+                             verify_source_bucket)
 
 from .network import PRIVATE
 
-SOURCE_KEY = "source.zip"
+SOURCE_KEY = VERIFY_SOURCE_KEY
 VERIFY_WAIT_SECONDS = 1800
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 
@@ -32,10 +33,7 @@ def buildspec(stage: str) -> dict:
     return {
         "version": "0.2",
         "phases": {
-            "install": {"runtime-versions": {"python": "3.11"}, "commands": [
-                "python -m venv /tmp/ops",
-                "/tmp/ops/bin/pip install --quiet -r requirements-ops.txt -c constraints.txt",
-            ]},
+            "install": {"runtime-versions": {"python": "3.11"}, "commands": list(VERIFY_INSTALL_COMMANDS)},
             "build": {"commands": [
                 f"/tmp/ops/bin/python -m ops verify --stage {stage} --wait {VERIFY_WAIT_SECONDS}",
             ]},
@@ -50,7 +48,7 @@ class VerifyRunner(Construct):
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
         self.bucket = s3.Bucket(
-            self, "Source", bucket_name=f"{name}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}",
+            self, "Source", bucket_name=verify_source_bucket(stage, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION),
             encryption=s3.BucketEncryption.KMS, encryption_key=key, bucket_key_enabled=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True, versioned=True,
             lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(7),

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from config import CONFIG_DIR, ConfigError, load_stages
+from config.topology import SERVE_PORT, serve_service
 
 from . import aiperf, calibration, endpoint, report, results, runner
 
@@ -106,10 +107,11 @@ def _stage(args, executable: str) -> int:
         _check(cfg, args.url, executable, tokenizer)
         result, path = runner.run_stage(cfg, url=args.url, **options)
     else:
-        service = endpoint.serve_service(cfg.serving.service_name)
+        service = serve_service(cfg.serving.service_name)
         with endpoint.port_forward(cfg.serving.namespace, service, kubectl=args.kubectl) as url:
             _check(cfg, url, executable, tokenizer)
-            result, path = runner.run_stage(cfg, url=url, endpoint_label=f"{cfg.serving.namespace}/{service}:8000 "
+            result, path = runner.run_stage(cfg, url=url,
+                                            endpoint_label=f"{cfg.serving.namespace}/{service}:{SERVE_PORT} "
                                             f"(kubectl port-forward)", **options)
     print(f"results: {path}")
     return 0

@@ -24,16 +24,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from config.topology import SERVE_PORT
+
 from ..kube import describe_transport, fetch, snippet
 from .aiperf import BenchError
 
-SERVE_PORT = 8000
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)")
-
-
-def serve_service(service_name: str) -> str:
-    """The Service KubeRay creates for a RayService's Serve endpoint."""
-    return f"{service_name}-serve-svc"
 
 
 @contextmanager
@@ -109,13 +105,13 @@ def check_models(url: str, model: str, *, timeout: float = MODELS_TIMEOUT) -> li
                          f"(check --url, or that the port-forward's service is up)") from None
     if answer.status >= 400:
         raise BenchError(f"endpoint {url}: GET /v1/models answered HTTP {answer.status} {answer.reason}: "
-                         f"{snippet(answer)} (is {url} the Serve endpoint, port 8000?)")
+                         f"{snippet(answer)} (is {url} the Serve endpoint, port {SERVE_PORT}?)")
     try:
         ids = [str(entry["id"]) for entry in json.loads(answer.body)["data"]]
     except (ValueError, KeyError, TypeError):
         raise BenchError(f"endpoint {url}: GET /v1/models is not an OpenAI model list "
                          f"({answer.content_type or 'no content type'}: {snippet(answer)}): is {url} the Serve "
-                         f"endpoint, port 8000?") from None
+                         f"endpoint, port {SERVE_PORT}?") from None
     if model not in ids:
         raise BenchError(f"endpoint {url} does not serve {model!r} (GET /v1/models lists: {', '.join(ids) or 'none'}): "
                          f"serving.model.id differs from the deployed model, or the application is still loading")

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import StageConfig
+from config.topology import METRICS_PORT, SERVE_PORT
 from ops.bench import aiperf, report as bench_report, results, runner
 from ops.report import Report
 
@@ -32,7 +33,6 @@ from . import checks, host as host_facts, overrides, ray_cluster
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "rehearsal" / "qwen3.5-9b-config.json"}
 DEFAULT_OUT = Path("rehearsal-results")
-METRICS_PORT = 8080
 
 
 class RehearsalError(Exception):
@@ -127,7 +127,7 @@ def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, m
         ray_cluster.wait_until_running(head, app, timeout=args.deploy_timeout, progress=say)
         to_running = time.monotonic() - started
         report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
-        base = f"http://127.0.0.1:{ray_cluster.SERVE_PORT}"
+        base = f"http://127.0.0.1:{SERVE_PORT}"
         checks.openai(report, base, cfg.serving.model.id)
         if mode == "pd":
             checks.token_field_probe(report, base, cfg.serving.model.id)
@@ -188,9 +188,10 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
     gpus = (f"{plan.num_gpus} x {host.gpus[0].name} shared by {plan.engines} engines" if plan.num_gpus < plan.engines
             else f"{plan.num_gpus} x {host.gpus[0].name}")
     note = f"rehearsal: {gpus}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
-    _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{ray_cluster.SERVE_PORT}", executable=executable,
+    _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{SERVE_PORT}", executable=executable,
                                out_dir=out / "runs", label=mode, tokenizer=str(model), calibrate=args.calibrate,
-                               note=note, endpoint_label="rehearsal host 127.0.0.1:8000", adjust=adjust, progress=say)
+                               note=note, endpoint_label=f"rehearsal host 127.0.0.1:{SERVE_PORT}", adjust=adjust,
+                               progress=say)
     return path
 
 

@@ -20,10 +20,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from config.topology import DASHBOARD_PORT, METRICS_PORT
+
 from .host import NODE_IP
 
-DASHBOARD_PORT = 8265
-SERVE_PORT = 8000
 APPLICATIONS = "/api/serve/applications/"
 
 
@@ -36,7 +36,7 @@ def ray_cli(python: str = sys.executable) -> list[str]:
     return [python, "-m", "ray.scripts.scripts"]
 
 
-def start_command(*, num_gpus: int, temp_dir: Path, metrics_port: int = 8080,
+def start_command(*, num_gpus: int, temp_dir: Path, metrics_port: int = METRICS_PORT,
                   python: str = sys.executable) -> list[str]:
     """As KubeRay starts the head (ray-operator/controllers/ray/common/pod.go: `ray start --head`,
     --metrics-export-port=8080, dashboard on 8265), on loopback and in a temp dir of its own."""
@@ -52,7 +52,7 @@ def stop_command(python: str = sys.executable) -> list[str]:
 class RayHead:
     """`ray start --head` with the engines' environment; `stop()` is safe to call more than once."""
 
-    def __init__(self, *, num_gpus: int, env: dict[str, str], temp_dir: Path, metrics_port: int = 8080,
+    def __init__(self, *, num_gpus: int, env: dict[str, str], temp_dir: Path, metrics_port: int = METRICS_PORT,
                  python: str = sys.executable,
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
                  dashboard: str = f"http://127.0.0.1:{DASHBOARD_PORT}") -> None:

@@ -249,13 +249,13 @@ def test_the_stacks_name_nothing_that_names_py_does_not_know():
         found |= {f"{path.name}: Name: {value}" for value in re.findall(r'"Name": (\w+)', text)}
     assert found == {
         'assembly.py: stack_name="pd-inference-pipeline"',            # names.PIPELINE_STACK
-        'pipeline.py: pipeline_name="pd-inference"',                  # names.PIPELINE_NAME
+        'pipeline.py: pipeline_name=PIPELINE_NAME',                   # names.PIPELINE_NAME
         'stage.py: stack_name=f"{cfg.stage}-network"',                # names.stack_name
         'stage.py: stack_name=f"{cfg.stage}-cluster"',
         'stage.py: stack_name=f"{cfg.stage}-serving"',
         "cluster.py: cluster_name=cluster_name",                      # names.cluster_name (via StageConfig)
         'cluster.py: log_group_name=f"/aws/eks/{cluster_name}/cluster"',  # names.control_plane_log_group
-        'verify_runner.py: bucket_name=f"{name}-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"',  # names.verify_source_bucket
+        'verify_runner.py: bucket_name=verify_source_bucket(stage',    # names.verify_source_bucket
         "verify_runner.py: Name: name",                               # names.verify_runner_name
     }, found
 

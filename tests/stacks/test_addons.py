@@ -114,3 +114,15 @@ def test_add_ons_wait_for_both_nodegroups(app_synth):
     nodegroups = {n for n, r in template.items() if r["Type"] == "AWS::EKS::Nodegroup"}
     for name, _ in _releases(app_synth).values():
         assert nodegroups <= set(template[name].get("DependsOn", []))
+
+
+
+# The logical IDs the add-ons had before ClusterAddons and eks.Addon: a new ID would install a second
+# Helm release (or a second vpc-cni add-on) before removing the first (docs/DECISIONS.md).
+KEPT_LOGICAL_IDS = ["ClusterchartEfaDevicePluginE05EA4D9", "ClusterchartKubeRayOperator81A3F4EA",
+                    "ClusterchartNvidiaDevicePlugin2EAB310F", "ClustermanifestNamespacekuberaysystemD0CBF60E", "VpcCni"]
+
+
+def test_addons_keep_their_logical_ids(app_synth):
+    kinds = ("AWS::EKS::Addon", "Custom::AWSCDK-EKS-HelmChart", "Custom::AWSCDK-EKS-KubernetesResource")
+    assert sorted(name for kind in kinds for name in app_synth.resources("dev", "cluster", kind)) == KEPT_LOGICAL_IDS
