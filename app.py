@@ -54,7 +54,7 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     findings = secret_scan.scan(Path(app.outdir))
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        print(f"synth: {Path(app.outdir) / findings[0].path}:{findings[0].line}: a {findings[0].kind} in the "
+        print(f"synth: {Path(app.outdir) / findings[0].path}:{findings[0].line}: {findings[0].kind} in the "
               f"output{more}: remove it from the stage file or the code that put it there (value not shown)",
               file=sys.stderr)
         return 1

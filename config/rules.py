@@ -351,9 +351,9 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
 
 
 # --- Secret values where a name belongs ------------------------------------------------------------------
-# The shapes of ops/secret_scan.py (which scans synth output) plus GitHub tokens, applied to every key and
-# string value of the parsed file before the model sees it: the refusal names the field and the kind of
-# secret, never the value.
+# The secret shapes refused in stage files (every key and string value of the parsed file, before the
+# model sees it: the refusal names the field and the kind, never the value); ops/secret_scan.py scans
+# every synth output for the same shapes.
 SECRET_SHAPES = (
     ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
     ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from config.rules import SECRET_SHAPES
+
+# The value shapes are the stage-file check's (config/rules.py SECRET_SHAPES: one list for both); in
+# generated files an AWS secret access key is recognised by its name nearby.
 PATTERNS = {
-    "AWS access key id": re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    **{kind.split(" ", 1)[1]: pattern for kind, pattern in SECRET_SHAPES},
     "AWS secret access key": re.compile(r"(?i)aws.{0,24}secret.{0,24}[\"':= ]+[0-9A-Za-z/+]{40}\b"),
-    "Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
-    "private key": re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
 }
 MAX_BYTES = 8 * 1024 * 1024
 

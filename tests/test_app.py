@@ -99,5 +99,5 @@ def test_a_secret_shaped_value_in_the_output_fails_synth_without_showing_it(tmp_
     assert app.main(context={"config_dir": str(folder), "stage": "dev", "nag": "false"},
                     outdir=str(tmp_path / "out")) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "k8s/leak.yaml:1: a AWS access key id in the output" in err[0]
+    assert len(err) == 1 and "k8s/leak.yaml:1: AWS access key id in the output" in err[0]
     assert planted not in err[0]
