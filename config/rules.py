@@ -39,7 +39,7 @@ def system_spec(cfg: StageConfig) -> InstanceSpec:
 
 def _serving_engine(cfg: StageConfig, path: str) -> None:
     """A Gated-DeltaNet model (Qwen3.5) on Hopper GPUs needs the Triton GDN prefill kernel: FlashInfer's
-    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200, docs/rehearsal/)."""
+    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200: ../shared/gpu-rehearsal)."""
     gpu = gpu_spec(cfg).gpu_model
     backend = cfg.serving.engine.gdn_prefill_backend
     if gpu in SM90_GPUS and is_gdn_model(cfg.serving.model.source) and backend in (None, "flashinfer"):
