@@ -35,6 +35,10 @@ class Workload:
     warmup_requests: int
     random_seed: int
     request_timeout_seconds: int
+    # A time bound per level (the rehearsal's --level-seconds): aiperf stops sending new requests after
+    # this many seconds and waits at most grace_seconds for those in flight; request_count stays the cap.
+    duration_seconds: Optional[float] = None
+    grace_seconds: Optional[float] = None
 
 
 def find_executable(explicit: Optional[str] = None) -> str:
@@ -75,6 +79,10 @@ def command(executable: str, *, url: str, model: str, tokenizer: str, workload: 
     ]
     if workload.warmup_requests:
         argv += ["--warmup-request-count", str(workload.warmup_requests)]
+    if workload.duration_seconds is not None:
+        argv += ["--benchmark-duration", f"{workload.duration_seconds:g}"]
+        if workload.grace_seconds is not None:
+            argv += ["--benchmark-grace-period", f"{workload.grace_seconds:g}"]
     if api_key:
         argv += ["--api-key", api_key]
     return argv
@@ -208,12 +216,20 @@ def parse(artifact_dir: Path, concurrency: int) -> Level:
     )
 
 
-def version(executable: str) -> str:
-    """aiperf's version, read from the venv that holds the executable (no import here)."""
+def version(executable: str, env: Optional[dict] = None) -> str:
+    """aiperf's version, read by the Python that runs it: the venv's beside the executable, else the
+    interpreter on its first line (a tree unpacked on the rehearsal host, found through `env`'s PYTHONPATH)."""
     python = Path(executable).parent / "python"
+    if not python.is_file():
+        try:
+            first = Path(executable).read_text(errors="replace").splitlines()[0]
+        except (OSError, IndexError):
+            return "unknown"
+        python = Path(first[2:].strip()) if first.startswith("#!") else python
     try:
         out = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('aiperf'))"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+                             capture_output=True, text=True, timeout=30, check=True,
+                             env={**os.environ, **(env or {})}).stdout.strip()
         return out or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

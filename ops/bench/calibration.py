@@ -25,7 +25,9 @@ OFFLINE_ENV = {"HF_ENDPOINT": "http://127.0.0.1:9"}
 
 def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: Optional[Delays] = None,
             input_tokens: int = 256, output_tokens: int = 32, requests_per_stream: int = 3,
-            random_seed: int = 42) -> tuple[ClientOverhead, Level]:
+            random_seed: int = 42, client_env: Optional[dict] = None) -> tuple[ClientOverhead, Level]:
+    """`client_env`: what aiperf needs to run here (the rehearsal's PYTHONPATH of its own tree), the same
+    environment the measured runs get."""
     # The fake server needs aiohttp, which the ops-only venv (verify runner, pipeline steps) lacks:
     # imported here, so `python -m ops` loads without it.
     from .fake_server import Delays, FakeOpenAIServer
@@ -41,7 +43,7 @@ def measure(executable: str, work_dir: Path, concurrency: int = 64, *, delays: O
         artifacts = work_dir / f"calibration-c{concurrency}"
         aiperf.run(aiperf.command(executable, url=server.url, model=MODEL, tokenizer=str(tokenizer),
                                   workload=workload, artifact_dir=artifacts),
-                   artifacts, env=OFFLINE_ENV, timeout=600)
+                   artifacts, env={**(client_env or {}), **OFFLINE_ENV}, timeout=600)
         records = server.records
     served = {record.request_id: record for record in records if record.request_id}
     level = aiperf.parse(artifacts, concurrency)

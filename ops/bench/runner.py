@@ -56,12 +56,14 @@ def select(cfg: StageConfig, names: Sequence[str] = ()) -> list[WorkloadProfile]
 class Adjustments:
     """What `ops rehearse` changes about a stage run, recorded in the results' settings: the host's
     hardware instead of the stage's nodes, a subset of the levels, fewer requests per stream, the
-    engine overrides, and a deadline after which no new level starts (the run so far is kept)."""
+    engine overrides, a deadline after which no new level starts (the run so far is kept), and a time
+    bound per level (requests in flight when it ends may finish within their timeout and are counted)."""
 
     hardware: Optional[Hardware] = None
     levels: Optional[Sequence[int]] = None
     requests_per_stream: Optional[int] = None
     deadline: Optional[float] = None  # time.monotonic() value
+    level_seconds: Optional[float] = None  # each level stops sending after this long (aiperf --benchmark-duration)
     client_env: Optional[dict] = None
     recorded: dict = field(default_factory=dict)
 
@@ -89,7 +91,8 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
     if calibrate:
         top = max(max(profile.concurrency) for profile in profiles)
         progress(f"calibration: aiperf against the local fake server at concurrency {top} ...")
-        overhead, _ = calibration.measure(executable, run_dir / "calibration", concurrency=top)
+        overhead, _ = calibration.measure(executable, run_dir / "calibration", concurrency=top,
+                                          client_env=adjust.client_env)
         progress(f"calibration: client overhead per request at {top} streams: TTFT +{overhead.ttft_ms.p50:.1f} ms, "
                  f"ITL +{overhead.itl_ms.p50:.2f} ms, end-to-end +{overhead.e2e_ms.p50:.1f} ms (medians)")
     measured: list[ProfileRun] = []
@@ -104,7 +107,7 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
             client={"name": "aiperf", "version": version, "endpoint_type": "chat", "streaming": True},
             calibration=overhead, profiles=[profile for profile in measured if profile.levels])
 
-    version = aiperf.version(executable)
+    version = aiperf.version(executable, env=adjust.client_env)
     path = run_dir.with_suffix(".json")
     for profile in profiles:
         levels: list[Level] = []
@@ -119,7 +122,9 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
                 input_tokens=profile.input_tokens, output_tokens=profile.output_tokens, concurrency=concurrency,
                 request_count=profile.request_count(concurrency), warmup_requests=concurrency,
                 random_seed=cfg.benchmark.random_seed,
-                request_timeout_seconds=cfg.benchmark.request_timeout_seconds)
+                request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
+                duration_seconds=adjust.level_seconds,
+                grace_seconds=None if adjust.level_seconds is None else cfg.benchmark.request_timeout_seconds)
             artifacts = run_dir / f"{profile.name}-c{concurrency}"
             progress(f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
                      f"concurrency {concurrency}: {workload.request_count} requests ...")

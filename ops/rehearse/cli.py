@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
     cmd.add_argument("--bench", action="store_true", help="run the stage's benchmark profiles (ops bench)")
     cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
     cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
+    cmd.add_argument("--level-seconds", type=float, metavar="SECONDS",
+                     help="--bench: stop sending a level's requests after this long (requests in flight finish "
+                          "and count); the request count stays the cap")
     cmd.add_argument("--budget", type=float, metavar="SECONDS",
                      help="stop starting benchmark levels after this long (the run so far is kept)")
     cmd.add_argument("--deploy-timeout", type=float, default=900, metavar="SECONDS",
@@ -179,9 +182,11 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
     levels = _levels(args.levels)
     adjust = runner.Adjustments(
         hardware=_hardware(host, plan), levels=levels, requests_per_stream=args.requests_per_stream,
-        deadline=deadline, client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
+        deadline=deadline, level_seconds=args.level_seconds,
+        client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
         recorded={"rehearsal": {"overrides": [o.line() for o in plan.overrides], "levels": levels,
-                                "requests_per_stream": args.requests_per_stream}})
+                                "requests_per_stream": args.requests_per_stream,
+                                "level_seconds": args.level_seconds}})
     weights = "real weights" if plan.serve_config and not any(
         o.path.endswith("load_format") for o in plan.overrides) else f"dummy weights of {cfg.serving.model.source}"
     transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
@@ -214,6 +219,8 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
     ray_cluster.install_signal_handlers()
     try:
         _levels(args.levels)
+        if args.level_seconds is not None and not args.level_seconds > 0:
+            raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
         host = host_facts.detect()
         modes = ["pd", "colocated"] if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both" \
             else [args.mode or cfg.serving.mode]

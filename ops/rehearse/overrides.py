@@ -87,6 +87,15 @@ def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
     return low * tensor_parallel, replicas.most * tensor_parallel
 
 
+# vLLM 0.26's Ray executor picks each engine's torch.distributed TCPStore port from VLLM_DP_MASTER_PORT + 100
+# (vllm/v1/executor/ray_executor_v2.py `_select_tcpstore_port`; the env default 0 makes it port 100 for
+# every engine, vllm/config/parallel.py). In a pod each engine has its own network namespace; on one host
+# the prefill and decode engines start together, both probe port 100 and one dies with EADDRINUSE (seen
+# on an H200 pair: Serve restarted it, ~110 s lost). Each engine config gets its own base here.
+TCPSTORE_BASE = 29500
+TCPSTORE_STRIDE = 50
+
+
 # With --share-gpus, each engine's KV cache gets a fixed size instead of vLLM's profile of free memory:
 # engines starting side by side on one GPU would otherwise count each other's memory as their own.
 SHARED_KV_CACHE_FRACTION = 0.15
@@ -117,7 +126,8 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
         per_gpu = -(-low // gpus)
     sm90 = any(g.major == 9 for g in host.gpus)
     spare = gpus - low
-    for path, llm in _llm_configs(serve_config):
+    configs = list(_llm_configs(serve_config))
+    for index, (path, llm) in enumerate(configs):
         loading, engine = llm["model_loading_config"], llm["engine_kwargs"]
         _set(overrides, loading, "model_source", str(model_dir), f"{path}.model_loading_config.model_source",
              "no network on the host: a local model folder" + ("" if real_weights else
@@ -153,6 +163,19 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
                  "kv_connector_extra_config.backends",
                  "no EFA device on this host: NIXL over UCX (shared memory / TCP on one host); the EFA path "
                  "is not exercised")
+        if len(configs) > 1:
+            port = str(TCPSTORE_BASE + TCPSTORE_STRIDE * index)
+            reason = ("engines side by side on one host: each its own torch.distributed port range (in a pod each "
+                      "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE")
+            if "env_vars" in llm.get("runtime_env", {}):
+                _set(overrides, llm["runtime_env"]["env_vars"], "VLLM_DP_MASTER_PORT", port,
+                     f"{path}.runtime_env.env_vars.VLLM_DP_MASTER_PORT", reason)
+            elif "runtime_env" in llm:
+                _set(overrides, llm["runtime_env"], "env_vars", {"VLLM_DP_MASTER_PORT": port},
+                     f"{path}.runtime_env.env_vars", reason)
+            else:
+                _set(overrides, llm, "runtime_env", {"env_vars": {"VLLM_DP_MASTER_PORT": port}},
+                     f"{path}.runtime_env", reason)
         scaling = llm["deployment_config"].get("autoscaling_config")
         if scaling:
             # Spare GPUs (beyond every side's minimum) go to the sides in order; the rest is capped.

@@ -122,10 +122,14 @@ def summarize(details: dict[str, Any], app_name: str) -> tuple[str, str]:
         return "NOT_STARTED", "application not created yet"
     parts = []
     for name, deployment in sorted((app.get("deployments") or {}).items()):
-        states = deployment.get("replica_states") or {}
-        running = states.get("RUNNING", 0)
-        total = sum(states.values())
-        parts.append(f"{name} {deployment.get('status', '?')} {running}/{total}")
+        # DeploymentDetails in ray/serve/schema.py: `replicas` (ReplicaDetails, each with a `state`) and
+        # `target_num_replicas`; `recent_dead_replicas` are the ones Serve gave up on and replaced.
+        states = [replica.get("state", "?") for replica in deployment.get("replicas") or []]
+        target = deployment.get("target_num_replicas", len(states))
+        waiting = sorted({state for state in states if state != "RUNNING"})
+        dead = len(deployment.get("recent_dead_replicas") or [])
+        parts.append(f"{name} {deployment.get('status', '?')} {states.count('RUNNING')}/{target}"
+                     + (f" ({', '.join(waiting)})" if waiting else "") + (f", {dead} replaced" if dead else ""))
     message = " ".join(str(app.get("message") or "").split())
     line = ", ".join(parts) or "no deployments yet"
     if app.get("status") == "DEPLOY_FAILED" and message:

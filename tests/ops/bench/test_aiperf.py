@@ -112,3 +112,26 @@ def test_failure_reason_is_the_latest_real_line(text, reason, tmp_path):
     log = tmp_path / "aiperf.log"
     log.write_text(text)
     assert aiperf._reason(log) == reason
+
+
+def test_a_level_time_bound_becomes_aipers_duration_and_grace():
+    bounded = aiperf.Workload(**{**WORKLOAD.__dict__, "duration_seconds": 30.0, "grace_seconds": 900.0})
+    argv = aiperf.command("/x/aiperf", url="http://127.0.0.1:8000", model="m", tokenizer="t", workload=bounded,
+                          artifact_dir=Path("/tmp/a"))
+    assert (_option(argv, "--benchmark-duration"), _option(argv, "--benchmark-grace-period")) == ("30", "900")
+    assert _option(argv, "--request-count") == "128"  # still the cap
+    assert "--benchmark-duration" not in _argv()
+
+
+def test_version_is_read_by_the_interpreter_on_the_scripts_first_line(tmp_path):
+    # On the rehearsal host aiperf is an unpacked tree (no venv python beside it), found through PYTHONPATH.
+    import sys
+
+    site = tmp_path / "site" / "aiperf-9.8.7.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: aiperf\nVersion: 9.8.7\n")
+    script = tmp_path / "bin" / "aiperf"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\nprint('aiperf')\n")
+    assert aiperf.version(str(script), env={"PYTHONPATH": str(tmp_path / "site")}) == "9.8.7"
+    assert aiperf.version(str(tmp_path / "missing")) == "unknown"

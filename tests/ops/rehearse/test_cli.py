@@ -45,7 +45,7 @@ class FakeHead:
 
 def _args(tmp_path, **extra):
     values = dict(stage="dev", config_dir="config", mode="pd", weights=None, bench=False, levels=None,
-                  requests_per_stream=None, budget=None, deploy_timeout=5, gpus=None, out=str(tmp_path / "out"),
+                  requests_per_stream=None, level_seconds=None, budget=None, deploy_timeout=5, gpus=None, out=str(tmp_path / "out"),
                   aiperf=None, client_pythonpath=None, calibrate=False, share_gpus=False)
     values.update(extra)
     return argparse.Namespace(**values)
@@ -115,3 +115,9 @@ def test_weights_must_be_a_model_folder(tmp_path, dev):
     with pytest.raises(cli.RehearsalError, match="has no config.json") as error:
         cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path)), tmp_path)
     assert error.value.code == 2
+
+
+def test_a_level_time_bound_must_be_positive(capsys):
+    assert main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "rehearse: --level-seconds: 0 (allowed: a number of seconds > 0)"]

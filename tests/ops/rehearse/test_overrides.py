@@ -139,3 +139,30 @@ def test_share_gpus_runs_the_engines_side_by_side_with_their_share_of_memory(dev
         assert kwargs["kv_cache_memory_bytes"] == int(143771 * 2**20 * overrides.SHARED_KV_CACHE_FRACTION)
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
     LLMConfig.model_validate(llm)  # Ray's own model takes the shared placement
+
+
+def test_pd_engines_on_one_host_get_distinct_tcpstore_port_bases(dev):
+    # Both engines would otherwise probe port 100 (vLLM's ray_executor_v2 `_select_tcpstore_port`) and
+    # one fail with EADDRINUSE, as seen on the H200 pair.
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    ports = [args[side]["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"] for side in ("prefill_config",
+                                                                                       "decode_config")]
+    assert ports == ["29500", "29550"]
+
+
+def test_one_engine_config_gets_no_port_base(dev):
+    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    (llm,) = plan.serve_config["applications"][0]["args"]["llm_configs"]
+    assert "runtime_env" not in llm
+
+
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
+    # Ray 2.58's LLMConfig forbids unknown keys: every override lands on a field Ray knows.
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    plan = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    for llm in args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]:
+        assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")

@@ -10,12 +10,15 @@ import pytest
 
 from ops.rehearse import ray_cluster
 
+# The shape of GET /api/serve/applications/ (ray/serve/schema.py ServeInstanceDetails -> ApplicationDetails ->
+# DeploymentDetails), trimmed to the fields `summarize` reads; test_the_fields_read_are_rays_own checks them.
 DEPLOYING = {"applications": {"llm": {"status": "DEPLOYING", "message": "", "deployments": {
-    "PDProxyServer:qwen3_5-9b": {"status": "HEALTHY", "replica_states": {"RUNNING": 1}},
-    "Prefill:qwen3_5-9b": {"status": "UPDATING", "replica_states": {"STARTING": 1}},
-    "Decode:qwen3_5-9b": {"status": "UPDATING", "replica_states": {"STARTING": 1}}}}}}
+    "PDProxyServer:qwen3_5-9b": {"status": "HEALTHY", "target_num_replicas": 1, "replicas": [{"state": "RUNNING"}]},
+    "Prefill:qwen3_5-9b": {"status": "UPDATING", "target_num_replicas": 1, "replicas": [{"state": "STARTING"}]},
+    "Decode:qwen3_5-9b": {"status": "UPDATING", "target_num_replicas": 1, "replicas": [{"state": "STARTING"}],
+                          "recent_dead_replicas": [{"state": "STOPPING"}]}}}}}
 RUNNING = {"applications": {"llm": {"status": "RUNNING", "message": "", "deployments": {
-    "Prefill:qwen3_5-9b": {"status": "HEALTHY", "replica_states": {"RUNNING": 1}}}}}}
+    "Prefill:qwen3_5-9b": {"status": "HEALTHY", "target_num_replicas": 1, "replicas": [{"state": "RUNNING"}]}}}}}
 FAILED = {"applications": {"llm": {"status": "DEPLOY_FAILED", "message": "EngineDeadError:\n  boom",
                                    "deployments": {}}}}
 
@@ -68,9 +71,19 @@ def test_a_head_never_started_is_not_stopped(tmp_path):
 def test_progress_names_each_deployment_and_its_replicas():
     status, line = ray_cluster.summarize(DEPLOYING, "llm")
     assert status == "DEPLOYING"
-    assert line == ("Decode:qwen3_5-9b UPDATING 0/1, PDProxyServer:qwen3_5-9b HEALTHY 1/1, "
-                    "Prefill:qwen3_5-9b UPDATING 0/1")
+    assert line == ("Decode:qwen3_5-9b UPDATING 0/1 (STARTING), 1 replaced, PDProxyServer:qwen3_5-9b HEALTHY 1/1, "
+                    "Prefill:qwen3_5-9b UPDATING 0/1 (STARTING)")
     assert ray_cluster.summarize({"applications": {}}, "llm") == ("NOT_STARTED", "application not created yet")
+
+
+def test_the_fields_read_are_rays_own():
+    # The first H200 runs printed "0/0" for every deployment: an invented field name (replica_states).
+    from ray.serve.schema import ApplicationDetails, DeploymentDetails, ReplicaDetails, ServeInstanceDetails
+
+    assert "applications" in ServeInstanceDetails.model_fields
+    assert {"status", "message", "deployments"} <= ApplicationDetails.model_fields.keys()
+    assert {"status", "target_num_replicas", "replicas", "recent_dead_replicas"} <= DeploymentDetails.model_fields.keys()
+    assert "state" in ReplicaDetails.model_fields
 
 
 class FakeHead:

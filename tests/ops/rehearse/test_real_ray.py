@@ -51,6 +51,8 @@ def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_p
         with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
             assert response.read().decode() == "hello from a rehearsal"
         assert elapsed < 180 and " hello RUNNING:" in lines[-1]
+        # Real Ray's answer, read by `summarize`: the replica counted as Ray reports it (not "0/0").
+        assert lines[-1].endswith("hello RUNNING: Hello HEALTHY 1/1"), lines[-1]
     finally:
         head.stop()
         ray_cluster.remove_tree(Path(temp))
