@@ -1,11 +1,19 @@
 """The serving chart: the `inference` namespace, the Ray pods' service account, the token's
-SecretProviderClass (when configured) and the RayService running the Serve LLM application."""
+SecretProviderClass (when configured) and the RayService running the Serve LLM application.
+
+Typed where the rendering stays what it was (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRay
+classes"): cdk8s-plus-28's L2 ServiceAccount and ClusterRoleBinding, its typed core (L1) Namespace and
+ClusterRole, whose L2s add fields (`spec: {}`, `resourceNames: []`). The RayService and the
+NetworkPolicies stay `ApiObject`s with their spec as plain dicts: their typed classes render the spec's
+keys in cdk8s's sorted order, not this chart's reading order (the snapshots would change)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import cdk8s
+import cdk8s_plus_28 as kplus
 import yaml
+from cdk8s_plus_28 import k8s
 from constructs import Construct
 
 from config.derived import PodResources
@@ -33,15 +41,15 @@ def serve_config_text(serving: Serving) -> str:
 
 class InferenceChart(cdk8s.Chart):
     def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
-                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: Sequence[str]) -> None:
+                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: Sequence[str],
+                 metrics_scraper: bool = False) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
-        cdk8s.ApiObject(self, "Namespace", api_version="v1", kind="Namespace",
-                        metadata=cdk8s.ApiObjectMetadata(name=namespace, labels=POD_SECURITY_LABELS))
+        k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=namespace, labels=POD_SECURITY_LABELS))
         self.service_account_name = serving.service_name
-        cdk8s.ApiObject(self, "ServiceAccount", api_version="v1", kind="ServiceAccount",
-                        metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))\
-            .add_json_patch(cdk8s.JsonPatch.add("/automountServiceAccountToken", False))
+        # The Ray pods call no Kubernetes API: no token is mounted (the pod templates say so too).
+        kplus.ServiceAccount(self, "ServiceAccount", automount_token=False,
+                             metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))
 
         self._verify_rbac()
 
@@ -84,7 +92,8 @@ class InferenceChart(cdk8s.Chart):
                                       metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
                                                                        namespace=namespace))
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
-        for name, policy_spec in network_policies(serving, api_proxy_cidrs=api_proxy_cidrs).items():
+        for name, policy_spec in network_policies(serving, api_proxy_cidrs=api_proxy_cidrs,
+                                                      metrics_scraper=metrics_scraper).items():
             policy = cdk8s.ApiObject(self, f"Policy-{name}", api_version="networking.k8s.io/v1", kind="NetworkPolicy",
                                      metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace))
             policy.add_json_patch(cdk8s.JsonPatch.add("/spec", policy_spec))
@@ -93,23 +102,19 @@ class InferenceChart(cdk8s.Chart):
     def _verify_rbac(self) -> None:
         """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP):
         what verify reads, plus the service proxy to the Ray dashboard and the Serve endpoint."""
-        role = cdk8s.ApiObject(self, "VerifyRole", api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole",
-                               metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP))
-        role.add_json_patch(cdk8s.JsonPatch.add("/rules", VERIFY_RULES))
-        binding = cdk8s.ApiObject(self, "VerifyBinding", api_version="rbac.authorization.k8s.io/v1",
-                                  kind="ClusterRoleBinding", metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP))
-        binding.add_json_patch(cdk8s.JsonPatch.add("/roleRef", {
-            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": VERIFY_GROUP}))
-        binding.add_json_patch(cdk8s.JsonPatch.add("/subjects", [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": VERIFY_GROUP}]))
+        k8s.KubeClusterRole(self, "VerifyRole", metadata=k8s.ObjectMeta(name=VERIFY_GROUP), rules=VERIFY_RULES)
+        binding = kplus.ClusterRoleBinding(
+            self, "VerifyBinding", metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP),
+            role=kplus.ClusterRole.from_cluster_role_name(self, "VerifyRoleRef", VERIFY_GROUP))
+        binding.add_subjects(kplus.Group.from_name(self, "VerifyGroup", VERIFY_GROUP))
 
 
 VERIFY_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get"]},
+    k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"]),
+    k8s.PolicyRule(api_groups=["apps"], resources=["deployments"], verbs=["get"]),
+    k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], verbs=["get"]),
     # GET for /v1/models and the dashboard's log API, create for POST /v1/chat/completions
-    {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
+    k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], verbs=["get", "create"]),
 ]
 
 

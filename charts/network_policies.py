@@ -12,7 +12,9 @@ other refused):
   `ray.io/serve` label and so the serve Service's endpoints);
 - the configured client namespaces to Serve (8000) on the Ray pods;
 - the API server's service proxy (the control-plane subnets, which hold nothing but the cluster's ENIs
-  and the kubectl provider) to the head's dashboard and to Serve, which `ops verify` uses.
+  and the kubectl provider) to the head's dashboard and to Serve, which `ops verify` uses;
+- with observability on, the CloudWatch agent that scrapes the Ray pods (its pods in amazon-cloudwatch,
+  labelled by the agent operator) to the metrics port 8080 of every Ray pod, and nothing else.
 The kubelet's probes (52365 on every Ray pod) come from the pod's own node, which no policy blocks.
 """
 from __future__ import annotations
@@ -20,7 +22,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from config.schema import Serving
-from config.topology import DASHBOARD_PORT, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SERVE_PORT
+from config.topology import (CLOUDWATCH_NAMESPACE, DASHBOARD_PORT, KUBERAY_NAMESPACE, KUBERAY_RELEASE,
+                             RAY_METRICS_PORT, RAY_SCRAPER_POD_LABELS, SERVE_PORT)
 from config.versions import KUBERAY_OPERATOR
 
 from .ray_pods import ray_pod_labels
@@ -34,7 +37,9 @@ def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
 
-def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str]) -> dict[str, dict[str, Any]]:
+def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
+                     metrics_scraper: bool = False) -> dict[str, dict[str, Any]]:
+    """`metrics_scraper`: the stage collects metrics (observability on), so its scraper is admitted."""
     ray = {"matchLabels": ray_pod_labels(serving.service_name)}
     head = {"matchLabels": {**ray_pod_labels(serving.service_name), "ray.io/node-type": "head"}}
     policies: dict[str, dict[str, Any]] = {
@@ -57,4 +62,9 @@ def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str]) -> dic
             {"from": sources, "ports": _tcp(SERVE_PORT)}]}
         policies["api-server-proxy-dashboard"] = {"podSelector": head, "policyTypes": ["Ingress"], "ingress": [
             {"from": sources, "ports": _tcp(DASHBOARD_PORT)}]}
+    if metrics_scraper:
+        policies["metrics-scraper"] = {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{
+            "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: CLOUDWATCH_NAMESPACE}},
+                      "podSelector": {"matchLabels": dict(RAY_SCRAPER_POD_LABELS)}}],
+            "ports": _tcp(RAY_METRICS_PORT)}]}
     return policies

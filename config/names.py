@@ -7,6 +7,7 @@ The resources the stacks name explicitly (every `*_name=` argument and `"Name"` 
 | CloudFormation stacks | `<stage>-network`, `<stage>-cluster`, `<stage>-serving` | stacks/stage.py | 128, `[A-Za-z][A-Za-z0-9-]*` |
 | EKS cluster | `cluster.name`, default `pd-inference-<stage>` | stacks/cluster.py | 100, `[0-9A-Za-z][A-Za-z0-9_-]*` |
 | CloudWatch log group (control plane) | `/aws/eks/<cluster>/cluster` (EKS's own name) | stacks/cluster.py | 512, `[.\\-_/#A-Za-z0-9]+` |
+| CloudWatch log groups (Container Insights) | `/aws/containerinsights/<cluster>/<kind>` (the add-on's own names) | stacks/observability.py | 512, as above |
 | CodeBuild project (verify runner) | `pd-inference-<stage>-verify` | stacks/verify_runner.py | 2 to 150, `[A-Za-z0-9][A-Za-z0-9_-]*` |
 | S3 bucket (verify runner source) | `pd-inference-<stage>-verify-<account>-<region>` | stacks/verify_runner.py | 3 to 63, lowercase |
 | pipeline stack / CodePipeline | `pd-inference-pipeline` / `pd-inference` | stacks/assembly.py, stacks/pipeline.py | fixed, not per stage |
@@ -60,6 +61,18 @@ def cluster_name(stage: str, configured: Optional[str] = None) -> str:
 def control_plane_log_group(cluster: str) -> str:
     """EKS writes control-plane logs to exactly this group; the cluster stack creates it first."""
     return f"/aws/eks/{cluster}/cluster"
+
+
+# The groups the CloudWatch Observability add-on's agents and Fluent Bit write to; the cluster stack creates
+# them first (retention, encryption, the NIXL metric filter).
+CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance", "prometheus")
+
+
+def container_insights_log_group(cluster: str, kind: str) -> str:
+    """Container Insights' fixed group name for one kind of its logs."""
+    if kind not in CONTAINER_INSIGHTS_LOG_KINDS:
+        raise ValueError(f"unknown Container Insights log kind {kind!r}")
+    return f"/aws/containerinsights/{cluster}/{kind}"
 
 
 def verify_runner_name(stage: str) -> str:

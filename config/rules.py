@@ -25,7 +25,7 @@ NODE_RESERVED_MEMORY_GIB = 4
 def check(cfg: StageConfig, path: str) -> None:
     for rule in (_zones, _names, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
                  _serving_transport, _serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
-                 _serving_secret, _serving_namespaces, _weight_cache, _benchmark_context):
+                 _serving_secret, _serving_namespaces, _weight_cache, _benchmark_context, _observability):
         rule(cfg, path)
 
 
@@ -415,3 +415,20 @@ def refuse_secrets(data: Any, path: str) -> None:
                            "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret")
                 raise ConfigError(path, name, f"looks like {kind}, a secret value where none belongs (the value is "
                                               f"not shown; allowed: {allowed}; revoke it if this file was shared)")
+
+
+def _observability(cfg: StageConfig, path: str) -> None:
+    """CloudWatch alarm actions reach an SNS topic of the alarm's own region (and, with an account in the
+    stage file, its own account: a topic elsewhere needs a policy this app does not manage)."""
+    arn = cfg.observability.alarm_topic_arn
+    if not arn:
+        return
+    _, _, _, region, account, _ = arn.split(":", 5)
+    if region != cfg.region:
+        raise ConfigError(path, "observability.alarm_topic_arn",
+                          f"the topic is in {region}, the stage in {cfg.region}: CloudWatch alarms notify only "
+                          f"topics of their own region (allowed: an SNS topic ARN in {cfg.region})")
+    if cfg.account and account != cfg.account:
+        raise ConfigError(path, "observability.alarm_topic_arn",
+                          f"the topic is in account {account}, the stage in {cfg.account} (allowed: a topic of "
+                          f"account {cfg.account})")

@@ -37,6 +37,7 @@ ABSOLUTE_PATH = r"\A/[A-Za-z0-9_./-]+\z"
 MODEL_ID = r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\z"
 # A Hugging Face repo id, an absolute path (a local folder) or an S3 URI.
 MODEL_SOURCE = r"\A([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|/[A-Za-z0-9_./-]+|s3://[A-Za-z0-9_./-]+)\z"
+SNS_TOPIC_ARN = r"\Aarn:aws(-[a-z]+)*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}\z"
 IMAGE = r"\A[A-Za-z0-9_./:@-]+\z"
 RAY_VERSION = r"\A[0-9]+\.[0-9]+\.[0-9]+\z"
 ENGINE_ARG = r"\A[a-z][a-z0-9_]*\z"
@@ -358,6 +359,18 @@ class Benchmark(Strict):
         return values
 
 
+class Observability(Strict):
+    """CloudWatch collection (the amazon-cloudwatch-observability add-on), the stage's dashboard and alarms
+    (docs/OBSERVABILITY.md)."""
+
+    enabled: bool = True
+    # Where the alarms notify (same region as the stage); unset = alarms without actions.
+    alarm_topic_arn: Optional[Annotated[str, Field(pattern=SNS_TOPIC_ARN, max_length=512)]] = None
+    ttft_p99_slo_seconds: Annotated[float, Field(gt=0, le=600)] = 2.0
+    error_rate_percent: Annotated[float, Field(gt=0, le=100)] = 5.0      # 5xx share of HTTP requests
+    gpu_memory_percent: Annotated[float, Field(gt=0, le=100)] = 95.0     # GPU memory used, per node
+
+
 class StageConfig(Strict):
     stage: Annotated[str, Field(pattern=NAME)]
     account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
@@ -371,6 +384,7 @@ class StageConfig(Strict):
     addons: Addons = Field(default_factory=Addons)
     serving: Serving
     benchmark: Benchmark = Field(default_factory=Benchmark)
+    observability: Observability = Field(default_factory=Observability)
     tags: dict[Annotated[str, Field(pattern=TAG_KEY, max_length=128)],
                Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
         default_factory=dict, max_length=names.MAX_STAGE_TAGS

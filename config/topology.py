@@ -37,6 +37,19 @@ NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
 SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
 
+# The CloudWatch Observability add-on (stacks/observability.py): its namespace and service account (the Pod
+# Identity association binds this one; every agent of the add-on and Fluent Bit run as it), and the
+# deployment-mode agent that scrapes the Ray pods' metrics port. The operator labels that agent's pods with
+# app.kubernetes.io/instance = "<namespace>.<agent name>" (amazon-cloudwatch-agent-operator,
+# internal/manifests/manifestutils/labels.go, SelectorLabels); it runs with hostNetwork off, so a
+# NetworkPolicy can admit it by these labels.
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
+RAY_SCRAPER_NAME = "ray-metrics-scraper"
+RAY_SCRAPER_POD_LABELS = {"app.kubernetes.io/instance": f"{CLOUDWATCH_NAMESPACE}.{RAY_SCRAPER_NAME}"}
+RAY_METRICS_PORT = METRICS_PORT  # KubeRay's `metrics` container port on every Ray pod
+RAY_METRICS_PORT_NAME = "metrics"
+
 # What `cdk synth` writes for review (charts/render.py) and `ops diff` compares: <outdir>/k8s/<stage>/.
 RENDERED_DIR = "k8s"
 INFERENCE_FILE = "inference.yaml"
@@ -87,3 +100,13 @@ VERIFY_GROUP = "pd-inference-verify"
 def verify_runner_name(stage: str) -> str:
     """The CodeBuild project (and the prefix of its source bucket) that runs `ops verify` in the VPC."""
     return names.verify_runner_name(stage)
+
+
+# What the CloudWatch Observability add-on writes, read by the stack (dashboard, alarms, log groups) and by
+# `ops verify` (ops/telemetry.py): Container Insights' namespace, the namespace the agent's Prometheus scrape
+# of the Ray pods writes to (EMF), and Container Insights' log groups (kind: application, dataplane, host,
+# performance, prometheus).
+CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
+CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
+RAY_METRICS_NAMESPACE = "ContainerInsights/Prometheus"
+container_insights_log_group = names.container_insights_log_group

@@ -34,6 +34,12 @@ EFA_DEVICE_PLUGIN = HelmChartPin(
     version="v0.5.30",
 )
 
+# The CloudWatch Observability EKS add-on (CloudWatch agent + operator, Fluent Bit, DCGM exporter): Helm chart
+# 6.4.0 of aws-observability/helm-charts (released 2026-07-21; its values.yaml is what the add-on's
+# configuration keys are checked against), the build EKS lists for Kubernetes 1.34 and 1.35
+# (docs/OBSERVABILITY.md says where that was seen).
+CLOUDWATCH_OBSERVABILITY_VERSION = "v6.4.0-eksbuild.1"
+
 # The Kubernetes minors a stage may run (the schema admits exactly these), each with its kubectl layer
 # (module, class) for the cluster's kubectl provider (stacks/cluster.py imports the layer on use: each
 # layer package loads a ~36 MB asset into jsii). The previous minor too, so a stage can be upgraded in place.

@@ -107,11 +107,12 @@ def _preflight_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def _verify(cfg, args, session, clients):
-    from . import verify
+    from . import telemetry, verify
 
     access = verify.cluster_access(cfg, session)
     api = verify.connect(cfg, session, access)
-    return verify.run(cfg, api, wait=args.wait, poll=args.poll), None
+    cloudwatch = telemetry.Clients(session, cfg.region, overrides=clients or {})
+    return verify.run(cfg, api, wait=args.wait, poll=args.poll, cloudwatch=cloudwatch), None
 
 
 def _verify_arguments(cmd: argparse.ArgumentParser) -> None:

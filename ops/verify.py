@@ -20,7 +20,7 @@ from config.schema import StageConfig
 from config.topology import (DASHBOARD_PORT_NAME, EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE,
                              KUBERAY_RELEASE, SERVE_PORT_NAME, head_service, serve_service)
 
-from . import eks_token, nixl
+from . import eks_token, nixl, telemetry
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 from .kube import KubeApi, KubeError, unexpected
 from .report import Report
@@ -132,6 +132,7 @@ class Progress:
 
 def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0,
         progress: Optional[Callable[[float, float, str], None]] = None,
+        cloudwatch: Optional[telemetry.Clients] = None,
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
     report = Report("verify", cfg.stage)
     progress = progress or Progress()
@@ -155,6 +156,8 @@ def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0
     else:
         for name in ("NIXL transport", "GET /v1/models", "POST /v1/chat/completions"):
             report.add(name, "skip", "the RayService is not ready")
+    if cloudwatch is not None:
+        telemetry.check(cfg, cloudwatch, report)
     return report
 
 

@@ -12,7 +12,7 @@ from constructs import Construct
 
 from config import versions
 from config.instance_types import INSTANCE_TYPES
-from config.schema import Addons, Cluster, GpuNodegroup, SystemNodegroup
+from config.schema import Addons, Cluster, GpuNodegroup, Observability, SystemNodegroup
 from config.derived import endpoint_wide_open
 
 from . import addons
@@ -22,6 +22,9 @@ from .network import CONTROL_PLANE
 from .log_encryption import lambda_log_groups
 from .retention import retention
 from .verify_runner import VerifyRunner
+from .observability import Observability as ObservabilityAddon
+from .alarms import StageAlarms
+from .dashboard import StageDashboard
 
 # One kubectl layer per Kubernetes minor, imported on use; the schema admits exactly these minors.
 KUBECTL_LAYERS = versions.KUBECTL_LAYERS
@@ -47,7 +50,8 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
 class ClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc, logs_key: kms.IKey,
                  cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
-                 gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons, **kwargs) -> None:
+                 gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons,
+                 observability: Observability, serving_namespace: str, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True,
@@ -104,12 +108,31 @@ class ClusterStack(cdk.Stack):
         self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
         self.kuberay_operator = self.addons.kuberay_operator
 
-        self.verify_runner = VerifyRunner(self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc,
-                                          key=secrets_key, logs_key=self.logs_key,
-                                          log_retention=retention(cluster.log_retention_days))
+        self.observability = self.alarms = self.dashboard = None
+        if observability.enabled:
+            self._observe(stage, cluster_name, observability, serving_namespace, efa=gpu_nodegroup.efa,
+                          retention_days=cluster.log_retention_days)
+        self.verify_runner = VerifyRunner(
+            self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, key=secrets_key, logs_key=self.logs_key,
+            log_retention=retention(cluster.log_retention_days),
+            application_logs=self.observability.application_logs if self.observability else None)
         lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)
         cdk.CfnOutput(self, "UpdateKubeconfigCommand",
                       value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}")
+
+    def _observe(self, stage: str, cluster_name: str, settings: Observability, serving_namespace: str,
+                 *, efa: bool, retention_days: int) -> None:
+        """CloudWatch collection (the add-on), the stage's alarms and dashboard (docs/OBSERVABILITY.md)."""
+        self.observability = ObservabilityAddon(
+            self, "Observability", cluster=self.cluster, cluster_name=cluster_name,
+            serving_namespace=serving_namespace, logs_key=self.logs_key, retention=retention(retention_days),
+            nodes=[self.system_nodegroup, self.gpu_nodegroup])
+        self.alarms = StageAlarms(self, "Alarms", stage=stage, cluster_name=cluster_name, settings=settings,
+                                  application_logs=self.observability.application_logs, efa=efa)
+        self.dashboard = StageDashboard(self, "Dashboard", stage=stage, cluster_name=cluster_name,
+                                        ttft_slo=settings.ttft_p99_slo_seconds,
+                                        alarms=self.alarms.alarms)
+        cdk.CfnOutput(self, "DashboardName", value=self.dashboard.dashboard_name)

@@ -65,12 +65,18 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
          "and is KMS-encrypted and SSL-only; access logging would add a log bucket per stage for it.")
     _ack(runner.role, "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
          "CodeBuild in a VPC must call ec2:Describe* and create its network interfaces, which have no "
-         "resource-level ARNs before they exist.")
+         "resource-level ARNs before they exist; cloudwatch:ListMetrics (verify's telemetry check) has no "
+         "resource-level permissions.")
     region = cdk.Stack.of(runner).region  # literal: every stage names its region (partition literals on)
     _ack(runner.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:ec2:{region}:<AWS::AccountId>:"
                       "network-interface/*]",
          "CodeBuild attaches permissions to the interfaces it creates; limited to CodeBuild and to the "
          "stage's private subnets by conditions.")
+    if cluster_stack.observability is not None:
+        _ack(cluster_stack.observability.role, _MANAGED.format("CloudWatchAgentServerPolicy"),
+             "The CloudWatch agent and Fluent Bit (Pod Identity, their service account only) need AWS's "
+             "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.")
+
 
 def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePipeline, built
     """CDK Pipelines' own build projects, roles and artifact bucket (not the stages: those are

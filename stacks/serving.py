@@ -5,6 +5,8 @@ manifest resource: never the VPC, the cluster or a nodegroup.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
@@ -21,11 +23,13 @@ from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, se
 class ServingStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster,
                  kuberay_operator: eks.HelmChart, serving: Serving, image: str,
-                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: list[str], **kwargs) -> None:
+                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: list[str],
+                 pod_identity_agent: Optional[eks.Addon] = None, metrics_scraper: bool = False, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.chart = InferenceChart(
             cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
             worker_resources=worker_resources, worker_count=worker_count, api_proxy_cidrs=api_proxy_cidrs,
+            metrics_scraper=metrics_scraper,
         )
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
@@ -33,14 +37,16 @@ class ServingStack(cdk.Stack):
         self.manifest.node.add_dependency(kuberay_operator)
 
         if serving.hf_token_secret:
-            self._grant_token(cluster, serving)
+            self._grant_token(cluster, serving, pod_identity_agent)
 
         cdk.CfnOutput(self, "ServeService",
                       value=serve_address(serving.service_name, serving.namespace))
 
-    def _grant_token(self, cluster: eks.Cluster, serving: Serving) -> None:
-        """Pod Identity: the Ray pods' service account may read exactly the token secret."""
-        agent = eks.Addon(self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON)
+    def _grant_token(self, cluster: eks.Cluster, serving: Serving, pod_identity_agent: Optional[eks.Addon]) -> None:
+        """Pod Identity: the Ray pods' service account may read exactly the token secret. The agent add-on
+        is the cluster stack's when it has one (observability on): EKS allows one per cluster."""
+        agent = pod_identity_agent or eks.Addon(self, "PodIdentityAgent", cluster=cluster,
+                                                addon_name=POD_IDENTITY_AGENT_ADDON)
         provider = eks.Addon(self, "SecretsProvider", cluster=cluster, addon_name=SECRETS_PROVIDER_ADDON)
         role = iam.Role(
             self, "HfTokenReader",

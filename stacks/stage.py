@@ -34,6 +34,7 @@ class InferenceStage(cdk.Stage):
             logs_key=self.network.logs_key,
             cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
+            observability=cfg.observability, serving_namespace=cfg.serving.namespace,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
         self.serving = ServingStack(
@@ -41,6 +42,8 @@ class InferenceStage(cdk.Stage):
             kuberay_operator=self.cluster.kuberay_operator, serving=cfg.serving, image=cfg.image,
             worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
             api_proxy_cidrs=self.network.control_plane_cidrs,
+            pod_identity_agent=self.cluster.observability.agent if self.cluster.observability else None,
+            metrics_scraper=cfg.observability.enabled,
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
                         f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )

@@ -9,6 +9,7 @@ CodeBuild L2 module alone costs about 0.12 s on every synth of every stage.
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -43,7 +44,9 @@ def buildspec(stage: str) -> dict:
 
 class VerifyRunner(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster: eks.Cluster, vpc: ec2.IVpc,
-                 key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays) -> None:
+                 key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays,
+                 application_logs: Optional[logs.ILogGroup] = None) -> None:
+        """`application_logs`: the cluster's container log group when the stage collects them (verify reads it)."""
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
@@ -75,6 +78,11 @@ class VerifyRunner(Construct):
              "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"},
                            "ArnEquals": {"ec2:Subnet": [f"{prefix}:subnet/{s}" for s in subnets.subnet_ids]}}},
         ]
+        if application_logs is not None:
+            # verify's telemetry check (ops/telemetry.py): ListMetrics has no resource-level permissions;
+            # the log streams of the cluster's application log group only.
+            statements += [{"Action": "cloudwatch:ListMetrics", "Resource": "*"},
+                           {"Action": "logs:DescribeLogStreams", "Resource": application_logs.log_group_arn}]
         self.role = iam.Role(  # the policy as one document: one jsii call, not one per statement
             self, "Role", assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
             description=f"The {name} CodeBuild project",

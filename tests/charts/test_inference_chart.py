@@ -275,10 +275,16 @@ def test_token_is_a_csi_mounted_file_named_by_hf_token_path(variants):
 
 
 def test_verify_group_may_read_and_use_the_service_proxy_only(dev_objects):
-    from charts.inference import VERIFY_RULES
     role = by_kind(dev_objects, "ClusterRole")
     binding = by_kind(dev_objects, "ClusterRoleBinding")
-    assert role["rules"] == VERIFY_RULES
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
+    ]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "pd-inference-verify"}
     verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
     assert verbs == {"get", "list", "create"}
     assert [r["resources"] for r in role["rules"] if "create" in r["verbs"]] == [["services/proxy"]]

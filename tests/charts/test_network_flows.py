@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from charts.serve_config import NIXL_PORT_BASE
-from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
+from config.topology import CLOUDWATCH_NAMESPACE, KUBERAY_NAMESPACE, KUBERAY_RELEASE, RAY_SCRAPER_POD_LABELS
 
 from .kuberay_pods import HEAD_GROUP, kuberay_pod, operator_pod
 from .netpol import Cluster, External, Node, Pod
@@ -79,7 +79,19 @@ FLOWS = [
     Flow("worker-1", "worker-0", UCX_EPHEMERAL, True, "KV data over NIXL's UCX backend (TCP transport: "
          "OS-chosen ports); over LIBFABRIC/EFA the data bypasses the kernel and the EFA security group governs it"),
     Flow("worker-0", "head", 8080, True, "Ray pods read each other's metrics agents (metrics-export-port 8080, "
-         "set by KubeRay); no other scraper is admitted until the observability issue adds one"),
+         "set by KubeRay)"),
+    # -- the metrics scraper (observability on in both stages) ----------------------------------
+    Flow("scraper", "head", 8080, True, "the CloudWatch agent `ray-metrics-scraper` (stacks/observability.py) "
+         "scrapes the `metrics` port KubeRay adds to every Ray pod (common/pod.go, --metrics-export-port=8080): "
+         "Ray's, Serve's and vLLM's series (vllm/v1/metrics/ray_wrappers.py)"),
+    Flow("scraper", "worker-0", 8080, True, "the engines' metrics are exported by the workers' Ray"),
+    Flow("scraper", "head", 8265, False, "the scraper needs the metrics port only: not the dashboard"),
+    Flow("scraper", "head", 8000, False, "nor Serve"),
+    Flow("scraper", "head", 6379, False, "nor the GCS"),
+    Flow("scraper", "worker-0", NIXL_PORT_BASE["prefill"], False, "nor NIXL"),
+    Flow("cloudwatch-daemon", "worker-0", 8080, False, "another pod of the add-on's namespace (the node agent, "
+         "Fluent Bit) is not the scraper"),
+    Flow("spoofed-scraper", "worker-0", 8080, False, "the scraper's labels in another namespace are refused"),
     # -- clients and the API server -------------------------------------------------------------
     Flow("client", "head", 8000, True, "client namespaces -> <name>-serve-svc:8000, which selects the head "
          "and workers with ray.io/serve=true (common/service.go)", ("prod",)),
@@ -88,7 +100,7 @@ FLOWS = [
     Flow("client", "head", 8265, False, "clients never reach the dashboard (it can run jobs)", ("prod",)),
     Flow("client", "head", 6379, False, "clients never reach the GCS", ("prod",)),
     Flow("client", "worker-0", NIXL_PORT_BASE["prefill"], False, "clients never reach NIXL", ("prod",)),
-    Flow("client", "worker-0", 8080, False, "no metrics scraper is configured", ("prod",)),
+    Flow("client", "worker-0", 8080, False, "clients never reach the metrics port", ("prod",)),
     Flow("api-proxy", "head", 8265, True, "`ops verify` reads the dashboard through the API server's service "
          "proxy (ops/verify.py), from the control-plane subnets' ENIs"),
     Flow("api-proxy", "head", 8000, True, "`ops verify` calls /v1 through services/proxy on the serve service"),
@@ -145,11 +157,17 @@ def topology(app_synth, stages):
             "other-namespace": Pod("curl", OTHER_NAMESPACE, {"app": "curl"}, "100.64.3.10"),
             "spoofed-labels": Pod("spoof", OTHER_NAMESPACE, dict(ray_labels), "100.64.3.11"),
             "stray-pod": Pod("debug", namespace, {"run": "debug"}, "100.64.3.12"),
+            # The agent operator labels the scraper's pods app.kubernetes.io/instance=<namespace>.<name>.
+            "scraper": Pod("ray-metrics-scraper", CLOUDWATCH_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.5.10"),
+            "cloudwatch-daemon": Pod("cloudwatch-agent", CLOUDWATCH_NAMESPACE, {
+                "app.kubernetes.io/instance": f"{CLOUDWATCH_NAMESPACE}.cloudwatch-agent"}, "100.64.5.11"),
+            "spoofed-scraper": Pod("spoof", OTHER_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.3.13"),
         })
         clients = stages[stage].serving.client_namespaces
         if clients:
             pods["client"] = Pod("gateway", clients[0], {"app": "gateway"}, "100.64.4.10")
-        namespaces = {namespace: {}, KUBERAY_NAMESPACE: {}, OTHER_NAMESPACE: {}, **{c: {} for c in clients}}
+        namespaces = {namespace: {}, KUBERAY_NAMESPACE: {}, OTHER_NAMESPACE: {}, CLOUDWATCH_NAMESPACE: {},
+                      **{c: {} for c in clients}}
         policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
         made[stage] = (Cluster(namespaces, policies), pods)
     return made

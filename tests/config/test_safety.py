@@ -231,11 +231,14 @@ def test_every_explicit_name_in_the_templates_comes_from_names_py(app_synth, sta
         bucket = "".join(names.ACCOUNT_PLACEHOLDER if part == {"Ref": "AWS::AccountId"} else
                          cfg.region if part == {"Ref": "AWS::Region"} else part for part in bucket)
         assert (cluster, project, bucket) == (derived["eks-cluster"], derived["codebuild-project"], derived["s3-bucket"])
-        assert [g for g in groups if g] == [derived["log-group"]]
+        insights = [names.container_insights_log_group(cfg.cluster_name, kind)
+                    for kind in names.CONTAINER_INSIGHTS_LOG_KINDS] if cfg.observability.enabled else []
+        assert sorted(g for g in groups if g) == sorted([derived["log-group"], *insights])
 
 
 # `*_name=` arguments in stacks/ that pick or reference something rather than name a new resource
-NOT_NAMING = ("subnet_group_name", "device_name", "group_name", "addon_name", "resource_name")
+NOT_NAMING = ("subnet_group_name", "device_name", "group_name", "addon_name", "resource_name",
+              "metric_name")  # a metric's name within its namespace, not a resource
 
 
 def test_the_stacks_name_nothing_that_names_py_does_not_know():
@@ -255,6 +258,7 @@ def test_the_stacks_name_nothing_that_names_py_does_not_know():
         'stage.py: stack_name=f"{cfg.stage}-serving"',
         "cluster.py: cluster_name=cluster_name",                      # names.cluster_name (via StageConfig)
         'cluster.py: log_group_name=f"/aws/eks/{cluster_name}/cluster"',  # names.control_plane_log_group
+        'observability.py: log_group_name=container_insights_log_group(cluster_name',  # names.container_insights_log_group
         'verify_runner.py: bucket_name=verify_source_bucket(stage',    # names.verify_source_bucket
         "verify_runner.py: Name: name",                               # names.verify_runner_name
     }, found

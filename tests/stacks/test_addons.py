@@ -123,6 +123,11 @@ KEPT_LOGICAL_IDS = ["ClusterchartEfaDevicePluginE05EA4D9", "ClusterchartKubeRayO
                     "ClusterchartNvidiaDevicePlugin2EAB310F", "ClustermanifestNamespacekuberaysystemD0CBF60E", "VpcCni"]
 
 
+# Added with observability (stacks/observability.py), kept from now on for the same reason.
+OBSERVABILITY_LOGICAL_IDS = ["ObservabilityCloudWatchObservability4C0F1553", "ObservabilityPodIdentityAgentC7C37A20"]
+
+
 def test_addons_keep_their_logical_ids(app_synth):
     kinds = ("AWS::EKS::Addon", "Custom::AWSCDK-EKS-HelmChart", "Custom::AWSCDK-EKS-KubernetesResource")
-    assert sorted(name for kind in kinds for name in app_synth.resources("dev", "cluster", kind)) == KEPT_LOGICAL_IDS
+    assert sorted(name for kind in kinds for name in app_synth.resources("dev", "cluster", kind)) == sorted(
+        KEPT_LOGICAL_IDS + OBSERVABILITY_LOGICAL_IDS)

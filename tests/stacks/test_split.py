@@ -57,6 +57,11 @@ EXPECTED_STATEFUL_IDS = [
     "cluster:ClusterNodegroupSystemNodegroupBF67F25F",
     "cluster:ControlPlaneLogs95F30E24",
     "cluster:GpuLaunchTemplate",
+    "cluster:ObservabilityLogsapplication9B88FDC7",  # Container Insights' groups (stacks/observability.py)
+    "cluster:ObservabilityLogsdataplane2F63AC93",
+    "cluster:ObservabilityLogshost3226EFF1",
+    "cluster:ObservabilityLogsperformance1A3E7C54",
+    "cluster:ObservabilityLogsprometheus077EE74D",
     "cluster:SecretsKey317DCF94",
     "cluster:SystemLaunchTemplate",
     "cluster:VerifyRunnerLogs1DFA7770",

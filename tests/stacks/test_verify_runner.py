@@ -44,3 +44,18 @@ def test_source_bucket_is_private_encrypted_and_short_lived(app_synth):
     assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
         "SSEAlgorithm"] == "aws:kms"
     assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 7
+
+
+def test_runner_may_read_what_verifys_telemetry_check_reads_and_no_more(app_synth):
+    (role,) = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::IAM::Role").values()
+               if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
+               == "codebuild.amazonaws.com"]
+    statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    def resources(action):  # CDK's policy minimizing may merge statements of the same resource
+        return [s["Resource"] for s in statements if action in ([s["Action"]] if isinstance(s["Action"], str)
+                                                                else s["Action"])]
+
+    assert resources("cloudwatch:ListMetrics") == ["*"]  # no resource-level permissions exist for it
+    (group_id,) = [logical for logical, r in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").items()
+                   if r["Properties"].get("LogGroupName", "").endswith("/application")]
+    assert resources("logs:DescribeLogStreams") == [{"Fn::GetAtt": [group_id, "Arn"]}]

@@ -1,0 +1,107 @@
+"""`ops verify`'s telemetry check: do the stage's metrics and logs reach CloudWatch?
+
+What the amazon-cloudwatch-observability add-on ships (stacks/observability.py), read back the way an
+operator would look for it:
+- Container Insights metrics of the cluster (namespace `ContainerInsights`, dimension `ClusterName`):
+  at least one that received data recently (`ListMetrics` with `RecentlyActive=PT3H`, the only window
+  CloudWatch offers there);
+- the Ray and vLLM metrics the agent scrapes from the Ray pods (namespace `ContainerInsights/Prometheus`,
+  dimension `ClusterName`), likewise;
+- the application log group (`/aws/containerinsights/<cluster>/application`, Fluent Bit's): its newest
+  stream's last event within `LOG_FRESHNESS_MINUTES`.
+A stage with `observability.enabled: false` gets a skip that says so. Each failure names what is missing
+and where to look. Tested against moto (tests/ops/test_telemetry.py); against a real account it has not run.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from config.schema import StageConfig
+from config.topology import (CLOUDWATCH_OBSERVABILITY_ADDON, CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE,
+                             container_insights_log_group)
+
+from .report import Report
+
+NAME = "metrics and logs in CloudWatch"
+LOG_FRESHNESS_MINUTES = 30
+RECENTLY_ACTIVE = "PT3H"  # CloudWatch's only RecentlyActive value
+
+
+@dataclass
+class Clients:
+    """CloudWatch and CloudWatch Logs clients of the stage's region (tests pass moto's)."""
+
+    session: boto3.session.Session
+    region: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str):
+        return self.overrides.get(service) or self.session.client(service, region_name=self.region)
+
+
+def _active_metrics(cloudwatch, namespace: str, cluster: str) -> list[str]:
+    names: list[str] = []
+    paginator = cloudwatch.get_paginator("list_metrics")
+    for page in paginator.paginate(Namespace=namespace, Dimensions=[{"Name": "ClusterName", "Value": cluster}],
+                                   RecentlyActive=RECENTLY_ACTIVE):
+        names += [metric["MetricName"] for metric in page.get("Metrics", [])]
+    return sorted(set(names))
+
+
+def _newest_log_event(logs, group: str) -> Optional[dt.datetime]:
+    answer = logs.describe_log_streams(logGroupName=group, orderBy="LastEventTime", descending=True, limit=1)
+    streams = answer.get("logStreams") or []
+    stamp = streams[0].get("lastEventTimestamp") if streams else None
+    return dt.datetime.fromtimestamp(stamp / 1000, tz=dt.timezone.utc) if stamp else None
+
+
+def check(cfg: StageConfig, clients: Clients, report: Report,
+          now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> None:
+    if not cfg.observability.enabled:
+        report.add(NAME, "skip", f"observability is off in config/{cfg.stage}.yaml (observability.enabled: false)")
+        return
+    cluster = cfg.cluster_name
+    group = container_insights_log_group(cluster, "application")
+    addon = (f"is the {CLOUDWATCH_OBSERVABILITY_ADDON} add-on ACTIVE? "
+             f"(aws eks describe-addon --cluster-name {cluster} --addon-name {CLOUDWATCH_OBSERVABILITY_ADDON})")
+    try:
+        cloudwatch, logs = clients.client("cloudwatch"), clients.client("logs")
+        nodes = _active_metrics(cloudwatch, CONTAINER_INSIGHTS_NAMESPACE, cluster)
+        ray = _active_metrics(cloudwatch, RAY_METRICS_NAMESPACE, cluster)
+        newest = _newest_log_event(logs, group)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ResourceNotFoundException":
+            report.add(NAME, "fail", f"no log group {group}", f"deploy the cluster stack of {cfg.stage} "
+                                                             f"(it creates the group); {addon}")
+        else:
+            report.add(NAME, "fail", f"CloudWatch refused: {error.get('Code')}: {error.get('Message', '')}",
+                       "the caller needs cloudwatch:ListMetrics and logs:DescribeLogStreams")
+        return
+    except BotoCoreError as exc:
+        report.add(NAME, "fail", f"cannot reach CloudWatch: {exc}")
+        return
+    problems, fixes = [], []
+    if not nodes:
+        problems.append(f"no {CONTAINER_INSIGHTS_NAMESPACE} metric of {cluster} in the last 3 h")
+        fixes.append(addon)
+    if not ray:
+        problems.append(f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {cluster} in the last 3 h")
+        fixes.append("are the Ray pods up, and does the inference namespace's NetworkPolicy admit the "
+                     "scraper on the metrics port? (kubectl -n amazon-cloudwatch logs the scraper agent)")
+    age = None if newest is None else (now() - newest).total_seconds() / 60
+    if age is None or age > LOG_FRESHNESS_MINUTES:
+        problems.append(f"no container log event in {group} in the last {LOG_FRESHNESS_MINUTES} min"
+                        + ("" if age is None else f" (newest {age:.0f} min ago)"))
+        fixes.append(f"is Fluent Bit running? (kubectl -n amazon-cloudwatch get ds fluent-bit); {addon}")
+    if problems:
+        report.add(NAME, "fail", "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
+        return
+    report.add(NAME, "pass", f"{len(nodes)} Container Insights and {len(ray)} Ray/vLLM metrics active; newest "
+                             f"application log event {age:.0f} min ago",
+               ray_metrics=len(ray), node_metrics=len(nodes))
