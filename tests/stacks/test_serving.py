@@ -17,7 +17,7 @@ def _manifest(result, stage="dev"):
 def test_chart_objects_are_applied_in_one_manifest(app_synth):
     objects = json.loads(_manifest(app_synth)["Properties"]["Manifest"])
     assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                            "RayService"] + ["NetworkPolicy"] * 5
+                                            "RayService"] + ["NetworkPolicy"] * 6
 
 
 def test_manifest_depends_on_the_kuberay_release(app_synth):
