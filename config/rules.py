@@ -276,16 +276,20 @@ def _serving_resources(cfg: StageConfig, path: str) -> None:
 def _serving_secret(cfg: StageConfig, path: str) -> None:
     ref = cfg.serving.hf_token_secret
     if ref and ref.startswith("arn:"):
-        parts = ref.split(":")
-        region, account = parts[3], parts[4]
-        if region != cfg.region:
-            raise ConfigError(path, "serving.hf_token_secret",
-                              f"the secret is in {region}, the stage in {cfg.region} "
-                              f"(allowed: a secret in {cfg.region})")
-        if cfg.account and account != cfg.account:
-            raise ConfigError(path, "serving.hf_token_secret",
-                              f"the secret is in account {account}, the stage in {cfg.account} "
-                              f"(allowed: a secret in {cfg.account})")
+        _same_region_and_account(cfg, path, "serving.hf_token_secret", ref, what="secret",
+                                 allowed_region=f"a secret in {cfg.region}", allowed_account=f"a secret in {cfg.account}")
+
+
+def _same_region_and_account(cfg: StageConfig, path: str, field: str, arn: str, *, what: str,
+                             allowed_region: str, allowed_account: str, region_reason: str = "") -> None:
+    """An ARN of the stage's region and (when the stage names one) its account; one line naming the field."""
+    region, account = arn.split(":")[3:5]
+    if region != cfg.region:
+        raise ConfigError(path, field, f"the {what} is in {region}, the stage in {cfg.region}{region_reason} "
+                                       f"(allowed: {allowed_region})")
+    if cfg.account and account != cfg.account:
+        raise ConfigError(path, field, f"the {what} is in account {account}, the stage in {cfg.account} "
+                                       f"(allowed: {allowed_account})")
 
 
 def _serving_namespaces(cfg: StageConfig, path: str) -> None:
@@ -423,12 +427,7 @@ def _observability(cfg: StageConfig, path: str) -> None:
     arn = cfg.observability.alarm_topic_arn
     if not arn:
         return
-    _, _, _, region, account, _ = arn.split(":", 5)
-    if region != cfg.region:
-        raise ConfigError(path, "observability.alarm_topic_arn",
-                          f"the topic is in {region}, the stage in {cfg.region}: CloudWatch alarms notify only "
-                          f"topics of their own region (allowed: an SNS topic ARN in {cfg.region})")
-    if cfg.account and account != cfg.account:
-        raise ConfigError(path, "observability.alarm_topic_arn",
-                          f"the topic is in account {account}, the stage in {cfg.account} (allowed: a topic of "
-                          f"account {cfg.account})")
+    _same_region_and_account(cfg, path, "observability.alarm_topic_arn", arn, what="topic",
+                             region_reason=": CloudWatch alarms notify only topics of their own region",
+                             allowed_region=f"an SNS topic ARN in {cfg.region}",
+                             allowed_account=f"a topic of account {cfg.account}")
