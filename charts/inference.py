@@ -42,7 +42,9 @@ def serve_config_text(serving: Serving) -> str:
 class InferenceChart(cdk8s.Chart):
     def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
                  worker_resources: PodResources, worker_count: int, api_proxy_cidrs: Sequence[str],
-                 metrics_scraper: bool = False) -> None:
+                 observed: bool = False) -> None:
+        """`observed`: the stage collects metrics and logs (observability on): its scraper is admitted to the
+        Ray pods' metrics port, and the workers relay NIXL's lines to the container log."""
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
         k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=namespace, labels=POD_SECURITY_LABELS))
@@ -84,7 +86,7 @@ class InferenceChart(cdk8s.Chart):
                     "template": worker_pod(image=image, resources=worker_resources,
                                            privilege=serving.worker_privilege, weight_cache=serving.weight_cache,
                                            service_account=self.service_account_name, token=token,
-                                           labels=labels),
+                                           labels=labels, log_relay=observed),
                 }],
             },
         }
@@ -93,7 +95,7 @@ class InferenceChart(cdk8s.Chart):
                                                                        namespace=namespace))
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
         for name, policy_spec in network_policies(serving, api_proxy_cidrs=api_proxy_cidrs,
-                                                      metrics_scraper=metrics_scraper).items():
+                                                      metrics_scraper=observed).items():
             policy = cdk8s.ApiObject(self, f"Policy-{name}", api_version="networking.k8s.io/v1", kind="NetworkPolicy",
                                      metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace))
             policy.add_json_patch(cdk8s.JsonPatch.add("/spec", policy_spec))

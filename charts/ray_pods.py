@@ -8,6 +8,8 @@ from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
 from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
 
+from .log_relay import ray_logs_mount, ray_logs_volume, relay_container
+
 PRE_STOP = {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"
@@ -107,8 +109,10 @@ def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
 
 
 def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_cache: WeightCache,
-               service_account: str, token: Optional[TokenMount], labels: dict[str, str]) -> dict[str, Any]:
-    """One per GPU node, holding all its GPUs and EFA interfaces."""
+               service_account: str, token: Optional[TokenMount], labels: dict[str, str],
+               log_relay: bool = False) -> dict[str, Any]:
+    """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
+    NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py)."""
     devices = {GPU_RESOURCE: str(resources.gpus)}
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = str(resources.efa_interfaces)
@@ -126,6 +130,9 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
     env += token_env
     mounts += token_mounts
     volumes += token_volumes
+    if log_relay:
+        mounts.append(ray_logs_mount())
+        volumes.append(ray_logs_volume())
     container = {
         "name": "ray-worker",
         "image": image,
@@ -145,6 +152,6 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
         "securityContext": dict(POD_SECURITY),
         "nodeSelector": dict(GPU_LABELS),
         "tolerations": [dict(GPU_TOLERATION)],
-        "containers": [container],
+        "containers": [container, *([relay_container(image)] if log_relay else [])],  # the Ray container first
         "volumes": volumes,
     }}

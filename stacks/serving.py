@@ -24,12 +24,12 @@ class ServingStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster,
                  kuberay_operator: eks.HelmChart, serving: Serving, image: str,
                  worker_resources: PodResources, worker_count: int, api_proxy_cidrs: list[str],
-                 pod_identity_agent: Optional[eks.Addon] = None, metrics_scraper: bool = False, **kwargs) -> None:
+                 pod_identity_agent: Optional[eks.Addon] = None, observed: bool = False, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.chart = InferenceChart(
             cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
             worker_resources=worker_resources, worker_count=worker_count, api_proxy_cidrs=api_proxy_cidrs,
-            metrics_scraper=metrics_scraper,
+            observed=observed,
         )
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.

@@ -43,7 +43,7 @@ class InferenceStage(cdk.Stage):
             worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
             api_proxy_cidrs=self.network.control_plane_cidrs,
             pod_identity_agent=self.cluster.observability.agent if self.cluster.observability else None,
-            metrics_scraper=cfg.observability.enabled,
+            observed=cfg.observability.enabled,
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
                         f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )

@@ -24,7 +24,10 @@ HEAD_GROUP = "headgroup"
 
 
 def _ports(template: dict[str, Any]) -> dict[str, int]:
-    (container,) = template["spec"]["containers"]
+    # KubeRay treats the first container as Ray's (utils.RayContainerIndex) and adds its ports there; the
+    # workers' log relay, second, listens on nothing.
+    container = template["spec"]["containers"][0]
+    assert all(not other.get("ports") for other in template["spec"]["containers"][1:])
     ports = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
     ports.setdefault("metrics", 8080)
     return ports
