@@ -1,11 +1,10 @@
 """The serving chart: the `inference` namespace, the Ray pods' service account, the token's
 SecretProviderClass (when configured) and the RayService running the Serve LLM application.
 
-Typed where the rendering stays what it was (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRay
-classes"): cdk8s-plus-28's L2 ServiceAccount and ClusterRoleBinding, its typed core (L1) Namespace and
-ClusterRole, whose L2s add fields (`spec: {}`, `resourceNames: []`). The RayService and the
-NetworkPolicies stay `ApiObject`s with their spec as plain dicts: their typed classes render the spec's
-keys in cdk8s's sorted order, not this chart's reading order (the snapshots would change)."""
+Typed with cdk8s-plus-28 (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRay classes"): its L2
+ServiceAccount and ClusterRoleBinding, its typed core (L1) Namespace, ClusterRole and NetworkPolicies
+(charts/network_policies.py), whose L2s add fields or split rules. The RayService and the
+SecretProviderClass stay `ApiObject`s with a plain-dict spec (why: DECISIONS.md)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -20,7 +19,7 @@ from config.derived import PodResources
 from config.schema import Serving
 from config.topology import VERIFY_GROUP
 
-from .network_policies import network_policies
+from .network_policies import add_network_policies, network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
 from .render import SafeDumper
 from .serve_config import build_serve_config
@@ -94,11 +93,8 @@ class InferenceChart(cdk8s.Chart):
                                       metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
                                                                        namespace=namespace))
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
-        for name, policy_spec in network_policies(serving, api_proxy_cidrs=api_proxy_cidrs,
-                                                      metrics_scraper=observed).items():
-            policy = cdk8s.ApiObject(self, f"Policy-{name}", api_version="networking.k8s.io/v1", kind="NetworkPolicy",
-                                     metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace))
-            policy.add_json_patch(cdk8s.JsonPatch.add("/spec", policy_spec))
+        add_network_policies(self, namespace, network_policies(serving, api_proxy_cidrs=api_proxy_cidrs,
+                                                               metrics_scraper=observed))
 
 
     def _verify_rbac(self) -> None:

@@ -16,10 +16,17 @@ other refused):
 - with observability on, the CloudWatch agent that scrapes the Ray pods (its pods in amazon-cloudwatch,
   labelled by the agent operator) to the metrics port 8080 of every Ray pod, and nothing else.
 The kubelet's probes (52365 on every Ray pod) come from the pod's own node, which no policy blocks.
+
+Typed core objects (cdk8s-plus-28's `k8s.KubeNetworkPolicy` and its spec classes): a misspelt field fails
+where the policy is built. Not cdk8s-plus's L2 `NetworkPolicy`: it writes one rule per peer, where the
+API-server rule is one rule of several ipBlocks and one port list (docs/DECISIONS.md).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Optional, Sequence
+
+from cdk8s_plus_28 import k8s
+from constructs import Construct
 
 from config.schema import Serving
 from config.topology import (CLOUDWATCH_NAMESPACE, DASHBOARD_PORT, KUBERAY_NAMESPACE, KUBERAY_RELEASE,
@@ -33,38 +40,55 @@ NAMESPACE_NAME = "kubernetes.io/metadata.name"
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": KUBERAY_OPERATOR.chart, "app.kubernetes.io/instance": KUBERAY_RELEASE}
 
 
-def _tcp(*ports: int) -> list[dict[str, Any]]:
-    return [{"protocol": "TCP", "port": port} for port in ports]
+def _tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
+    return [k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(port)) for port in ports]
+
+
+def _labels(labels: dict[str, str]) -> k8s.LabelSelector:
+    return k8s.LabelSelector(match_labels=dict(labels))
+
+
+def _from_namespace(namespace: str, pods: dict[str, str]) -> k8s.NetworkPolicyPeer:
+    """Pods with these labels in that namespace (both selectors in one peer: AND)."""
+    return k8s.NetworkPolicyPeer(namespace_selector=_labels({NAMESPACE_NAME: namespace}), pod_selector=_labels(pods))
+
+
+def _ingress(selector: k8s.LabelSelector, peers: Optional[list[k8s.NetworkPolicyPeer]] = None,
+             ports: Optional[list[k8s.NetworkPolicyPort]] = None) -> k8s.NetworkPolicySpec:
+    """Ingress to the selected pods from the peers on the ports; no peers and no ports: deny all."""
+    rules = None if peers is None else [k8s.NetworkPolicyIngressRule(from_=peers, ports=ports)]
+    return k8s.NetworkPolicySpec(pod_selector=selector, policy_types=["Ingress"], ingress=rules)
 
 
 def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
-                     metrics_scraper: bool = False) -> dict[str, dict[str, Any]]:
-    """`metrics_scraper`: the stage collects metrics (observability on), so its scraper is admitted."""
-    ray = {"matchLabels": ray_pod_labels(serving.service_name)}
-    head = {"matchLabels": {**ray_pod_labels(serving.service_name), "ray.io/node-type": "head"}}
-    policies: dict[str, dict[str, Any]] = {
-        "default-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"]},
-        "ray-pods": {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": ray}]}]},
-        "kuberay-operator": {"podSelector": head, "policyTypes": ["Ingress"], "ingress": [{
-            "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: KUBERAY_NAMESPACE}},
-                      "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}}],
-            "ports": _tcp(DASHBOARD_PORT, SERVE_PORT)}]},
+                     metrics_scraper: bool = False) -> dict[str, k8s.NetworkPolicySpec]:
+    """The policies by name. `metrics_scraper`: the stage collects metrics (observability on), so its
+    scraper is admitted."""
+    ray = _labels(ray_pod_labels(serving.service_name))
+    head = _labels({**ray_pod_labels(serving.service_name), "ray.io/node-type": "head"})
+    policies = {
+        "default-deny-ingress": _ingress(k8s.LabelSelector()),
+        "ray-pods": _ingress(ray, [k8s.NetworkPolicyPeer(pod_selector=ray)]),
+        "kuberay-operator": _ingress(head, [_from_namespace(KUBERAY_NAMESPACE, OPERATOR_POD_LABELS)],
+                                     _tcp(DASHBOARD_PORT, SERVE_PORT)),
     }
     if serving.client_namespaces:
-        policies["serve-clients"] = {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{
-            "from": [{"namespaceSelector": {"matchExpressions": [
-                {"key": NAMESPACE_NAME, "operator": "In", "values": list(serving.client_namespaces)}]}}],
-            "ports": _tcp(SERVE_PORT)}]}
+        clients = k8s.LabelSelector(match_expressions=[k8s.LabelSelectorRequirement(
+            key=NAMESPACE_NAME, operator="In", values=list(serving.client_namespaces))])
+        policies["serve-clients"] = _ingress(ray, [k8s.NetworkPolicyPeer(namespace_selector=clients)],
+                                             _tcp(SERVE_PORT))
     if api_proxy_cidrs:
-        sources = [{"ipBlock": {"cidr": cidr}} for cidr in api_proxy_cidrs]
+        sources = [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in api_proxy_cidrs]
         # Serve answers on every Ray pod that runs a Serve proxy; the dashboard only on the head.
-        policies["api-server-proxy-serve"] = {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [
-            {"from": sources, "ports": _tcp(SERVE_PORT)}]}
-        policies["api-server-proxy-dashboard"] = {"podSelector": head, "policyTypes": ["Ingress"], "ingress": [
-            {"from": sources, "ports": _tcp(DASHBOARD_PORT)}]}
+        policies["api-server-proxy-serve"] = _ingress(ray, sources, _tcp(SERVE_PORT))
+        policies["api-server-proxy-dashboard"] = _ingress(head, sources, _tcp(DASHBOARD_PORT))
     if metrics_scraper:
-        policies["metrics-scraper"] = {"podSelector": ray, "policyTypes": ["Ingress"], "ingress": [{
-            "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: CLOUDWATCH_NAMESPACE}},
-                      "podSelector": {"matchLabels": dict(RAY_SCRAPER_POD_LABELS)}}],
-            "ports": _tcp(RAY_METRICS_PORT)}]}
+        policies["metrics-scraper"] = _ingress(
+            ray, [_from_namespace(CLOUDWATCH_NAMESPACE, RAY_SCRAPER_POD_LABELS)], _tcp(RAY_METRICS_PORT))
     return policies
+
+
+def add_network_policies(scope: Construct, namespace: str, policies: dict[str, k8s.NetworkPolicySpec]) -> None:
+    for name, spec in policies.items():
+        k8s.KubeNetworkPolicy(scope, f"Policy-{name}", metadata=k8s.ObjectMeta(name=name, namespace=namespace),
+                              spec=spec)
