@@ -1,4 +1,4 @@
-"""The typed shape of a stage file. Field-level rules live here; rules across fields in rules.py.
+r"""The typed shape of a stage file. Field-level rules live here; rules across fields in rules.py.
 
 Every model forbids unknown keys and coerces nothing (strict): a string where a number belongs is an
 error, not a silent conversion.
