@@ -1,0 +1,120 @@
+"""scripts/rehearsal_install.sh, run for real on a small pack made the way scripts/rehearsal_pack.sh makes
+them (a tree per name, tar + xz, cut into pieces, SHA256SUMS): it checks, unpacks, points the console
+scripts at this host's Python, prints only shell lines, is idempotent, and refuses a damaged or missing
+piece with one line and exit 1."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ...helpers import ROOT
+
+INSTALL = ROOT / "scripts" / "rehearsal_install.sh"
+
+
+def _pack(pieces: Path, name: str, files: dict[str, str], piece_bytes: int = 300) -> None:
+    """`name`.tar.xz.part-NN and their lines in SHA256SUMS, as the pack script writes them."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}/{path}")
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    blob = buffer.getvalue()
+    pieces.mkdir(exist_ok=True)
+    lines = []
+    for index, start in enumerate(range(0, len(blob), piece_bytes)):
+        piece = pieces / f"{name}.tar.xz.part-{index:02d}"
+        piece.write_bytes(blob[start:start + piece_bytes])
+        lines.append(f"{hashlib.sha256(piece.read_bytes()).hexdigest()}  {piece.name}\n")
+    with (pieces / "SHA256SUMS").open("a") as sums:
+        sums.writelines(lines)
+
+
+SERVE = {
+    "ray/__init__.py": "version = '2.58.0'\n" + "# padding\n" * 200,
+    "extra.pth": "dsl_packages\n",
+    "dsl_packages/cutlass_stub.py": "X = 1\n",
+    "bin/ray": "#!/build/venv/bin/python3.12\nprint('ray')\n",
+    "bin/serve": "#!/bin/sh\n'''exec' /build/venv/bin/python3.12 \"$0\" \"$@\"\n' '''\nprint('serve')\n",
+}
+
+
+def _install(target: Path, pieces: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REHEARSAL_PYTHON": sys.executable}
+    return subprocess.run(["bash", str(INSTALL), str(target), str(pieces)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.fixture
+def packed(tmp_path):
+    pieces = tmp_path / "pieces"
+    _pack(pieces, "serve", SERVE)
+    _pack(pieces, "bench", {"aiperf/__init__.py": "", "bin/aiperf": "#!/build/venv/bin/python3.12\n"})
+    assert len(list(pieces.glob("serve.tar.xz.part-*"))) > 1  # really in pieces
+    return pieces
+
+
+def test_unpacks_every_tree_and_prints_only_shell_lines(tmp_path, packed):
+    target = tmp_path / "site"
+    done = _install(target, packed)
+    assert done.returncode == 0, done.stderr
+    assert (target / "serve" / "ray" / "__init__.py").read_text() == SERVE["ray/__init__.py"]
+    exports = [line for line in done.stdout.splitlines() if not line.startswith("#")]
+    assert sorted(exports) == [
+        f"export PYTHONPATH={target}/serve:{target}/serve/dsl_packages${{PYTHONPATH:+:$PYTHONPATH}} "
+        f"PATH={target}/serve/bin:$PATH",
+        f"export REHEARSAL_BENCH_PATH={target}/bench REHEARSAL_AIPERF={target}/bench/bin/aiperf",
+    ]
+
+
+def test_console_scripts_run_this_hosts_python(tmp_path, packed):
+    target = tmp_path / "site"
+    assert _install(target, packed).returncode == 0
+    assert (target / "serve" / "bin" / "ray").read_text().splitlines()[0] == f"#!{sys.executable}"
+    assert (target / "serve" / "bin" / "serve").read_text().splitlines()[1].startswith(f"'''exec' {sys.executable} ")
+    ran = subprocess.run([str(target / "serve" / "bin" / "ray")], capture_output=True, text=True, timeout=60)
+    assert ran.stdout == "ray\n"
+
+
+def test_a_second_run_leaves_what_it_unpacked(tmp_path, packed):
+    target = tmp_path / "site"
+    assert _install(target, packed).returncode == 0
+    marker = target / "serve" / "left-here"
+    marker.write_text("")
+    again = _install(target, packed)
+    assert again.returncode == 0 and marker.exists()
+    assert "serve: already unpacked from these pieces" in again.stderr
+
+
+def test_a_damaged_piece_is_one_line_and_exit_1(tmp_path, packed):
+    piece = packed / "serve.tar.xz.part-01"
+    piece.write_bytes(b"x" + piece.read_bytes()[1:])
+    done = _install(tmp_path / "site", packed)
+    assert done.returncode == 1 and done.stdout == ""  # nothing to eval; progress lines before the error
+    assert done.stderr.strip().splitlines()[-1] == (
+        "rehearsal_install: serve: checksum mismatch: serve.tar.xz.part-01: FAILED (pieces damaged or from another pack)")
+
+
+def test_a_missing_piece_is_one_line_and_exit_1(tmp_path, packed):
+    (packed / "serve.tar.xz.part-01").unlink()
+    done = _install(tmp_path / "site", packed)
+    assert done.returncode == 1 and done.stdout == ""
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("rehearsal_install: serve: 1 of ") and line.endswith("serve.tar.xz.part-01")
+
+
+def test_a_tree_none_of_whose_pieces_came_is_skipped(tmp_path, packed):
+    for piece in packed.glob("bench.tar.xz.part-*"):
+        piece.unlink()
+    done = _install(tmp_path / "site", packed)
+    assert done.returncode == 0
+    assert "bench: none of its" in done.stderr and "REHEARSAL_BENCH_PATH" not in done.stdout
