@@ -118,3 +118,33 @@ def test_a_tree_none_of_whose_pieces_came_is_skipped(tmp_path, packed):
     done = _install(tmp_path / "site", packed)
     assert done.returncode == 0
     assert "bench: none of its" in done.stderr and "REHEARSAL_BENCH_PATH" not in done.stdout
+
+
+DEVICE_RUN = ROOT / "scripts" / "rehearsal_device_run.sh"
+
+
+def test_the_device_wrapper_refuses_bad_usage_with_one_line(tmp_path):
+    for argv, env in ((["pd"], {}), ([], {"OUT": str(tmp_path)}), (["a b"], {"OUT": str(tmp_path)})):
+        done = subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=60,
+                              env={**{k: v for k, v in os.environ.items() if k != "OUT"}, **env})
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (argv, done.stderr)
+
+
+def test_the_device_wrapper_installs_runs_ops_rehearse_and_leaves_the_output_in_out(tmp_path):
+    # End to end on this CPU machine: the pieces unpack, `python3 -m ops rehearse` runs with the unpacked
+    # trees on its path and stops with its own one-line error (no nvidia-smi here), and the console,
+    # the results archive and the install log are in $OUT.
+    pieces, out = tmp_path / "pieces", tmp_path / "out"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    _pack(pieces, "bench", {"aiperf/__init__.py": "", "bin/aiperf": "#!/build/venv/bin/python3.12\n"})
+    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
+           "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
+           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", str(DEVICE_RUN), "pd-test", "--stage", "dev", "--mode", "pd"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "rehearsal_device_run: pd-test: exit 1 (done)"
+    console = (out / "pd-test.log").read_text().strip().splitlines()
+    assert console[-1].startswith("rehearse: ") and "nvidia-smi" in console[-1]
+    assert (out / "pd-test.tgz").stat().st_size > 0 and (out / "install.log").exists()
+    assert not (out / "triton-cache.tgz").exists()  # nothing was compiled

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One command on a lent GPU host whose commands end after ~10 minutes and whose output comes back from $OUT
+# (docs/rehearsal/README.md): unpack the carried pieces (once per warm machine), run
+# `python3 -m ops rehearse ARGS...` within a time limit, and leave everything it wrote under $OUT:
+#   OUT=/out scripts/rehearsal_device_run.sh NAME --stage dev --bench --mode pd --levels 1,16,64 ...
+# NAME names the results in $OUT: NAME.log (the console), NAME.tgz (plan, report, NIXL lines, metric names,
+# the benchmark runs), NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs:
+# what a killed run leaves), install.log, and triton-cache.tgz when the cache fits in one 60 MiB carry.
+# Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (/tmp/rehearsal-site),
+# REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
+# compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU).
+# Exit: ops rehearse's code (124 when the limit ended it); 2 for bad usage; 1 when the install fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+name=${1:-}
+if [[ -z "$name" || "$name" == -* || -z "${OUT:-}" ]]; then
+  echo "usage: OUT=DIR scripts/rehearsal_device_run.sh NAME ops-rehearse-arguments..." >&2
+  exit 2
+fi
+shift
+[[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "rehearsal_device_run: NAME: '$name' (allowed: letters, digits, . _ -)" >&2; exit 2; }
+mkdir -p "$OUT"
+pieces=${REHEARSAL_PIECES:-.rehearsal/pieces}
+site=${REHEARSAL_SITE:-/tmp/rehearsal-site}
+limit=${REHEARSAL_LIMIT:-520}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.rehearsal/cache/triton} PYTHONUNBUFFERED=1
+mkdir -p "$TRITON_CACHE_DIR"
+
+if ! env_lines=$(scripts/rehearsal_install.sh "$site" "$pieces" 2>"$OUT/install.log"); then
+  echo "rehearsal_device_run: install failed: $(tail -n 1 "$OUT/install.log")" >&2
+  exit 1
+fi
+eval "$env_lines"
+
+results=$(mktemp -d /tmp/rehearsal-results.XXXXXX)
+watch_workers() {  # the newest lines of every worker log, for a run the limit cuts short
+  while true; do
+    sleep 15 & wait $!  # a signal ends `wait` at once (a foreground sleep would hold off the kill)
+    for log in /tmp/rh-*/session_latest/logs/worker-*; do
+      [[ -f "$log" ]] && { echo "== $log"; tail -n 40 "$log"; }
+    done > "$OUT/$name-workers.txt.tmp" 2>/dev/null && mv "$OUT/$name-workers.txt.tmp" "$OUT/$name-workers.txt"
+  done
+}
+watch_workers >/dev/null 2>&1 &
+watcher=$!
+extra=()
+[[ -n "${REHEARSAL_AIPERF:-}" ]] && extra=(--aiperf "$REHEARSAL_AIPERF" --client-pythonpath "$REHEARSAL_BENCH_PATH")
+timeout "$limit" python3 -m ops rehearse "$@" "${extra[@]}" --out "$results" > "$OUT/$name.log" 2>&1
+code=$?
+kill "$watcher" 2>/dev/null
+wait "$watcher" 2>/dev/null
+tar czf "$OUT/$name.tgz" -C "$results" . 2>/dev/null
+if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
+  tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
+  (( $(stat -c %s "$OUT/triton-cache.tgz") <= 60 * 1024 * 1024 )) || rm -f "$OUT/triton-cache.tgz"
+fi
+rm -rf "$results"
+echo "rehearsal_device_run: $name: exit $code ($( ((code == 124)) && echo "the $limit s limit ended it" || echo done))"
+grep -v "DEPLOYING\|^  override" "$OUT/$name.log" | tail -n 25
+exit $code
