@@ -161,6 +161,16 @@ def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0
     return report
 
 
+def _read_failed(report: Report, name: str, path: str, exc: Exception, missing: str = "") -> None:
+    """A check's GET failed: the API's own error (with `missing` as the fix for a 404), or an answer of
+    the wrong shape."""
+    if isinstance(exc, KubeError):
+        report.add(name, "fail", str(exc), kube_fix(exc, missing))
+    else:
+        error = unexpected(f"GET {path}", exc)
+        report.add(name, "fail", str(error), kube_fix(error))
+
+
 def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     name = "GPU nodes"
     selector = ",".join(f"{k}={v}" for k, v in GPU_LABELS.items())
@@ -182,12 +192,8 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             if resources.efa_interfaces and _count(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
                 problems.append(f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
                                 "(EFA device plugin running?)")
-    except KubeError as exc:
-        report.add(name, "fail", str(exc), kube_fix(exc))
-        return
-    except SHAPE_ERRORS as exc:
-        error = unexpected("GET /api/v1/nodes", exc)
-        report.add(name, "fail", str(error), kube_fix(error))
+    except (KubeError, *SHAPE_ERRORS) as exc:
+        _read_failed(report, name, "/api/v1/nodes", exc)
         return
     expected = cfg.gpu_nodegroup.count
     if len(nodes) < expected:
@@ -206,13 +212,9 @@ def _operator(api: KubeApi, report: Report) -> None:
     try:
         deployment = api.get(path)
         available = _count((deployment.get("status") or {}).get("availableReplicas") or 0)
-    except KubeError as exc:
-        report.add(name, "fail", str(exc), kube_fix(exc, f"the {KUBERAY_RELEASE} Helm release is missing: deploy "
-                                                         f"the cluster stack (it installs the operator)"))
-        return
-    except SHAPE_ERRORS as exc:
-        error = unexpected(f"GET {path}", exc)
-        report.add(name, "fail", str(error), kube_fix(error))
+    except (KubeError, *SHAPE_ERRORS) as exc:
+        _read_failed(report, name, path, exc, f"the {KUBERAY_RELEASE} Helm release is missing: deploy the "
+                                              f"cluster stack (it installs the operator)")
         return
     if available >= 1:
         report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
@@ -230,13 +232,9 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
         app_status = str(app.get("status", "absent"))
-    except KubeError as exc:
-        report.add(name, "fail", str(exc), kube_fix(exc, f"the RayService is missing: deploy the serving stack "
-                                                         f"(npx --no-install cdk deploy '{cfg.stage}/Serving')"))
-        return
-    except SHAPE_ERRORS as exc:
-        error = unexpected(f"GET {path}", exc)
-        report.add(name, "fail", str(error), kube_fix(error))
+    except (KubeError, *SHAPE_ERRORS) as exc:
+        _read_failed(report, name, path, exc, f"the RayService is missing: deploy the serving stack "
+                                              f"(npx --no-install cdk deploy '{cfg.stage}/Serving')")
         return
     if ready and app_status == "RUNNING":
         report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
