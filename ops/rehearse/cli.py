@@ -53,6 +53,8 @@ def add_parser(sub) -> None:
     cmd.add_argument("--weights", metavar="DIR", help="a folder with the real model (default: dummy weights "
                                                       "of the real architecture, built from rehearsal/)")
     cmd.add_argument("--bench", action="store_true", help="run the stage's benchmark profiles (ops bench)")
+    cmd.add_argument("--profile", action="append", default=[], metavar="NAME",
+                     help="--bench: only this benchmark profile (repeatable; default: all of the stage's)")
     cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
     cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
     cmd.add_argument("--level-seconds", type=float, metavar="SECONDS",
@@ -194,7 +196,8 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
             else f"{plan.num_gpus} x {host.gpus[0].name}")
     note = f"rehearsal: {gpus}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
     _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{SERVE_PORT}", executable=executable,
-                               out_dir=out / "runs", label=mode, tokenizer=str(model), calibrate=args.calibrate,
+                               out_dir=out / "runs", label=mode, profile_names=args.profile, tokenizer=str(model),
+                               calibrate=args.calibrate,
                                note=note, endpoint_label=f"rehearsal host 127.0.0.1:{SERVE_PORT}", adjust=adjust,
                                progress=say)
     return path
@@ -219,6 +222,10 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
     ray_cluster.install_signal_handlers()
     try:
         _levels(args.levels)
+        try:
+            runner.select(cfg, args.profile)
+        except aiperf.BenchError as exc:
+            raise RehearsalError(f"--profile: {exc}", 2) from None
         if args.level_seconds is not None and not args.level_seconds > 0:
             raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
         host = host_facts.detect()

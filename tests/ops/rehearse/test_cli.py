@@ -44,7 +44,7 @@ class FakeHead:
 
 
 def _args(tmp_path, **extra):
-    values = dict(stage="dev", config_dir="config", mode="pd", weights=None, bench=False, levels=None,
+    values = dict(stage="dev", config_dir="config", mode="pd", weights=None, bench=False, profile=[], levels=None,
                   requests_per_stream=None, level_seconds=None, budget=None, deploy_timeout=5, gpus=None, out=str(tmp_path / "out"),
                   aiperf=None, client_pythonpath=None, calibrate=False, share_gpus=False)
     values.update(extra)
@@ -84,6 +84,12 @@ def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path
     assert "ERROR something broke" in (tmp_path / "out" / "worker-errors-pd.txt").read_text()
 
 
+def test_unknown_profile_exits_2_with_one_line_naming_the_stage_s_profiles(capsys):
+    assert main(["rehearse", "--stage", "dev", "--bench", "--profile", "chatt"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["rehearse: --profile: benchmark.profiles: no profile 'chatt' in stage dev (allowed: chat, long-prompt)"]
+
+
 def test_bad_levels_exit_2_with_one_line(capsys):
     assert main(["rehearse", "--stage", "dev", "--levels", "1,x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -121,3 +127,28 @@ def test_a_level_time_bound_must_be_positive(capsys):
     assert main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "rehearse: --level-seconds: 0 (allowed: a number of seconds > 0)"]
+
+
+def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, dev, monkeypatch):
+    from ops.bench import aiperf, runner
+    from ops.rehearse import overrides
+
+    seen = {}
+
+    def run_stage(cfg, **kwargs):
+        seen.update(kwargs, mode=cfg.serving.mode)
+        return None, tmp_path / "run.json"
+
+    monkeypatch.setattr(runner, "run_stage", run_stage)
+    monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
+    model = tmp_path / "model"
+    model.mkdir()
+    args = _args(tmp_path, bench=True, profile=["long-prompt"], levels="16,1", level_seconds=15.0,
+                 requests_per_stream=64)
+    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
+    path = cli._bench(dev, args, mode="colocated", host=H200_PAIR, plan=plan, model=model, out=tmp_path,
+                      deadline=None, say=lambda line: None)
+    assert path == tmp_path / "run.json"
+    assert seen["profile_names"] == ["long-prompt"] and seen["mode"] == "colocated"
+    adjust = seen["adjust"]
+    assert (adjust.levels, adjust.level_seconds, adjust.requests_per_stream) == ([1, 16], 15.0, 64)
