@@ -8,7 +8,8 @@
 # what a killed run leaves), install.log, and triton-cache.tgz when the cache fits in one 60 MiB carry.
 # Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (/tmp/rehearsal-site),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
-# compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU).
+# compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
+# REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR).
 # Exit: ops rehearse's code (124 when the limit ended it); 2 for bad usage; 1 when the install fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,13 @@ site=${REHEARSAL_SITE:-/tmp/rehearsal-site}
 limit=${REHEARSAL_LIMIT:-520}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.rehearsal/cache/triton} PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR"
+# A cache an earlier host of the same GPU left (its triton-cache.tgz, carried back as REHEARSAL_TRITON_SEED,
+# default beside the cache folder) seeds an empty cache: the engines then skip compiling the GDN kernels.
+seed=${REHEARSAL_TRITON_SEED:-$(dirname "$TRITON_CACHE_DIR")/triton-cache.tgz}
+if [[ -f "$seed" && -z "$(ls -A "$TRITON_CACHE_DIR")" ]]; then
+  tar xzf "$seed" -C "$(dirname "$TRITON_CACHE_DIR")" \
+    && echo "rehearsal_device_run: Triton cache seeded from $seed ($(find "$TRITON_CACHE_DIR" -type f | wc -l) files)" >&2
+fi
 
 if ! env_lines=$(scripts/rehearsal_install.sh "$site" "$pieces" 2>"$OUT/install.log"); then
   echo "rehearsal_device_run: install failed: $(tail -n 1 "$OUT/install.log")" >&2

@@ -76,6 +76,19 @@ def test_unpacks_every_tree_and_prints_only_shell_lines(tmp_path, packed):
     ]
 
 
+def test_the_trees_get_bytecode_of_this_hosts_python_once_at_unpack(tmp_path, packed):
+    # the pieces carry sources only; under PYTHONDONTWRITEBYTECODE every process would compile them again
+    target = tmp_path / "site"
+    env_without_bytecode = {**os.environ, "REHEARSAL_PYTHON": sys.executable, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(["bash", str(INSTALL), str(target), str(packed)], capture_output=True, text=True,
+                          env=env_without_bytecode, timeout=120)
+    assert done.returncode == 0, done.stderr
+    tag = sys.implementation.cache_tag
+    assert (target / "serve" / "ray" / "__pycache__" / f"__init__.{tag}.pyc").is_file()
+    assert (target / "serve" / "dsl_packages" / "__pycache__" / f"cutlass_stub.{tag}.pyc").is_file()
+    assert "serve: 5 files unpacked" in done.stderr  # counted before the bytecode
+
+
 def test_console_scripts_run_this_hosts_python(tmp_path, packed):
     target = tmp_path / "site"
     assert _install(target, packed).returncode == 0
@@ -148,3 +161,22 @@ def test_the_device_wrapper_installs_runs_ops_rehearse_and_leaves_the_output_in_
     assert console[-1].startswith("rehearse: ") and "nvidia-smi" in console[-1]
     assert (out / "pd-test.tgz").stat().st_size > 0 and (out / "install.log").exists()
     assert not (out / "triton-cache.tgz").exists()  # nothing was compiled
+
+
+def test_the_device_wrapper_seeds_an_empty_triton_cache_from_an_earlier_runs_archive(tmp_path):
+    pieces, out, cache = tmp_path / "pieces", tmp_path / "out", tmp_path / "cache"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    (cache / "triton" / "abc").mkdir(parents=True)
+    (cache / "triton" / "abc" / "kernel.cubin").write_text("compiled")
+    subprocess.run(["tar", "czf", str(cache / "triton-cache.tgz"), "-C", str(cache), "triton"], check=True)
+    (cache / "triton" / "abc" / "kernel.cubin").unlink()
+    (cache / "triton" / "abc").rmdir()
+    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
+           "TRITON_CACHE_DIR": str(cache / "triton"), "REHEARSAL_PYTHON": sys.executable,
+           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", str(DEVICE_RUN), "seeded", "--stage", "dev", "--mode", "pd"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Triton cache seeded from" in done.stderr
+    assert (cache / "triton" / "abc" / "kernel.cubin").read_text() == "compiled"
+    assert (out / "triton-cache.tgz").stat().st_size > 0  # and packed again for the next host
