@@ -4,8 +4,9 @@
 # `python3 -m ops rehearse ARGS...` within a time limit, and leave everything it wrote under $OUT:
 #   OUT=/out scripts/rehearsal_device_run.sh NAME --stage dev --bench --mode pd --levels 1,16,64 ...
 # NAME names the results in $OUT: NAME.log (the console), NAME.tgz (plan, report, NIXL lines, metric names,
-# the benchmark runs), NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs:
-# what a killed run leaves), install.log, and triton-cache.tgz when the cache fits in one 60 MiB carry.
+# the benchmark runs and aiperf's summaries), NAME-records.tgz (aiperf's per-request records),
+# NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs: what a killed run
+# leaves), install.log, and triton-cache.tgz; each at most 16 MiB, what comes back from a lent host.
 # Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (/tmp/rehearsal-site),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
 # compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
@@ -57,10 +58,20 @@ timeout "$limit" python3 -m ops rehearse "$@" "${extra[@]}" --out "$results" > "
 code=$?
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
-tar czf "$OUT/$name.tgz" -C "$results" . 2>/dev/null
+# What comes back is at most 16 MiB a file: the results without aiperf's bulky files (the prompts it
+# generated, inputs.json: ~57 MB for a 64-stream long-prompt level; its CSV copies) in NAME.tgz, the
+# per-request records (profile_export.jsonl) apart in NAME-records.tgz, dropped with a line if too large.
+tar czf "$OUT/$name.tgz" -C "$results" --exclude=inputs.json --exclude='*.csv' --exclude=profile_export.jsonl . 2>/dev/null
+(cd "$results" && find . -name profile_export.jsonl -print0 | tar czf "$OUT/$name-records.tgz" --null -T - 2>/dev/null)
+for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz"; do
+  if (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
+    echo "rehearsal_device_run: $(basename "$archive") is over 16 MiB and would not come back: removed" >&2
+    rm -f "$archive"
+  fi
+done
 if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
   tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
-  (( $(stat -c %s "$OUT/triton-cache.tgz") <= 60 * 1024 * 1024 )) || rm -f "$OUT/triton-cache.tgz"
+  (( $(stat -c %s "$OUT/triton-cache.tgz") <= 16 * 1024 * 1024 )) || rm -f "$OUT/triton-cache.tgz"
 fi
 rm -rf "$results"
 echo "rehearsal_device_run: $name: exit $code ($( ((code == 124)) && echo "the $limit s limit ended it" || echo done))"

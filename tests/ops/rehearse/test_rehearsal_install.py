@@ -180,3 +180,42 @@ def test_the_device_wrapper_seeds_an_empty_triton_cache_from_an_earlier_runs_arc
     assert "Triton cache seeded from" in done.stderr
     assert (cache / "triton" / "abc" / "kernel.cubin").read_text() == "compiled"
     assert (out / "triton-cache.tgz").stat().st_size > 0  # and packed again for the next host
+
+
+FAKE_REHEARSE = """#!/bin/sh
+# stands in for `python3 -m ops rehearse ... --out DIR`: writes what a benchmark run leaves
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+level="$out/dev/runs/dev/run-pd/long-prompt-c64"
+mkdir -p "$level"
+echo '{"label": "pd"}' > "$out/dev/runs/dev/run-pd.json"
+echo '{"summary": 1}' > "$level/profile_export_aiperf.json"
+echo 'a,b' > "$level/profile_export_aiperf.csv"
+echo '{"request": 1}' > "$level/profile_export.jsonl"
+head -c 20000000 /dev/urandom > "$level/inputs.json"
+exit 0
+"""
+
+
+def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aiperfs_prompts(tmp_path):
+    # a colocated run on the H200 pair lost its results: aiperf's generated prompts made the archive
+    # larger than the 16 MiB a file that comes back from the lent host
+    import tarfile as tar_module
+
+    pieces, out, fake = tmp_path / "pieces", tmp_path / "out", tmp_path / "fakebin"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    fake.mkdir()
+    (fake / "python3").write_text(FAKE_REHEARSE)
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
+           "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
+           "PATH": f"{fake}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", str(DEVICE_RUN), "pd", "--stage", "dev"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with tar_module.open(out / "pd.tgz") as results:
+        names = {Path(n).name for n in results.getnames()}
+    assert {"run-pd.json", "profile_export_aiperf.json"} <= names
+    assert not names & {"inputs.json", "profile_export_aiperf.csv", "profile_export.jsonl"}
+    with tar_module.open(out / "pd-records.tgz") as records:
+        assert [Path(n).name for n in records.getnames() if n.endswith(".jsonl")] == ["profile_export.jsonl"]
+    assert (out / "pd.tgz").stat().st_size < 16 * 1024 * 1024
