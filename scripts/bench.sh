@@ -3,6 +3,7 @@
 #   scripts/bench.sh --stage dev                      # kubectl port-forward to the Serve service
 #   scripts/bench.sh --stage dev --url http://...     # an endpoint you already reach
 #   scripts/bench.sh --compare RUN_A.json RUN_B.json  # report.md + PNG plots
+#   scripts/bench.sh --merge RUN.json RUN.json --out M.json  # one run of one deployment's levels measured by several commands
 #   scripts/bench.sh --calibrate                      # the client's own overhead (local fake server)
 # Every option: scripts/bench.sh --help; the workflow: docs/BENCHMARK.md.
 set -euo pipefail

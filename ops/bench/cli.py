@@ -3,6 +3,7 @@
   bench --stage NAME [--url URL] [--profile NAME ...] [--label L] [--out DIR]
         run the stage's workload profiles and save <out>/<stage>/<time>-<label>.json
   bench --compare RUN_A.json RUN_B.json [--out DIR]
+  bench --merge RUN.json RUN.json ... --out RUN.json   (levels of one deployment measured by several commands)
         write DIR/report.md and its PNG plots
   bench --calibrate [--concurrency N]
         measure the client's own overhead against the local fake server
@@ -35,6 +36,8 @@ def add_parser(sub) -> None:
     form = bench.add_mutually_exclusive_group(required=True)
     form.add_argument("--stage", help="run the profiles of config/<stage>.yaml's benchmark section")
     form.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two saved runs")
+    form.add_argument("--merge", nargs="+", metavar="RUN", help="one run of the levels several saved runs of the "
+                                                                 "same deployment measured (needs --out FILE)")
     form.add_argument("--calibrate", action="store_true", help="client overhead against the local fake server")
     bench.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
     bench.add_argument("--url", help="endpoint base URL (default: kubectl port-forward to the Serve service)")
@@ -55,6 +58,8 @@ def run(args) -> int:
     try:
         if args.compare:
             return _compare(args)
+        if args.merge:
+            return _merge(args)
         executable = aiperf.find_executable(args.aiperf)
         if args.calibrate:
             return _calibrate(args, executable)
@@ -72,6 +77,19 @@ def _compare(args) -> int:
         print(f"bench --compare: {exc}", file=sys.stderr)
         return 2
     print(f"report: {path}")
+    return 0
+
+
+def _merge(args) -> int:
+    if not args.out or not args.out.endswith(".json"):
+        print("bench --merge: --out: give the merged run's file name, e.g. --out pd.json", file=sys.stderr)
+        return 2
+    try:
+        merged = results.merge([results.load(Path(path)) for path in args.merge])
+    except results.ResultsError as exc:
+        print(f"bench --merge: {exc}", file=sys.stderr)
+        return 2
+    print(f"merged: {merged.save(Path(args.out))}")
     return 0
 
 

@@ -157,3 +157,53 @@ def load(path: Path) -> Run:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "(top)"
         raise ResultsError(f"{path}: {where}: {error['msg']}") from None
+
+
+# Settings that differ between two commands measuring the same deployment: where the rehearsal's model
+# folder and tokenizer were (a temporary path), what each command was told, what it skipped.
+PER_COMMAND_SETTINGS = ("tokenizer", "rehearsal", "skipped", "merged_from")
+SAME_DEPLOYMENT = ("label", "stage", "mode", "model_id", "model_source", "image", "hardware", "client")
+
+
+def merge(runs: list[Run]) -> Run:
+    """One run of the levels several commands measured on the same deployment (e.g. one command per
+    profile where a command may last only minutes). They must agree on what was measured and how; a
+    level measured twice is an error, not a choice."""
+    if len(runs) < 2:
+        raise ResultsError("give at least two runs")
+    first = runs[0]
+    for run in runs[1:]:
+        for field in SAME_DEPLOYMENT:
+            if getattr(run, field) != getattr(first, field):
+                raise ResultsError(f"{field} differs between the run of {first.created_at} and the run of "
+                                   f"{run.created_at}: {getattr(first, field)!r} vs {getattr(run, field)!r}")
+        ours, theirs = ({k: v for k, v in r.settings.items() if k not in PER_COMMAND_SETTINGS} for r in (first, run))
+        if ours != theirs:
+            key = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))[0]
+            raise ResultsError(f"settings.{key} differs between the run of {first.created_at} and the run "
+                               f"of {run.created_at}: {ours.get(key)!r} vs {theirs.get(key)!r}")
+    profiles: dict[str, ProfileRun] = {}
+    for run in runs:
+        for profile in run.profiles:
+            known = profiles.get(profile.name)
+            if known is None:
+                profiles[profile.name] = profile
+                continue
+            if (known.input_tokens, known.output_tokens) != (profile.input_tokens, profile.output_tokens):
+                raise ResultsError(f"profile {profile.name!r} has {known.input_tokens}/{known.output_tokens} "
+                                   f"tokens in one run and {profile.input_tokens}/{profile.output_tokens} in another")
+            twice = {level.concurrency for level in known.levels} & {level.concurrency for level in profile.levels}
+            if twice:
+                raise ResultsError(f"profile {profile.name!r} at concurrency {min(twice)} is in two runs "
+                                   f"(keep one)")
+            profiles[profile.name] = known.model_copy(update={"levels": sorted(
+                [*known.levels, *profile.levels], key=lambda level: level.concurrency)})
+    measured = {f"{name}-c{level.concurrency}" for name, profile in profiles.items() for level in profile.levels}
+    skipped = sorted({s for run in runs for s in run.settings.get("skipped", [])} - measured)
+    settings = {k: v for k, v in first.settings.items() if k != "skipped"}
+    settings["merged_from"] = [run.created_at for run in runs]
+    if skipped:
+        settings["skipped"] = skipped
+    calibration = next((run.calibration for run in runs if run.calibration is not None), None)
+    return first.model_copy(update={"settings": settings, "calibration": calibration,
+                                    "profiles": list(profiles.values())})
