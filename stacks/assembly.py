@@ -28,16 +28,20 @@ FEATURE_FLAGS: dict[str, Any] = {
     # Exports between the network, cluster and serving stacks stay protected (CDK's current default).
     "@aws-cdk/core:defaultCrossStackReferences": "strong",
 }
+# CDK records where each CloudFormation element was created (`aws:cdk:creationStack` in the assembly's
+# *.metadata.json, never in a template). From Python that record is only "...jsii runtime, node internals...",
+# and capturing it costs about 0.025 s a synth. `CDK_DEBUG=true` turns it back on.
+NO_CREATION_STACKS = {"aws:cdk:disable-creation-stack-traces": True}
 
 
 def new_app(context: Optional[dict[str, Any]] = None, outdir: Optional[str] = None) -> cdk.App:
     """- builtin CloudFormation validation off: cfn-lint runs in the test suite with every rule, and CDK's
       built-in copy of it would add ~5 s a synth;
-    - construct stack traces off: from Python they only ever show jsii's internals, and recording them
-      costs time on every construct;
+    - construct stack traces and creation stacks off: from Python they only ever show jsii's internals, and
+      recording them costs time on every construct;
     - version reporting off: no AWS::CDK::Metadata resource (and no usage data sent to AWS)."""
     return cdk.App(builtin_cloud_formation_validation=False, stack_traces=False, analytics_reporting=False,
-                   context={**FEATURE_FLAGS, **(context or {})}, outdir=outdir)
+                   context={**FEATURE_FLAGS, **NO_CREATION_STACKS, **(context or {})}, outdir=outdir)
 
 
 def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,

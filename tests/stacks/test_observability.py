@@ -196,3 +196,4 @@ def test_no_nixl_alarm_without_efa_and_a_topic_gets_every_alarm(tmp_path):
     assert not result.resources("dev", "cluster", "AWS::Logs::MetricFilter")
     assert len(alarms) == 4
     assert all(a["Properties"]["AlarmActions"] == ["arn:aws:sns:us-west-2:123456789012:alarms"] for a in alarms)
+    assert all(a["Properties"]["OKActions"] == ["arn:aws:sns:us-west-2:123456789012:alarms"] for a in alarms)
