@@ -68,7 +68,7 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
          "resource-level ARNs before they exist; cloudwatch:ListMetrics (verify's telemetry check) has no "
          "resource-level permissions.")
     region = cdk.Stack.of(runner).region  # literal: every stage names its region (partition literals on)
-    _ack(runner.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:ec2:{region}:<AWS::AccountId>:"
+    _ack(runner.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:ec2:{region}:{_account(runner)}:"
                       "network-interface/*]",
          "CodeBuild attaches permissions to the interfaces it creates; limited to CodeBuild and to the "
          "stage's private subnets by conditions.")
@@ -78,6 +78,12 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
              "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.")
 
 
+def _account(scope: IConstruct) -> str:
+    """The account as cdk-nag writes it in a finding: the stage file's literal, else CloudFormation's."""
+    stack = cdk.Stack.of(scope)
+    return stack.account if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
+
+
 def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePipeline, built
     """CDK Pipelines' own build projects, roles and artifact bucket (not the stages: those are
     checked like any stage). Every finding is CDK Pipelines' fixed shape; the reasons say why each is
@@ -85,7 +91,7 @@ def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePi
     from aws_cdk import aws_codebuild as codebuild
 
     stack = cdk.Stack.of(pipeline)
-    account = stack.resolve(stack.account) if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
+    account = _account(pipeline)
     region = stack.region
     iam5 = "AwsSolutions::AwsSolutions-IAM5[{}]"
     fixed = {

@@ -48,3 +48,12 @@ def test_nag_fails_synth_on_a_new_finding(tmp_path):
         assert "ValidationFailed" in str(exc)
     else:
         raise AssertionError("cdk-nag let an IAM user with AdministratorAccess through")
+
+
+def test_a_stage_that_names_its_account_passes_cdk_nag(tmp_path):
+    # cdk-nag writes the literal account into the verify runner's network-interface finding
+    from ..helpers import synth
+
+    result = synth([config_with(tmp_path, account="123456789012")], tmp_path / "out")
+    plugins = json.loads((result.outdir / "validation-report.json").read_text())["pluginReports"]
+    assert [(p["pluginName"], p["conclusion"]) for p in plugins] == [("AwsSolutions", "success")]
