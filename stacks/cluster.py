@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Mapping, Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -51,7 +52,9 @@ class ClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc, logs_key: kms.IKey,
                  cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
                  gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons,
-                 observability: Observability, serving_namespace: str, **kwargs) -> None:
+                 observability: Observability, serving_namespace: str, tags: Optional[Mapping[str, str]] = None,
+                 **kwargs) -> None:
+        """`tags`: the stage's tags, for the resources CDK's tagging cannot reach (the verify runner's project)."""
         super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True,
@@ -114,7 +117,7 @@ class ClusterStack(cdk.Stack):
                           retention_days=cluster.log_retention_days)
         self.verify_runner = VerifyRunner(
             self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, key=secrets_key, logs_key=self.logs_key,
-            log_retention=retention(cluster.log_retention_days),
+            log_retention=retention(cluster.log_retention_days), tags=tags,
             application_logs=self.observability.application_logs if self.observability else None)
         lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))
 

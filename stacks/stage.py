@@ -34,7 +34,7 @@ class InferenceStage(cdk.Stage):
             logs_key=self.network.logs_key,
             cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
             gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
-            observability=cfg.observability, serving_namespace=cfg.serving.namespace,
+            observability=cfg.observability, serving_namespace=cfg.serving.namespace, tags=cfg.tags,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
         self.serving = ServingStack(

@@ -9,7 +9,7 @@ CodeBuild L2 module alone costs about 0.12 s on every synth of every stage.
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Mapping, Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -45,8 +45,10 @@ def buildspec(stage: str) -> dict:
 class VerifyRunner(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster: eks.Cluster, vpc: ec2.IVpc,
                  key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays,
-                 application_logs: Optional[logs.ILogGroup] = None) -> None:
-        """`application_logs`: the cluster's container log group when the stage collects them (verify reads it)."""
+                 application_logs: Optional[logs.ILogGroup] = None, tags: Optional[Mapping[str, str]] = None) -> None:
+        """`application_logs`: the cluster's container log group when the stage collects them (verify reads it).
+        `tags`: the stage's tags, written on the project itself: CDK tags only the resources it models, and the
+        project is a plain CloudFormation resource."""
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
@@ -103,6 +105,7 @@ class VerifyRunner(Construct):
                           "SecurityGroupIds": [cluster.cluster_security_group_id]},
             "EncryptionKey": key.key_arn,
             "TimeoutInMinutes": 45,
+            **({"Tags": [{"Key": key, "Value": value} for key, value in sorted(tags.items())]} if tags else {}),
             "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
         })
         self.project_arn = project_arn

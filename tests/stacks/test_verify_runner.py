@@ -59,3 +59,11 @@ def test_runner_may_read_what_verifys_telemetry_check_reads_and_no_more(app_synt
     (group_id,) = [logical for logical, r in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").items()
                    if r["Properties"].get("LogGroupName", "").endswith("/application")]
     assert resources("logs:DescribeLogStreams") == [{"Fn::GetAtt": [group_id, "Arn"]}]
+
+
+def test_project_carries_the_stages_tags_like_the_resources_cdk_tags(app_synth):
+    # a plain CloudFormation resource: CDK's tagging does not reach it, so the runner writes them itself
+    bucket_tags = next(iter(app_synth.resources("dev", "cluster", "AWS::S3::Bucket").values()))["Properties"]["Tags"]
+    assert _project(app_synth)["Tags"] == [{"Key": "project", "Value": "pd-inference"},
+                                           {"Key": "stage", "Value": "dev"}]
+    assert {(t["Key"], t["Value"]) for t in bucket_tags} >= {("project", "pd-inference"), ("stage", "dev")}
