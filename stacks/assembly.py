@@ -30,7 +30,8 @@ FEATURE_FLAGS: dict[str, Any] = {
 }
 # CDK records where each CloudFormation element was created (`aws:cdk:creationStack` in the assembly's
 # *.metadata.json, never in a template). From Python that record is only "...jsii runtime, node internals...",
-# and capturing it costs about 0.025 s a synth. `CDK_DEBUG=true` turns it back on.
+# and capturing it costs about 0.025 s a synth. `CDK_DEBUG=true` turns it back on (aws-cdk-lib 2.275
+# core/lib/cfn-element.js: the context key or debug mode decides).
 NO_CREATION_STACKS = {"aws:cdk:disable-creation-stack-traces": True}
 
 

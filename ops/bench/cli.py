@@ -3,8 +3,9 @@
   bench --stage NAME [--url URL] [--profile NAME ...] [--label L] [--out DIR]
         run the stage's workload profiles and save <out>/<stage>/<time>-<label>.json
   bench --compare RUN_A.json RUN_B.json [--out DIR]
-  bench --merge RUN.json RUN.json ... --out RUN.json   (levels of one deployment measured by several commands)
         write DIR/report.md and its PNG plots
+  bench --merge RUN.json RUN.json ... --out RUN.json
+        one run of the levels several commands measured on one deployment
   bench --calibrate [--concurrency N]
         measure the client's own overhead against the local fake server
 
