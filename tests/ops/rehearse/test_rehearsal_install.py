@@ -136,6 +136,16 @@ def test_a_tree_none_of_whose_pieces_came_is_skipped(tmp_path, packed):
 DEVICE_RUN = ROOT / "scripts" / "rehearsal_device_run.sh"
 
 
+def _device_run(tmp_path: Path, pieces: Path, out: Path, *argv: str, cache: Path | None = None,
+                bin_dir: Path | None = None) -> subprocess.CompletedProcess:
+    """scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
+    (default: this Python's, whose `python3` runs the real `ops rehearse`)."""
+    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
+           "TRITON_CACHE_DIR": str(cache or tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
+           "PATH": f"{bin_dir or Path(sys.executable).parent}:/usr/bin:/bin"}
+    return subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=300, env=env)
+
+
 def test_the_device_wrapper_refuses_bad_usage_with_one_line(tmp_path):
     for argv, env in ((["pd"], {}), ([], {"OUT": str(tmp_path)}), (["a b"], {"OUT": str(tmp_path)})):
         done = subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=60,
@@ -150,11 +160,7 @@ def test_the_device_wrapper_installs_runs_ops_rehearse_and_leaves_the_output_in_
     pieces, out = tmp_path / "pieces", tmp_path / "out"
     _pack(pieces, "serve", {"placeholder.py": ""})
     _pack(pieces, "bench", {"aiperf/__init__.py": "", "bin/aiperf": "#!/build/venv/bin/python3.12\n"})
-    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
-           "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
-           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    done = subprocess.run(["bash", str(DEVICE_RUN), "pd-test", "--stage", "dev", "--mode", "pd"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = _device_run(tmp_path, pieces, out, "pd-test", "--stage", "dev", "--mode", "pd")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[0] == "rehearsal_device_run: pd-test: exit 1 (done)"
     console = (out / "pd-test.log").read_text().strip().splitlines()
@@ -171,11 +177,7 @@ def test_the_device_wrapper_seeds_an_empty_triton_cache_from_an_earlier_runs_arc
     subprocess.run(["tar", "czf", str(cache / "triton-cache.tgz"), "-C", str(cache), "triton"], check=True)
     (cache / "triton" / "abc" / "kernel.cubin").unlink()
     (cache / "triton" / "abc").rmdir()
-    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
-           "TRITON_CACHE_DIR": str(cache / "triton"), "REHEARSAL_PYTHON": sys.executable,
-           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    done = subprocess.run(["bash", str(DEVICE_RUN), "seeded", "--stage", "dev", "--mode", "pd"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = _device_run(tmp_path, pieces, out, "seeded", "--stage", "dev", "--mode", "pd", cache=cache / "triton")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Triton cache seeded from" in done.stderr
     assert (cache / "triton" / "abc" / "kernel.cubin").read_text() == "compiled"
@@ -206,11 +208,7 @@ def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aip
     fake.mkdir()
     (fake / "python3").write_text(FAKE_REHEARSE)
     (fake / "python3").chmod(0o755)
-    env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
-           "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
-           "PATH": f"{fake}:/usr/bin:/bin"}
-    done = subprocess.run(["bash", str(DEVICE_RUN), "pd", "--stage", "dev"], capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = _device_run(tmp_path, pieces, out, "pd", "--stage", "dev", bin_dir=fake)
     assert done.returncode == 0, done.stdout + done.stderr
     with tar_module.open(out / "pd.tgz") as results:
         names = {Path(n).name for n in results.getnames()}
