@@ -3,6 +3,7 @@ concurrency, and where each run is ahead) and PNG plots (TTFT and ITL distributi
 latency against concurrency), the stage's hardware in every title."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -101,7 +102,7 @@ def markdown(a: Run, b: Run, shared: Shared, images: dict[str, list[str]]) -> st
         ("hardware", a.hardware.title, b.hardware.title),
         ("GPU availability zone", a.hardware.availability_zone, b.hardware.availability_zone),
         ("model", f"{a.model_id} ({a.model_source})", f"{b.model_id} ({b.model_source})"),
-        ("image", f"`{a.image}`", f"`{b.image}`"),
+        ("image", _image(a), _image(b)),
         ("engine", _engine(a), _engine(b)),
         ("KV transfer", _kv(a), _kv(b)),
         ("client", _client(a), _client(b)),
@@ -148,7 +149,33 @@ def _engine(run: Run) -> str:
 def _kv(run: Run) -> str:
     if run.mode != "pd":
         return "none (prefill and decode on the same replica)"
-    return f"NIXL {run.settings.get('kv_backend')}"
+    backend = run.settings.get("kv_backend")
+    changed = _rehearsal_override(run, ".kv_connector_extra_config.backends")
+    if changed is not None:
+        return f"NIXL {', '.join(changed)} (rehearsal override; the stage's: {backend})"
+    return f"NIXL {backend}"
+
+
+def _image(run: Run) -> str:
+    """A rehearsal (`ops rehearse`) runs the host's packages, not the stage's container image."""
+    if "rehearsal" in run.settings:
+        return (f"none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray "
+                f"{run.settings.get('ray_version', '?')}); the stage's is `{run.image}`")
+    return f"`{run.image}`"
+
+
+def _rehearsal_override(run: Run, path_end: str):
+    """The new value of the first override (`ops rehearse`'s recorded `override PATH: OLD -> NEW (why)`
+    lines, ops/rehearse/overrides.py Override.line) whose path ends with `path_end`, or None."""
+    for line in run.settings.get("rehearsal", {}).get("overrides", []):
+        path, _, change = line.removeprefix("override ").partition(": ")
+        if path.endswith(path_end) and " -> " in change:
+            new = change.split(" -> ", 1)[1].split(" (", 1)[0]
+            try:
+                return ast.literal_eval(new)
+            except (ValueError, SyntaxError):
+                return new
+    return None
 
 
 def _title(a: Run, b: Run, what: str) -> str:

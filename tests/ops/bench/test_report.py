@@ -70,3 +70,27 @@ def test_nothing_in_common_is_an_error_and_writes_nothing(tmp_path):
     with pytest.raises(ResultsError, match="share no profile"):
         report.compare(PD, other, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def _rehearsed(run, *override_lines):
+    settings = {**run.settings, "ray_version": "2.58.0", "rehearsal": {"overrides": list(override_lines)}}
+    return run.model_copy(update={"settings": settings})
+
+
+def test_a_rehearsal_shows_the_kv_backend_its_override_set_not_the_stages():
+    from ops.rehearse.overrides import Override
+    line = Override(path="applications[0].args.prefill_config.engine_kwargs.kv_transfer_config."
+                         "kv_connector_extra_config.backends", before=["LIBFABRIC"], after=["UCX"],
+                    reason="no EFA device on this host: NIXL over UCX (shared memory / TCP on one host)").line()
+    assert report._kv(_rehearsed(PD, line)) == "NIXL UCX (rehearsal override; the stage's: LIBFABRIC)"
+
+
+def test_a_rehearsal_without_a_backend_override_shows_the_stages_backend():
+    assert report._kv(_rehearsed(PD)) == "NIXL LIBFABRIC"
+
+
+def test_a_rehearsal_names_the_host_packages_instead_of_the_image_it_did_not_run():
+    assert report._image(_rehearsed(PD)) == (
+        "none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray 2.58.0); the stage's is "
+        "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`")
+    assert report._image(PD) == "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`"
