@@ -77,7 +77,7 @@ def test_the_readme_rows_are_the_runs_numbers(mode):
 def test_the_readme_times_to_running_are_the_consoles(mode):
     seconds = [re.search(r"application RUNNING\s+PASS\s+(\d+) s from ray start", (EVIDENCE / name).read_text())
                .group(1) for name in CONSOLES[mode]]
-    label = {"pd": "PD", "colocated": "colocated"}[mode]
+    label = next(label for label, name in MODES.items() if name == mode)
     assert f"{label} {seconds[0]} s and {seconds[1]} s" in " ".join(_readme_section().split())
 
 
