@@ -54,7 +54,8 @@ class ClusterStack(cdk.Stack):
                  gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons,
                  observability: Observability, serving_namespace: str, tags: Optional[Mapping[str, str]] = None,
                  **kwargs) -> None:
-        """`tags`: the stage's tags, for the resources CDK's tagging cannot reach (the verify runner's project)."""
+        """`tags`: the stage's tags, for the template resources CDK's tagging does not model (the verify runner's
+        project)."""
         super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True,

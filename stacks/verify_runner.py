@@ -47,8 +47,10 @@ class VerifyRunner(Construct):
                  key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays,
                  application_logs: Optional[logs.ILogGroup] = None, tags: Optional[Mapping[str, str]] = None) -> None:
         """`application_logs`: the cluster's container log group when the stage collects them (verify reads it).
-        `tags`: the stage's tags, written on the project itself: CDK tags only the resources it models, and the
-        project is a plain CloudFormation resource."""
+        `tags`: the stage's tags, written on the project in the template: CDK's tagging reaches only the resources
+        it models, and the project is a plain CloudFormation resource. (Stack tags that a deployment passes,
+        as `cdk deploy` does, CloudFormation also propagates; this keeps the tags in the template, seen in
+        `cdk diff`, however the stack is deployed.)"""
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
@@ -105,7 +107,7 @@ class VerifyRunner(Construct):
                           "SecurityGroupIds": [cluster.cluster_security_group_id]},
             "EncryptionKey": key.key_arn,
             "TimeoutInMinutes": 45,
-            **({"Tags": [{"Key": key, "Value": value} for key, value in sorted(tags.items())]} if tags else {}),
+            **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
             "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
         })
         self.project_arn = project_arn
