@@ -22,7 +22,6 @@ from typing import Any
 CONTAINER = "ray-log-relay"
 VOLUME = "ray-logs"
 RAY_TMP = "/tmp/ray"
-LOGS = f"{RAY_TMP}/session_latest/logs"
 
 RELAY_PROGRAM = r'''import glob, os, sys, time
 LOGS = os.environ.get("RELAY_LOGS", "/tmp/ray/session_latest/logs")

@@ -65,6 +65,7 @@ def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
     """The policies by name. `metrics_scraper`: the stage collects metrics (observability on), so its
     scraper is admitted."""
     ray = _labels(ray_pod_labels(serving.service_name))
+    # KubeRay labels the head pod ray.io/node-type=head (utils/constant.go RayNodeTypeLabelKey, common/pod.go).
     head = _labels({**ray_pod_labels(serving.service_name), "ray.io/node-type": "head"})
     policies = {
         "default-deny-ingress": _ingress(k8s.LabelSelector()),

@@ -18,9 +18,10 @@ KUBERAY_NAMESPACE = "kuberay-system"
 KUBERAY_RELEASE = "kuberay-operator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Ray's ports on the head (KubeRay's and Ray's defaults): the
-# head container's named ports, what the network policies open, what `ops verify`, `ops bench` and
-# `ops rehearse` connect to.
+# Ray's ports on the head (KubeRay v1.7.0's defaults, ray-operator/controllers/ray/utils/constant.go:
+# DefaultRedisPort 6379, DefaultDashboardPort 8265, DefaultServingPort 8000, DefaultMetricsPort 8080,
+# DefaultDashboardAgentListenPort 52365): the head container's named ports, what the network policies
+# open, what `ops verify`, `ops bench` and `ops rehearse` connect to.
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 SERVE_PORT = 8000
@@ -47,7 +48,10 @@ CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 RAY_SCRAPER_NAME = "ray-metrics-scraper"
 RAY_SCRAPER_POD_LABELS = {"app.kubernetes.io/instance": f"{CLOUDWATCH_NAMESPACE}.{RAY_SCRAPER_NAME}"}
-RAY_METRICS_PORT = METRICS_PORT  # KubeRay's `metrics` container port on every Ray pod
+# KubeRay names the Ray container's metrics port `metrics` (8080 by default) on every Ray pod
+# (ray-operator/controllers/ray/utils/constant.go, MetricsPortName / DefaultMetricsPort; set in
+# common/pod.go). The scraper finds it by that name; the NetworkPolicy admits its number.
+RAY_METRICS_PORT = METRICS_PORT
 RAY_METRICS_PORT_NAME = "metrics"
 
 # What `cdk synth` writes for review (charts/render.py) and `ops diff` compares: <outdir>/k8s/<stage>/.

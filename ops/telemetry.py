@@ -22,8 +22,8 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from config.schema import StageConfig
-from config.topology import (CLOUDWATCH_OBSERVABILITY_ADDON, CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE,
-                             container_insights_log_group)
+from config.topology import (CLOUDWATCH_NAMESPACE, CLOUDWATCH_OBSERVABILITY_ADDON, CONTAINER_INSIGHTS_NAMESPACE,
+                             RAY_METRICS_NAMESPACE, RAY_SCRAPER_POD_LABELS, container_insights_log_group)
 
 from .report import Report
 
@@ -93,15 +93,19 @@ def check(cfg: StageConfig, clients: Clients, report: Report,
     if not ray:
         problems.append(f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {cluster} in the last 3 h")
         fixes.append("are the Ray pods up, and does the inference namespace's NetworkPolicy admit the "
-                     "scraper on the metrics port? (kubectl -n amazon-cloudwatch logs the scraper agent)")
+                     f"scraper on the metrics port? (kubectl -n {CLOUDWATCH_NAMESPACE} logs -l {_selector(RAY_SCRAPER_POD_LABELS)})")
     age = None if newest is None else (now() - newest).total_seconds() / 60
     if age is None or age > LOG_FRESHNESS_MINUTES:
         problems.append(f"no container log event in {group} in the last {LOG_FRESHNESS_MINUTES} min"
                         + ("" if age is None else f" (newest {age:.0f} min ago)"))
-        fixes.append(f"is Fluent Bit running? (kubectl -n amazon-cloudwatch get ds fluent-bit); {addon}")
+        fixes.append(f"is Fluent Bit running? (kubectl -n {CLOUDWATCH_NAMESPACE} get ds fluent-bit); {addon}")
     if problems:
         report.add(NAME, "fail", "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
         return
     report.add(NAME, "pass", f"{len(nodes)} Container Insights and {len(ray)} Ray/vLLM metrics active; newest "
                              f"application log event {age:.0f} min ago",
                ray_metrics=len(ray), node_metrics=len(nodes))
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{name}={value}" for name, value in labels.items())

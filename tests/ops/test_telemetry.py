@@ -68,6 +68,7 @@ def test_no_ray_metrics_fails_naming_the_namespace_and_the_scraper(dev, aws):
     assert check.status == "fail"
     assert check.detail == f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {dev.cluster_name} in the last 3 h"
     assert "NetworkPolicy" in check.fix
+    assert "kubectl -n amazon-cloudwatch logs -l app.kubernetes.io/instance=amazon-cloudwatch.ray-metrics-scraper" in check.fix
 
 
 def test_metrics_of_another_cluster_do_not_count(dev, aws):
