@@ -28,7 +28,7 @@ from config.topology import (CLOUDWATCH_NAMESPACE, CLOUDWATCH_OBSERVABILITY_ADDO
                              POD_IDENTITY_AGENT_ADDON, RAY_METRICS_NAMESPACE, RAY_METRICS_PORT_NAME, RAY_SCRAPER_NAME,
                              SYSTEM_LABELS, container_insights_log_group)
 
-from .observability_metrics import EMF_METRICS, HISTOGRAMS, check
+from .observability_metrics import EMF_METRICS, EMF_METRICS_BY_DIMENSION, HISTOGRAMS, check
 
 # Where the agents write (Container Insights' fixed names, /aws/containerinsights/<cluster>/<kind>).
 LOG_KINDS = CONTAINER_INSIGHTS_LOG_KINDS
@@ -78,14 +78,9 @@ def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
 def ray_emf_config(cluster_name: str) -> dict[str, Any]:
     """CloudWatch agent JSON: the Prometheus scrape to embedded-metric-format log events, one declaration per
     dimension shape (the CloudWatch agent's `emf_processor`)."""
-    serve_deployment = ["ray_serve_deployment_queued_queries", "ray_serve_replica_processing_queries",
-                        "ray_serve_deployment_replica_healthy", "ray_serve_autoscaling_target_replicas"]
-    engine = ["ray_vllm_num_requests_running", "ray_vllm_num_requests_waiting", "ray_vllm_kv_cache_usage_perc",
-              "ray_vllm_prompt_tokens_cached_total", "ray_vllm_prompt_tokens_total",
-              "ray_vllm_generation_tokens_total"]
-
-    def declaration(names: list[str], dimensions: list[list[str]]) -> dict[str, Any]:
-        return {"source_labels": ["job"], "label_matcher": "^ray$", "dimensions": dimensions,
+    def declaration(names: tuple[str, ...], dimension: str) -> dict[str, Any]:
+        return {"source_labels": ["job"], "label_matcher": "^ray$",
+                "dimensions": [["ClusterName"], ["ClusterName", dimension]],
                 "metric_selectors": [f"^{check(n)}$" for n in names]}
 
     return {
@@ -97,12 +92,8 @@ def ray_emf_config(cluster_name: str) -> dict[str, Any]:
                 "emf_processor": {
                     "metric_declaration_dedup": True,
                     "metric_namespace": RAY_METRICS_NAMESPACE,
-                    "metric_declaration": [
-                        declaration(["ray_serve_num_http_requests_total", "ray_serve_num_ongoing_http_requests"],
-                                    [["ClusterName"], ["ClusterName", "status_class"]]),
-                        declaration(serve_deployment, [["ClusterName"], ["ClusterName", "deployment"]]),
-                        declaration(engine, [["ClusterName"], ["ClusterName", "pod_name"]]),
-                    ],
+                    "metric_declaration": [declaration(names, dimension)
+                                           for dimension, names in EMF_METRICS_BY_DIMENSION.items()],
                 },
             }},
             "force_flush_interval": 5,

@@ -15,14 +15,17 @@ HISTOGRAMS = (
     "ray_vllm_time_to_first_token_seconds", "ray_vllm_inter_token_latency_seconds",
     "ray_vllm_e2e_request_latency_seconds", "ray_vllm_nixl_xfer_time_seconds", "ray_vllm_nixl_bytes_transferred",
 )
-# Counters and gauges shipped as CloudWatch metrics (EMF) for the dashboard and the alarms.
-EMF_METRICS = (
-    "ray_serve_num_http_requests_total", "ray_serve_num_ongoing_http_requests",
-    "ray_serve_deployment_queued_queries", "ray_serve_replica_processing_queries",
-    "ray_serve_deployment_replica_healthy", "ray_serve_autoscaling_target_replicas",
-    "ray_vllm_num_requests_running", "ray_vllm_num_requests_waiting", "ray_vllm_kv_cache_usage_perc",
-    "ray_vllm_prompt_tokens_cached_total", "ray_vllm_prompt_tokens_total", "ray_vllm_generation_tokens_total",
-)
+# Counters and gauges shipped as CloudWatch metrics (EMF) for the dashboard and the alarms, by the label
+# that is their second dimension (beside ClusterName): one EMF declaration per group.
+EMF_METRICS_BY_DIMENSION = {
+    "status_class": ("ray_serve_num_http_requests_total", "ray_serve_num_ongoing_http_requests"),
+    "deployment": ("ray_serve_deployment_queued_queries", "ray_serve_replica_processing_queries",
+                   "ray_serve_deployment_replica_healthy", "ray_serve_autoscaling_target_replicas"),
+    "pod_name": ("ray_vllm_num_requests_running", "ray_vllm_num_requests_waiting", "ray_vllm_kv_cache_usage_perc",
+                 "ray_vllm_prompt_tokens_cached_total", "ray_vllm_prompt_tokens_total",
+                 "ray_vllm_generation_tokens_total"),
+}
+EMF_METRICS = tuple(name for names in EMF_METRICS_BY_DIMENSION.values() for name in names)
 
 
 @lru_cache(maxsize=1)
