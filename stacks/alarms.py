@@ -36,9 +36,14 @@ def gpu_memory(cluster_name: str) -> cw.Metric:
                      period=cdk.Duration.minutes(1), dimensions_map={"ClusterName": cluster_name})
 
 
+def quantile_query(metric: str, cluster_name: str, quantile: str) -> str:
+    """PromQL: the cluster's `quantile` (e.g. "0.99") of a Ray histogram over 5 minutes."""
+    return f'histogram_quantile({quantile}, sum(rate({check(metric)}{{ClusterName="{cluster_name}"}}[5m])))'
+
+
 def ttft_p99_query(cluster_name: str, slo_seconds: float) -> str:
-    return (f'histogram_quantile(0.99, sum(rate({check("ray_vllm_time_to_first_token_seconds")}'
-            f'{{ClusterName="{cluster_name}"}}[5m]))) > {slo_seconds:g}')
+    return f'{quantile_query("ray_vllm_time_to_first_token_seconds", cluster_name, "0.99")} > {slo_seconds:g}'
+
 
 
 class StageAlarms(Construct):

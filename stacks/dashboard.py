@@ -10,7 +10,7 @@ from constructs import Construct
 
 from config.topology import RAY_METRICS_NAMESPACE
 
-from .alarms import CONTAINER_INSIGHTS, ray_metric
+from .alarms import CONTAINER_INSIGHTS, quantile_query, ray_metric
 from .observability_metrics import check
 
 WIDTH, HEIGHT = 8, 6
@@ -40,7 +40,7 @@ def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidg
         return [ray_search(name, "deployment", cluster_name, statistic)]
 
     latency_queries = "\n".join(
-        f"- {what} p{q}: `histogram_quantile(0.{q}, sum(rate({check(metric)}{{ClusterName=\"{cluster_name}\"}}[5m])))`"
+        f"- {what} p{q}: `{quantile_query(metric, cluster_name, f'0.{q}')}`"
         for what, metric in (("TTFT", "ray_vllm_time_to_first_token_seconds"),
                              ("ITL", "ray_vllm_inter_token_latency_seconds"),
                              ("E2E", "ray_vllm_e2e_request_latency_seconds")) for q in ("50", "99"))
@@ -81,8 +81,7 @@ def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidg
                  "prompt": ray_metric("ray_vllm_prompt_tokens_total", cluster_name, "Sum")})]),
          cw.TextWidget(width=WIDTH, height=HEIGHT, markdown=(
              "### KV transfer (NIXL, PromQL)\n"
-             f"- time p99: `histogram_quantile(0.99, sum(rate({check('ray_vllm_nixl_xfer_time_seconds')}"
-             f"{{ClusterName=\"{cluster_name}\"}}[5m])))`\n"
+             f"- time p99: `{quantile_query('ray_vllm_nixl_xfer_time_seconds', cluster_name, '0.99')}`\n"
              f"- bytes/s: `sum(rate({check('ray_vllm_nixl_bytes_transferred')}{{ClusterName=\"{cluster_name}\"}}[5m]))`"
              "\n- transport: alarm NIXL not on EFA (worker logs)"))],
     ]
