@@ -94,8 +94,9 @@ class StageCommand:
 
 def _preflight(cfg, args, session, clients):
     from . import preflight
+    from .aws_clients import Clients
 
-    report, facts = preflight.run(cfg, preflight.Clients(session, cfg.region, overrides=clients or {}))
+    report, facts = preflight.run(cfg, Clients(session, cfg.region, overrides=clients or {}))
     snippet = preflight.suggestion(cfg, facts) if args.suggest else None
     if snippet:
         report.extra["suggestion"] = snippet
@@ -107,11 +108,12 @@ def _preflight_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def _verify(cfg, args, session, clients):
-    from . import telemetry, verify
+    from . import verify
+    from .aws_clients import Clients
 
     access = verify.cluster_access(cfg, session)
     api = verify.connect(cfg, session, access)
-    cloudwatch = telemetry.Clients(session, cfg.region, overrides=clients or {})
+    cloudwatch = Clients(session, cfg.region, overrides=clients or {})
     return verify.run(cfg, api, wait=args.wait, poll=args.poll, cloudwatch=cloudwatch), None
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-import boto3
 import yaml
 
 from config.instance_types import INSTANCE_TYPES, instance_family
@@ -17,6 +16,7 @@ from config.schema import StageConfig
 from config.topology import SECRETS_PROVIDER_ADDON
 from config.versions import DLC_ACCOUNT, DLC_REPOSITORY
 
+from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
 from .report import Report
 
@@ -50,23 +50,6 @@ def quota_for(instance_type: str) -> VcpuQuota:
         if prefix in quota.families or prefix[:1] in quota.families and prefix[:1] not in ("v",):
             return quota
     raise KeyError(f"no vCPU quota known for {instance_type}")
-
-
-@dataclass
-class Clients:
-    """boto3 clients of one session; tests replace some with botocore Stubbers."""
-
-    session: boto3.session.Session
-    region: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-    _made: dict[str, Any] = field(default_factory=dict)
-
-    def __call__(self, service: str):
-        if service in self.overrides:
-            return self.overrides[service]
-        if service not in self._made:
-            self._made[service] = self.session.client(service, region_name=self.region)
-        return self._made[service]
 
 
 @dataclass

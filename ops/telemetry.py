@@ -15,33 +15,20 @@ and where to look. Tested against moto (tests/ops/test_telemetry.py); against a 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from config.schema import StageConfig
 from config.topology import (CLOUDWATCH_NAMESPACE, CLOUDWATCH_OBSERVABILITY_ADDON, CONTAINER_INSIGHTS_NAMESPACE,
                              RAY_METRICS_NAMESPACE, RAY_SCRAPER_POD_LABELS, container_insights_log_group)
 
+from .aws_clients import Clients
 from .report import Report
 
 NAME = "metrics and logs in CloudWatch"
 LOG_FRESHNESS_MINUTES = 30
 RECENTLY_ACTIVE = "PT3H"  # CloudWatch's only RecentlyActive value
-
-
-@dataclass
-class Clients:
-    """CloudWatch and CloudWatch Logs clients of the stage's region (tests pass moto's)."""
-
-    session: boto3.session.Session
-    region: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-    def client(self, service: str):
-        return self.overrides.get(service) or self.session.client(service, region_name=self.region)
 
 
 def _active_metrics(cloudwatch, namespace: str, cluster: str) -> list[str]:
@@ -70,7 +57,7 @@ def check(cfg: StageConfig, clients: Clients, report: Report,
     addon = (f"is the {CLOUDWATCH_OBSERVABILITY_ADDON} add-on ACTIVE? "
              f"(aws eks describe-addon --cluster-name {cluster} --addon-name {CLOUDWATCH_OBSERVABILITY_ADDON})")
     try:
-        cloudwatch, logs = clients.client("cloudwatch"), clients.client("logs")
+        cloudwatch, logs = clients("cloudwatch"), clients("logs")
         nodes = _active_metrics(cloudwatch, CONTAINER_INSIGHTS_NAMESPACE, cluster)
         ray = _active_metrics(cloudwatch, RAY_METRICS_NAMESPACE, cluster)
         newest = _newest_log_event(logs, group)

@@ -21,6 +21,7 @@ from config.topology import (DASHBOARD_PORT_NAME, EFA_RESOURCE, GPU_LABELS, GPU_
                              KUBERAY_RELEASE, SERVE_PORT_NAME, head_service, serve_service)
 
 from . import eks_token, nixl, telemetry
+from .aws_clients import Clients
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 from .kube import KubeApi, KubeError, unexpected
 from .report import Report
@@ -132,7 +133,7 @@ class Progress:
 
 def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0,
         progress: Optional[Callable[[float, float, str], None]] = None,
-        cloudwatch: Optional[telemetry.Clients] = None,
+        cloudwatch: Optional[Clients] = None,
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
     report = Report("verify", cfg.stage)
     progress = progress or Progress()

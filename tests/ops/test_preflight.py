@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from config.instance_types import INSTANCE_TYPES, InstanceSpec
 from ops import preflight
+from ops.aws_clients import Clients
 from ops.__main__ import main
 
 from ..helpers import merge, stage_data, write_stage
@@ -77,7 +78,7 @@ class Fake:
     def run(self, cfg):
         for stub in self.stubs.values():
             stub.activate()
-        report, facts = preflight.run(cfg, preflight.Clients(self.session, self.region, overrides=self.overrides))
+        report, facts = preflight.run(cfg, Clients(self.session, self.region, overrides=self.overrides))
         return report, facts
 
     def cli(self, tmp_path, data, *extra):

@@ -12,6 +12,7 @@ from moto import mock_aws
 from config import CONFIG_DIR, load_stages
 from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE, container_insights_log_group
 from ops import telemetry
+from ops.aws_clients import Clients
 from ops.report import Report
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
@@ -29,16 +30,16 @@ def aws(monkeypatch):
         monkeypatch.setenv(name, "testing")
     with mock_aws():
         session = boto3.session.Session(region_name="us-west-2")
-        yield telemetry.Clients(session, "us-west-2")
+        yield Clients(session, "us-west-2")
 
 
 def _metric(clients, namespace: str, name: str, cluster: str) -> None:
-    clients.client("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[{
+    clients("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[{
         "MetricName": name, "Value": 1.0, "Dimensions": [{"Name": "ClusterName", "Value": cluster}]}])
 
 
 def _log(clients, cluster: str, minutes_ago: float) -> None:
-    logs, group = clients.client("logs"), container_insights_log_group(cluster, "application")
+    logs, group = clients("logs"), container_insights_log_group(cluster, "application")
     logs.create_log_group(logGroupName=group)
     logs.create_log_stream(logGroupName=group, logStreamName="ray-worker")
     stamp = int((dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=minutes_ago)).timestamp() * 1000)
