@@ -216,18 +216,30 @@ def parse(artifact_dir: Path, concurrency: int) -> Level:
     )
 
 
-def version(executable: str, env: Optional[dict] = None) -> str:
-    """aiperf's version, read by the Python that runs it: the venv's beside the executable, else the
-    interpreter on its first line (a tree unpacked on the rehearsal host, found through `env`'s PYTHONPATH)."""
-    python = Path(executable).parent / "python"
-    if not python.is_file():
-        try:
-            first = Path(executable).read_text(errors="replace").splitlines()[0]
-        except (OSError, IndexError):
-            return "unknown"
-        python = Path(first[2:].strip()) if first.startswith("#!") else python
+def client_python(executable: str) -> Optional[str]:
+    """The Python that runs aiperf: beside the executable (a venv), else its #! line."""
+    beside = Path(executable).parent / "python"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
     try:
-        out = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('aiperf'))"],
+        with open(executable, "rb") as script:
+            first = script.readline(512).decode(errors="replace")
+    except OSError:
+        return None
+    if first.startswith("#!") and "python" in first:
+        interpreter = first[2:].split()[0]
+        return interpreter if os.access(interpreter, os.X_OK) else None
+    return None
+
+
+def version(executable: str, env: Optional[dict] = None) -> str:
+    """aiperf's version, read by the Python that runs it (`client_python`; a tree unpacked on the rehearsal
+    host is found through `env`'s PYTHONPATH)."""
+    python = client_python(executable)
+    if python is None:
+        return "unknown"
+    try:
+        out = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('aiperf'))"],
                              capture_output=True, text=True, timeout=30, check=True,
                              env={**os.environ, **(env or {})}).stdout.strip()
         return out or "unknown"

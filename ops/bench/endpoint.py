@@ -27,7 +27,7 @@ from typing import Iterator, Optional
 from config.topology import SERVE_PORT
 
 from ..kube import describe_transport, fetch, snippet
-from .aiperf import BenchError
+from .aiperf import BenchError, client_python
 
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)")
 
@@ -136,22 +136,6 @@ except BaseException as exc:
     print(" ".join(f"{type(exc).__name__}: {exc}".split()), file=sys.stderr)
     sys.exit(1)
 """
-
-
-def client_python(executable: str) -> Optional[str]:
-    """The Python that runs aiperf: beside the executable (a venv), else its #! line."""
-    beside = Path(executable).parent / "python"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    try:
-        with open(executable, "rb") as script:
-            first = script.readline(512).decode(errors="replace")
-    except OSError:
-        return None
-    if first.startswith("#!") and "python" in first:
-        interpreter = first[2:].split()[0]
-        return interpreter if os.access(interpreter, os.X_OK) else None
-    return None
 
 
 def _hub(env: dict) -> str:
