@@ -36,9 +36,10 @@ class Workload:
     random_seed: int
     request_timeout_seconds: int
     # A time bound per level (the rehearsal's --level-seconds): aiperf stops sending new requests after
-    # this many seconds and waits at most grace_seconds for those in flight; request_count stays the cap.
+    # this many seconds and counts the answers that arrive within the request timeout after it
+    # (--benchmark-duration / --benchmark-grace-period, aiperf 0.13.0 aiperf/config/flags/cli_config.py);
+    # request_count stays the cap.
     duration_seconds: Optional[float] = None
-    grace_seconds: Optional[float] = None
 
 
 def find_executable(explicit: Optional[str] = None) -> str:
@@ -80,9 +81,8 @@ def command(executable: str, *, url: str, model: str, tokenizer: str, workload: 
     if workload.warmup_requests:
         argv += ["--warmup-request-count", str(workload.warmup_requests)]
     if workload.duration_seconds is not None:
-        argv += ["--benchmark-duration", f"{workload.duration_seconds:g}"]
-        if workload.grace_seconds is not None:
-            argv += ["--benchmark-grace-period", f"{workload.grace_seconds:g}"]
+        argv += ["--benchmark-duration", f"{workload.duration_seconds:g}",
+                 "--benchmark-grace-period", f"{workload.request_timeout_seconds:g}"]
     if api_key:
         argv += ["--api-key", api_key]
     return argv

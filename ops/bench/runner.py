@@ -123,8 +123,7 @@ def run_stage(cfg: StageConfig, *, url: str, executable: str, out_dir: Path, lab
                 request_count=profile.request_count(concurrency), warmup_requests=concurrency,
                 random_seed=cfg.benchmark.random_seed,
                 request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
-                duration_seconds=adjust.level_seconds,
-                grace_seconds=None if adjust.level_seconds is None else cfg.benchmark.request_timeout_seconds)
+                duration_seconds=adjust.level_seconds)
             artifacts = run_dir / f"{profile.name}-c{concurrency}"
             progress(f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
                      f"concurrency {concurrency}: {workload.request_count} requests ...")

@@ -115,7 +115,7 @@ def test_failure_reason_is_the_latest_real_line(text, reason, tmp_path):
 
 
 def test_a_level_time_bound_becomes_aipers_duration_and_grace():
-    bounded = aiperf.Workload(**{**WORKLOAD.__dict__, "duration_seconds": 30.0, "grace_seconds": 900.0})
+    bounded = aiperf.Workload(**{**WORKLOAD.__dict__, "duration_seconds": 30.0})
     argv = aiperf.command("/x/aiperf", url="http://127.0.0.1:8000", model="m", tokenizer="t", workload=bounded,
                           artifact_dir=Path("/tmp/a"))
     assert (_option(argv, "--benchmark-duration"), _option(argv, "--benchmark-grace-period")) == ("30", "900")
