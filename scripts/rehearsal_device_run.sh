@@ -42,7 +42,9 @@ fi
 eval "$env_lines"
 
 results=$(mktemp -d /tmp/rehearsal-results.XXXXXX)
-watch_workers() {  # the newest lines of every worker log, for a run the limit cuts short
+# the newest lines of every worker log, for a run the limit cuts short: ops rehearse's Ray temp folders
+# (ops/rehearse/cli.py, mkdtemp prefix "rh-" in /tmp) and Ray's worker log names (ray_cluster.worker_logs)
+watch_workers() {
   while true; do
     sleep 15 & wait $!  # a signal ends `wait` at once (a foreground sleep would hold off the kill)
     for log in /tmp/rh-*/session_latest/logs/worker-*; do
@@ -63,16 +65,15 @@ wait "$watcher" 2>/dev/null
 # per-request records (profile_export.jsonl) apart in NAME-records.tgz, dropped with a line if too large.
 tar czf "$OUT/$name.tgz" -C "$results" --exclude=inputs.json --exclude='*.csv' --exclude=profile_export.jsonl . 2>/dev/null
 (cd "$results" && find . -name profile_export.jsonl -print0 | tar czf "$OUT/$name-records.tgz" --null -T - 2>/dev/null)
-for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz"; do
-  if (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
+if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
+  tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
+fi
+for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT/triton-cache.tgz"; do
+  if [[ -f "$archive" ]] && (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
     echo "rehearsal_device_run: $(basename "$archive") is over 16 MiB and would not come back: removed" >&2
     rm -f "$archive"
   fi
 done
-if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
-  tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
-  (( $(stat -c %s "$OUT/triton-cache.tgz") <= 16 * 1024 * 1024 )) || rm -f "$OUT/triton-cache.tgz"
-fi
 rm -rf "$results"
 echo "rehearsal_device_run: $name: exit $code ($( ((code == 124)) && echo "the $limit s limit ended it" || echo done))"
 grep -v "DEPLOYING\|^  override" "$OUT/$name.log" | tail -n 25

@@ -48,8 +48,8 @@ SERVE = {
 }
 
 
-def _install(target: Path, pieces: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REHEARSAL_PYTHON": sys.executable}
+def _install(target: Path, pieces: Path, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REHEARSAL_PYTHON": sys.executable, **env_vars}
     return subprocess.run(["bash", str(INSTALL), str(target), str(pieces)], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -79,9 +79,7 @@ def test_unpacks_every_tree_and_prints_only_shell_lines(tmp_path, packed):
 def test_the_trees_get_bytecode_of_this_hosts_python_once_at_unpack(tmp_path, packed):
     # the pieces carry sources only; under PYTHONDONTWRITEBYTECODE every process would compile them again
     target = tmp_path / "site"
-    env_without_bytecode = {**os.environ, "REHEARSAL_PYTHON": sys.executable, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run(["bash", str(INSTALL), str(target), str(packed)], capture_output=True, text=True,
-                          env=env_without_bytecode, timeout=120)
+    done = _install(target, packed, PYTHONDONTWRITEBYTECODE="1")
     assert done.returncode == 0, done.stderr
     tag = sys.implementation.cache_tag
     assert (target / "serve" / "ray" / "__pycache__" / f"__init__.{tag}.pyc").is_file()
@@ -137,12 +135,12 @@ DEVICE_RUN = ROOT / "scripts" / "rehearsal_device_run.sh"
 
 
 def _device_run(tmp_path: Path, pieces: Path, out: Path, *argv: str, cache: Path | None = None,
-                bin_dir: Path | None = None) -> subprocess.CompletedProcess:
+                bin_dir: Path | None = None, **env_vars: str) -> subprocess.CompletedProcess:
     """scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
     (default: this Python's, whose `python3` runs the real `ops rehearse`)."""
     env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
            "TRITON_CACHE_DIR": str(cache or tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
-           "PATH": f"{bin_dir or Path(sys.executable).parent}:/usr/bin:/bin"}
+           "PATH": f"{bin_dir or Path(sys.executable).parent}:/usr/bin:/bin", **env_vars}
     return subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -193,9 +191,19 @@ echo '{"label": "pd"}' > "$out/dev/runs/dev/run-pd.json"
 echo '{"summary": 1}' > "$level/profile_export_aiperf.json"
 echo 'a,b' > "$level/profile_export_aiperf.csv"
 echo '{"request": 1}' > "$level/profile_export.jsonl"
+[ -n "$FAKE_RECORDS_BYTES" ] && head -c "$FAKE_RECORDS_BYTES" /dev/urandom >> "$level/profile_export.jsonl"
 head -c 20000000 /dev/urandom > "$level/inputs.json"
 exit 0
 """
+
+
+def _fake_rehearse_run(tmp_path: Path, **env_vars: str) -> tuple[subprocess.CompletedProcess, Path]:
+    pieces, out, fake = tmp_path / "pieces", tmp_path / "out", tmp_path / "fakebin"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    fake.mkdir()
+    (fake / "python3").write_text(FAKE_REHEARSE)
+    (fake / "python3").chmod(0o755)
+    return _device_run(tmp_path, pieces, out, "pd", "--stage", "dev", bin_dir=fake, **env_vars), out
 
 
 def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aiperfs_prompts(tmp_path):
@@ -203,12 +211,7 @@ def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aip
     # larger than the 16 MiB a file that comes back from the lent host
     import tarfile as tar_module
 
-    pieces, out, fake = tmp_path / "pieces", tmp_path / "out", tmp_path / "fakebin"
-    _pack(pieces, "serve", {"placeholder.py": ""})
-    fake.mkdir()
-    (fake / "python3").write_text(FAKE_REHEARSE)
-    (fake / "python3").chmod(0o755)
-    done = _device_run(tmp_path, pieces, out, "pd", "--stage", "dev", bin_dir=fake)
+    done, out = _fake_rehearse_run(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     with tar_module.open(out / "pd.tgz") as results:
         names = {Path(n).name for n in results.getnames()}
@@ -216,4 +219,11 @@ def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aip
     assert not names & {"inputs.json", "profile_export_aiperf.csv", "profile_export.jsonl"}
     with tar_module.open(out / "pd-records.tgz") as records:
         assert [Path(n).name for n in records.getnames() if n.endswith(".jsonl")] == ["profile_export.jsonl"]
-    assert (out / "pd.tgz").stat().st_size < 16 * 1024 * 1024
+
+
+def test_an_archive_over_16_mib_is_removed_with_a_line_and_the_results_still_come_back(tmp_path):
+    done, out = _fake_rehearse_run(tmp_path, FAKE_RECORDS_BYTES=str(17 * 1024 * 1024))  # random: no compression
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rehearsal_device_run: pd-records.tgz is over 16 MiB and would not come back: removed" in done.stderr
+    assert not (out / "pd-records.tgz").exists()
+    assert (out / "pd.tgz").stat().st_size > 0
