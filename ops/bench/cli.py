@@ -1,4 +1,4 @@
-"""`python -m ops bench`: the three forms.
+"""`python -m ops bench`: the four forms.
 
   bench --stage NAME [--url URL] [--profile NAME ...] [--label L] [--out DIR]
         run the stage's workload profiles and save <out>/<stage>/<time>-<label>.json

@@ -170,11 +170,7 @@ def _rehearsal_override(run: Run, path_end: str):
     for line in run.settings.get("rehearsal", {}).get("overrides", []):
         path, _, change = line.removeprefix("override ").partition(": ")
         if path.endswith(path_end) and " -> " in change:
-            new = change.split(" -> ", 1)[1].split(" (", 1)[0]
-            try:
-                return ast.literal_eval(new)
-            except (ValueError, SyntaxError):
-                return new
+            return ast.literal_eval(change.split(" -> ", 1)[1].split(" (", 1)[0])  # Override.line writes repr()
     return None
 
 

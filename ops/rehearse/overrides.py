@@ -89,9 +89,11 @@ def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
 
 # vLLM 0.26's Ray executor picks each engine's torch.distributed TCPStore port from VLLM_DP_MASTER_PORT + 100
 # (vllm/v1/executor/ray_executor_v2.py `_select_tcpstore_port`; the env default 0 makes it port 100 for
-# every engine, vllm/config/parallel.py). In a pod each engine has its own network namespace; on one host
-# the prefill and decode engines start together, both probe port 100 and one dies with EADDRINUSE (seen
-# on an H200 pair: Serve restarted it, ~110 s lost). Each engine config gets its own base here.
+# every engine: vllm/envs.py VLLM_DP_MASTER_PORT, read by vllm/config/parallel.py). In a pod each engine has
+# its own network namespace; on one host the prefill and decode engines start together, both probe port 100
+# and one dies with EADDRINUSE (seen on an H200 pair: Serve restarted it, ~110 s lost). Each engine config
+# gets its own base here, 50 apart: the executor probes a window of 32 ports from base + 100 (`window = 32`
+# in `_select_tcpstore_port`), so the windows never overlap (seen: 29600 and 29650).
 TCPSTORE_BASE = 29500
 TCPSTORE_STRIDE = 50
 
