@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -45,9 +46,7 @@ import synth_process
 synth_process.configure_environment()
 with synth_process.imports_without_gc():
     import aws_cdk as cdk
-    from aws_cdk import aws_eks_v2
-    import cdk8s
-    import cdk8s_plus_28
+{textwrap.indent(FLOOR_IMPORTS, "    ").rstrip()}
 app = cdk.App(builtin_cloud_formation_validation=False)
 cdk.Stack(app, "Empty")
 app.synth()
