@@ -47,7 +47,7 @@ def ttft_p99_query(cluster_name: str, slo_seconds: float) -> str:
 
 
 class StageAlarms(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster_name: str,
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str,
                  settings: Observability, application_logs: logs.ILogGroup, efa: bool) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.AlarmBase] = {}
@@ -84,10 +84,9 @@ class StageAlarms(Construct):
             evaluation_periods=10, datapoints_to_alarm=8, treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             alarm_description=f"A GPU node's memory is above {settings.gpu_memory_percent:g}% used."))
 
-        self.nixl_filters: dict[str, logs.MetricFilter] = {}
         if efa:
             for name, pattern in NIXL_NOT_ON_EFA.items():
-                self.nixl_filters[name] = logs.MetricFilter(
+                logs.MetricFilter(
                     self, f"Nixl{name}", log_group=application_logs, filter_pattern=logs.FilterPattern.literal(pattern),
                     metric_namespace=nixl_namespace(cluster_name), metric_name=NIXL_METRIC, metric_value="1",
                     default_value=0)

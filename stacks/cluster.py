@@ -114,7 +114,7 @@ class ClusterStack(cdk.Stack):
 
         self.observability = self.alarms = self.dashboard = None
         if observability.enabled:
-            self._observe(stage, cluster_name, observability, serving_namespace, efa=gpu_nodegroup.efa,
+            self._observe(cluster_name, observability, serving_namespace, efa=gpu_nodegroup.efa,
                           retention_days=cluster.log_retention_days)
         self.verify_runner = VerifyRunner(
             self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, key=secrets_key, logs_key=self.logs_key,
@@ -127,16 +127,16 @@ class ClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "UpdateKubeconfigCommand",
                       value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}")
 
-    def _observe(self, stage: str, cluster_name: str, settings: Observability, serving_namespace: str,
+    def _observe(self, cluster_name: str, settings: Observability, serving_namespace: str,
                  *, efa: bool, retention_days: int) -> None:
         """CloudWatch collection (the add-on), the stage's alarms and dashboard (docs/OBSERVABILITY.md)."""
         self.observability = ObservabilityAddon(
             self, "Observability", cluster=self.cluster, cluster_name=cluster_name,
             serving_namespace=serving_namespace, logs_key=self.logs_key, retention=retention(retention_days),
             nodes=[self.system_nodegroup, self.gpu_nodegroup])
-        self.alarms = StageAlarms(self, "Alarms", stage=stage, cluster_name=cluster_name, settings=settings,
+        self.alarms = StageAlarms(self, "Alarms", cluster_name=cluster_name, settings=settings,
                                   application_logs=self.observability.application_logs, efa=efa)
-        self.dashboard = StageDashboard(self, "Dashboard", stage=stage, cluster_name=cluster_name,
+        self.dashboard = StageDashboard(self, "Dashboard", cluster_name=cluster_name,
                                         ttft_slo=settings.ttft_p99_slo_seconds,
                                         alarms=self.alarms.alarms)
         cdk.CfnOutput(self, "DashboardName", value=self.dashboard.dashboard_name)

@@ -17,20 +17,19 @@ WIDTH, HEIGHT = 8, 6
 PERIOD = cdk.Duration.minutes(1)
 
 
-def search(namespace: str, dimensions: list[str], metric: str, cluster_name: str, statistic: str,
-           label: str) -> cw.MathExpression:
+def search(namespace: str, dimensions: list[str], metric: str, cluster_name: str, statistic: str) -> cw.MathExpression:
     schema = ",".join([namespace, *dimensions])
     return cw.MathExpression(
         expression=f"SEARCH('{{{schema}}} MetricName=\"{metric}\" ClusterName=\"{cluster_name}\"', "
-                   f"'{statistic}', {PERIOD.to_seconds()})", label=label, period=PERIOD)
+                   f"'{statistic}', {PERIOD.to_seconds()})", label="", period=PERIOD)
 
 
 def ray_search(name: str, by: str, cluster_name: str, statistic: str = "Average") -> cw.MathExpression:
-    return search(RAY_METRICS_NAMESPACE, ["ClusterName", by], check(name), cluster_name, statistic, "")
+    return search(RAY_METRICS_NAMESPACE, ["ClusterName", by], check(name), cluster_name, statistic)
 
 
 def node_search(name: str, cluster_name: str) -> cw.MathExpression:
-    return search(CONTAINER_INSIGHTS, ["ClusterName", "InstanceId", "NodeName"], name, cluster_name, "Average", "")
+    return search(CONTAINER_INSIGHTS, ["ClusterName", "InstanceId", "NodeName"], name, cluster_name, "Average")
 
 
 def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidget]]:
@@ -88,8 +87,8 @@ def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidg
 
 
 class StageDashboard(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster_name: str,
-                 ttft_slo: float, alarms: dict) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, ttft_slo: float,
+                 alarms: dict) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3),
                                       widgets=rows(cluster_name, ttft_slo, alarms))
