@@ -85,6 +85,8 @@ def check(cfg: StageConfig, clients: Clients, report: Report,
     if age is None or age > LOG_FRESHNESS_MINUTES:
         problems.append(f"no container log event in {group} in the last {LOG_FRESHNESS_MINUTES} min"
                         + ("" if age is None else f" (newest {age:.0f} min ago)"))
+        # the add-on's DaemonSet `fluent-bit` (aws-observability/helm-charts, amazon-cloudwatch-observability
+        # templates/linux/fluent-bit-daemonset.yaml)
         fixes.append(f"is Fluent Bit running? (kubectl -n {CLOUDWATCH_NAMESPACE} get ds fluent-bit); {addon}")
     if problems:
         report.add(NAME, "fail", "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
