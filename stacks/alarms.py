@@ -1,6 +1,7 @@
 """The stage's alarms (docs/OBSERVABILITY.md has the list and thresholds), notifying the stage file's SNS
 topic when it names one. The NIXL alarm is built only where the GPU nodegroup has EFA: it fires on a
-worker log line that shows NIXL moving the KV cache over something else (stacks/log_patterns.py)."""
+line of the workers' log relay (charts/log_relay.py) that shows NIXL moving the KV cache over something
+else (stacks/log_patterns.py's terms, scoped to the relay's container by `relay_filter_pattern`)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -12,14 +13,32 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from charts.log_relay import CONTAINER as RELAY_CONTAINER
 from config.schema import Observability
 from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE
 
-from .log_patterns import NIXL_NOT_ON_EFA
+from .log_patterns import NIXL_NOT_ON_EFA, parse
 from .observability_metrics import check
 
 CONTAINER_INSIGHTS = CONTAINER_INSIGHTS_NAMESPACE
 NIXL_METRIC = "NixlNotOnEfa"
+
+
+def relay_filter_pattern(pattern: str) -> logs.IFilterPattern:
+    """`pattern`'s terms (stacks/log_patterns.py) as a JSON filter pattern that reads only the worker log
+    relay's events: Fluent Bit's kubernetes filter puts the container's name in `kubernetes.container_name`
+    and its line in `log` (the add-on chart 6.4.0's application-log.conf, values.yaml:136-150: Labels and
+    Annotations off, a JSON line merged under `log_processed`, so `log` stays), and the relay's container is
+    charts/log_relay.py `CONTAINER`. Each term becomes `$.log = "*<term>*"` (or `!=` for an excluded term):
+    `*` in a quoted JSON string value is CloudWatch Logs' wildcard (AWS, "Using filter patterns to match
+    terms in JSON log events", e.g. `{ $.sourceIPAddress != 123.123.* }`; the CIS CloudTrail filter uses
+    `"*UnauthorizedOperation"` and `"AccessDenied*"`), so a term anywhere in the line matches, as the
+    unstructured pattern's substring test did, newline or not at the end. Without the container condition
+    a Ray container or any other pod that prints such a line (a test, an echo of a fixture) would count."""
+    conditions = [logs.FilterPattern.string_value("$.kubernetes.container_name", "=", RELAY_CONTAINER)]
+    conditions += [logs.FilterPattern.string_value("$.log", "!=" if excluded else "=", f"*{term}*")
+                   for excluded, term in parse(pattern)]
+    return logs.FilterPattern.all(*conditions)
 
 
 def nixl_namespace(cluster_name: str) -> str:
@@ -87,7 +106,7 @@ class StageAlarms(Construct):
         if efa:
             for name, pattern in NIXL_NOT_ON_EFA.items():
                 logs.MetricFilter(
-                    self, f"Nixl{name}", log_group=application_logs, filter_pattern=logs.FilterPattern.literal(pattern),
+                    self, f"Nixl{name}", log_group=application_logs, filter_pattern=relay_filter_pattern(pattern),
                     metric_namespace=nixl_namespace(cluster_name), metric_name=NIXL_METRIC, metric_value="1",
                     default_value=0)
             nixl = cw.Metric(namespace=nixl_namespace(cluster_name), metric_name=NIXL_METRIC, statistic="Sum",

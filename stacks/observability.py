@@ -9,7 +9,13 @@ exporter and EFA metrics per node and pod (namespace ContainerInsights); contain
 
 The configuration keys are those of the add-on's Helm chart 6.4.0 (aws-observability/helm-charts,
 charts/amazon-cloudwatch-observability/values.yaml): `containerLogs`, `agents` (each entry merged over
-`agent`), `config`, `otelConfig`, `prometheus.config`, `mode`, `replicas`, `hostNetwork`, `nodeSelector`.
+`agent`), `config`, `otelConfig`, `prometheus.config`, `mode`, `replicas`, `hostNetwork`, `nodeSelector`,
+`env`, and `manager.applicationSignals.autoMonitor.monitorAllServices`.
+
+The scraper runs off the host network on nodes whose IMDS answers only one hop (stacks/nodegroups.py,
+IMDS_HOP_LIMIT), so it cannot find its region or mode in instance metadata; it gets both from here
+(`SCRAPER_ENV`, `agent.region`). docs/OBSERVABILITY.md, "The scraper's region, mode and credentials",
+has the agent source this follows.
 """
 from __future__ import annotations
 
@@ -36,6 +42,30 @@ SCRAPE_INTERVAL = "30s"
 # Where the operator mounts the `prometheus.config` of an agent (amazon-cloudwatch-agent-operator,
 # internal/manifests/collector/config_replace.go).
 PROMETHEUS_CONFIG_PATH = "/etc/prometheusconfig/prometheus.yaml"
+
+# The scraper's agent mode. The add-on 6.4.0 runs the CloudWatch agent image 1.300070.0b1586 (chart
+# values.yaml:727-729), source tag v1.300070.0 of aws/amazon-cloudwatch-agent. Its translator runs with
+# `--mode auto` (cmd/start-amazon-cloudwatch-agent/start-amazon-cloudwatch-agent.go:23), and
+# translator/util/sdkutil.go:35-62 (DetectAgentMode) picks, in order: RUN_IN_AWS=True -> ec2 (40-43),
+# RUN_WITH_IRSA=True -> withIRSA (45-48), a region from EC2 metadata -> ec2 (50-53), ECS metadata (55-58),
+# else onPrem (60-61). Off the host network with hop limit 1 the metadata never answers, so without an
+# env var the scraper lands in onPrem, where GetCredentials (sdkutil.go:199-204) sets the profile
+# "AmazonCloudWatchAgent", translator/translate/agent/ruleCommonCreds.go:45-50 adds ~/.aws/credentials, the
+# agent's own clients read only that file (cfg/aws/credentials.go:285-302) and the EMF exporter gets the
+# profile, the file and LocalMode (translator/translate/otel/exporter/awsemf/translator.go:122-135): no
+# credentials in a pod, and no region either (LocalMode skips metadata).
+# withIRSA sets no profile (sdkutil.go:202 checks onPrem/onPremise only) and no LocalMode, so the agent's
+# clients fall through to the SDK's default chain (cfg/aws/credentials.go:67-74 and 127-137: no provider
+# from the agent's chain, the session's defaults), as does the EMF exporter given no profile or file
+# (internal/aws/awsutil/credentials.go of amazon-contributing/opentelemetry-collector-contrib, read at a
+# stored version, not at the commit go.mod:14 pins); that chain's container provider reads EKS Pod
+# Identity's AWS_CONTAINER_CREDENTIALS_FULL_URI
+# and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (go.mod:117 pins aws-sdk-go v1.48.6 and go.mod:354
+# aws-sdk-go-v2/config v1.32.23, later than the v1.47.11 / release-2023-11-14 EKS names as the first with
+# Pod Identity). withIRSA, not RUN_IN_AWS's ec2: ec2 mode would also start the entity store's EC2
+# metadata lookups (extension/entitystore/extension.go:105-120), which this pod cannot reach. The value
+# must be exactly "True" (cfg/envconfig/envconfig.go:29 and 49, compared in sdkutil.go:45).
+SCRAPER_ENV = ({"name": "RUN_WITH_IRSA", "value": "True"},)
 
 
 def _ray_targets(cluster_name: str, namespace: str) -> dict[str, Any]:
@@ -75,15 +105,22 @@ def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
     return {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [job]}
 
 
-def ray_emf_config(cluster_name: str) -> dict[str, Any]:
+def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
     """CloudWatch agent JSON: the Prometheus scrape to embedded-metric-format log events, one declaration per
-    dimension shape (the CloudWatch agent's `emf_processor`)."""
+    dimension shape (the CloudWatch agent's `emf_processor`), in the stage's region.
+
+    `agent.region` is set here because nothing else would: the chart adds a region only to a config with a
+    `kubernetes` or `application_signals` section (templates/_helpers.tpl:233-239, cloudwatch-agent.modify-config,
+    calling config-modifier 197-204), and the agent asks metadata for one only in ec2 mode
+    (translator/util/sdkutil.go:125-148); translator/translate/agent/ruleRegion.go:27-31 takes this value
+    first, and without it fails with "Region info is missing for mode" (35-37)."""
     def declaration(names: tuple[str, ...], dimension: str) -> dict[str, Any]:
         return {"source_labels": ["job"], "label_matcher": "^ray$",
                 "dimensions": [["ClusterName"], ["ClusterName", dimension]],
                 "metric_selectors": [f"^{check(n)}$" for n in names]}
 
     return {
+        "agent": {"region": region},
         "logs": {
             "metrics_collected": {"prometheus": {
                 "cluster_name": cluster_name,
@@ -118,17 +155,36 @@ def ray_histogram_otel_config(cluster_name: str, namespace: str, region: str) ->
     }
 
 
+# Application Signals auto-monitoring off. Chart 6.4.0: values.yaml:493-495 (`manager.applicationSignals.
+# autoMonitor`, "monitorAllServices ... Defaults to true for regions where AppSignals is supported");
+# templates/_helpers.tpl:78-100 keeps an explicit value (96-97 fill in the region default only when the key is
+# absent) and operator-deployment.yaml:34 hands it to the operator as --auto-monitor-config. The operator
+# (cloudwatch-agent-operator 3.6.0, values.yaml:469; pkg/instrumentation/auto/monitor.go:480-482 at v3.6.0)
+# then auto-monitors no workload, and with `customSelector` and `autoAnnotateAutoInstrumentation` left
+# empty (values.yaml:523-543, 604-624) nothing gets an SDK injected. Left on, every Deployment, StatefulSet
+# and DaemonSet a Service selects (monitor.go:475-501) would get the injection annotations of all four
+# languages (monitor.go:459-463), the KubeRay operator's Deployment among them.
+AUTO_MONITOR = {"monitorAllServices": False}
+
+
 def addon_configuration(cluster_name: str, namespace: str, region: str) -> dict[str, Any]:
     """The add-on's configuration values: the default node agent (enhanced Container Insights, DCGM and EFA)
-    and container logs as they come, plus the Ray scraper: one replica on the system nodes, off the host
-    network so that a NetworkPolicy can admit it by its pod labels (config/topology.py)."""
-    config = ray_emf_config(cluster_name)
+    and container logs as they come, Application Signals' auto-monitoring off, plus the Ray scraper: one
+    replica on the system nodes, off the host network so that a NetworkPolicy can admit it by its pod labels
+    (config/topology.py), with its region in its config and its agent mode in its environment
+    (`SCRAPER_ENV`). The chart appends an agent's `env` to the container's (templates/linux/
+    cloudwatch-agent-custom-resource.yaml:310-312; `env: []` in `agent`, values.yaml:738), and the
+    AmazonCloudWatchAgent CRD's spec.env is a list of EnvVar (crds/cloudwatch.aws.amazon.com_
+    amazoncloudwatchagents.yaml:2808-2927), which the operator puts first in the agent container's env
+    (amazon-cloudwatch-agent-operator v3.6.0, internal/manifests/collector/container.go:69-81, 121)."""
+    config = ray_emf_config(cluster_name, region)
     return {
         "containerLogs": {"enabled": True},
+        "manager": {"applicationSignals": {"autoMonitor": dict(AUTO_MONITOR)}},
         "agents": [
             {"name": "cloudwatch-agent"},  # the chart's default node agent, kept
             {"name": RAY_SCRAPER_NAME, "mode": "deployment", "replicas": 1, "hostNetwork": False,
-             "nodeSelector": dict(SYSTEM_LABELS), "config": config,
+             "nodeSelector": dict(SYSTEM_LABELS), "env": [dict(v) for v in SCRAPER_ENV], "config": config,
              "otelConfig": ray_histogram_otel_config(cluster_name, namespace, region),
              "prometheus": {"config": ray_scrape_config(cluster_name, namespace)}},
         ],

@@ -12,6 +12,7 @@ from config import topology, versions
 from config.topology import CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT, RAY_SCRAPER_NAME
 from ops import nixl
 from stacks import log_patterns, observability
+from stacks.alarms import relay_filter_pattern
 from stacks.log_patterns import NIXL_NOT_ON_EFA, matches, parse
 from stacks.observability_metrics import EMF_METRICS, HISTOGRAMS, exported
 
@@ -84,8 +85,11 @@ def test_other_verify_failures_are_not_this_alarms(fixture):
 
 
 def test_metric_filters_in_the_template_use_these_patterns(app_synth):
+    # these terms, scoped to the relay's container (stacks/alarms.py relay_filter_pattern;
+    # tests/stacks/test_observability_scraper.py checks the JSON form on the same lines)
     filters = app_synth.resources("dev", "cluster", "AWS::Logs::MetricFilter")
-    assert sorted(f["Properties"]["FilterPattern"] for f in filters.values()) == sorted(NIXL_NOT_ON_EFA.values())
+    assert sorted(f["Properties"]["FilterPattern"] for f in filters.values()) == sorted(
+        relay_filter_pattern(p).log_pattern_string for p in NIXL_NOT_ON_EFA.values())
     groups = {json.dumps(f["Properties"]["LogGroupName"]) for f in filters.values()}
     (group,) = [g for g in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").values()
                 if g["Properties"].get("LogGroupName") == "/aws/containerinsights/pd-inference-dev/application"]
