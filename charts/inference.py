@@ -2,7 +2,7 @@
 SecretProviderClass (when configured) and the RayService running the Serve LLM application.
 
 Typed with cdk8s-plus-28 (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRay classes"): its L2
-ServiceAccount and ClusterRoleBinding, its typed core (L1) Namespace, ClusterRole and NetworkPolicies
+ServiceAccount, its typed core (L1) Namespace, verify's roles and bindings and NetworkPolicies
 (charts/network_policies.py), whose L2s add fields or split rules. The RayService and the
 SecretProviderClass stay `ApiObject`s with a plain-dict spec (why: DECISIONS.md)."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ from constructs import Construct
 
 from config.derived import PodResources
 from config.schema import Serving
-from config.topology import VERIFY_GROUP
+from config.topology import (DASHBOARD_PORT_NAME, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SERVE_PORT_NAME, VERIFY_GROUP,
+                             head_service, serve_service)
 
 from .network_policies import add_network_policies, network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
@@ -52,7 +53,7 @@ class InferenceChart(cdk8s.Chart):
         kplus.ServiceAccount(self, "ServiceAccount", automount_token=False,
                              metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))
 
-        self._verify_rbac()
+        self._verify_rbac(serving)
 
         token = None
         if serving.hf_token_secret:
@@ -97,23 +98,58 @@ class InferenceChart(cdk8s.Chart):
                                                                metrics_scraper=observed))
 
 
-    def _verify_rbac(self) -> None:
-        """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP):
-        what verify reads, plus the service proxy to the Ray dashboard and the Serve endpoint."""
-        k8s.KubeClusterRole(self, "VerifyRole", metadata=k8s.ObjectMeta(name=VERIFY_GROUP), rules=VERIFY_RULES)
-        binding = kplus.ClusterRoleBinding(
-            self, "VerifyBinding", metadata=cdk8s.ApiObjectMetadata(name=VERIFY_GROUP),
-            role=kplus.ClusterRole.from_cluster_role_name(self, "VerifyRoleRef", VERIFY_GROUP))
-        binding.add_subjects(kplus.Group.from_name(self, "VerifyGroup", VERIFY_GROUP))
+    def _verify_rbac(self, serving: Serving) -> None:
+        """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP), object by
+        object: the nodes (cluster-wide: nodes have no namespace), the operator's Deployment in its namespace,
+        and in the serving namespace the RayService and the service proxy to exactly two Service ports: GET
+        on the dashboard (the State and log APIs) and on Serve, POST on Serve alone (the chat completion).
+        No POST reaches the dashboard: its job API runs code on the Ray cluster."""
+        k8s.KubeClusterRole(self, "VerifyRole", metadata=k8s.ObjectMeta(name=VERIFY_GROUP), rules=VERIFY_NODE_RULES)
+        k8s.KubeClusterRoleBinding(self, "VerifyBinding", metadata=k8s.ObjectMeta(name=VERIFY_GROUP),
+                                   role_ref=_role_ref("ClusterRole"), subjects=[_verify_subject()])
+        for construct_id, namespace, rules in (
+                ("Operator", KUBERAY_NAMESPACE, verify_operator_rules()),
+                ("Serving", serving.namespace, verify_serving_rules(serving.service_name))):
+            meta = k8s.ObjectMeta(name=VERIFY_GROUP, namespace=namespace)
+            k8s.KubeRole(self, f"Verify{construct_id}Role", metadata=meta, rules=rules)
+            k8s.KubeRoleBinding(self, f"Verify{construct_id}Binding", metadata=meta, role_ref=_role_ref("Role"),
+                                subjects=[_verify_subject()])
 
 
-VERIFY_RULES = [
-    k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"]),
-    k8s.PolicyRule(api_groups=["apps"], resources=["deployments"], verbs=["get"]),
-    k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], verbs=["get"]),
-    # GET for /v1/models and the dashboard's log API, create for POST /v1/chat/completions
-    k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], verbs=["get", "create"]),
-]
+def _role_ref(kind: str) -> k8s.RoleRef:
+    return k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind=kind, name=VERIFY_GROUP)
+
+
+def _verify_subject() -> k8s.Subject:
+    return k8s.Subject(api_group="rbac.authorization.k8s.io", kind="Group", name=VERIFY_GROUP)
+
+
+VERIFY_NODE_RULES = [k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"])]
+
+
+def verify_operator_rules() -> list[k8s.PolicyRule]:
+    return [k8s.PolicyRule(api_groups=["apps"], resources=["deployments"], resource_names=[KUBERAY_RELEASE],
+                           verbs=["get"])]
+
+
+def proxied(service: str, port_name: str) -> str:
+    """The name RBAC sees for the service proxy path /services/NAME:PORT/proxy/...: the path segment
+    `NAME:PORT` (the API server's request info takes the segment after the resource as the name:
+    k8s.io/apiserver pkg/endpoints/request/requestinfo.go; tests/cluster checks it with real
+    SubjectAccessReviews)."""
+    return f"{service}:{port_name}"
+
+
+def verify_serving_rules(service_name: str) -> list[k8s.PolicyRule]:
+    dashboard = proxied(head_service(service_name), DASHBOARD_PORT_NAME)
+    serve = proxied(serve_service(service_name), SERVE_PORT_NAME)
+    return [
+        k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], resource_names=[service_name],
+                       verbs=["get"]),
+        k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[dashboard, serve],
+                       verbs=["get"]),
+        k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[serve], verbs=["create"]),
+    ]
 
 
 def secret_provider_spec(secret: str, *, region: str) -> dict[str, Any]:

@@ -274,22 +274,45 @@ def test_token_is_a_csi_mounted_file_named_by_hf_token_path(variants):
                                               "volumeAttributes": {"secretProviderClass": "ray-llm-hf-token"}}
 
 
-def test_verify_group_may_read_and_use_the_service_proxy_only(dev_objects):
+def test_verify_group_may_read_nodes_cluster_wide_only(dev_objects):
     role = by_kind(dev_objects, "ClusterRole")
     binding = by_kind(dev_objects, "ClusterRoleBinding")
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
-        {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
-    ]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": "pd-inference-verify"}
-    verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
-    assert verbs == {"get", "list", "create"}
-    assert [r["resources"] for r in role["rules"] if "create" in r["verbs"]] == [["services/proxy"]]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                                     "name": "pd-inference-verify"}]
+
+
+def _roles(objects):
+    return {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "Role"}
+
+
+def test_verify_group_reads_exactly_the_operator_deployment_in_its_namespace(dev_objects):
+    assert _roles(dev_objects)["kuberay-system"]["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["kuberay-operator"], "verbs": ["get"]}]
+
+
+def test_verify_group_posts_only_to_the_serve_port_and_reads_the_dashboard(dev_objects):
+    # POST through the proxy reaches whatever listens on the port: the dashboard's job API would run code on
+    # the workers, so only Serve's port takes a POST (verify's chat completion).
+    assert _roles(dev_objects)["inference"]["rules"] == [
+        {"apiGroups": ["ray.io"], "resources": ["rayservices"], "resourceNames": ["ray-llm"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services/proxy"],
+         "resourceNames": ["ray-llm-head-svc:dashboard", "ray-llm-serve-svc:serve"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": ["ray-llm-serve-svc:serve"],
+         "verbs": ["create"]},
+    ]
+
+
+def test_each_verify_role_is_bound_to_the_verify_group_in_its_namespace(dev_objects):
+    bindings = {o["metadata"]["namespace"]: o for o in dev_objects if o["kind"] == "RoleBinding"}
+    assert set(bindings) == {"kuberay-system", "inference"}
+    for binding in bindings.values():
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": "pd-inference-verify"}
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                        "name": "pd-inference-verify"}]
 
 
 def test_nothing_in_the_chart_needs_imds_under_hop_limit_1(variants):
