@@ -6,7 +6,13 @@ port-forward is needed and nothing else must be reachable from where verify runs
 
 `fetch` is one HTTP request under an overall deadline (connect, headers and body together): a socket
 timeout alone restarts at every byte, so a server or proxy that trickles a byte every few seconds would
-hold a request forever. No AWS SDK import here: `ops bench` uses `fetch` on hosts without one.
+hold a request forever. It follows no redirect: a 3xx comes back as the answer, and urllib's redirect
+handler, which would resend the Authorization header to whatever host the Location names, is not in its
+opener. It reads at most `limit` bytes of a body. No AWS SDK import here: `ops bench` uses `fetch` on
+hosts without one.
+
+`KubeApi` sends its bearer token only to an https:// endpoint with a host and no userinfo, query or
+fragment, and turns every answer outside 2xx (a redirect included) into a KubeError.
 """
 from __future__ import annotations
 
@@ -25,8 +31,10 @@ from typing import Any, Optional
 
 class KubeError(Exception):
     """One line: which request failed and why. `kind` says what went wrong, for the fix to suggest:
-    "transport" (no connection, TLS, timeout), "http" (an HTTP error status, in `status`) or "answer"
-    (an answer that is not what a Kubernetes API server sends)."""
+    "transport" (no connection, TLS, timeout), "http" (a status outside 2xx, a redirect included, in
+    `status`), "answer" (an answer that is not what a Kubernetes API server sends, or one over the size
+    limit) or "endpoint" (an endpoint the token is not sent to: not https://, or with userinfo, a query or
+    a fragment; refused before any connection)."""
 
     def __init__(self, message: str, *, kind: str = "transport", status: Optional[int] = None) -> None:
         super().__init__(message)
@@ -42,17 +50,85 @@ class DeadlineExceeded(Exception):
                          f"something between holds the connection)")
 
 
+MiB = 1024 * 1024
+ANSWER_LIMIT = 8 * MiB
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MiB} MiB" if limit % MiB == 0 else f"{limit} bytes"
+
+
+class AnswerTooLarge(Exception):
+    """The body is longer than the limit; nothing past the limit was read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer exceeds {_size(limit)}")
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
     reason: str
     content_type: str
     body: bytes
+    location: str = ""  # the Location header, as sent (a redirect's target; never followed)
+
+    @property
+    def redirect(self) -> bool:
+        return 300 <= self.status < 400
+
+
+def _host(url: str) -> str:
+    """host[:port] of a URL, without userinfo, path or query; "" when it names none."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return ""
+    if not host:
+        return ""
+    host = "".join(ch for ch in host if ch.isprintable() and not ch.isspace())[:100]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}" if port else host
+
+
+def redirected(answer: Answer, url: str) -> str:
+    """One line for a 3xx answer to `url`: its status and the host its Location names (never the full URL,
+    which may carry a token), and that it was not followed."""
+    if not answer.location:
+        return f"the server answered a redirect (HTTP {answer.status}) without a Location; not followed"
+    host = _host(urllib.parse.urljoin(url, answer.location)) or "an unreadable Location"
+    return f"the server answered a redirect (HTTP {answer.status}) to {host}; not followed"
+
+
+def endpoint_problem(endpoint: str) -> Optional[str]:
+    """Why a bearer token must not be sent to `endpoint`, or None: it must be https:// with a host, and carry
+    no userinfo, query or fragment (nor spaces or control characters)."""
+    if any(ch.isspace() or not ch.isprintable() for ch in endpoint):
+        return "it contains spaces or control characters"
+    try:
+        parts = urllib.parse.urlsplit(endpoint)
+        _port = parts.port
+    except ValueError:
+        return "it is not a URL with a valid host and port"
+    if parts.scheme != "https":
+        return f"it is not https:// (scheme {parts.scheme or 'none'!r})"
+    if "@" in parts.netloc:
+        return "it carries userinfo (user@ before the host)"
+    if not parts.hostname:
+        return "it names no host"
+    if "?" in endpoint:
+        return "it has a query (?...)"
+    if "#" in endpoint:
+        return "it has a fragment (#...)"
+    return None
 
 
 def describe_transport(exc: BaseException) -> str:
     """One line for a network failure (no AWS types here: see errors.describe)."""
-    if isinstance(exc, DeadlineExceeded):
+    if isinstance(exc, (DeadlineExceeded, AnswerTooLarge)):
         return str(exc)
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"
@@ -84,11 +160,29 @@ def _recording(connection_class: type, sockets: list) -> type:
     return Recording
 
 
+def _read(response: http.client.HTTPResponse, limit: int) -> bytes:
+    """The body, or AnswerTooLarge as soon as it is longer than `limit` bytes (a declared Content-Length over
+    the limit is refused before reading)."""
+    declared = response.headers.get("Content-Length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise AnswerTooLarge(limit)
+    parts, size = [], 0
+    while True:
+        chunk = response.read(min(64 * 1024, limit + 1 - size))
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise AnswerTooLarge(limit)
+
+
 def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
-          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None) -> Answer:
-    """One request; the answer whatever its status. Raises DeadlineExceeded when the whole exchange takes
-    longer than `timeout`, or the transport's own error (URLError, OSError, ...). Proxies from the
-    environment apply as with urllib.urlopen."""
+          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None, limit: int = ANSWER_LIMIT) -> Answer:
+    """One request to an http:// or https:// URL; the answer whatever its status, a redirect included (its
+    Location in `location`, never followed). Raises DeadlineExceeded when the whole exchange takes longer
+    than `timeout`, AnswerTooLarge for a body over `limit` bytes, or the transport's own error (URLError,
+    OSError, ...). Proxies from the environment apply as with urllib.urlopen."""
     sockets: list[socket.socket] = []
 
     class _Http(urllib.request.HTTPHandler):
@@ -109,20 +203,21 @@ def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, header
             except OSError:
                 pass
 
-    opener = urllib.request.build_opener(_Http(), _Https(context=context))
+    # No HTTPRedirectHandler and no HTTPErrorProcessor: every answer, 3xx included, is returned as it came.
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), _Http(),
+                    _Https(context=context)):
+        opener.add_handler(handler)
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
     timer.start()
     try:
-        try:
-            with opener.open(request, timeout=timeout) as response:
-                answer = Answer(response.status, response.reason, response.headers.get_content_type(),
-                                response.read())
-        except urllib.error.HTTPError as exc:
-            with exc:
-                answer = Answer(exc.code, str(exc.reason), exc.headers.get_content_type() if exc.headers else "",
-                                exc.read())
+        with opener.open(request, timeout=timeout) as response:
+            answer = Answer(response.status, response.reason, response.headers.get_content_type(),
+                            _read(response, limit), response.headers.get("Location", ""))
+    except AnswerTooLarge:
+        raise
     except Exception:
         if expired.is_set():
             raise DeadlineExceeded(timeout) from None
@@ -147,9 +242,7 @@ class KubeApi:
     ca_data: Optional[str] = None  # base64 PEM, as EKS returns it
     timeout: float = 30.0
 
-    def _context(self) -> Optional[ssl.SSLContext]:
-        if not self.endpoint.startswith("https://"):
-            return None
+    def _context(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
         if self.ca_data:
             try:
@@ -160,22 +253,30 @@ class KubeApi:
         return context
 
     def request(self, method: str, path: str, *, query: Optional[dict] = None, body: Any = None,
-                raw: bool = False, timeout: Optional[float] = None) -> Any:
-        """The decoded JSON answer (the text with `raw`). Every failure is a KubeError: transport errors,
-        an error status, an answer that is not JSON, and a request that takes longer than `timeout` in
-        all (not only between two bytes)."""
+                raw: bool = False, timeout: Optional[float] = None, limit: int = ANSWER_LIMIT,
+                content_type: str = "application/json") -> Any:
+        """The decoded JSON answer (the text with `raw`). Every failure is a KubeError: an endpoint the token
+        is not sent to (before any connection), transport errors, a status outside 2xx (a redirect is not
+        followed), an answer over `limit` bytes or not JSON, and a request that takes longer than `timeout`
+        in all (not only between two bytes)."""
+        problem = endpoint_problem(self.endpoint)
+        if problem:
+            raise KubeError(f"{method} {path}: the cluster endpoint is refused, {problem}: the token is sent only to "
+                            f"an https:// URL with no userinfo, query or fragment", kind="endpoint")
         url = self.endpoint.rstrip("/") + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             answer = fetch(url, method=method, data=data, headers=headers, timeout=timeout or self.timeout,
-                           context=self._context())
+                           context=self._context(), limit=limit)
         except KubeError:
             raise
+        except AnswerTooLarge as exc:
+            raise KubeError(f"{method} {path}: {exc}", kind="answer") from None
         except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
             raise KubeError(f"{method} {path}: {describe_transport(exc)}") from None
         if answer.status >= 400:
@@ -185,6 +286,11 @@ class KubeApi:
             except (ValueError, AttributeError):
                 pass
             raise KubeError(f"{method} {path}: HTTP {answer.status} {' '.join(str(detail).split())}".rstrip(),
+                            kind="http", status=answer.status)
+        if answer.redirect:
+            raise KubeError(f"{method} {path}: {redirected(answer, url)}", kind="http", status=answer.status)
+        if not 200 <= answer.status < 300:
+            raise KubeError(f"{method} {path}: HTTP {answer.status} {answer.reason}: not a success".rstrip(),
                             kind="http", status=answer.status)
         if raw:
             return answer.body.decode(errors="replace")

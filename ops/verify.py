@@ -23,12 +23,13 @@ from config.topology import (DASHBOARD_PORT_NAME, EFA_RESOURCE, GPU_LABELS, GPU_
 from . import eks_token, nixl, telemetry
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
-from .kube import KubeApi, KubeError, unexpected
+from .kube import ANSWER_LIMIT, MiB, KubeApi, KubeError, endpoint_problem, unexpected
 from .report import Report
 
 DASHBOARD_PORT = DASHBOARD_PORT_NAME
 SERVE_PORT = SERVE_PORT_NAME
 LOG_LINES = 20000
+LOG_LIMIT = 32 * MiB  # one worker log file's last LOG_LINES lines, read through the dashboard
 CHAT_PROMPT = "Reply with one short sentence: what is prefill/decode disaggregation?"
 
 
@@ -68,10 +69,15 @@ def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterA
                           f"EKS? (check AWS_ENDPOINT_URL)")
     status = cluster.get("status", "UNKNOWN")
     endpoint = cluster.get("endpoint")
-    if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+    if not isinstance(endpoint, str) or not endpoint:
         raise AccessError(f"{where} has no API endpoint yet (status {status}): wait until it is ACTIVE "
                           f"(aws eks describe-cluster --name {cfg.cluster_name} --region {cfg.region}) and run "
                           f"again")
+    problem = endpoint_problem(endpoint)
+    if problem:
+        raise AccessError(f"DescribeCluster answered an API endpoint for {where} that verify does not send its token "
+                          f"to: {problem} (EKS endpoints are https:// with no userinfo, query or fragment: an endpoint "
+                          f"that is not EKS? check AWS_ENDPOINT_URL)")
     vpc = cluster.get("resourcesVpcConfig") or {}
     ca = cluster.get("certificateAuthority") or {}
     return ClusterAccess(endpoint=endpoint, ca_data=ca.get("data") if isinstance(ca, dict) else None,
@@ -86,6 +92,9 @@ def kube_fix(exc: KubeError, default: str = "") -> str:
     if exc.kind == "http" and exc.status == 403:
         return ("the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
                 "(verify-remote), whose access entry has the read-only verify role")
+    if exc.kind == "http" and exc.status is not None and 300 <= exc.status < 400:
+        return ("verify follows no redirect (it would carry the token to another host): check what answers at "
+                "that address (a proxy in between? check HTTPS_PROXY)")
     if exc.kind == "answer":
         return "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
     if exc.kind == "transport":
@@ -112,7 +121,9 @@ def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAcc
         if exc.kind == "transport":
             raise AccessError(f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} -> is this machine's "
                               f"address in cluster.endpoint.public_access_cidrs? (or run verify-remote)") from None
-        if exc.kind == "answer":
+        if exc.kind == "endpoint":
+            raise AccessError(f"cannot use the API endpoint of {cfg.cluster_name}: {exc}") from None
+        if exc.kind == "answer" or (exc.kind == "http" and exc.status is not None and 300 <= exc.status < 400):
             raise AccessError(f"{access.endpoint} did not answer as the Kubernetes API of {cfg.cluster_name}: "
                               f"{exc} -> {kube_fix(exc)}") from None
         raise AccessError(f"the Kubernetes API of {cfg.cluster_name} refused verify: {exc} -> "
@@ -248,8 +259,9 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
 
 def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> object:
     svc = head_service(cfg.serving.service_name)
+    log = path.startswith("/api/v0/logs/")
     return api.request("GET", api.service_path(cfg.serving.namespace, svc, DASHBOARD_PORT, path),
-                       query=query or None, raw=path.startswith("/api/v0/logs/"))
+                       query=query or None, raw=log, limit=LOG_LIMIT if log else ANSWER_LIMIT)
 
 
 def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:

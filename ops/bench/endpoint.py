@@ -26,7 +26,7 @@ from typing import Iterator, Optional
 
 from config.topology import SERVE_PORT
 
-from ..kube import describe_transport, fetch, snippet
+from ..kube import AnswerTooLarge, describe_transport, fetch, redirected, snippet
 from .aiperf import BenchError, client_python
 
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)")
@@ -96,16 +96,24 @@ MODELS_TIMEOUT = 15.0
 
 def check_models(url: str, model: str, *, timeout: float = MODELS_TIMEOUT) -> list[str]:
     """GET <url>/v1/models within `timeout` seconds in all; the served ids, or a BenchError naming the cause
-    and the fix when the endpoint is unreachable, answers something else, or does not serve `model`."""
+    and the fix when the endpoint is unreachable, answers something else (a redirect, which is not followed,
+    or a body over kube.fetch's limit), or does not serve `model`."""
     target = url.rstrip("/") + "/v1/models"
     try:
         answer = fetch(target, headers={"Accept": "application/json"}, timeout=timeout)
+    except AnswerTooLarge as exc:
+        raise BenchError(f"endpoint {url}: GET /v1/models: {exc} (is {url} the Serve endpoint, port "
+                         f"{SERVE_PORT}?)") from None
     except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
         raise BenchError(f"endpoint {url} is not reachable: GET /v1/models: {describe_transport(exc)} "
                          f"(check --url, or that the port-forward's service is up)") from None
     if answer.status >= 400:
         raise BenchError(f"endpoint {url}: GET /v1/models answered HTTP {answer.status} {answer.reason}: "
                          f"{snippet(answer)} (is {url} the Serve endpoint, port {SERVE_PORT}?)")
+    if not 200 <= answer.status < 300:
+        what = redirected(answer, target) if answer.redirect else f"answered HTTP {answer.status} {answer.reason}"
+        raise BenchError(f"endpoint {url}: GET /v1/models: {what} (pass --url with the Serve endpoint itself, port "
+                         f"{SERVE_PORT})")
     try:
         ids = [str(entry["id"]) for entry in json.loads(answer.body)["data"]]
     except (ValueError, KeyError, TypeError):

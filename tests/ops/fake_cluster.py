@@ -1,6 +1,8 @@
 """A local fake of what verify talks to: the Kubernetes API (nodes, the KubeRay operator deployment, the
 RayService), and, through the API server's service proxy, the Ray dashboard's State API (nodes, log
-listing, log files) and the OpenAI endpoint of the Serve service. A real HTTP server on 127.0.0.1.
+listing, log files) and the OpenAI endpoint of the Serve service. A real HTTPS server on 127.0.0.1, with
+a certificate signed by a CA of its own (`tls()`); `FakeCluster.ca_data` is that CA as EKS returns it
+(base64 PEM), for `KubeApi(ca_data=)`.
 
 Paths and payload shapes, and where they were checked:
 - `/version`, `/api/v1/nodes?labelSelector=`, `/apis/apps/v1/namespaces/NS/deployments/NAME` and the
@@ -16,14 +18,22 @@ Paths and payload shapes, and where they were checked:
 - `/v1/models`, `/v1/chat/completions`: the OpenAI API as Ray Serve LLM serves it (`object: list`,
   `data[].id`; `choices[0].message.content`).
 
-`Scenario.raw` replaces the answer of a path with any status, content type and bytes (an HTML page from a
-proxy, JSON of the wrong shape), for the tests of answers no Kubernetes API server sends. `SlowServer`
+`Scenario.raw` replaces the answer of a path with any status, content type, bytes and headers (an HTML page
+from a proxy, JSON of the wrong shape, a redirect), for the tests of answers no Kubernetes API server sends. `SlowServer`
 answers every request by trickling its bytes (headers or body), for the per-request deadline.
+`CountingServer` is http.server with TLS or without, counting the connections it accepts.
 """
 from __future__ import annotations
 
+import atexit
+import base64
+import functools
 import json
+import shutil
 import socket
+import ssl
+import subprocess
+import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -55,6 +65,136 @@ def ray_service_status(app_status: str = "RUNNING", ready: bool = True, message:
                                                                     "serveDeploymentStatuses": {}}}}}
 
 
+@dataclass(frozen=True)
+class Tls:
+    cert: Path  # the server's certificate (SAN IP:127.0.0.1, DNS:localhost), signed by the CA
+    key: Path
+    ca_pem: str
+
+    @property
+    def ca_data(self) -> str:
+        """The CA as EKS's DescribeCluster returns it: base64 of the PEM."""
+        return base64.b64encode(self.ca_pem.encode()).decode()
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+
+@functools.lru_cache(maxsize=None)
+def tls() -> Tls:
+    """A CA and a server certificate for 127.0.0.1, made once per test run (with the `cryptography` package,
+    else the openssl command) in a temporary folder removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="fake-cluster-tls-"))
+    atexit.register(shutil.rmtree, folder, True)
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        _openssl_certificates(folder)
+    else:
+        _cryptography_certificates(folder)
+    return Tls(folder / "server.pem", folder / "server.key", (folder / "ca.pem").read_text())
+
+
+def _cryptography_certificates(folder: Path) -> None:
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-cluster-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+          .not_valid_after(now + dt.timedelta(days=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    server = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")]))
+              .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                          x509.DNSName("localhost")]), critical=False)
+              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+              .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+              .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (folder / "server.pem").write_bytes(server.public_bytes(pem))
+    (folder / "server.key").write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+
+
+def _openssl_certificates(folder: Path) -> None:
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    (folder / "server.ext").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n"
+                                       "basicConstraints = critical, CA:FALSE\n"
+                                       "extendedKeyUsage = serverAuth\n"
+                                       "authorityKeyIdentifier = keyid\n")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.pem", "-days", "2", "-subj", "/CN=fake-cluster-ca",
+            "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
+            "-out", "server.csr", "-subj", "/CN=kubernetes")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "server.ext")
+
+
+class CountingServer(ThreadingHTTPServer):
+    """http.server on 127.0.0.1 that counts the connections it accepts (`connections`, before any TLS
+    handshake or request line) and, with `tls`, speaks HTTPS: the handshake runs in the connection's own
+    thread, so a client that never completes one holds up no other."""
+
+    daemon_threads = True
+
+    def __init__(self, handler: type, *, tls: Optional[Tls] = None) -> None:
+        self.connections = 0
+        self.context = tls.server_context() if tls else None
+        super().__init__(("127.0.0.1", 0), handler)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server_address[:2]
+        return f"{'https' if self.context else 'http'}://{host}:{port}"
+
+    def get_request(self):  # noqa: ANN201 - socketserver's signature
+        request = super().get_request()
+        self.connections += 1
+        return request
+
+    def finish_request(self, request, client_address) -> None:  # noqa: ANN001
+        if self.context is None:
+            return super().finish_request(request, client_address)
+        try:
+            wrapped = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return None
+        with wrapped:
+            super().finish_request(wrapped, client_address)
+        return None
+
+    def __enter__(self) -> "CountingServer":
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        self.server_close()
+
+
 @dataclass
 class Scenario:
     nodes: list = field(default_factory=lambda: [node("ip-10-0-40-17"), node("ip-10-0-41-9")])
@@ -65,28 +205,34 @@ class Scenario:
     completion: str = "It splits prompt processing and token generation across GPUs."
     requests: list = field(default_factory=list)
     polls: int = 0
-    raw: dict = field(default_factory=dict)  # path -> (status, content type, body bytes)
+    raw: dict = field(default_factory=dict)  # path -> (status, content type, body bytes[, more headers])
 
 
 class FakeCluster:
+    """The fake API server over HTTPS; `api()` is a KubeApi that trusts its CA."""
+
     def __init__(self, scenario: Optional[Scenario] = None) -> None:
         self.scenario = scenario or Scenario()
-        handler = _handler(self)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.server = CountingServer(_handler(self), tls=tls())
 
     @property
     def endpoint(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.server.endpoint
+
+    @property
+    def ca_data(self) -> str:
+        return tls().ca_data
+
+    def api(self, token: str = TOKEN, **kwargs: Any):  # noqa: ANN201 - a KubeApi
+        from ops.kube import KubeApi
+        return KubeApi(self.endpoint, token, ca_data=self.ca_data, **kwargs)
 
     def __enter__(self) -> "FakeCluster":
-        self.thread.start()
+        self.server.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.__exit__(*exc)
 
     # --- routing -------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
@@ -149,9 +295,11 @@ def _handler(cluster: FakeCluster):
             body = json.loads(self.rfile.read(length)) if length else None
             if parsed.path in cluster.scenario.raw:  # before the token check: a proxy's page checks none
                 cluster.scenario.requests.append((method, parsed.path))
-                status, content_type, data = cluster.scenario.raw[parsed.path]
+                status, content_type, data, *more = cluster.scenario.raw[parsed.path]
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                for name, value in (more[0] if more else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -185,10 +333,12 @@ def _handler(cluster: FakeCluster):
 class SlowServer:
     """A server that sends a byte every `interval` seconds, forever: its status line and headers
     (`part="headers"`) or, after complete headers, its body (`part="body"`). No socket timeout ever
-    fires against it; only an overall deadline per request stops a client."""
+    fires against it; only an overall deadline per request stops a client. With `https`, over TLS with the
+    certificate of `tls()` (its CA in `ca_data`)."""
 
-    def __init__(self, part: str = "body", interval: float = 0.2) -> None:
+    def __init__(self, part: str = "body", interval: float = 0.2, *, https: bool = False) -> None:
         self.part, self.interval = part, interval
+        self.context = tls().server_context() if https else None
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.stopping = threading.Event()
@@ -196,7 +346,11 @@ class SlowServer:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.context else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def ca_data(self) -> str:
+        return tls().ca_data
 
     def __enter__(self) -> "SlowServer":
         self.thread.start()
@@ -216,6 +370,12 @@ class SlowServer:
 
     def _trickle(self, connection: socket.socket) -> None:
         head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+        if self.context is not None:
+            try:
+                connection = self.context.wrap_socket(connection, server_side=True)
+            except (ssl.SSLError, OSError):
+                connection.close()
+                return
         with connection:
             try:
                 connection.recv(65536)

@@ -106,11 +106,10 @@ def test_observability_off_is_a_skip_with_the_reason(dev, aws):
 
 def test_verify_runs_the_telemetry_check_after_the_cluster_checks(dev, aws):
     from ops import verify
-    from ops.kube import KubeApi
 
     from .fake_cluster import TOKEN, FakeCluster, Scenario
 
     with FakeCluster(Scenario()) as fake:
-        report = verify.run(dev, KubeApi(fake.endpoint, TOKEN), progress=lambda *a: None, cloudwatch=aws)
+        report = verify.run(dev, fake.api(TOKEN), progress=lambda *a: None, cloudwatch=aws)
     assert [c.name for c in report.checks][-1] == telemetry.NAME
     assert report.find(telemetry.NAME).status == "fail"  # moto's account has no log group yet

@@ -25,8 +25,7 @@ from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, S
 
 def _run(cfg, scenario, **kwargs):
     with FakeCluster(scenario) as fake:
-        report = verify.run(cfg, KubeApi(fake.endpoint, TOKEN), progress=kwargs.pop("progress", lambda *a: None),
-                            **kwargs)
+        report = verify.run(cfg, fake.api(), progress=kwargs.pop("progress", lambda *a: None), **kwargs)
     return report
 
 
@@ -135,7 +134,7 @@ def test_colocated_mode_skips_the_nixl_check(tmp_path):
 
 def test_wrong_token_is_one_line(dev):
     with FakeCluster() as fake:
-        report = verify.run(dev, KubeApi(fake.endpoint, "k8s-aws-v1.wrong"), progress=lambda *a: None)
+        report = verify.run(dev, fake.api("k8s-aws-v1.wrong"), progress=lambda *a: None)
     check = _check(report, "GPU nodes")
     assert check.detail == "GET /api/v1/nodes: HTTP 401 Unauthorized"
 
@@ -178,7 +177,7 @@ def test_private_endpoint_unreachable_says_run_inside_the_vpc(aws, dev):
     with socket.socket() as sock:  # a closed port on loopback: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    access = verify.ClusterAccess(endpoint=f"http://127.0.0.1:{port}", ca_data=None, private_only=True)
+    access = verify.ClusterAccess(endpoint=f"https://127.0.0.1:{port}", ca_data=None, private_only=True)
     with pytest.raises(verify.AccessError) as err:
         verify.connect(dev, aws, access)
     assert "private-only API endpoint" in str(err.value) and "run verify inside the VPC" in str(err.value)
@@ -218,10 +217,10 @@ def _one_line(text: str) -> None:
 @pytest.mark.parametrize("part", ["headers", "body"])
 def test_a_server_that_trickles_bytes_is_cut_at_the_request_deadline(part):
     """A byte every 0.2 s never trips a socket timeout; the deadline of the whole request does."""
-    with SlowServer(part=part, interval=0.2) as slow:
+    with SlowServer(part=part, interval=0.2, https=True) as slow:
         started = time.monotonic()
         with pytest.raises(KubeError) as err:
-            KubeApi(slow.endpoint, TOKEN, timeout=1.0).get("/version")
+            KubeApi(slow.endpoint, TOKEN, ca_data=slow.ca_data, timeout=1.0).get("/version")
         elapsed = time.monotonic() - started
     assert str(err.value) == ("GET /version: no complete answer within 1 s (the server answers too slowly, or "
                               "something between holds the connection)")
@@ -231,8 +230,8 @@ def test_a_server_that_trickles_bytes_is_cut_at_the_request_deadline(part):
 
 
 def test_a_trickling_api_server_fails_verify_in_one_line(aws, dev):
-    with SlowServer(part="body", interval=0.2) as slow:
-        access = verify.ClusterAccess(endpoint=slow.endpoint, ca_data=None, private_only=False)
+    with SlowServer(part="body", interval=0.2, https=True) as slow:
+        access = verify.ClusterAccess(endpoint=slow.endpoint, ca_data=slow.ca_data, private_only=False)
         with pytest.raises(verify.AccessError) as err:
             verify.connect(dev, aws, access, timeout=1.0)
     _one_line(str(err.value))
@@ -245,7 +244,7 @@ HTML = (200, "text/html", b"<html><head><title>Sign in to the corporate proxy</t
 
 def test_an_html_page_instead_of_the_api_says_so_with_the_fix(aws, dev):
     with FakeCluster(Scenario(raw={"/version": HTML})) as fake:
-        access = verify.ClusterAccess(endpoint=fake.endpoint, ca_data=None, private_only=False)
+        access = verify.ClusterAccess(endpoint=fake.endpoint, ca_data=fake.ca_data, private_only=False)
         with pytest.raises(verify.AccessError) as err:
             verify.connect(dev, aws, access)
     _one_line(str(err.value))
