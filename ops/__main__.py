@@ -6,6 +6,8 @@
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (ops/bench/)
   rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (ops/rehearse/)
+  rehearse-cluster --stage NAME
+                          the stage's Kubernetes objects on a local kube-apiserver built from source (localcluster/)
 
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
 or (diff --fail-on-danger) a destructive change; 2 bad arguments, stage file or local set-up (an AWS
@@ -23,7 +25,7 @@ from typing import Callable, Optional
 
 from config import CONFIG_DIR, ConfigError, load_stages
 
-from . import diff
+from . import diff, rehearse_cluster
 from .bench import cli as bench_cli
 from .rehearse import cli as rehearse_cli
 
@@ -138,6 +140,7 @@ COMMANDS = {
                                   _verify_remote),
     "bench": bench_cli,
     "rehearse": rehearse_cli,
+    "rehearse-cluster": rehearse_cluster,
     "diff": diff,
 }
 

@@ -2,7 +2,8 @@
 # Idempotent set-up: a project venv with the pinned Python packages and the pinned CDK CLI in
 # node_modules/. Re-runs are no-ops unless a requirements file or package-lock.json changed.
 #   scripts/setup.sh          runtime packages (synth)
-#   scripts/setup.sh --dev    runtime + test and validation packages, and both tool venvs below
+#   scripts/setup.sh --dev    runtime + test and validation packages, both tool venvs below, and the local
+#                             cluster's Go tools (.cluster-tools/)
 #   scripts/setup.sh --bench  only the benchmark venv (.venv-bench: aiperf) for `ops bench`
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,13 @@ fi
 # checkov pins older boto3/botocore than the app: for the test suite only.
 if [[ "$mode" == "--dev" ]]; then
   tool_venv .venv-checkov requirements-checkov.txt constraints-checkov.txt
+fi
+
+# The local cluster's Go tools (kube-apiserver, controller manager, scheduler, etcd, kwok, Helm), built once
+# from the Go module proxy into .cluster-tools/ (tools/go/ pins them); a cached build is found in a second.
+if [[ "$mode" == "--dev" ]]; then
+  command -v go >/dev/null || { echo "setup: Go 1.26 is needed to build the local cluster (tools/go/)" >&2; exit 1; }
+  .venv/bin/python -m localcluster build
 fi
 
 lock_digest=$(sha256sum package-lock.json | cut -c1-16)
