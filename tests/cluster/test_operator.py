@@ -40,8 +40,8 @@ def test_a_stage_on_another_kubernetes_minor_is_refused(tmp_path):
 
 
 def test_the_proxy_refusal_is_read_from_the_go_command_output():
-    output = ("go: github.com/x/y@v1.0.0: reading https://proxy.golang.org/github.com/x/y/@v/v1.0.0.zip: "
+    output = ("go: github.com/x/y@v1.0.0: reading https://proxy.example/github.com/x/y/@v/v1.0.0.zip: "
               "403 Forbidden\n\tserver response: This module version is not available.\n")
-    assert tools.refusal(output) == ("go: github.com/x/y@v1.0.0: reading https://proxy.golang.org/github.com/x/y/@v/"
+    assert tools.refusal(output) == ("go: github.com/x/y@v1.0.0: reading https://proxy.example/github.com/x/y/@v/"
                                      "v1.0.0.zip: 403 Forbidden server response: This module version is not available.")
     assert tools.refusal("go: build failed: undefined: x") is None
