@@ -137,7 +137,7 @@ class KnownModel:
 # Keyed by the repo's name (after the organisation), lower case: also matches a copy in a local folder or
 # S3 prefix of that name. Only models whose numbers can be traced.
 KNOWN_MODELS: dict[str, KnownModel] = {
-    # Computed from its config.json (../shared/gpu-rehearsal/qwen3.5-9b-config.json; the computation is
+    # Computed from its config.json (rehearsal/qwen3.5-9b-config.json; the computation is
     # tests/config/test_safety.py): text 8.95e9 (untied 248,320 x 4,096 embeddings and head, 24 Gated
     # DeltaNet + 8 full-attention layers, MLP 12,288), MTP layer 0.24e9, vision tower 0.46e9 = 9.65e9,
     # 17.98 GiB in bfloat16 (the ~18 GiB checkpoint). KV: 8 full-attention layers x 4 KV heads x 256 x

@@ -19,8 +19,8 @@ RESERVED = frozenset({"model", "served_model_name", "kv_transfer_config", "max_m
                       "tokenizer", "download_dir", "distributed_executor_backend"})
 # The GPUs of compute capability 9.x (Hopper), and the models with Gated DeltaNet layers, on which
 # FlashInfer's GDN prefill kernel is missing in the pinned vLLM ("SM90 GDN prefill DSL kernel is
-# unavailable" from vllm/model_executor/.../qwen_gdn_linear_attn.py, seen on an H200 by the rehearsal
-# notes in ../shared/gpu-rehearsal/README.md; this project's H200 run used the Triton kernel throughout).
+# unavailable" from vllm/model_executor/.../qwen_gdn_linear_attn.py, seen on an H200: docs/REHEARSAL.md,
+# the gdn_prefill_backend override; this project's H200 run used the Triton kernel throughout).
 SM90_GPUS = frozenset({"H100", "H200"})
 GDN_MODEL_PREFIXES = ("Qwen/Qwen3.5-", "Qwen/Qwen3-Next-")
 

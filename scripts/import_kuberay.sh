@@ -9,7 +9,7 @@ set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../imports}")  # OUTDIR as the caller names it
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-crd=../shared/crds/kuberay-v1.7.0/ray.io_rayservices.yaml
+crd=localcluster/crds/kuberay-v1.7.0/ray.io_rayservices.yaml  # committed data (its SOURCE.md)
 [[ -f "$crd" ]] || { echo "import_kuberay: $crd not found" >&2; exit 1; }
 [[ -x node_modules/.bin/cdk8s ]] || { echo "import_kuberay: no pinned cdk8s CLI: run npm ci (scripts/setup.sh)" >&2; exit 1; }
 staging=$(mktemp -d)

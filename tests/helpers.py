@@ -17,16 +17,17 @@ from stacks import assembly
 from stacks.stage import InferenceStage
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+KUBERAY_CRDS = ROOT / "localcluster" / "crds" / "kuberay-v1.7.0"  # committed data (its SOURCE.md)
+CHART_VALUES = ROOT / "config" / "chart_values"  # the Helm charts' default values, committed (its SOURCE.md)
+REHEARSAL = ROOT / "rehearsal"  # the GPU rehearsal's committed data (the model's config.json, its sources)
 
 
-def shared(relative: str) -> Path:
-    """A file of ../shared (KubeRay CRDs, Helm chart defaults): read-only data beside the project that
-    these checks validate against. Missing is a failure with a clear reason, not a silent skip."""
-    path = SHARED / relative
-    if not path.exists():
+def data_file(path: Path) -> Path:
+    """A file of the repository's committed reference data (KubeRay CRDs, Helm chart defaults, the model's
+    config.json) that these checks validate against. Missing is a failure with a clear reason, not a skip."""
+    if not path.is_file():
         import pytest
-        pytest.fail(f"{path} is missing: the project's shared data (../shared) must sit beside the checkout")
+        pytest.fail(f"{path} is missing: it is committed data of this repository (its source is recorded beside it)")
     return path
 
 

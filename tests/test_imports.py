@@ -11,7 +11,7 @@ from pathlib import Path
 import cdk8s
 import pytest
 
-from .helpers import ROOT, shared
+from .helpers import KUBERAY_CRDS, ROOT, data_file
 
 IMPORTS = ROOT / "imports"
 
@@ -25,7 +25,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.skipif(shutil.which("node") is None or shutil.which("npx") is None,
                     reason="Node.js (node and npx) is not installed: the cdk8s CLI cannot run here")
 def test_committed_imports_equal_a_fresh_cdk8s_import(tmp_path):
-    shared("crds/kuberay-v1.7.0/ray.io_rayservices.yaml")  # what the script imports: a clear failure if missing
+    data_file(KUBERAY_CRDS / "ray.io_rayservices.yaml")  # what the script imports: a clear failure if missing
     subprocess.run([str(ROOT / "scripts" / "import_kuberay.sh"), str(tmp_path)], check=True,
                    capture_output=True, text=True, timeout=300)
     fresh, committed = _tree(tmp_path), _tree(IMPORTS)

@@ -13,9 +13,7 @@ import jsonschema
 import yaml
 from pydantic import BaseModel
 
-from ..helpers import shared
-
-CRDS = "crds/kuberay-v1.7.0"
+from ..helpers import KUBERAY_CRDS, data_file
 
 
 def strict(schema: Any) -> Any:
@@ -34,7 +32,7 @@ def strict(schema: Any) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def crd_validator(kind: str) -> jsonschema.Draft7Validator:
-    path = shared(f"{CRDS}/ray.io_{kind.lower()}s.yaml")
+    path = data_file(KUBERAY_CRDS / f"ray.io_{kind.lower()}s.yaml")
     crd = yaml.safe_load(path.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     schema = strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))

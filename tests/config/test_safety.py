@@ -23,7 +23,7 @@ from config.loader import CONFIG_DIR, MAX_FILE_BYTES
 from config.rules import secret_kind
 from config.schema import StageConfig
 
-from ..helpers import ROOT, config_with, merge, shared, stage_data, write_stage
+from ..helpers import REHEARSAL, ROOT, config_with, data_file, merge, stage_data, write_stage
 from .cases import FAKE_GITHUB_TOKEN, FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_PRIVATE_KEY, FAKE_SECRET_KEY
 
 # Hopper nodes for models too big for an L4 (the GDN backend and resources as a p5 stage needs them).
@@ -562,7 +562,7 @@ def test_a_folder_with_a_bad_pipeline_file_fails_validation_like_synth(tmp_path,
 
 def test_qwen35_9b_parameter_count_is_computed_from_its_config():
     """KNOWN_MODELS' 9.65e9: every weight of Qwen3.5-9B's config.json (text, MTP layer, vision tower)."""
-    config = json.loads(shared("gpu-rehearsal/qwen3.5-9b-config.json").read_text())
+    config = json.loads(data_file(REHEARSAL / "qwen3.5-9b-config.json").read_text())
     t, v = config["text_config"], config["vision_config"]
     h, layers = t["hidden_size"], t["num_hidden_layers"]
     full = t["layer_types"].count("full_attention")

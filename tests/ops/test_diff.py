@@ -23,7 +23,7 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def clone(tmp_path):
-    """This repository's committed state, with the project's node_modules and ../shared beside it."""
+    """This repository's committed state, with the project's node_modules linked in."""
     repo = tmp_path / "main"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
     for key, value in (("user.email", "test@example.invalid"), ("user.name", "test")):

@@ -11,12 +11,13 @@ import yaml
 from config.schema import Addons
 from stacks import addons
 
-from ..helpers import shared
+from ..helpers import CHART_VALUES, data_file
 
 CHART_DEFAULTS = {
-    "nvidia-device-plugin": "helm-values/nvidia-device-plugin-0.20.0.values.yaml",
-    "aws-efa-k8s-device-plugin": "helm-values/aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
-    "kuberay-operator": "helm-values/kuberay-operator-1.7.0.values.yaml",
+    # config/chart_values/: each chart's values.yaml at the pinned version (its SOURCE.md)
+    "nvidia-device-plugin": "nvidia-device-plugin-0.20.0.values.yaml",
+    "aws-efa-k8s-device-plugin": "aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
+    "kuberay-operator": "kuberay-operator-1.7.0.values.yaml",
 }
 
 
@@ -43,7 +44,7 @@ def _releases(app_synth, stage="dev"):
 
 
 def test_checker_catches_a_misspelt_value():
-    defaults = yaml.safe_load(shared(CHART_DEFAULTS["kuberay-operator"]).read_text())
+    defaults = yaml.safe_load(data_file(CHART_VALUES / CHART_DEFAULTS["kuberay-operator"]).read_text())
     assert unknown_value_paths({"nodeSelectr": {"role": "system"}}, defaults) == ["nodeSelectr"]
     assert unknown_value_paths({"image": {"tagg": "x"}}, defaults) == ["image.tagg"]
 
@@ -52,7 +53,7 @@ def test_checker_catches_a_misspelt_value():
 def test_every_value_we_set_exists_in_the_pinned_charts_defaults(release):
     # the defaults on file are those of the pinned version
     assert f"-{release.pin.version}.values" in CHART_DEFAULTS[release.pin.chart]
-    defaults = yaml.safe_load(shared(CHART_DEFAULTS[release.pin.chart]).read_text())
+    defaults = yaml.safe_load(data_file(CHART_VALUES / CHART_DEFAULTS[release.pin.chart]).read_text())
     assert unknown_value_paths(release.values, defaults) == []
 
 
