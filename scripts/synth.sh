@@ -7,6 +7,6 @@ scripts/setup.sh
 source scripts/env.sh
 stage=${1:-dev}
 if [[ "$stage" == "all" ]]; then
-  exec npx --no-install cdk synth --quiet
+  exec scripts/cdk synth
 fi
-exec npx --no-install cdk synth --quiet -c "stage=$stage"
+exec scripts/cdk synth -c "stage=$stage"
