@@ -8,7 +8,8 @@ port-forward is needed and nothing else must be reachable from where verify runs
 timeout alone restarts at every byte, so a server or proxy that trickles a byte every few seconds would
 hold a request forever. It follows no redirect: a 3xx comes back as the answer, and urllib's redirect
 handler, which would resend the Authorization header to whatever host the Location names, is not in its
-opener. It reads at most `limit` bytes of a body. No AWS SDK import here: `ops bench` uses `fetch` on
+opener. It reads at most `limit` bytes of a body. `stream` is the same request, opener, deadline and cap for
+an answer read as it arrives (server-sent events). No AWS SDK import here: `ops bench` uses `fetch` on
 hosts without one.
 
 `KubeApi` sends its bearer token only to an https:// endpoint with a host and no userinfo, query or
@@ -17,6 +18,7 @@ fragment, and turns every answer outside 2xx (a redirect included) into a KubeEr
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import socket
@@ -26,7 +28,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 
 class KubeError(Exception):
@@ -52,6 +54,7 @@ class DeadlineExceeded(Exception):
 
 MiB = 1024 * 1024
 ANSWER_LIMIT = 8 * MiB
+ERROR_DETAIL_LIMIT = 600  # characters of an error status's message in a KubeError
 
 
 def _size(limit: int) -> str:
@@ -160,6 +163,37 @@ def _recording(connection_class: type, sockets: list) -> type:
     return Recording
 
 
+def _opener(context: Optional[ssl.SSLContext]) -> tuple[urllib.request.OpenerDirector, Callable[[], None]]:
+    """The opener of `fetch` and `stream`, and a function that shuts every socket it has connected.
+
+    Its handlers: proxies from the environment, http:// and https:// (with `context`), each connection's
+    socket recorded. No HTTPRedirectHandler and no HTTPErrorProcessor: every answer, 3xx included, is
+    returned as it came, and no Location is ever followed. Shutting the sockets (the plain socket's
+    shutdown, not SSLSocket's) wakes a thread blocked reading one with EOF: how a deadline ends a request."""
+    sockets: list[socket.socket] = []
+
+    class _Http(urllib.request.HTTPHandler):
+        def http_open(self, req):  # noqa: ANN001 - urllib's signature
+            return self.do_open(_recording(http.client.HTTPConnection, sockets), req)
+
+    class _Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):  # noqa: ANN001
+            return self.do_open(_recording(http.client.HTTPSConnection, sockets), req, context=context)
+
+    def shut() -> None:
+        for sock in list(sockets):
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), _Http(),
+                    _Https(context=context)):
+        opener.add_handler(handler)
+    return opener, shut
+
+
 def _read(response: http.client.HTTPResponse, limit: int) -> bytes:
     """The body, or AnswerTooLarge as soon as it is longer than `limit` bytes (a declared Content-Length over
     the limit is refused before reading)."""
@@ -183,31 +217,13 @@ def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, header
     Location in `location`, never followed). Raises DeadlineExceeded when the whole exchange takes longer
     than `timeout`, AnswerTooLarge for a body over `limit` bytes, or the transport's own error (URLError,
     OSError, ...). Proxies from the environment apply as with urllib.urlopen."""
-    sockets: list[socket.socket] = []
-
-    class _Http(urllib.request.HTTPHandler):
-        def http_open(self, req):  # noqa: ANN001 - urllib's signature
-            return self.do_open(_recording(http.client.HTTPConnection, sockets), req)
-
-    class _Https(urllib.request.HTTPSHandler):
-        def https_open(self, req):  # noqa: ANN001
-            return self.do_open(_recording(http.client.HTTPSConnection, sockets), req, context=context)
-
+    opener, shut = _opener(context)
     expired = threading.Event()
 
     def expire() -> None:
         expired.set()
-        for sock in list(sockets):
-            try:  # the plain socket's shutdown, not SSLSocket's: it wakes the reading thread with EOF
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut()
 
-    # No HTTPRedirectHandler and no HTTPErrorProcessor: every answer, 3xx included, is returned as it came.
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), _Http(),
-                    _Https(context=context)):
-        opener.add_handler(handler)
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
@@ -227,6 +243,88 @@ def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, header
     if expired.is_set():  # a body cut short by the deadline can look complete to urllib
         raise DeadlineExceeded(timeout)
     return answer
+
+
+class Stream:
+    """An answer being read as it arrives (`stream`): `status`, `reason`, `content_type` and `location` as in
+    Answer, before any of the body is read. `lines()` yields the body line by line (each with its b"\n";
+    the last may lack one); `read()` is the rest of it at once (an error's body, say). Both stop with
+    AnswerTooLarge once the body, counted from its first byte, is longer than the limit, and with
+    DeadlineExceeded once the request's overall deadline has passed."""
+
+    def __init__(self, response: http.client.HTTPResponse, *, limit: int, timeout: float,
+                 expired: threading.Event) -> None:
+        self.status, self.reason = response.status, response.reason
+        self.content_type = response.headers.get_content_type()
+        self.location = response.headers.get("Location", "")
+        self.limit, self.size = limit, 0
+        self._response, self._timeout, self._expired = response, timeout, expired
+
+    @property
+    def redirect(self) -> bool:
+        return 300 <= self.status < 400
+
+    def lines(self) -> Iterator[bytes]:
+        while True:
+            try:  # a line may be as long as what is left of the limit, one byte more to see it is over
+                line = self._response.readline(self.limit + 1 - self.size)
+            except Exception:
+                if self._expired.is_set():
+                    raise DeadlineExceeded(self._timeout) from None
+                raise
+            if self._expired.is_set():  # EOF from the deadline's shutdown, or a line cut short by it
+                raise DeadlineExceeded(self._timeout)
+            if not line:
+                return
+            self.size += len(line)
+            if self.size > self.limit:
+                raise AnswerTooLarge(self.limit)
+            yield line
+
+    def read(self) -> bytes:
+        return b"".join(self.lines())
+
+    def head(self) -> Answer:
+        """The answer without its body: for `redirected()`, or a message naming the status."""
+        return Answer(self.status, self.reason, self.content_type, b"", self.location)
+
+
+@contextlib.contextmanager
+def stream(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
+           timeout: float = 300.0, context: Optional[ssl.SSLContext] = None,
+           limit: int = ANSWER_LIMIT) -> Iterator[Stream]:
+    """`fetch` for an answer read as it arrives (server-sent events): one request through the same opener
+    (no redirect is followed: a 3xx is yielded as it came, `redirect` true and its Location in `location`,
+    for the caller to refuse; its body need not be read), as a context manager yielding a Stream once the
+    headers are in. The deadline is fetch's: `timeout` covers the whole exchange, from connecting to the
+    end of the `with` block, and when it passes the connection is shut and the next read raises
+    DeadlineExceeded. The body is capped at `limit` bytes in all (AnswerTooLarge; a declared Content-Length
+    over it is refused before reading). Transport errors are raised as fetch raises them."""
+    opener, shut = _opener(context)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        shut()
+
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            response = opener.open(request, timeout=timeout)
+        except Exception:
+            if expired.is_set():
+                raise DeadlineExceeded(timeout) from None
+            raise
+        with response:
+            declared = response.headers.get("Content-Length", "").strip()
+            if declared.isdigit() and int(declared) > limit:
+                raise AnswerTooLarge(limit)
+            yield Stream(response, limit=limit, timeout=timeout, expired=expired)
+    finally:
+        timer.cancel()
 
 
 def snippet(answer: Answer, limit: int = 80) -> str:
@@ -280,12 +378,15 @@ class KubeApi:
         except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
             raise KubeError(f"{method} {path}: {describe_transport(exc)}") from None
         if answer.status >= 400:
-            detail = answer.body[:300].decode(errors="replace")
+            # The Status object's message, read from the whole body (a cut body is not JSON), then shortened.
+            detail: Any = answer.body.decode(errors="replace")
             try:
                 detail = json.loads(detail).get("message", detail)
             except (ValueError, AttributeError):
                 pass
-            raise KubeError(f"{method} {path}: HTTP {answer.status} {' '.join(str(detail).split())}".rstrip(),
+            detail = " ".join(str(detail).split())
+            detail = detail if len(detail) <= ERROR_DETAIL_LIMIT else detail[:ERROR_DETAIL_LIMIT] + "..."
+            raise KubeError(f"{method} {path}: HTTP {answer.status} {detail}".rstrip(),
                             kind="http", status=answer.status)
         if answer.redirect:
             raise KubeError(f"{method} {path}: {redirected(answer, url)}", kind="http", status=answer.status)

@@ -1,30 +1,52 @@
 """What `ops verify` checks on EKS, against the rehearsal's endpoint on this host: the model is listed,
 a chat completion answers (non-streaming and streaming), and NIXL's log lines say which transport the
-KV cache took (ops/nixl.py, the same classifier)."""
+KV cache took (ops/nixl.py, the same classifier).
+
+Every request goes through ops/kube.py (`fetch`, and `stream` for the streaming answer): no redirect is
+followed (a 3xx fails the check, naming only the host its Location points at) and every body is capped."""
 from __future__ import annotations
 
 import json
 import time
 import urllib.error
-import urllib.request
 from typing import Any, Iterator, Optional
 
-from ops import nixl
+from ops import kube, nixl
 from ops.report import Report
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
 
+MiB = kube.MiB
+MODELS_LIMIT = 1 * MiB   # GET /v1/models: a list of model cards (one model here)
+CHAT_LIMIT = 1 * MiB     # a non-streaming chat completion of 32 tokens
+STREAM_LIMIT = 4 * MiB   # a streamed chat completion, all its events: 256 tokens are ~100 KiB of SSE
 
-def _post(url: str, body: dict[str, Any], timeout: float):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(request, timeout=timeout)
+
+class HttpFailure(Exception):
+    """An answer that is not a success (a redirect included, never followed); one line."""
+
+
+def _post(url: str, body: dict[str, Any], timeout: float) -> kube.Answer:
+    return _success(kube.fetch(url, method="POST", data=json.dumps(body).encode(), timeout=timeout,
+                               headers={"Content-Type": "application/json"}, limit=CHAT_LIMIT), url)
+
+
+def _success(answer: kube.Answer, url: str) -> kube.Answer:
+    """The answer if it is a 2xx; HttpFailure otherwise (a redirect: its status and the Location's host)."""
+    if answer.redirect:
+        raise HttpFailure(kube.redirected(answer, url))
+    if not 200 <= answer.status < 300:
+        raise HttpFailure(f"HTTP {answer.status}: {' '.join(answer.body.decode(errors='replace').split())[:300]}")
+    return answer
+
+
+# What a request of these checks can fail with: the transport, the answer (status, size, deadline), its JSON.
+FAILURES = (urllib.error.URLError, OSError, ValueError, HttpFailure, kube.AnswerTooLarge, kube.DeadlineExceeded)
 
 
 def _error(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.HTTPError):
-        body = exc.read().decode(errors="replace")
-        return f"HTTP {exc.code}: {' '.join(body.split())[:300]}"
+    if isinstance(exc, (HttpFailure, kube.AnswerTooLarge, kube.DeadlineExceeded)):
+        return str(exc)
     if isinstance(exc, urllib.error.URLError):
         return f"cannot connect: {exc.reason}"
     return f"{type(exc).__name__}: {exc}"
@@ -44,7 +66,9 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
 
 def stream_chat(base: str, model: str, *, max_tokens: int, field: str = "max_tokens", ignore_eos: bool = False,
                 timeout: float = 300) -> dict[str, Any]:
-    """One streaming chat completion: time to first token, tokens (chunks with content), total time."""
+    """One streaming chat completion: time to first token, tokens (chunks with content), total time. The
+    events are read as they arrive (ops.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
+    for the whole answer; a redirect is not followed (HttpFailure)."""
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], field: max_tokens,
             "temperature": 0, "stream": True}
     if ignore_eos:
@@ -52,8 +76,15 @@ def stream_chat(base: str, model: str, *, max_tokens: int, field: str = "max_tok
     started = time.perf_counter()
     first: Optional[float] = None
     chunks, text = 0, []
-    with _post(f"{base}/v1/chat/completions", body, timeout) as response:
-        for event in sse_events(response):
+    url = f"{base}/v1/chat/completions"
+    with kube.stream(url, method="POST", data=json.dumps(body).encode(), timeout=timeout,
+                     headers={"Content-Type": "application/json"}, limit=STREAM_LIMIT) as response:
+        if response.redirect:  # refused before any of its body is read
+            raise HttpFailure(kube.redirected(response.head(), url))
+        if not 200 <= response.status < 300:
+            raise HttpFailure(f"HTTP {response.status}: "
+                              f"{' '.join(response.read().decode(errors='replace').split())[:300]}")
+        for event in sse_events(response.lines()):
             for choice in event.get("choices") or []:
                 content = (choice.get("delta") or {}).get("content")
                 if content:
@@ -65,9 +96,10 @@ def stream_chat(base: str, model: str, *, max_tokens: int, field: str = "max_tok
 
 def openai(report: Report, base: str, model: str) -> None:
     try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as response:
-            ids = [m.get("id") for m in json.loads(response.read()).get("data", [])]
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        url = f"{base}/v1/models"
+        answer = _success(kube.fetch(url, timeout=30, limit=MODELS_LIMIT), url)
+        ids = [m.get("id") for m in json.loads(answer.body).get("data", [])]
+    except FAILURES as exc:
         report.add("GET /v1/models", "fail", _error(exc))
         return
     if model not in ids:
@@ -77,11 +109,10 @@ def openai(report: Report, base: str, model: str) -> None:
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32, "temperature": 0}
     started = time.perf_counter()
     try:
-        with _post(f"{base}/v1/chat/completions", body, 300) as response:
-            answer = json.loads(response.read())
+        answer = json.loads(_post(f"{base}/v1/chat/completions", body, 300).body)
         text = answer["choices"][0]["message"]["content"]
         usage = answer.get("usage") or {}
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (*FAILURES, KeyError, IndexError, TypeError) as exc:
         report.add("POST /v1/chat/completions", "fail", _error(exc))
     else:
         latency = time.perf_counter() - started
@@ -93,7 +124,7 @@ def openai(report: Report, base: str, model: str) -> None:
                    f"{json.dumps(str(text)[:40])}", latency_s=round(latency, 3), completion_tokens=tokens)
     try:
         result = stream_chat(base, model, max_tokens=32)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except FAILURES as exc:
         report.add("POST /v1/chat/completions (stream)", "fail", _error(exc))
         return
     status = "pass" if result["chunks"] > 0 else "fail"
@@ -110,7 +141,7 @@ def token_field_probe(report: Report, base: str, model: str, tokens: int = 256) 
     for field in ("max_tokens", "max_completion_tokens"):
         try:
             timings[field] = stream_chat(base, model, max_tokens=tokens, field=field, ignore_eos=True)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except FAILURES as exc:
             report.add(f"PD answer length as {field}", "warn", _error(exc))
             return
     legacy, modern = timings["max_tokens"], timings["max_completion_tokens"]

@@ -18,7 +18,6 @@ import json
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -26,6 +25,7 @@ from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import StageConfig
 from config.topology import METRICS_PORT, SERVE_PORT
 from ops.bench import aiperf, report as bench_report, results, runner
+from ops.kube import MiB, AnswerTooLarge, DeadlineExceeded, fetch, redirected
 from ops.report import Report
 
 from . import checks, host as host_facts, overrides, ray_cluster
@@ -33,6 +33,8 @@ from . import checks, host as host_facts, overrides, ray_cluster
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "rehearsal" / "qwen3.5-9b-config.json"}
 DEFAULT_OUT = Path("rehearsal-results")
+# Ray's /metrics on the head: Ray, Serve and vLLM series with their histograms, a few MiB on one host.
+METRICS_LIMIT = 32 * MiB
 
 
 class RehearsalError(Exception):
@@ -159,13 +161,19 @@ def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, m
 
 
 def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
-    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series): the names, for the dashboard."""
+    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series): the names, for the dashboard. Read
+    with ops.kube.fetch: at most METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped)."""
+    url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=30) as response:
-            text = response.read().decode(errors="replace")
-    except OSError as exc:
+        answer = fetch(url, timeout=30, limit=METRICS_LIMIT)
+    except (OSError, AnswerTooLarge, DeadlineExceeded) as exc:
         say(f"metrics: not scraped ({exc})")
         return
+    if answer.redirect or not 200 <= answer.status < 300:
+        why = redirected(answer, url) if answer.redirect else f"HTTP Error {answer.status}: {answer.reason}"
+        say(f"metrics: not scraped ({why})")
+        return
+    text = answer.body.decode(errors="replace")
     names = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})
     path.write_text("\n".join(names) + "\n")
     say(f"metrics: {len(names)} series names from :{METRICS_PORT}/metrics -> {path}")

@@ -16,15 +16,18 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from config.topology import DASHBOARD_PORT, METRICS_PORT
+from ops.kube import ANSWER_LIMIT, AnswerTooLarge, DeadlineExceeded, fetch, redirected
 
 from .host import NODE_IP
 
 APPLICATIONS = "/api/serve/applications/"
+# GET /api/serve/applications/: every application's deployments and replicas (a few KiB for one stage's
+# app); PUT answers nothing. The default cap of ops.kube leaves room for a large Serve config.
+DASHBOARD_LIMIT = ANSWER_LIMIT
 
 
 class RayError(Exception):
@@ -84,17 +87,24 @@ class RayHead:
 
     # -- the dashboard's Serve API, as KubeRay uses it ---------------------------------------------
     def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+        """The dashboard's JSON answer (None for an empty one), through ops.kube.fetch: at most DASHBOARD_LIMIT
+        bytes within `timeout` in all, and no redirect followed (a 3xx is a RayError naming the Location's
+        host)."""
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.dashboard + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        url = self.dashboard + path
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                text = response.read().decode()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise RayError(f"{method} {path}: HTTP {exc.code}: {_last_line(detail)}") from None
-        except (urllib.error.URLError, OSError) as exc:
+            answer = fetch(url, data=data, method=method, headers={"Content-Type": "application/json"},
+                           timeout=timeout, limit=DASHBOARD_LIMIT)
+        except AnswerTooLarge as exc:
+            raise RayError(f"{method} {path}: {exc}") from None
+        except (urllib.error.URLError, OSError, DeadlineExceeded) as exc:
             raise RayError(f"{method} {path}: cannot reach the Ray dashboard: {getattr(exc, 'reason', exc)}") from None
+        if answer.redirect:
+            raise RayError(f"{method} {path}: {redirected(answer, url)}")
+        if not 200 <= answer.status < 300:
+            detail = answer.body.decode(errors="replace")
+            raise RayError(f"{method} {path}: HTTP {answer.status}: {_last_line(detail)}")
+        text = answer.body.decode()
         return json.loads(text) if text.strip() else None
 
     def wait_for_dashboard(self, timeout: float = 120, sleep: Callable[[float], None] = time.sleep) -> None:
