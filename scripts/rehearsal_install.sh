@@ -10,7 +10,12 @@
 # packing machine's). A tree none of whose pieces are here is skipped, so the trees can come in separately.
 # stdout: only shell lines to use the trees (PYTHONPATH, PATH; the serving tree first, so that its
 # protobuf 6 shadows the host's 7); progress goes to stderr. Exit 1 with one line on a missing or damaged
-# piece. Environment: REHEARSAL_PYTHON (default: python3 on PATH).
+# piece. Environment: REHEARSAL_PYTHON (default: python3 on PATH), REHEARSAL_TRUSTED_SUMS (default
+# rehearsal/pieces.sha256 of this checkout).
+# Nothing in the carried SHA256SUMS is trusted: every line must name a piece of a known tree (the trees are
+# the lock files of this checkout, rehearsal/<tree>.lock, and a piece is <tree>.tar.xz.part-NN), and every
+# piece's digest must be one the repository vouches for (REHEARSAL_TRUSTED_SUMS, written by
+# scripts/rehearsal_pack.sh and committed), so no name reaches rm or tar that the repository did not choose.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-/tmp/rehearsal-site}
@@ -31,6 +36,16 @@ mkdir -p "$target"
 target=$(cd "$target" && pwd)
 [[ "$target" != "$(cd "$pieces" && pwd)" ]] || die "the target $target is the pieces' folder: give another"
 
+trusted=${REHEARSAL_TRUSTED_SUMS:-$here/rehearsal/pieces.sha256}
+[[ -f "$trusted" ]] || die "no $trusted: the digests of the pieces this checkout vouches for (scripts/rehearsal_pack.sh writes it)"
+known=$(cd "$here/rehearsal" && ls -1 -- *.lock 2>/dev/null | sed 's/\.lock$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | paste -sd'|' || true)
+[[ -n "$known" ]] || die "no rehearsal/<tree>.lock in $here: cannot tell which trees exist"
+pattern="^[0-9a-f]{64}  ($known)\.tar\.xz\.part-[0-9]{2,3}\$"
+bad=$(grep -nvE "$pattern" "$pieces/SHA256SUMS" | head -n1 | cut -c1-120 || true)
+[[ -z "$bad" ]] || die "$pieces/SHA256SUMS line ${bad%%:*}: not '<sha256>  <tree>.tar.xz.part-NN' of a known tree ($known): refused"
+while read -r sum file; do
+  grep -qxF "$sum  $file" "$trusted" || die "$file: its digest is not in $trusted (a piece this checkout does not vouch for: repack, or carry the checkout it was packed with)"
+done < "$pieces/SHA256SUMS"
 mapfile -t trees < <(sed -n 's/^[0-9a-f]\{64\}  \(.*\)\.tar\.xz\.part-[0-9]*$/\1/p' "$pieces/SHA256SUMS" | sort -u)
 [[ ${#trees[@]} -gt 0 ]] || die "$pieces/SHA256SUMS lists no pieces"
 installed=()

@@ -7,7 +7,8 @@
 #   2. installs them, without dependencies and for the host (CPython 3.12, manylinux x86_64), into a staging
 #      tree of their own: .rehearsal/stage/<name>/ (pip --target);
 #   3. packs the tree, tar | xz -T0, into .rehearsal/pieces/<name>.tar.xz.part-00, -01, ... and lists every
-#      piece in .rehearsal/pieces/SHA256SUMS.
+#      piece in .rehearsal/pieces/SHA256SUMS, copied to rehearsal/pieces.sha256 (commit it: the host's
+#      install accepts only the pieces it lists).
 # A tree whose lock has not changed since its pieces were made (and whose pieces still check) is not
 # staged or packed again. On the host: scripts/rehearsal_install.sh.
 # Prints the wheels, tree and piece sizes, and the pieces grouped for transfers of at most 60 MiB each.
@@ -104,6 +105,10 @@ done
 
 (cd "$pieces" && find . -maxdepth 1 -name '*.tar.xz.part-*' -printf '%f\n' | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS.new \
   && mv SHA256SUMS.new SHA256SUMS)
+# The digests the checkout vouches for (scripts/rehearsal_install.sh refuses any other piece): commit it with
+# the pieces' locks.
+cp "$pieces/SHA256SUMS" rehearsal/pieces.sha256
+say "rehearsal/pieces.sha256 written: commit it, so the host's install accepts exactly these pieces"
 total=0 count=0
 while read -r _ file; do
   size=$(stat -c %s "$pieces/$file"); total=$((total + size)); count=$((count + 1))

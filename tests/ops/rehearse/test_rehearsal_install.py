@@ -49,7 +49,9 @@ SERVE = {
 
 
 def _install(target: Path, pieces: Path, **env_vars: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REHEARSAL_PYTHON": sys.executable, **env_vars}
+    # The test's own pieces are the ones vouched for, unless a test says otherwise.
+    trusted = env_vars.pop("trusted", None) or pieces / "SHA256SUMS"
+    env = {**os.environ, "REHEARSAL_PYTHON": sys.executable, "REHEARSAL_TRUSTED_SUMS": str(trusted), **env_vars}
     return subprocess.run(["bash", str(INSTALL), str(target), str(pieces)], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -139,6 +141,7 @@ def _device_run(tmp_path: Path, pieces: Path, out: Path, *argv: str, cache: Path
     """scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
     (default: this Python's, whose `python3` runs the real `ops rehearse`)."""
     env = {**os.environ, "OUT": str(out), "REHEARSAL_PIECES": str(pieces), "REHEARSAL_SITE": str(tmp_path / "site"),
+           "REHEARSAL_TRUSTED_SUMS": str(pieces / "SHA256SUMS"),
            "TRITON_CACHE_DIR": str(cache or tmp_path / "cache" / "triton"), "REHEARSAL_PYTHON": sys.executable,
            "PATH": f"{bin_dir or Path(sys.executable).parent}:/usr/bin:/bin", **env_vars}
     return subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=300, env=env)
@@ -227,3 +230,49 @@ def test_an_archive_over_16_mib_is_removed_with_a_line_and_the_results_still_com
     assert "rehearsal_device_run: pd-records.tgz is over 16 MiB and would not come back: removed" in done.stderr
     assert not (out / "pd-records.tgz").exists()
     assert (out / "pd.tgz").stat().st_size > 0
+
+
+def _trusted_copy(tmp_path: Path, pieces: Path) -> Path:
+    copy = tmp_path / "trusted.sha256"
+    copy.write_text((pieces / "SHA256SUMS").read_text())
+    return copy
+
+
+@pytest.mark.parametrize("line", [
+    "{sum}  ../../etc.tar.xz.part-00",            # a tree name that climbs out of the target
+    "{sum}  serve/../../x.tar.xz.part-00",
+    "{sum}  unknown.tar.xz.part-00",              # a tree this checkout has no lock for
+    "{sum}  serve.tar.xz.part-00 extra",
+    "{sum}  /tmp/serve.tar.xz.part-00",
+    "{sum}  serve.tar.xz.part-0a",
+    "{sum}  serve.tar.gz.part-00",
+    "{sum} *serve.tar.xz.part-00",
+    "not-a-digest  serve.tar.xz.part-00",
+    "{sum}  se$(touch pwned)rve.tar.xz.part-00",
+])
+def test_a_sums_line_that_names_no_piece_of_a_known_tree_is_refused_before_anything_is_removed(tmp_path, packed, line):
+    target = tmp_path / "site"
+    (target / "keep").mkdir(parents=True)
+    trusted = _trusted_copy(tmp_path, packed)
+    with (packed / "SHA256SUMS").open("a") as sums:
+        sums.write(line.format(sum="0" * 64) + "\n")
+    result = _install(target, packed, trusted=str(trusted))
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "refused" in result.stderr
+    assert (target / "keep").is_dir() and not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+def test_a_piece_the_checkout_does_not_vouch_for_is_refused(tmp_path, packed):
+    trusted = tmp_path / "trusted.sha256"
+    trusted.write_text("".join(line for line in (packed / "SHA256SUMS").read_text().splitlines(keepends=True)
+                               if "serve.tar.xz.part-00" not in line))
+    result = _install(tmp_path / "site", packed, trusted=str(trusted))
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("(a piece this checkout does not vouch for: repack, or carry the "
+                                          "checkout it was packed with)")
+    assert result.stderr.startswith("rehearsal_install: serve.tar.xz.part-00: its digest is not in ")
+
+
+def test_without_the_committed_digests_nothing_is_installed(tmp_path, packed):
+    result = _install(tmp_path / "site", packed, trusted=str(tmp_path / "absent.sha256"))
+    assert result.returncode == 1 and "the digests of the pieces this checkout vouches for" in result.stderr
