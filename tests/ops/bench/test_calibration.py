@@ -64,7 +64,7 @@ def test_reported_itl_is_the_decode_time_per_token(measured):
     assert len(samples.ttft_ms) == len(samples.itl_ms) == len(samples.e2e_ms) == level.requests
     for ttft, itl, e2e in zip(samples.ttft_ms, samples.itl_ms, samples.e2e_ms, strict=True):
         assert itl * (OUTPUT_TOKENS - 1) == pytest.approx(e2e - ttft, abs=0.05)  # values rounded to 3 decimals
-    assert_ordered(level.itl_ms)
+    assert_ordered(level.itl_ms, may_be_zero=True)
 
 
 def test_the_server_really_had_64_streams_in_flight(measured):

@@ -110,8 +110,9 @@ def test_every_profile_and_concurrency_level_is_measured(two_runs):
             # accuracy is reported in the terminal summary.
             assert min(level.samples.ttft_ms) >= PD.ttft_ms - EPSILON_MS, level.ttft_ms
             assert min(level.samples.e2e_ms) >= schedule - EPSILON_MS, level.e2e_ms
-            for stats in (level.ttft_ms, level.itl_ms, level.e2e_ms):
+            for stats in (level.ttft_ms, level.e2e_ms):
                 assert_ordered(stats)
+            assert_ordered(level.itl_ms, may_be_zero=True)
             report(f"bench --stage dev, {profile.name} at {level.concurrency} streams: "
                    f"{accuracy('TTFT', level.ttft_ms, PD.ttft_ms)}; {accuracy('ITL', level.itl_ms, PD.itl_ms)}")
 
