@@ -23,7 +23,7 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 
 def check(cfg: StageConfig, path: str) -> None:
-    for rule in (_zones, _names, _network, _endpoint, _system_nodegroup, _gpu_nodegroup, _serving_image,
+    for rule in (_zones, _names, _network, _endpoint, _admins, _system_nodegroup, _gpu_nodegroup, _serving_image,
                  _serving_transport, _serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
                  _serving_secret, _serving_namespaces, _weight_cache, _benchmark_context, _observability):
         rule(cfg, path)
@@ -39,7 +39,7 @@ def system_spec(cfg: StageConfig) -> InstanceSpec:
 
 def _serving_engine(cfg: StageConfig, path: str) -> None:
     """A Gated-DeltaNet model (Qwen3.5) on Hopper GPUs needs the Triton GDN prefill kernel: FlashInfer's
-    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200: ../shared/gpu-rehearsal)."""
+    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200: docs/REHEARSAL.md, the gdn_prefill_backend override)."""
     gpu = gpu_spec(cfg).gpu_model
     backend = cfg.serving.engine.gdn_prefill_backend
     if gpu in SM90_GPUS and is_gdn_model(cfg.serving.model.source) and backend in (None, "flashinfer"):
@@ -139,6 +139,26 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
                        f"worth ({PUBLIC_ENDPOINT_LIMIT:,})")
         raise ConfigError(path, where, f"{problem} (allowed: narrower CIDRs, at most a /8's worth of public "
                                        "addresses in all, or allow_public_internet: true to accept it)")
+
+
+def _admins(cfg: StageConfig, path: str) -> None:
+    """Who can use kubectl on the cluster: only the principals of cluster.admin_principal_arns get a
+    cluster-admin access entry from this app, and no person does by default (aws_eks_v2's creator entry
+    goes to CloudFormation's execution role). An empty list therefore needs allow_no_admin_principals:
+    true, saying that access entries are managed elsewhere; a list together with it is a contradiction."""
+    cluster = cfg.cluster
+    count = len(cluster.admin_principal_arns)
+    if not count and not cluster.allow_no_admin_principals:
+        raise ConfigError(path, "cluster.admin_principal_arns",
+                          "empty: no IAM principal gets a cluster-admin access entry, so nobody can use kubectl "
+                          "on the cluster (allowed: your admin IAM role's ARN, e.g. "
+                          "arn:aws:iam::<account>:role/<name>; or cluster.allow_no_admin_principals: true when "
+                          "the access entries are managed outside this app)")
+    if count and cluster.allow_no_admin_principals:
+        raise ConfigError(path, "cluster.allow_no_admin_principals",
+                          f"true, but cluster.admin_principal_arns lists {count} principal(s) that get cluster "
+                          "admin: the two contradict each other (allowed: false or unset when the list names "
+                          "admins; true only with an empty list)")
 
 
 def _sizes(path: str, field: str, low: int, desired: int, high: int) -> None:

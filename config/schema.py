@@ -111,9 +111,17 @@ class Cluster(Strict):
     # The minors with a kubectl layer (config/versions.py KUBECTL_LAYERS), the previous one too.
     kubernetes_version: Literal[versions.KUBERNETES_VERSIONS] = "1.35"  # type: ignore[valid-type]
     endpoint: Endpoint = Field(default_factory=Endpoint)
+    # Who can use kubectl: each IAM role or user here gets an access entry with AmazonEKSClusterAdminPolicy.
+    # No person does otherwise: the other entries are the kubectl provider's Lambda role, the verify
+    # runner's role (narrow RBAC) and, from EKS itself, the cluster's creator, CloudFormation's execution
+    # role (docs/OPERATIONS.md: "First deploy: who can use kubectl").
     admin_principal_arns: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN, max_length=2048)]] = Field(
         default_factory=list, max_length=20
     )
+    # An empty admin_principal_arns is refused unless this says, on purpose, that the stage makes no one a
+    # cluster admin: access entries are then created outside this app (by hand or by another stack). True
+    # together with a non-empty list is refused as contradictory (config/rules.py: _admins).
+    allow_no_admin_principals: bool = False
     log_retention_days: Literal[LOG_RETENTION_DAYS] = 30  # type: ignore[valid-type]
 
 

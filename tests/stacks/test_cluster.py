@@ -98,7 +98,7 @@ def test_outputs_name_the_cluster_the_gpu_az_and_the_kubeconfig_command(app_synt
 @pytest.fixture(scope="module")
 def with_admins(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("admins")
-    cfg = config_with(tmp, cluster={"admin_principal_arns": [
+    cfg = config_with(tmp, cluster={"allow_no_admin_principals": False, "admin_principal_arns": [
         "arn:aws:iam::123456789012:role/PlatformAdmin", "arn:aws:iam::123456789012:user/alice"]})
     return synth([cfg], tmp / "out")
 
