@@ -276,13 +276,15 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         if not workers:
             report.add(name, "fail", "no live GPU worker in the Ray cluster")
             return
+        # EFA on an EFA stage; without EFA, TCP through UCX or libfabric's tcp provider (serving.kv_backend)
+        expected = nixl.expected_transport(cfg.gpu_nodegroup.efa, cfg.serving.kv_backend)
         findings = {}
         for node in workers:
             listing = _dashboard(cfg, api, "/api/v0/logs", node_id=node["node_id"], glob="worker-*")
             files = [f for group in listing["data"]["result"].values() for f in group]
             text = "\n".join(_dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f,
                                         lines=LOG_LINES) for f in sorted(files))
-            findings[node["node_ip"]] = nixl.classify(text)
+            findings[node["node_ip"]] = nixl.classify(text, expected)
     except KubeError as exc:
         report.add(name, "fail", f"cannot read the workers' logs through the Ray dashboard: {exc}",
                    kube_fix(exc, "the dashboard's log API is missing: is the head pod running? "
@@ -298,7 +300,7 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         first_ip, first = next(iter(bad.items()))
         report.add(name, "fail", f"worker {first_ip}: {first.detail}" +
                    (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
-                   "see docs/OPERATIONS.md: what each NIXL failure means",
+                   nixl.advice(first),
                    verdicts={ip: f.verdict for ip, f in findings.items()})
     else:
         report.add(name, "pass", "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items()),
