@@ -542,6 +542,10 @@ def add_parser(sub) -> None:
                          description="Synthesize REF and the working tree without credentials and compare them.")
     cmd.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
     cmd.add_argument("--stage", help="only this stage (default: every stage)")
+    cmd.add_argument("--tree", metavar="PATH",
+                     help="the git checkout whose working tree is compared with REF (default: the one around the "
+                          "current folder); CI runs the base branch's diff code with the pull request's checkout "
+                          "here, so a pull request cannot change the gate that judges it")
     cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
     cmd.add_argument("--fail-on-danger", action="store_true",
                      help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
@@ -551,7 +555,10 @@ def run(args) -> int:
     try:
         if args.markdown:
             check_writable(Path(args.markdown))  # before minutes of synth, not after
-        result = compute(args.base, stage=args.stage)
+        tree = Path(args.tree) if args.tree else None
+        if tree is not None and not tree.is_dir():
+            raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
+        result = compute(args.base, stage=args.stage, start=tree)
         print(text(result), end="")
         if args.markdown:
             write_markdown(Path(args.markdown), result)

@@ -123,10 +123,58 @@ def test_pr_job_runs_the_readme_test_command_and_posts_the_diff():
     assert True in workflow and "pull_request" in workflow[True]  # YAML 1.1 reads `on` as True
     assert "scripts/test.sh" in runs
     diff = next(r for r in runs if "ops diff" in r)
-    assert '--base "origin/$BASE_REF"' in diff and "--markdown diff.md" in diff
-    assert 'cat diff.md >> "$GITHUB_STEP_SUMMARY"' in diff and "--fail-on-danger" in diff
-    (step,) = [s for s in workflow["jobs"]["test-and-diff"]["steps"] if "ops diff" in s.get("run", "")]
-    assert step["env"]["BASE_REF"] == "${{ github.base_ref }}"  # the target branch, as data
+    assert '--base "$BASE_SHA"' in diff and '--markdown "$RUNNER_TEMP/diff.md"' in diff
+    assert 'cat "$RUNNER_TEMP/diff.md" >> "$GITHUB_STEP_SUMMARY"' in diff and "--fail-on-danger" in diff
+    (gate,) = [s for s in workflow["jobs"]["test-and-diff"]["steps"] if s.get("id") == "gate"]
+    assert gate["env"]["BASE_REF"] == "${{ github.base_ref }}"  # the target branch, as data
+
+
+def _gate_steps():
+    """The PR job's steps: the one that checks out the gate's code, the one that runs `ops diff`."""
+    workflow = yaml.safe_load((WORKFLOWS / "pr.yml").read_text())
+    steps = workflow["jobs"]["test-and-diff"]["steps"]
+    (runs,) = [i for i, step in enumerate(steps) if "-m ops diff" in step.get("run", "")]
+    (checkout,) = [i for i, step in enumerate(steps) if "worktree add" in step.get("run", "")]
+    return steps, checkout, runs
+
+
+def test_the_danger_gate_runs_the_base_branchs_diff_code_not_the_pull_requests():
+    """A pull request can edit ops/diff.py; the gate that judges it must be the target branch's code. The
+    base commit is checked out into a folder outside the PR's checkout, `ops diff` runs from there (python
+    -m puts the working directory first on sys.path, so `ops` is the base's), and the PR's checkout is
+    only the tree it compares (--tree)."""
+    steps, checkout, runs = _gate_steps()
+    gate, diff = steps[checkout], steps[runs]
+    assert checkout < runs
+    # the checkout step: the target branch's commit, in a worktree outside the PR's checkout, hooks off
+    script = gate["run"]
+    assert 'base_sha=$(git rev-parse --verify "origin/$BASE_REF^{commit}")' in script
+    assert 'git -c core.hooksPath=/dev/null worktree add --detach "$RUNNER_TEMP/diff-gate" "$base_sha"' in script
+    assert 'echo "sha=$base_sha" >> "$GITHUB_OUTPUT"' in script
+    # the gate step runs in that worktree, and compares the PR's checkout with that same commit
+    assert diff["working-directory"] == "${{ runner.temp }}/diff-gate"
+    assert diff["env"]["BASE_SHA"] == f"${{{{ steps.{gate['id']}.outputs.sha }}}}"
+    (command,) = [line for line in diff["run"].splitlines() if "-m ops diff" in line]
+    assert command.strip().startswith('"$GITHUB_WORKSPACE/.venv/bin/python" -m ops diff ')
+    assert '--base "$BASE_SHA"' in command and '--tree "$GITHUB_WORKSPACE"' in command
+    # nothing in the step runs the PR's own ops code: no `cd` back into the checkout, no PYTHONPATH to it
+    assert "cd " not in diff["run"] and "PYTHONPATH" not in diff["run"] and "PYTHONPATH" not in diff["env"]
+    assert ".venv/bin/python -m ops" not in diff["run"].replace('"$GITHUB_WORKSPACE/.venv/bin/python" -m ops', "")
+    # and no later step runs `ops diff` from the PR's checkout
+    assert all("ops diff" not in step.get("run", "") for step in steps[runs + 1:])
+
+
+def test_the_danger_gate_reads_the_tree_option_that_ops_diff_has():
+    """The option the workflow passes exists (the base branch must have it: see ops/diff.py add_parser)."""
+    import argparse
+
+    from ops import diff as diff_module
+
+    parser = argparse.ArgumentParser()
+    diff_module.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["diff", "--base", "abc123", "--tree", "/checkout", "--markdown", "/tmp/d.md",
+                              "--fail-on-danger"])
+    assert (args.base, args.tree, args.markdown, args.fail_on_danger) == ("abc123", "/checkout", "/tmp/d.md", True)
 
 
 @pytest.mark.parametrize("command", [".venv/bin/python -m ops preflight --stage dev",
