@@ -151,6 +151,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.add_parser(sub)
+    # --debug also after the subcommand (`python -m ops verify --stage dev --debug`); SUPPRESS keeps a
+    # subcommand that was not given it from resetting the top-level one.
+    for subparser in sub.choices.values():
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                               help="show a traceback on internal errors")
     return parser
 
 

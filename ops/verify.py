@@ -1,8 +1,9 @@
 """`verify`: after `cdk deploy`, check the running stage end to end through the Kubernetes API.
 
 GPU nodes Ready with their devices, the KubeRay operator available, the RayService ready with its
-application RUNNING (waiting up to --wait seconds), NIXL on LIBFABRIC with provider=efa on every GPU
-worker (read through the Ray dashboard's log API), and the OpenAI endpoint answering.
+application RUNNING (waiting up to --wait seconds), NIXL on the stage's transport on every GPU worker
+(LIBFABRIC with provider=efa on an EFA stage; UCX or libfabric over TCP with `efa: false`; read through the
+Ray dashboard's log API), and the OpenAI endpoint answering.
 """
 from __future__ import annotations
 

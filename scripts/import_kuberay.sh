@@ -5,6 +5,7 @@
 #   scripts/import_kuberay.sh [OUTDIR]    default: imports/ in the repository
 # Only the RayService CRD: the chart creates no other KubeRay object, and the RayCluster CRD would
 # double the module's load time (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRay classes").
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../imports}")  # OUTDIR as the caller names it
 cd "$(dirname "$0")/.."

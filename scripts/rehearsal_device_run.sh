@@ -12,6 +12,7 @@
 # compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
 # REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR).
 # Exit: ops rehearse's code (124 when the limit ended it); 2 for bad usage; 1 when the install fails.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=${1:-}

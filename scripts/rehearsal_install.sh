@@ -16,6 +16,7 @@
 # the lock files of this checkout, rehearsal/<tree>.lock, and a piece is <tree>.tar.xz.part-NN), and every
 # piece's digest must be one the repository vouches for (REHEARSAL_TRUSTED_SUMS, written by
 # scripts/rehearsal_pack.sh and committed), so no name reaches rm or tar that the repository did not choose.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-/tmp/rehearsal-site}

@@ -4,6 +4,7 @@
 # The serving stack (Ray Serve LLM, vLLM, NIXL) and aiperf come from the trees that
 # scripts/rehearsal_install.sh unpacked (default /tmp/rehearsal-site, or REHEARSAL_SITE): serve/ goes
 # first on the Python path (its protobuf 6 before the host's), bench/ is aiperf's own.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=${REHEARSAL_SITE:-/tmp/rehearsal-site}

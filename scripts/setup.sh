@@ -5,6 +5,7 @@
 #   scripts/setup.sh --dev    runtime + test and validation packages, both tool venvs below, and the local
 #                             cluster's Go tools (.cluster-tools/)
 #   scripts/setup.sh --bench  only the benchmark venv (.venv-bench: aiperf) for `ops bench`
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set up (dev packages), then pytest, which runs the CDK assertions, cfn-lint,
 # cdk-nag, the schema validations and the config checks. AWS variables are unset: nothing may need them.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
