@@ -17,6 +17,7 @@
 # own, e.g. -9; default preset 6).
 # pip --target warns that include/ already exists: nixl-cu13's C++ headers (.data/headers) are not installed
 # beside nvidia-cudnn-frontend's top-level include/; nothing needs them at run time.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
