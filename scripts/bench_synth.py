@@ -6,8 +6,8 @@ empty CDK app in the same venv with the same App settings, run interleaved side 
 
 Prints the medians and the ratio (target: all stages in at most 1.5x the floor, an empty app that loads
 aws_eks_v2, cdk8s and cdk8s-plus-28), the same synth with cdk-nag on (what `cdk synth` does, through
-cdk.json), for comparison the empty app with app.py's process tuning (synth_process.py), and the import
-of the typed KubeRay classes in imports/ alone. No AWS access is needed or used.
+cdk.json), and for comparison the empty app with app.py's process tuning (synth_process.py). No AWS access
+is needed or used.
 Each run writes to its own temporary cdk.out.
 """
 from __future__ import annotations
@@ -53,20 +53,6 @@ app.synth()
 synth_process.exit_now(0)
 """
 
-# The typed KubeRay classes (imports/, `cdk8s import` of the RayService CRD) on top of the floor's
-# modules: prints the seconds their import alone takes (Python compiles the 6.8 MB module when no
-# bytecode cache of it exists, e.g. under PYTHONDONTWRITEBYTECODE).
-GENERATED_IMPORT = f"""
-import sys, time
-sys.path.insert(0, {str(ROOT)!r})
-{FLOOR_IMPORTS}
-start = time.perf_counter()
-from imports.io import ray
-ray.RayService
-print(time.perf_counter() - start)
-"""
-
-
 def _env(outdir: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env.update(CDK_OUTDIR=outdir, AWS_EC2_METADATA_DISABLED="true", CDK_DISABLE_CLI_TELEMETRY="true",
@@ -89,32 +75,24 @@ def _time(command: list[str], context: str | None = None) -> float:
         shutil.rmtree(outdir, ignore_errors=True)
 
 
-def _import_time(command: list[str]) -> float:
-    """What the script itself measured (the import alone), not the process around it."""
-    out = subprocess.run(command, cwd=ROOT, env=_env(tempfile.gettempdir()), check=True, capture_output=True,
-                         text=True).stdout
-    return float(out.split()[-1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     scripts = []
-    for text in (EMPTY_APP, EMPTY_APP_TUNED, GENERATED_IMPORT):
+    for text in (EMPTY_APP, EMPTY_APP_TUNED):
         with tempfile.NamedTemporaryFile("w", suffix="_empty_app.py", delete=False) as handle:
             handle.write(text)
         scripts.append(handle.name)
     app_cmd = [sys.executable, "app.py"]
-    empty_cmd, fast_cmd, generated_cmd = ([sys.executable, script] for script in scripts)
-    _time(app_cmd), _time(empty_cmd), _time(fast_cmd), _import_time(generated_cmd)  # warm the file cache
-    app_times, empty_times, fast_times, nag_times, generated_times = [], [], [], [], []
+    empty_cmd, fast_cmd = ([sys.executable, script] for script in scripts)
+    _time(app_cmd), _time(empty_cmd), _time(fast_cmd)  # warm the file cache
+    app_times, empty_times, fast_times, nag_times = [], [], [], []
     for _ in range(args.runs):
         app_times.append(_time(app_cmd))
         empty_times.append(_time(empty_cmd))
         fast_times.append(_time(fast_cmd))
         nag_times.append(_time(app_cmd, context='{"nag": true}'))
-        generated_times.append(_import_time(generated_cmd))
     for script in scripts:
         os.unlink(script)
     app_median, empty_median = statistics.median(app_times), statistics.median(empty_times)
@@ -130,8 +108,6 @@ def main() -> int:
     nag_median = statistics.median(nag_times)
     print(f"all stages + cdk-nag (as `cdk synth` runs it): median {nag_median:.2f} s  "
           f"(min {min(nag_times):.2f}, max {max(nag_times):.2f})")
-    print(f"import of the typed KubeRay classes (imports/io/ray) alone: median "
-          f"{statistics.median(generated_times):.3f} s  (min {min(generated_times):.3f}, max {max(generated_times):.3f})")
     print(f"ratio: {app_median / empty_median:.2f}x the floor (target <= 1.5x); "
           f"with cdk-nag {nag_median / empty_median:.2f}x; "
           f"{app_median / fast_median:.2f}x the empty app tuned as app.py")

@@ -28,7 +28,7 @@ def stand_ins(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_there_are_scripts_to_check():
-    assert {"setup.sh", "synth.sh", "test.sh", "bench.sh", "import_kuberay.sh", "cdk"} <= {p.name for p in SCRIPTS}
+    assert {"setup.sh", "synth.sh", "test.sh", "bench.sh", "cdk"} <= {p.name for p in SCRIPTS}
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
