@@ -1,13 +1,11 @@
-"""The metric names the real stack exports, from the rehearsal's scrape (Ray 2.58.0 / vLLM 0.26.0 on a GPU):
-docs/rehearsal/2026-11-30-h200-pd/metrics-pd.txt, one series name a line as the Prometheus TYPE lines give
-them. The dashboard, the alarms and the scrape filter take their Ray and vLLM names from here, and the tests
-fail when one is not in that file. The file lists names only (no types, no labels)."""
+"""The Ray and vLLM metric names the stage ships to CloudWatch, as data the code owns: the dashboard, the
+alarms and the scrape filter take their names from here, and `check` refuses any other at synth (a typo in a
+metric name would otherwise be a dashboard that stays empty). Synth reads no file for it.
+
+That each name is really exported by Ray 2.58.0 / vLLM 0.26.0 is checked in the tests against the real
+stack's scrape, recorded by a GPU rehearsal (tests/stacks/test_observability.py, SCRAPE: the series names of
+docs/rehearsal/2026-11-30-h200-pd/metrics-pd.txt)."""
 from __future__ import annotations
-
-from functools import lru_cache
-from pathlib import Path
-
-REHEARSAL_METRICS = Path(__file__).resolve().parent.parent / "docs" / "rehearsal" / "2026-11-30-h200-pd" / "metrics-pd.txt"
 
 # Histograms (vLLM's and Ray Serve's, per their source): the CloudWatch agent's Prometheus-to-EMF path drops
 # histograms, so these go over OTLP (PromQL) instead; everything else here is a counter or a gauge.
@@ -28,14 +26,12 @@ EMF_METRICS_BY_DIMENSION = {
 EMF_METRICS = tuple(name for names in EMF_METRICS_BY_DIMENSION.values() for name in names)
 
 
-@lru_cache(maxsize=1)
-def exported() -> frozenset[str]:
-    """Every series name of the rehearsal's scrape."""
-    return frozenset(line.strip() for line in REHEARSAL_METRICS.read_text().splitlines() if line.strip())
+SHIPPED = frozenset(HISTOGRAMS + EMF_METRICS)
 
 
 def check(name: str) -> str:
-    """`name`, if the real stack exports it; a KeyError naming the file otherwise."""
-    if name not in exported():
-        raise KeyError(f"{name} is not exported by Ray 2.58.0 / vLLM 0.26.0 ({REHEARSAL_METRICS.name})")
+    """`name`, if it is one of the shipped metrics; a KeyError naming this module otherwise."""
+    if name not in SHIPPED:
+        raise KeyError(f"{name} is not a shipped metric (stacks/observability_metrics.py: HISTOGRAMS, "
+                       f"EMF_METRICS_BY_DIMENSION)")
     return name

@@ -14,7 +14,15 @@ from ops import nixl
 from stacks import log_patterns, observability
 from stacks.alarms import relay_filter_pattern
 from stacks.log_patterns import NIXL_NOT_ON_EFA, matches, parse
-from stacks.observability_metrics import EMF_METRICS, HISTOGRAMS, exported
+from stacks.observability_metrics import EMF_METRICS, HISTOGRAMS, SHIPPED, check
+from tests.helpers import ROOT
+
+# The real stack's metric names: the series names of a GPU rehearsal's scrape (Ray 2.58.0 / vLLM 0.26.0).
+SCRAPE = ROOT / "docs" / "rehearsal" / "2026-11-30-h200-pd" / "metrics-pd.txt"
+
+
+def exported() -> frozenset[str]:
+    return frozenset(line.strip() for line in SCRAPE.read_text().splitlines() if line.strip())
 
 from ..helpers import ROOT
 
@@ -137,9 +145,16 @@ def test_addon_waits_for_its_log_groups(app_synth):
         assert resources[group]["Properties"]["RetentionInDays"] == 30 and "KmsKeyId" in resources[group]["Properties"]
 
 
+def test_every_shipped_metric_is_exported_by_the_real_stack():
+    assert SHIPPED and SHIPPED - exported() == set()
+
+
+def test_a_metric_name_the_code_does_not_ship_is_refused_at_synth():
+    with pytest.raises(KeyError, match="ray_vllm_time_to_first_token_second is not a shipped metric"):
+        check("ray_vllm_time_to_first_token_second")
+
+
 def test_scrape_keeps_only_metrics_the_stack_exports():
-    for name in EMF_METRICS + HISTOGRAMS:
-        assert name in exported()
     scrape = observability.ray_scrape_config("c", "inference")["scrape_configs"][0]
     keep = scrape["metric_relabel_configs"][0]["regex"]
     assert all(re.fullmatch(keep, n) for n in EMF_METRICS) and not re.fullmatch(keep, "ray_actors")
