@@ -14,6 +14,14 @@ first container as the Ray container (`utils.RayContainerIndex`), so the relay c
 The relay is `RELAY_PROGRAM`: standard library only, run by the Ray image's own Python (no other image
 to pin or pull). tests/charts/test_log_relay.py runs it on real files: what it forwards classifies and
 alarms exactly as the full logs do, for the rehearsal's real NIXL lines and `ops verify`'s fixtures.
+
+Its memory does not grow with the logs (the container has 128Mi; a worker's log reaches gigabytes): it
+reads 64 KiB at a time and holds at most 8 KiB of a line; a longer line is forwarded cut to its first 8 KiB
+(the markers are looked for there) with " [... cut by the log relay]", and the rest of it is skipped. The
+files already there when it starts are followed from their end (its comment says why); a file that
+appears later, or a new file under a followed name (another inode: rotated), is read from its start, after
+what is left of the old one, which it still holds open; a file shorter than what was read (truncated) is
+read again from its start.
 """
 from __future__ import annotations
 
@@ -26,36 +34,154 @@ RAY_TMP = "/tmp/ray"
 RELAY_PROGRAM = r'''import glob, os, sys, time
 LOGS = os.environ.get("RELAY_LOGS", "/tmp/ray/session_latest/logs")
 POLL = float(os.environ.get("RELAY_POLL_SECONDS", "2"))
-MARKERS = ("rails using provider=", "Backend LIBFABRIC was instantiated", "Backend UCX was instantiated",
-           "Skipping backend registration", " ERROR ")
-LONGEST = 65536
-offsets, partial = {}, {}
+MARKERS = (b"rails using provider=", b"Backend LIBFABRIC was instantiated", b"Backend UCX was instantiated",
+           b"Skipping backend registration", b" ERROR ")
+ANY = tuple(marker.strip() for marker in MARKERS)  # in a run of whole lines, before looking at each one
+CHUNK = 65536  # the most read at once: the container has 128Mi, a worker's log can grow to gigabytes
+LONGEST = 8192  # a longer line: its first LONGEST bytes (markers looked for there only) and CUT
+CUT = " [... cut by the log relay]"
+MOST_OPEN = 200  # files held open (a rotated file is read to its end through its descriptor); past that,
+# the ones idle longest are closed, and opened again when they grow
+
+
+class Follow:
+    def __init__(self, real, name, ident, log):
+        self.real, self.name, self.ident, self.log = real, name, ident, log
+        self.pos, self.partial, self.skip, self.idle = 0, b"", False, 0
+
+
+def ident(st):
+    return st.st_dev, st.st_ino
+
+
+def emit(name, line, cut=False):
+    if any(marker in b" " + line for marker in MARKERS):  # " ERROR " at the start of a line too
+        sys.stdout.write("[" + name + "] " + line.decode("utf-8", "replace") + (CUT if cut else "") + "\n")
+
+
+def hold(f, rest):  # the start of a line not ended yet: at most LONGEST bytes of it, the rest skipped
+    if f.skip or not rest:
+        return
+    if len(f.partial) + len(rest) > LONGEST:
+        emit(f.name, (f.partial + rest)[:LONGEST], True)
+        f.partial, f.skip = b"", True
+    else:
+        f.partial += rest
+
+
+def feed(f, data):
+    end = data.find(b"\n")
+    if end < 0:
+        return hold(f, data)
+    if f.skip:  # the end of a line cut (or begun before the relay started)
+        f.skip = False
+    else:
+        line, f.partial = f.partial + data[:end], b""
+        emit(f.name, line[:LONGEST], len(line) > LONGEST)
+    last = data.rfind(b"\n")
+    if last > end and any(data.find(marker, end, last) >= 0 for marker in ANY):
+        for line in data[end + 1:last].split(b"\n"):
+            emit(f.name, line[:LONGEST], len(line) > LONGEST)
+    hold(f, data[last + 1:])
+
+
+def read(f, most):
+    data = f.log.read(min(most, CHUNK))
+    f.pos += len(data)
+    feed(f, data)
+    return len(data)
+
+
+def drain(f):  # a file gone from its name (rotated away, removed): what is left of it, if still open
+    if f.log is not None:
+        try:
+            while read(f, CHUNK):
+                pass
+        except OSError:
+            pass
+        f.log.close()
+    if f.partial and not f.skip:  # its last line, ended by the end of the file
+        emit(f.name, f.partial)
+
+
+def follow(real, name, st, at_end):
+    log = open(real, "rb", buffering=0)
+    if ident(os.fstat(log.fileno())) != ident(st):  # replaced since the stat: the next pass
+        log.close()
+        return None
+    f = Follow(real, name, ident(st), log)
+    if at_end and st.st_size:
+        log.seek(st.st_size - 1)
+        f.skip = log.read(1) != b"\n"  # inside a line begun before the start: skip to its end
+        f.pos = log.tell()
+    return f
+
+
+def step(f, st):
+    if st.st_size < f.pos:  # truncated (same file, shorter than what was read): from its start again
+        f.pos, f.partial, f.skip = 0, b"", False
+        if f.log is not None:
+            f.log.seek(0)
+    if st.st_size == f.pos:
+        f.idle += 1
+        return
+    f.idle = 0
+    if f.log is None:
+        log = open(f.real, "rb", buffering=0)
+        if ident(os.fstat(log.fileno())) != f.ident:
+            log.close()
+            return
+        log.seek(f.pos)
+        f.log = log
+    most = st.st_size - f.pos  # what is there now; what is written meanwhile, the next pass
+    while most > 0:
+        got = read(f, most)
+        if not got:
+            break
+        most -= got
+
+
+# Files already there at the start are followed from their end, only new lines forwarded: a restart of
+# the container loses what the relay had read, and it cannot keep an offset file (its only volume,
+# /tmp/ray, is read-only to it), so reading them from 0 again would forward old lines a second time and
+# the alarm would count them twice. The price: lines written while the relay was down are not forwarded.
+# A file that appears later is new and read from its start; so is a new file under a followed name.
+files, first = {}, True
 while True:
-    for path in sorted(glob.glob(os.path.join(LOGS, "worker-*.out")) + glob.glob(os.path.join(LOGS, "worker-*.err"))):
+    now = {}
+    for path in glob.glob(os.path.join(LOGS, "worker-*.out")) + glob.glob(os.path.join(LOGS, "worker-*.err")):
         try:
             real = os.path.realpath(path)
-            size = os.path.getsize(real)
-            start = offsets.get(real, 0)
-            if size < start:
-                start = 0
-                partial.pop(real, None)
-            if size == start:
-                continue
-            with open(real, "rb") as log:
-                log.seek(start)
-                data = log.read(size - start)
+            now[real] = (os.path.basename(path), os.stat(real))
         except OSError:
-            continue
-        offsets[real] = start + len(data)
-        lines = (partial.pop(real, b"") + data).split(b"\n")
-        if lines[-1]:
-            partial[real] = lines[-1][-LONGEST:]
-        name = os.path.basename(path)
-        for raw in lines[:-1]:
-            line = raw.decode("utf-8", "replace")
-            if any(marker in " " + line for marker in MARKERS):  # " ERROR " at the start of a line too
-                sys.stdout.write("[" + name + "] " + line + "\n")
-        sys.stdout.flush()
+            pass
+    where = {ident(st): real for real, (name, st) in now.items()}
+    gone = [files.pop(real) for real in list(files) if real not in now or ident(now[real][1]) != files[real].ident]
+    for f in gone:  # rotated or removed: followed on under its new name if that is one of ours, else drained
+        moved = where.get(f.ident)
+        if moved is not None and moved not in files:
+            f.real, f.name = moved, now[moved][0]
+            files[moved] = f
+        else:
+            drain(f)
+    for real in sorted(now):
+        name, st = now[real]
+        try:
+            f = files.get(real)
+            if f is None:
+                f = follow(real, name, st, first)
+                if f is None:
+                    continue
+                files[real] = f
+            step(f, st)
+        except OSError:
+            pass
+    opened = [f for f in files.values() if f.log is not None]
+    for f in sorted(opened, key=lambda f: f.idle)[MOST_OPEN:]:
+        f.log.close()
+        f.log = None
+    first = False
+    sys.stdout.flush()
     time.sleep(POLL)
 '''
 
