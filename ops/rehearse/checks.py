@@ -184,3 +184,21 @@ def nixl_lines(logs: dict[str, str], limit: int = 200) -> list[str]:
                     if len(lines) >= limit:
                         return lines
     return lines
+
+
+def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> list[dict[str, Any]]:
+    """vLLM's own memory figures per engine (weights, KV cache memory and tokens, concurrency, CUDA graphs:
+    ops/rehearse/engine_memory.py), one report entry each; a warning where an engine's lines are missing."""
+    from . import engine_memory as vllm_memory
+
+    found = vllm_memory.engines(logs, app=app)
+    if not found:
+        report.add("engine memory", "warn", "no engine replica found in the workers' logs",
+                   fix="the engines did not start (see worker-errors-<mode>.txt)")
+        return []
+    for engine in found:
+        report.add(f"engine memory ({engine.engine})", "pass" if engine.complete else "warn", engine.summary(),
+                   fix="" if engine.complete else "vLLM's start-up lines are missing: the engine did not finish "
+                                                  "starting (see worker-errors-<mode>.txt)",
+                   **engine.to_json())
+    return [engine.to_json() for engine in found]

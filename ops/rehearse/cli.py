@@ -69,6 +69,10 @@ def add_parser(sub) -> None:
     cmd.add_argument("--gpus", type=int, help="use at most this many of the host's GPUs")
     cmd.add_argument("--share-gpus", action="store_true",
                      help="a host with fewer GPUs than the stage's engines runs them side by side (labelled)")
+    cmd.add_argument("--emulate-node", action="store_true",
+                     help="each engine gets the memory budget of the stage's GPU node (its gpu_memory_utilization "
+                          "of the node's GPU, e.g. an L4, scaled onto this host's GPU) and vLLM's batch defaults "
+                          "for that GPU; memory is emulated, speed is this host's (labelled)")
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
@@ -105,8 +109,10 @@ def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
 
 def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
     shared = plan.num_gpus < plan.engines
-    return results.Hardware(instance_type="rehearsal host, engines sharing one GPU" if shared
-                            else "rehearsal host (one machine)", gpu_nodes=1,
+    kind = "rehearsal host, engines sharing one GPU" if shared else "rehearsal host (one machine)"
+    if plan.label:  # --emulate-node: e.g. "L4 memory budget on an H200"
+        kind += f", {plan.label.split(':', 1)[0]}"
+    return results.Hardware(instance_type=kind, gpu_nodes=1,
                             gpus_per_node=len(host.gpus) if shared else plan.num_gpus,
                             gpu=host.gpus[0].name, efa_interfaces=len(host.efa_devices), availability_zone="n/a")
 
@@ -114,17 +120,20 @@ def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
 def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, model: Path, real_weights: bool,
                   out: Path, deadline: Optional[float], say: Callable[[str], None]) -> tuple[Report, Optional[Path]]:
     plan = overrides.plan(cfg, mode=mode, host=host, model_dir=model, real_weights=real_weights, gpu_limit=args.gpus,
-                          share_gpus=args.share_gpus)
+                          share_gpus=args.share_gpus, emulate_node=getattr(args, "emulate_node", False))
     say(f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:")
     for override in plan.overrides:
         say(f"  {override.line()}")
+    if plan.label:
+        say(f"  label: {plan.label}")
     out.mkdir(parents=True, exist_ok=True)
     (out / f"plan-{mode}.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
     report = Report("rehearse", cfg.stage)
     temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
     head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
     run_path: Optional[Path] = None
+    memory: Optional[list] = None  # vLLM's memory figures per engine (checks.engine_memory)
     started = time.monotonic()
     try:
         head.start()
@@ -141,10 +150,11 @@ def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, m
             checks.nixl_transport(report, ray_cluster.worker_logs(temp), expect_efa=host.has_efa)
         else:
             report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+        memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
         _scrape_metrics(out / f"metrics-{mode}.txt", say)
         if args.bench and report.ok:
             run_path = _bench(cfg, args, mode=mode, host=host, plan=plan, model=model, out=out, deadline=deadline,
-                              say=say)
+                              say=say, engine_memory=memory)
             report.add("benchmark", "pass", f"results: {run_path}")
     except ray_cluster.RayError as exc:
         report.add("application RUNNING", "fail", str(exc))
@@ -152,6 +162,8 @@ def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, m
         report.add("benchmark", "fail", str(exc))
     finally:
         logs = ray_cluster.worker_logs(temp)
+        if memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
+            memory = checks.engine_memory(report, logs, app=plan.serve_config["applications"][0]["name"])
         (out / f"nixl-lines-{mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
         _save_errors(out / f"worker-errors-{mode}.txt", logs)
         head.stop()
@@ -186,7 +198,8 @@ def _save_errors(path: Path, logs: dict[str, str], limit: int = 300) -> None:
 
 
 def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: overrides.Plan, model: Path,
-           out: Path, deadline: Optional[float], say: Callable[[str], None]) -> Path:
+           out: Path, deadline: Optional[float], say: Callable[[str], None],
+           engine_memory: Optional[list] = None) -> Path:
     executable = aiperf.find_executable(args.aiperf)
     staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
     levels = _levels(args.levels)
@@ -196,13 +209,16 @@ def _bench(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, plan: ov
         client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
         recorded={"rehearsal": {"overrides": [o.line() for o in plan.overrides], "levels": levels,
                                 "requests_per_stream": args.requests_per_stream,
-                                "level_seconds": args.level_seconds}})
+                                "level_seconds": args.level_seconds,
+                                **({"label": plan.label} if plan.label else {}),
+                                **({"engine_memory": engine_memory} if engine_memory else {})}})
     weights = "real weights" if plan.serve_config and not any(
         o.path.endswith("load_format") for o in plan.overrides) else f"dummy weights of {cfg.serving.model.source}"
     transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
     gpus = (f"{plan.num_gpus} x {host.gpus[0].name} shared by {plan.engines} engines" if plan.num_gpus < plan.engines
             else f"{plan.num_gpus} x {host.gpus[0].name}")
-    note = f"rehearsal: {gpus}, {weights}, {transport}; not {cfg.gpu_nodegroup.instance_type}"
+    emulated = f"{plan.label}; " if plan.label else ""  # --emulate-node: what is emulated, what is not
+    note = f"rehearsal: {gpus}, {weights}, {transport}; {emulated}not {cfg.gpu_nodegroup.instance_type}"
     _, path = runner.run_stage(staged, url=f"http://127.0.0.1:{SERVE_PORT}", executable=executable,
                                out_dir=out / "runs", label=mode, profile_names=args.profile, tokenizer=str(model),
                                calibrate=args.calibrate,
