@@ -117,7 +117,7 @@ class ClusterStack(cdk.Stack):
             self._observe(cluster_name, observability, serving_namespace, efa=gpu_nodegroup.efa,
                           retention_days=cluster.log_retention_days)
         self.verify_runner = VerifyRunner(
-            self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, key=secrets_key, logs_key=self.logs_key,
+            self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, logs_key=self.logs_key,
             log_retention=retention(cluster.log_retention_days), tags=tags,
             application_logs=self.observability.application_logs if self.observability else None)
         lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))

@@ -19,6 +19,12 @@ PRIVATE = "private"             # nodes and pods
 CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
 # Only the EKS control plane's ENIs (and the kubectl provider) live in CONTROL_PLANE, so network policies
 # can tell the API server's service proxy apart from pods by source address.
+# The subnet role tags by which the AWS Load Balancer Controller picks subnets for internet-facing (elb) and
+# internal (internal-elb) load balancers; when any subnet carries the role tag, only the tagged ones are
+# candidates (kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery, "Candidate
+# Subnet Determination"). A Service or Ingress that names its subnets explicitly bypasses discovery.
+ELB_ROLE_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
 _SUBNET_TYPES = {"public": ec2.SubnetType.PUBLIC, PRIVATE: ec2.SubnetType.PRIVATE_WITH_EGRESS,
                  CONTROL_PLANE: ec2.SubnetType.PRIVATE_WITH_EGRESS}
 
@@ -52,13 +58,24 @@ class NetworkStack(cdk.Stack):
                 ),
             },
         )
-        # Subnet roles for load balancers the cluster may create (AWS Load Balancer Controller, Services).
+        # Subnet roles for load balancers the cluster may create (AWS Load Balancer Controller, Services):
+        # internet-facing ones in the public subnets, internal ones in the private (node) subnets only.
         for subnet in self.vpc.public_subnets:
-            cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")
+            cdk.Tags.of(subnet).add(ELB_ROLE_TAG, "1")
         for subnet in self.vpc.select_subnets(subnet_group_name=PRIVATE).subnets:
-            cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
-        self.control_plane_cidrs = [s.ipv4_cidr_block
-                                    for s in self.vpc.select_subnets(subnet_group_name=CONTROL_PLANE).subnets]
+            cdk.Tags.of(subnet).add(INTERNAL_ELB_ROLE_TAG, "1")
+        # Never in the control-plane subnets: the NetworkPolicies trust their CIDRs as the API server's proxy
+        # (charts/network_policies.py, api_proxy_cidrs), so a load balancer placed there would be admitted to
+        # Serve and the dashboard. aws_eks_v2's Cluster tags every private subnet of the VPC with internal-elb
+        # (aws-cdk-lib 2.275.0 aws-eks-v2/lib/cluster.js, tagSubnets: `this.vpc.privateSubnets`, not only its
+        # vpcSubnets); a RemoveTag wins over it whatever the order: Tag has defaultPriority 100, RemoveTag 200
+        # (core/lib/tag-aspect.js), and the tag manager applies a set or a remove only at a priority at least
+        # the key's current one (core/lib/tag-manager.js, _setTag / removeTag).
+        control_plane = self.vpc.select_subnets(subnet_group_name=CONTROL_PLANE).subnets
+        for subnet in control_plane:
+            for tag in (ELB_ROLE_TAG, INTERNAL_ELB_ROLE_TAG):
+                cdk.Tags.of(subnet).remove(tag)
+        self.control_plane_cidrs = [s.ipv4_cidr_block for s in control_plane]
         # CDK's handler that empties the default security group: a singleton at the stack's root.
         handler = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
         lambda_log_groups([handler], self.logs_key, retention(log_retention_days))

@@ -17,16 +17,36 @@ GPU_TAINT = eks.TaintSpec(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=eks.T
 # EKS best practice: "Restrict access to the instance profile assigned to the worker node".
 IMDS_HOP_LIMIT = 1
 _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
+# A version update of the GPU nodegroup (new AMI or launch template version) replaces one node at a time and
+# terminates it before launching its replacement, so it never runs more GPU instances than the group has:
+# no instance beyond max_size to fit in the vCPU quota, the AZ's capacity or the placement group.
+# EKS API Reference, NodegroupUpdateConfig (API_NodegroupUpdateConfig.html): updateStrategy DEFAULT "launches
+# the new instances first, before terminating the old instances"; MINIMAL "terminates the old instances before
+# launching the new instances ... useful in scenarios where you are constrained to resources or costs (for
+# example, with hardware accelerators such as GPUs)"; maxUnavailable "The maximum number of nodes unavailable
+# at once during a version update", minimum 1, maximum 100. The default (no UpdateConfig) is DEFAULT with
+# maxUnavailable 1, whose scale-up phase raises the Auto Scaling group's maximum and desired size by the larger
+# of "Up to twice the number of Availability Zones that the Auto Scaling group is deployed in" and maxUnavailable
+# (EKS User Guide, "Understand each phase of node updates", managed-node-update-behavior.html): up to 2 more
+# GPU instances for this one-AZ group, above max_size (docs/OPERATIONS.md, "Nodegroup updates").
+# aws-cdk-lib 2.275.0's aws_eks_v2 Nodegroup takes maxUnavailable (validated: 1 to 100 and not above maxSize)
+# and renders UpdateConfig from it and maxUnavailablePercentage only (aws-eks-v2/lib/managed-nodegroup.js,
+# validateUpdateConfig and the CfnNodegroup's updateConfig), so the strategy goes on the CfnNodegroup;
+# CloudFormation's AWS::EKS::Nodegroup schema has UpdateConfig.UpdateStrategy, enum DEFAULT | MINIMAL (as
+# cfn-lint ships it).
+GPU_MAX_UNAVAILABLE = 1
+GPU_UPDATE_STRATEGY = "MINIMAL"
 
 
 def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib: int,
                          instance_type: Optional[str] = None, network_interfaces: Optional[list] = None,
                          placement_group: Optional[ec2.CfnPlacementGroup] = None) -> ec2.CfnLaunchTemplate:
     """IMDSv2 only, with a response hop limit of 1: the answer cannot cross the extra hop into a pod's
-    network namespace, so no pod (the privileged GPU workers included) can read the node role's
-    credentials. Host-network daemonsets (VPC CNI, kube-proxy, the Pod Identity agent) still reach IMDS;
-    pods that need AWS use EKS Pod Identity (SECURITY.md, "Instance metadata"). An encrypted gp3 root
-    volume. The AMI type always stays on the nodegroup."""
+    network namespace, so a pod that stays in its own namespace cannot read the node role's credentials.
+    (A privileged pod, root on its node, can: SECURITY.md says what contains the privileged GPU workers.)
+    Host-network daemonsets (VPC CNI, kube-proxy, the Pod Identity agent) still reach IMDS; pods that
+    need AWS use EKS Pod Identity (SECURITY.md, "Instance metadata"). An encrypted gp3 root volume. The
+    AMI type always stays on the nodegroup."""
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
@@ -78,7 +98,7 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
         placement_group=placement_group,
     )
     low, desired, high = group.sizes
-    return cluster.add_nodegroup_capacity(
+    nodegroup = cluster.add_nodegroup_capacity(
         "GpuNodegroup",
         ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
         capacity_type=_CAPACITY[group.capacity_type],
@@ -87,4 +107,7 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
         taints=[GPU_TAINT],
         launch_template_spec=_spec(template),
         subnets=ec2.SubnetSelection(subnet_group_name=PRIVATE, availability_zones=[zone]),
+        max_unavailable=GPU_MAX_UNAVAILABLE,
     )
+    nodegroup.node.default_child.add_property_override("UpdateConfig.UpdateStrategy", GPU_UPDATE_STRATEGY)
+    return nodegroup

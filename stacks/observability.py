@@ -191,6 +191,31 @@ def addon_configuration(cluster_name: str, namespace: str, region: str) -> dict[
     }
 
 
+def pod_identity_principal(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:
+    """EKS Pod Identity's service principal, trusted only for one service account of one cluster: one
+    statement with sts:AssumeRole and sts:TagSession and the session tags EKS Pod Identity sets on that call.
+
+    AWS documents the trust policy's scoping with those tags: "You can use these tags in the condition keys in
+    the trust policy to restrict which service accounts, namespaces, and clusters can use this role", with an
+    example on aws:RequestTag/kubernetes-namespace and aws:RequestTag/kubernetes-service-account in a
+    statement of both actions (EKS User Guide, "Create IAM role with trust policy required by EKS Pod
+    Identity", pod-id-role.html); the tags it adds to the AssumeRole request are eks-cluster-arn,
+    eks-cluster-name, kubernetes-namespace, kubernetes-service-account, kubernetes-pod-name and
+    kubernetes-pod-uid (pod-id-abac.html, "List of session tags added by EKS Pod Identity"; on by default,
+    no association here sets disableSessionTags). The cluster's ARN holds its account and region, so
+    eks-cluster-arn pins the role to this stack's account and this cluster.
+    aws:SourceAccount / aws:SourceArn are not used: EKS documents them for the cluster role's trust
+    (eks.amazonaws.com, cross-service-confused-deputy-prevention.html), not for pods.eks.amazonaws.com, and a
+    condition on a key the service does not send would refuse every assumption.
+    aws-cdk-lib 2.275.0 aws-iam/lib/principals.js: PrincipalWithConditions adds its conditions to the
+    principal's statement, SessionTagsPrincipal adds sts:TagSession to that same statement."""
+    return iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({"StringEquals": {
+        "aws:RequestTag/eks-cluster-arn": cluster_arn,
+        "aws:RequestTag/kubernetes-namespace": namespace,
+        "aws:RequestTag/kubernetes-service-account": service_account,
+    }}).with_session_tags()
+
+
 class Observability(Construct):
     """The add-on, its Pod Identity role and association, the Pod Identity agent, and the log groups."""
 
@@ -204,12 +229,12 @@ class Observability(Construct):
             encryption_key=logs_key, removal_policy=cdk.RemovalPolicy.DESTROY) for kind in LOG_KINDS}
         self.application_logs = self.log_groups["application"]
 
-        self.role = iam.Role(self, "AgentRole", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
+        self.role = iam.Role(self, "AgentRole",
+                             assumed_by=pod_identity_principal(cluster.cluster_arn, CLOUDWATCH_NAMESPACE,
+                                                               CLOUDWATCH_SERVICE_ACCOUNT),
                              description=f"CloudWatch agent and Fluent Bit of {cluster_name} (Pod Identity)",
                              managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(
                                  "CloudWatchAgentServerPolicy")])
-        self.role.assume_role_policy.add_statements(iam.PolicyStatement(
-            actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")]))
         self.agent = eks.Addon(self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON)
         self.association = eks.CfnPodIdentityAssociation(
             self, "AgentAccess", cluster_name=cluster.cluster_name, namespace=CLOUDWATCH_NAMESPACE,
@@ -219,5 +244,14 @@ class Observability(Construct):
                                addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
                                configuration_values=addon_configuration(cluster_name, serving_namespace, region))
         # Log groups first (or the agents create them, never expiring, and CloudFormation then fails);
-        # credentials before the agents start; nodes to run on.
+        # credentials before the agents start; nodes to run on. The same DependsOn orders the destroy: "Resource
+        # A is deleted before resource B" when A depends on B (CloudFormation Template Reference, DependsOn
+        # attribute, aws-attribute-dependson.html), so the add-on (Fluent Bit, the agents) is gone before any of
+        # its log groups is deleted and cannot recreate one in between (tests/stacks/test_destroy_order.py).
+        # Fluent Bit's auto_create_group stays on: chart 6.4.0 (aws-observability/helm-charts, tag
+        # amazon-cloudwatch-observability-6.4.0) writes `auto_create_group   true` into each [OUTPUT] of the
+        # strings containerLogs.fluentBit.config.extraFiles.{application,dataplane,host}-log.conf
+        # (values.yaml:158, 207, 268), rendered through tpl (templates/linux/fluent-bit-configmap.yaml:17-20);
+        # no value switches it, and overriding the three files would replace the add-on's Fluent Bit
+        # configuration with a copy pinned here.
         self.addon.node.add_dependency(*self.log_groups.values(), self.agent, self.association, *nodes)

@@ -23,10 +23,16 @@ from constructs import Construct
 from config.topology import (VERIFY_GROUP, VERIFY_INSTALL_COMMANDS, VERIFY_SOURCE_KEY, verify_runner_name,
                              verify_source_bucket)
 
+from .log_encryption import lambda_log_groups
 from .network import PRIVATE
 
 SOURCE_KEY = VERIFY_SOURCE_KEY
 VERIFY_WAIT_SECONDS = 1800
+# The construct id of CDK's auto-delete-objects provider, a singleton at the stack's root: aws-cdk-lib 2.275.0
+# custom-resource-handlers/dist/aws-s3/auto-delete-objects-provider.generated.js (getOrCreateProvider: the id
+# `${uniqueid}CustomResourceProvider` on the stack), called with the type Custom::S3AutoDeleteObjects
+# (aws-s3/lib/mixins/bucket.js).
+AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 
 
@@ -44,7 +50,7 @@ def buildspec(stage: str) -> dict:
 
 class VerifyRunner(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster: eks.Cluster, vpc: ec2.IVpc,
-                 key: kms.IKey, logs_key: kms.IKey, log_retention: logs.RetentionDays,
+                 logs_key: kms.IKey, log_retention: logs.RetentionDays,
                  application_logs: Optional[logs.ILogGroup] = None, tags: Optional[Mapping[str, str]] = None) -> None:
         """`application_logs`: the cluster's container log group when the stage collects them (verify reads it).
         `tags`: the stage's tags, written on the project in the template: CDK's tagging reaches only the resources
@@ -54,14 +60,36 @@ class VerifyRunner(Construct):
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
+        # Encryption: S3-managed keys (SSE-S3), SSL-only, no public access. The object is the project's own
+        # source, what git tracks under ops/remote.py's RUNNER_PATHS (config/, ops/, charts/, two requirement
+        # files): the repository's code, no secret value (the one secret, the Hugging Face token, never leaves
+        # Secrets Manager: SECURITY.md). A customer key would guard nothing that s3:GetObject does not already;
+        # and with SSE-KMS every uploader would also need KMS rights on that key ("To upload or download an
+        # object encrypted with an AWS KMS key to or from Amazon S3, you need kms:GenerateDataKey and kms:Decrypt
+        # permissions on the key", Amazon S3 User Guide, SSE-KMS "Permissions", s3-express-UsingKMSEncryption.html;
+        # AWS Knowledge Center s3-large-file-encryption-kms-key), which neither the pipeline's verify step
+        # (stacks/pipeline.py: s3:PutObject only) nor the permissions verify-remote names (ops/remote.py) grant.
+        # No key of the cluster (the EKS secrets key) is shared: the runner's role gets no KMS right at all.
+        # Destroy: versioned, so CloudFormation could not delete it once verify-remote has uploaded; the
+        # auto-delete custom resource empties it first. aws-cdk-lib 2.275.0 aws-s3/lib/mixins/bucket.js
+        # (BucketAutoDeleteObjects): a Custom::S3AutoDeleteObjects resource whose BucketName is a Ref to the
+        # bucket (so CloudFormation deletes it, and runs its handler, before the bucket) and which depends on
+        # the bucket policy granting the handler's role; it tags the bucket aws-cdk:auto-delete-objects=true and
+        # refuses a bucket whose removal policy is not DESTROY. custom-resource-handlers/dist/aws-s3/
+        # auto-delete-objects-handler/index.js: on Delete, only for a bucket with that tag, it denies new
+        # s3:PutObject in the bucket policy, then lists every object version and delete marker
+        # (ListObjectVersions) and deletes them (DeleteObjects) until none is left.
         self.bucket = s3.Bucket(
             self, "Source", bucket_name=verify_source_bucket(stage, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION),
-            encryption=s3.BucketEncryption.KMS, encryption_key=key, bucket_key_enabled=True,
+            encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True, versioned=True,
             lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(7),
                                               noncurrent_version_expiration=cdk.Duration.days(1))],
-            removal_policy=cdk.RemovalPolicy.DESTROY,
+            removal_policy=cdk.RemovalPolicy.DESTROY, auto_delete_objects=True,
         )
+        # The emptier's Lambda (CDK's singleton provider at the stack's root) logs into a group with a
+        # retention and the stage's logs key, like every CDK handler here (tests/stacks/test_hardening.py).
+        lambda_log_groups([stack.node.find_child(AUTO_DELETE_PROVIDER)], logs_key, log_retention)
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, encryption_key=logs_key,
                                        removal_policy=cdk.RemovalPolicy.DESTROY)
         subnets = vpc.select_subnets(subnet_group_name=PRIVATE)
@@ -70,7 +98,6 @@ class VerifyRunner(Construct):
             # its source, nothing else of the bucket
             {"Action": ["s3:GetObject", "s3:GetObjectVersion"], "Resource": self.bucket.arn_for_objects(SOURCE_KEY)},
             {"Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": self.bucket.bucket_arn},
-            {"Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": key.key_arn},
             {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": self.log_group.log_group_arn},
             {"Action": "eks:DescribeCluster", "Resource": cluster.cluster_arn},
             # CodeBuild in a VPC: describe calls have no resource-level permissions; the interface
@@ -100,12 +127,15 @@ class VerifyRunner(Construct):
             "ServiceRole": self.role.role_arn,
             "Source": {"Type": "S3", "Location": f"{self.bucket.bucket_name}/{SOURCE_KEY}",
                        "BuildSpec": json.dumps(buildspec(stage), indent=2)},
+            # No EncryptionKey: it is the key for the build's output artifacts, and the project has none
+            # (NO_ARTIFACTS); without one CodeBuild uses the AWS managed key for Amazon S3 (CodeBuild User Guide,
+            # "Encrypt build outputs using a customer managed key", setting-up-kms.html). The build's logs go to
+            # the log group below, under the stage's logs key.
             "Artifacts": {"Type": "NO_ARTIFACTS"},
             "Environment": {"Type": "LINUX_CONTAINER", "Image": BUILD_IMAGE, "ComputeType": "BUILD_GENERAL1_SMALL"},
             # The cluster security group (as the kubectl provider uses): reaches the private endpoint.
             "VpcConfig": {"VpcId": vpc.vpc_id, "Subnets": subnets.subnet_ids,
                           "SecurityGroupIds": [cluster.cluster_security_group_id]},
-            "EncryptionKey": key.key_arn,
             "TimeoutInMinutes": 45,
             **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
             "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},

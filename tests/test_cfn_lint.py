@@ -16,6 +16,8 @@ ACCEPTED_WARNINGS = [
     ("W3005", "ClusterKubectlProvider", "CDK's own kubectl provider adds a DependsOn that a GetAtt already "
                                         "implies; harmless and not ours to change."),
     ("W3005", "CustomVpcRestrictDefaultSG", "Same redundant DependsOn in CDK's default-SG custom resource."),
+    ("W3005", "CustomS3AutoDeleteObjects", "Same redundant DependsOn in CDK's auto-delete-objects custom "
+                                           "resource (it empties the verify runner's bucket before a destroy)."),
     ("W3005", "Pipeline", "The same redundant DependsOn in CDK Pipelines' generated pipeline."),
     ("E3703", "Pipeline", "A style rule (prefer Fn::Sub to Fn::Join with an empty delimiter) that cfn-lint files "
                           "as an error; CDK Pipelines builds its deploy actions' role ARNs that way."),

@@ -1,6 +1,9 @@
 """NetworkStack: VPC over the stage's AZs, public and private subnets, NAT count, flow logs, closed default SG."""
 from __future__ import annotations
 
+import ipaddress
+import json
+
 import pytest
 
 
@@ -53,13 +56,40 @@ def test_default_security_group_is_restricted(app_synth):
     assert len(restrict) == 1
 
 
-def test_subnets_are_tagged_for_load_balancers(app_synth):
-    subnets = app_synth.resources("dev", "network", "AWS::EC2::Subnet").values()
+ELB_ROLES = ("kubernetes.io/role/elb", "kubernetes.io/role/internal-elb")
+# The subnet group -> the load-balancer role tag it carries (None: neither).
+LOAD_BALANCER_ROLE = {"public": "kubernetes.io/role/elb", "private": "kubernetes.io/role/internal-elb",
+                      "control-plane": None}
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_subnets_are_tagged_for_load_balancers(app_synth, stage):
+    subnets = app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()
     for subnet in subnets:
         tags = {t["Key"]: t["Value"] for t in subnet["Properties"]["Tags"]}
-        role = "kubernetes.io/role/elb" if subnet["Properties"]["MapPublicIpOnLaunch"] \
-            else "kubernetes.io/role/internal-elb"
-        assert tags[role] == "1"
+        role = LOAD_BALANCER_ROLE[tags["aws-cdk:subnet-name"]]
+        assert {k: tags[k] for k in ELB_ROLES if k in tags} == ({role: "1"} if role else {})
+
+
+def _trusted_cidrs(app_synth, stage):
+    """Every ipBlock CIDR a NetworkPolicy of the stage admits (the API server proxy's subnets)."""
+    (manifest,) = app_synth.resources(stage, "serving", "Custom::AWSCDK-EKS-KubernetesResource").values()
+    policies = [o for o in json.loads(manifest["Properties"]["Manifest"]) if o["kind"] == "NetworkPolicy"]
+    return {peer["ipBlock"]["cidr"] for policy in policies for rule in policy["spec"].get("ingress", [])
+            for peer in rule.get("from", []) if "ipBlock" in peer}
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_no_subnet_the_network_policies_trust_may_hold_a_load_balancer(app_synth, stage):
+    # A load balancer in a trusted subnet would reach Serve and the dashboard as the "API server proxy".
+    trusted = [ipaddress.ip_network(cidr) for cidr in _trusted_cidrs(app_synth, stage)]
+    assert trusted
+    subnets = [s["Properties"] for s in app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()]
+    inside = [s for s in subnets if any(ipaddress.ip_network(s["CidrBlock"]).overlaps(t) for t in trusted)]
+    assert sorted(s["CidrBlock"] for s in inside) == sorted(str(t) for t in trusted)  # exactly those subnets
+    for subnet in inside:
+        tags = {t["Key"] for t in subnet["Tags"]}
+        assert not tags & set(ELB_ROLES), f"{subnet['CidrBlock']} is trusted by the NetworkPolicies and tagged {tags}"
 
 
 def test_stage_tags_reach_the_resources(app_synth):

@@ -73,8 +73,9 @@ def test_system_nodegroup_spans_every_private_subnet(app_synth, stages):
 
 @pytest.mark.parametrize("role", ["system", "gpu-worker"])
 def test_launch_templates_require_imdsv2_with_hop_limit_1(app_synth, role):
-    # Hop limit 1: IMDS answers never reach a pod's network namespace, so pods cannot read the node
-    # role's credentials (hop limit 2 let every pod, the privileged workers included, do so).
+    # Hop limit 1: IMDS answers never reach a pod's network namespace, so a pod that stays in its own
+    # cannot read the node role's credentials (hop limit 2 let every pod do so). A privileged pod is root on
+    # its node and can still ask from the node's namespace (SECURITY.md).
     for stage in ("dev", "prod"):
         data = _launch_template(app_synth, stage, _nodegroup(app_synth, stage, role))
         assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required",

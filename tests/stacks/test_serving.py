@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ..helpers import config_with, synth
+from .test_trust import trust_problems
 
 
 def _manifest(result, stage="dev"):
@@ -16,8 +17,10 @@ def _manifest(result, stage="dev"):
 
 def test_chart_objects_are_applied_in_one_manifest(app_synth):
     objects = json.loads(_manifest(app_synth)["Properties"]["Manifest"])
-    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                            "RayService"] + ["NetworkPolicy"] * 6
+    # the verify group's RBAC: nodes cluster-wide, a Role + RoleBinding in kuberay-system and in the serving
+    # namespace (charts/inference.py, _verify_rbac)
+    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"] \
+        + ["Role", "RoleBinding"] * 2 + ["RayService"] + ["NetworkPolicy"] * 6
 
 
 def test_manifest_depends_on_the_kuberay_release(app_synth):
@@ -72,6 +75,19 @@ def test_token_reader_may_read_exactly_that_secret(with_token):
     actions = {a for s in trust for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert actions == {"sts:AssumeRole", "sts:TagSession"}
     assert all(s["Principal"] == {"Service": "pods.eks.amazonaws.com"} for s in trust)
+
+
+def test_token_reader_trusts_only_the_ray_service_account_on_this_cluster(with_token):
+    # The trust names this stage's cluster by ARN: arn:aws:eks:<region>:<account>:cluster/<the name the
+    # cluster stack exports for its AWS::EKS::Cluster>, the ARN format of an EKS cluster.
+    serving, cluster = with_token.template("dev", "serving"), with_token.template("dev", "cluster")
+    (role,) = [n for n, r in serving["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    (cluster_id,) = [n for n, r in cluster["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"]
+    (export,) = [o["Export"]["Name"] for o in cluster["Outputs"].values()
+                 if "Export" in o and o["Value"] == {"Ref": cluster_id}]
+    arn = {"Fn::Join": ["", ["arn:aws:eks:us-west-2:", {"Ref": "AWS::AccountId"}, ":cluster/",
+                             {"Fn::ImportValue": export}]]}
+    assert trust_problems(serving, role, arn) == []
 
 
 def test_no_secret_value_anywhere_in_the_templates(with_token):

@@ -56,6 +56,8 @@ EXPECTED_STATEFUL_IDS = [
     "cluster:ClusterNodegroupGpuNodegroup8D13555C",
     "cluster:ClusterNodegroupSystemNodegroupBF67F25F",
     "cluster:ControlPlaneLogs95F30E24",
+    # the log group of CDK's auto-delete handler that empties the verify runner's bucket (new, not a rename)
+    "cluster:CustomS3AutoDeleteObjectsCustomResourceProviderLogGroup99DE39BE",
     "cluster:GpuLaunchTemplate",
     "cluster:ObservabilityLogsapplication9B88FDC7",  # Container Insights' groups (stacks/observability.py)
     "cluster:ObservabilityLogsdataplane2F63AC93",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from config.topology import VERIFY_GROUP
 
 
@@ -41,9 +43,29 @@ def test_source_bucket_is_private_encrypted_and_short_lived(app_synth):
     (bucket,) = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::S3::Bucket").values()]
     assert bucket["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
                                                         "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
-    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
-        "SSEAlgorithm"] == "aws:kms"
+    # S3-managed keys: no KMS key to share, no KMS right an uploader would need (stacks/verify_runner.py)
+    assert bucket["BucketEncryption"] == {"ServerSideEncryptionConfiguration": [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
     assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 7
+    (policy,) = app_synth.resources("dev", "cluster", "AWS::S3::BucketPolicy").values()
+    assert {"Action": "s3:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Effect": "Deny",
+            "Principal": {"AWS": "*"}} in [{k: v for k, v in s.items() if k != "Resource"}
+                                            for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_runner_shares_no_key_of_the_cluster(app_synth, stage):
+    # The EKS secrets key encrypts Kubernetes secrets only: not the runner's bucket or project, and the runner's
+    # role (whoever can write its source runs code with it) may not use it, nor any other KMS key.
+    resources = app_synth.template(stage, "cluster")["Resources"]
+    (cluster,) = [r for r in resources.values() if r["Type"] == "AWS::EKS::Cluster"]
+    secrets_key = cluster["Properties"]["EncryptionConfig"][0]["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    runner = {n: r for n, r in resources.items() if n.startswith("VerifyRunner")}
+    assert secrets_key not in json.dumps(runner)
+    assert "EncryptionKey" not in _project(app_synth, stage)
+    (role,) = [r["Properties"] for r in runner.values() if r["Type"] == "AWS::IAM::Role"]
+    actions = json.dumps([s["Action"] for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]])
+    assert "kms:" not in actions
 
 
 def test_runner_may_read_what_verifys_telemetry_check_reads_and_no_more(app_synth):
