@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from .engine_args import model_key
 from .instance_types import INSTANCE_TYPES
-from .schema import StageConfig
+from .schema import Engine, StageConfig
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,78 @@ def is_unreachable(cidr: str) -> bool:
     return net.version == 4 and any(net.subnet_of(special) for special in UNREACHABLE)
 
 
+# --- How many GPUs one replica takes -------------------------------------------------------------------
+# vLLM 0.26's ParallelConfig (vllm/config/parallel.py, the pinned vLLM): one engine's world size is
+# pipeline x tensor x prefill-context parallel (`world_size = pipeline_parallel_size * tensor_parallel_size *
+# prefill_context_parallel_size` in __post_init__), and data parallel runs data_parallel_size such engines
+# (`world_size_across_dp = world_size * data_parallel_size`). Ray Serve LLM gives each DP rank its own Serve
+# replica of TP x PP GPUs and multiplies the stage's replica count by data_parallel_size
+# (ray/llm/_internal/serve/serving_patterns/data_parallel/dp_server.py, DPServer.get_deployment_options), so
+# one replica of serving.prefill / serving.decode takes the product of all four.
+# Not factors: decode_context_parallel_size reuses the TP ranks ("DCP does not expand the process world size",
+# and vLLM requires tp % dcp == 0); data_parallel_size_local is the part of data_parallel_size on one node;
+# expert parallel (enable_expert_parallel, a flag) forms its group from the TP x PCP x DP ranks already
+# counted (vLLM docs, "Data Parallel Deployment": "expert layers form a tensor parallel group of size DP x TP";
+# "Expert Parallel Deployment": the EP size is computed from them, not set).
+# tests/config/test_workload_rules.py fails when vLLM's record gains a *_parallel_size field that is in neither list.
+PARALLEL_FACTORS = ("tensor_parallel_size", "pipeline_parallel_size", "prefill_context_parallel_size",
+                    "data_parallel_size")
+NOT_PARALLEL_FACTORS = ("decode_context_parallel_size", "data_parallel_size_local")
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tensor: int
+    pipeline: int
+    prefill_context: int
+    data: int
+
+    @property
+    def engine_gpus(self) -> int:
+        """One vLLM engine (one DP rank, one Ray Serve replica's placement group): TP x PP x PCP."""
+        return self.tensor * self.pipeline * self.prefill_context
+
+    @property
+    def replica_gpus(self) -> int:
+        """One replica as the stage file counts them (serving.prefill / serving.decode): every DP rank."""
+        return self.engine_gpus * self.data
+
+    @property
+    def dense_weight_gpus(self) -> int:
+        """The GPUs one copy of a dense model's weights is split over: TP shards each layer, PP splits the
+        layers; PCP and DP ranks each hold their own copy (vLLM docs, "Data Parallel Deployment": "model
+        weights are replicated across separate instances/GPUs")."""
+        return self.tensor * self.pipeline
+
+    def describe(self) -> str:
+        """`TP 2` alone, else every factor above 1: `TP 1 x PP 2`, `TP 2 x DP 2`."""
+        parts = [("PP", self.pipeline), ("PCP", self.prefill_context), ("DP", self.data)]
+        return " x ".join([f"TP {self.tensor}"] + [f"{name} {size}" for name, size in parts if size != 1])
+
+
+def parallel_setting(engine: Engine, name: str) -> object:
+    """The value the engine runs with for one of PARALLEL_FACTORS: the typed field (tensor_parallel_size) or
+    extra_args (the others: EngineArgs fields without a typed field), default 1. Raw: the rules check it."""
+    if name in Engine.model_fields:
+        return getattr(engine, name)
+    return engine.extra_args.get(name, 1)
+
+
+def parallelism(engine: Engine) -> Parallelism:
+    """The parallel sizes of one engine; a value that is not a positive integer counts as 1 (config/rules_workload.py
+    refuses it before anything is built)."""
+    sizes = []
+    for name in PARALLEL_FACTORS:
+        value = parallel_setting(engine, name)
+        sizes.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1)
+    return Parallelism(*sizes)
+
+
+def gpus_per_replica(engine: Engine) -> int:
+    """GPUs one prefill or decode replica takes: TP x PP x PCP x DP (see PARALLEL_FACTORS)."""
+    return parallelism(engine).replica_gpus
+
+
 # --- Does the model fit the GPUs of one engine? ------------------------------------------------------
 # A floor, not a forecast: the check refuses only a stage whose weights plus this floor cannot fit even
 # in theory; passing it does not promise that vLLM starts (activations, CUDA graphs, fragmentation).
@@ -134,8 +207,9 @@ class KnownModel:
     basis: str               # where the numbers come from
 
 
-# Keyed by the repo's name (after the organisation), lower case: also matches a copy in a local folder or
-# S3 prefix of that name. Only models whose numbers can be traced.
+# Keyed by config/engine_args.py model_key(): the repo's name (after the organisation), lower case (the Hub
+# resolves repo ids case-insensitively; the GDN models are keyed the same way). Only models whose numbers can
+# be traced; every one of them is dense (no expert layers: see model_memory_floor).
 KNOWN_MODELS: dict[str, KnownModel] = {
     # Computed from its config.json (rehearsal/qwen3.5-9b-config.json; the computation is
     # tests/config/test_safety.py): text 8.95e9 (untied 248,320 x 4,096 embeddings and head, 24 Gated
@@ -183,7 +257,7 @@ def model_memory_floor(cfg: StageConfig) -> Optional[MemoryFloor]:
     """The least GPU memory one engine needs for the served model, or None when its size is unknown."""
     model, engine = cfg.serving.model, cfg.serving.engine
     name = model.source.rstrip("/").rsplit("/", 1)[-1]
-    known = KNOWN_MODELS.get(name.lower())
+    known = KNOWN_MODELS.get(model_key(model.source))
     if model.parameters_billion is not None:
         parameters, basis = model.parameters_billion * 1e9, "serving.model.parameters_billion"
     elif known:
@@ -202,8 +276,12 @@ def model_memory_floor(cfg: StageConfig) -> Optional[MemoryFloor]:
     kv_scale = 0.5 if str(engine.extra_args.get("kv_cache_dtype", "auto")).startswith("fp8") else 1.0
     kv = known.kv_bytes_per_token * kv_scale * engine.max_model_len / GIB if known else 0.0
     spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
-    pipeline = engine.extra_args.get("pipeline_parallel_size", 1)
-    gpus = engine.tensor_parallel_size * (pipeline if isinstance(pipeline, int) and pipeline > 0 else 1)
+    # The GPUs whose memory holds one copy of the weights. A known model is dense: TP x PP. Any other may be a
+    # mixture of experts, whose expert layers vLLM shards over every rank of the replica ("MoE layers will be
+    # sharded according to the product of the tensor, prefill-context, and data parallel sizes", ParallelConfig
+    # in vllm/config/parallel.py): a floor must not refuse what could fit, so it takes them all.
+    par = parallelism(engine)
+    gpus = par.dense_weight_gpus if known else gpus_per_replica(engine)
     gpu_gib = spec.gpu_memory_gib / spec.gpus
     weights = parameters * per_parameter / GIB
     return MemoryFloor(parameters=parameters, basis=basis, bytes_per_parameter=per_parameter, weights_gib=weights,

@@ -12,21 +12,29 @@ from pathlib import Path
 from typing import Any, Optional
 
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
-# Set by the project from typed fields or by the serve config itself: never through extra_args.
-RESERVED = frozenset({"model", "served_model_name", "kv_transfer_config", "max_model_len", "dtype",
-                      "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size", "max_num_seqs",
-                      "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend", "load_format",
-                      "tokenizer", "download_dir", "distributed_executor_backend"})
+# Which fields extra_args may set, by what they do (reserved / opt-in / allowed, and the allowed values of a
+# few): config/rules_safety.py, a class for every recorded field.
 # The GPUs of compute capability 9.x (Hopper), and the models with Gated DeltaNet layers, on which
 # FlashInfer's GDN prefill kernel is missing in the pinned vLLM ("SM90 GDN prefill DSL kernel is
 # unavailable" from vllm/model_executor/.../qwen_gdn_linear_attn.py, seen on an H200: docs/REHEARSAL.md,
 # the gdn_prefill_backend override; this project's H200 run used the Triton kernel throughout).
 SM90_GPUS = frozenset({"H100", "H200"})
-GDN_MODEL_PREFIXES = ("Qwen/Qwen3.5-", "Qwen/Qwen3-Next-")
+# Keyed like config/derived.py KNOWN_MODELS, by model_key(): the repo's name in lower case, so a fine-tune or
+# quantized copy under another organisation ("someone/Qwen3.5-9B-AWQ", the same architecture) and any
+# spelling the Hub resolves ("qwen/qwen3.5-9b") are found too.
+GDN_MODEL_PREFIXES = ("qwen3.5-", "qwen3-next-")
+
+
+def model_key(source: str) -> str:
+    """How the app looks a model up (KNOWN_MODELS, the GDN models): the name after the organisation, in lower
+    case. Hugging Face repo ids are case-insensitive on the Hub ("repo ids are case insensitive across the Hub",
+    huggingface/huggingface_hub#2090, a maintainer): `qwen/qwen3.5-9b` downloads Qwen/Qwen3.5-9B, so a
+    case-sensitive lookup would miss the very model it guards."""
+    return source.rstrip("/").rsplit("/", 1)[-1].lower()
 
 
 def is_gdn_model(source: str) -> bool:
-    return source.startswith(GDN_MODEL_PREFIXES)
+    return model_key(source).startswith(GDN_MODEL_PREFIXES)
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,17 +71,27 @@ def _is(value: Any, kind: type) -> bool:
 
 
 def check_extra(name: str, value: Any) -> Optional[str]:
-    """None when vLLM's EngineArgs takes `name` with this value, else what is wrong (one line)."""
+    """None when vLLM's EngineArgs takes `name` with this value and the stage may pass it, else what is wrong
+    (one line). An opt-in argument passes here; config/rules_safety.py `unsafe_engine_args` asks for its opt-in."""
+    from .rules_safety import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
     fields = recorded()
-    if name in RESERVED:
-        return f"{name} is set by the project (use its own field, or it is not for stage files)"
     if name not in fields:
         close = difflib.get_close_matches(name, list(fields), n=3)
         return f"{name!r} is not an engine argument of vLLM" + (f" (did you mean {', '.join(close)}?)" if close else "")
+    kind, why = engine_arg_class(name)
+    if kind in ("reserved", "unclassified"):
+        return f"{name} is reserved: {why} (allowed: serving.engine's own fields, and the engine arguments that tune)"
+    if name in ENGINE_ARG_VALUES:
+        values, what = ENGINE_ARG_VALUES[name]
+        if isinstance(value, str) and value in values:
+            return None
+        return f"{name}: {value!r} (allowed: {', '.join(map(repr, values))}: {what})"
     parts = _parts(fields[name])
     if parts is None:
         return f"{name} takes a {fields[name]}, not a single value a stage file can set"
     plain, choices = parts
+    if name in LITERAL_ONLY:
+        plain = plain - {str}  # the free string names a plugin's registration
     if any(_is(value, kind) for kind in plain) or (value in choices and not isinstance(value, bool)):
         return None
     allowed = fields[name] if not choices else ", ".join(map(repr, choices))

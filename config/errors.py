@@ -6,14 +6,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .secret_shapes import find_secret, redact
+
 
 class ConfigError(Exception):
     """`PATH: field.path: what is wrong (what is allowed)`: one line, for people and for CI logs."""
 
     def __init__(self, path: str, field: str, problem: str) -> None:
-        self.path = _printable(str(path))
-        self.field = _printable(field or "(file)")
-        self.problem = _printable(" ".join(str(problem).split()))  # never more than one line
+        # A message may quote what was given (a YAML alias or tag name, a key, a value pydantic refused): a
+        # secret-shaped part of it is replaced by what it looks like, whichever code built the message.
+        self.path = _printable(redact(str(path)))
+        self.field = _printable(redact(field or "(file)"))
+        self.problem = _printable(redact(" ".join(str(problem).split())))  # never more than one line
         super().__init__(f"{self.path}: {self.field}: {self.problem}")
 
 
@@ -31,6 +35,11 @@ def short(value: Any, limit: int = 40) -> str:
         digits = int(value.bit_length() * 0.30103) + 1
         text = repr(value) if value.bit_length() <= 128 else f"<an integer of about {digits} digits>"
     elif isinstance(value, str):
+        # Judged on the whole value around what is shown (a token cut at `limit` no longer has its shape, and
+        # its first characters would still be printed); bounded, so a huge value costs no more than a page.
+        found = find_secret(value[: limit + 4096])
+        if found:
+            return f"<a value that looks like {found[0]}, not shown>"
         text = repr(value[: limit + 1])
     elif isinstance(value, dict):
         text = f"<a mapping of {len(value)} keys>"

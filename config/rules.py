@@ -4,10 +4,9 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections import Counter
 from typing import Any, Optional, Sequence
 
-from . import names, versions
+from . import names, rules_safety, rules_workload, versions
 from .derived import PUBLIC_ENDPOINT_LIMIT, RUNTIME_RESERVE_GIB as RUNTIME_RESERVE, SUBNET_LAYOUT
 from .derived import (is_unreachable, model_memory_floor, public_addresses, smallest_vpc_prefix, subnet_plan,
                       worker_resources)
@@ -23,9 +22,11 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 
 def check(cfg: StageConfig, path: str) -> None:
-    for rule in (_zones, _names, _network, _endpoint, _admins, _system_nodegroup, _gpu_nodegroup, _serving_image,
-                 _serving_transport, _serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
-                 _serving_secret, _serving_namespaces, _weight_cache, _benchmark_context, _observability):
+    for rule in (_zones, _names, _network, _endpoint, rules_workload.admin_principals, _admins, _system_nodegroup,
+                 _gpu_nodegroup, _serving_image, _serving_transport, rules_workload.model_source,
+                 rules_workload.serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
+                 _serving_secret, rules_workload.serving_namespace, _serving_namespaces, rules_workload.weight_cache,
+                 _benchmark_context, _observability, rules_safety.check):
         rule(cfg, path)
 
 
@@ -210,27 +211,6 @@ def _serving_transport(cfg: StageConfig, path: str) -> None:
                           "use EFA (allowed: LIBFABRIC when gpu_nodegroup.efa is true)")
 
 
-def _serving_capacity(cfg: StageConfig, path: str) -> None:
-    serving, spec = cfg.serving, gpu_spec(cfg)
-    tp = serving.engine.tensor_parallel_size
-    if tp > spec.gpus:
-        raise ConfigError(path, "serving.engine.tensor_parallel_size",
-                          f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
-                          f"(allowed: 1 to {spec.gpus})")
-    # The Ray cluster has one worker pod per GPU node at the nodegroup's desired size, and no node
-    # autoscaler: Ray Serve autoscaling moves replicas within those GPUs, never beyond them.
-    desired = cfg.gpu_nodegroup.count
-    replicas_per_node = spec.gpus // tp
-    most = serving.prefill.most + serving.decode.most
-    if most > replicas_per_node * desired:
-        # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
-        side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
-        raise ConfigError(path, side,
-                          f"prefill + decode need up to {most * tp} GPUs ({most} replicas x TP {tp}), the Ray "
-                          f"cluster has {desired * spec.gpus} ({desired} x {cfg.gpu_nodegroup.instance_type}) "
-                          f"(allowed: at most {replicas_per_node * desired} replicas in all, or more GPU nodes)")
-
-
 def _serving_model_fits(cfg: StageConfig, path: str) -> None:
     """The model's weights, one max_model_len sequence of KV cache (when the architecture is known) and a
     1 GiB runtime reserve must fit one engine's GPUs at gpu_memory_utilization (config/derived.py:
@@ -327,15 +307,6 @@ def _serving_namespaces(cfg: StageConfig, path: str) -> None:
             raise ConfigError(path, f"serving.client_namespaces[{index}]", f"{name} is listed twice (each once)")
 
 
-def _weight_cache(cfg: StageConfig, path: str) -> None:
-    """Kubernetes refuses a volume mount path with a `..` element: the manifest would fail at deploy."""
-    mount = cfg.serving.weight_cache.mount_path
-    if ".." in mount.split("/"):
-        raise ConfigError(path, "serving.weight_cache.mount_path",
-                          f"{mount} has a '..' segment, which Kubernetes refuses (allowed: a plain absolute path, "
-                          "e.g. /model-cache)")
-
-
 def _benchmark_context(cfg: StageConfig, path: str) -> None:
     context = cfg.serving.engine.max_model_len
     for index, profile in enumerate(cfg.benchmark.profiles):
@@ -377,51 +348,37 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
 # --- Secret values where a name belongs ------------------------------------------------------------------
 # The secret shapes refused in stage files (every key and string value of the parsed file, before the
 # model sees it: the refusal names the field and the kind, never the value); ops/secret_scan.py scans
-# every synth output for the same shapes.
-SECRET_SHAPES = (
-    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
-    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
-    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
-)
-# An AWS secret access key is 40 random base64 characters. A 40-character run alone could be a path or a
-# secret's name, so it counts only after a key-like context (the field's key, or the text before it says
-# secret/key/token/password/credential) and when it looks random (upper, lower and digits, high entropy).
-AWS_SECRET_RUN = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-KEY_CONTEXT = re.compile(r"(?i)secret|key|token|passw|credential")
+# every synth output for the same shapes. They live in config/secret_shapes.py (errors.py cuts them out of
+# every message too) and are re-exported here.
+from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind  # noqa: E402,F401
 
-
-def _random_looking(run: str) -> bool:
-    if not (re.search(r"[A-Z]", run) and re.search(r"[a-z]", run) and re.search(r"[0-9]", run)):
-        return False
-    counts = Counter(run)
-    entropy = -sum(n / len(run) * math.log2(n / len(run)) for n in counts.values())
-    # 4.2 bits per character: 99.99% of random 40-character keys have more (measured), a CamelCase
-    # phrase about 4.3, so a long CamelCase secret *name* under a key-like field may be refused: rename it.
-    return entropy >= 4.2 and run.count("/") <= 3
-
-
-def secret_kind(text: str, key: str = "") -> Optional[str]:
-    """What secret `text` looks like (a string of the stage file, under `key`), or None."""
-    for kind, pattern in SECRET_SHAPES:
-        if pattern.search(text):
-            return kind
-    for match in AWS_SECRET_RUN.finditer(text):
-        context = key + " " + text[: match.start()]
-        if KEY_CONTEXT.search(context) and _random_looking(match.group()):
-            return "an AWS secret access key"
-    return None
+# No string of a stage file is longer than 2,048 characters (the longest field's max_length); one over 64 KiB
+# is refused before it is scanned, so the scan's work is bounded by the file (256 KiB) whatever it holds.
+MAX_STRING_CHARS = 64 * 1024
 
 
 def refuse_secrets(data: Any, path: str) -> None:
-    """Walk the parsed file (bounded: the loader caps its size) and refuse the first string, key or value,
-    that looks like a secret. Iterative: no recursion limit to reach."""
+    """Walk the parsed file (bounded: the loader caps its size and its expanded node count) and refuse the first
+    string, key or value, that looks like a secret. Iterative: no recursion limit to reach. Each distinct string
+    is scanned once (YAML aliases hand the walker one string object many times; the result depends only on the
+    text and on whether its key is key-like), and the scan is linear in the string (config/secret_shapes.py)."""
+    seen: dict[tuple[str, bool], Optional[str]] = {}
+
+    def kind_of(text: str, key: str, where: tuple) -> Optional[str]:
+        if len(text) > MAX_STRING_CHARS:
+            raise ConfigError(path, dotted(where), f"a string of {len(text)} characters (allowed: up to "
+                                                   f"{MAX_STRING_CHARS}; no setting of a stage file is that long)")
+        memo = (text, bool(key) and KEY_CONTEXT.search(key) is not None)
+        if memo not in seen:
+            seen[memo] = secret_kind(text, "secret" if memo[1] else "")
+        return seen[memo]
+
     stack: list[tuple[tuple, Any]] = [((), data)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, dict):
             for key in value:
-                kind = secret_kind(key) if isinstance(key, str) else None
+                kind = kind_of(key, "", where) if isinstance(key, str) else None
                 if kind:
                     raise ConfigError(path, dotted(where), f"a key looks like {kind}: a secret value does not "
                                       "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
@@ -431,7 +388,7 @@ def refuse_secrets(data: Any, path: str) -> None:
             stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
         elif isinstance(value, str):
             key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
-            kind = secret_kind(value, key)
+            kind = kind_of(value, key, where)
             if kind:
                 name = dotted(where)
                 allowed = ("the name or ARN of the Secrets Manager secret that holds the token"

@@ -16,11 +16,10 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
+                      field_validator, model_validator)
 
 from . import names, versions
-from .topology import KUBERAY_NAMESPACE
 
 NAME = r"\A[a-z][a-z0-9-]{0,30}[a-z0-9]\z"
 REGION = r"\A[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}\z"
@@ -48,17 +47,8 @@ TAG_CHARS = r"[\p{L}\p{N} _.:/=+@-]"
 TAG_KEY = rf"\A{TAG_CHARS}+\z"      # with max_length=128 (a counted Unicode class is too big for Rust's regex)
 TAG_VALUE = rf"\A{TAG_CHARS}*\z"    # with max_length=256
 
-# Namespaces the serving stack must never own: it creates its namespace (and deletes it, with everything
-# in it, on `cdk destroy`) and puts a default-deny ingress NetworkPolicy on every pod there.
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-# Host directories a weight cache must not be (or, for the second list, be under): the node's OS, its
-# kubelet and container runtime state, and /tmp (a tmpfs of half the RAM on AL2023, cleared at boot).
-SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
-                      "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
-                      "/usr", "/var", "/var/cache", "/var/lib", "/var/log", "/var/run", "/var/spool", "/var/tmp")
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
-                "/sbin", "/sys", "/tmp", "/usr", "/var/run", "/var/lib/kubelet", "/var/lib/containerd",
-                "/var/lib/cni", "/var/lib/docker", "/var/log/pods", "/var/log/containers")
+# The namespace the serving stack may own and the weight cache's folders are allowlists in
+# config/rules_workload.py (serving_namespace, weight_cache).
 
 Count = Annotated[int, Field(ge=0, le=1000)]
 Positive = Annotated[int, Field(ge=1, le=1000)]
@@ -66,6 +56,17 @@ Positive = Annotated[int, Field(ge=1, le=1000)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _not_a_bool(value: Any) -> Any:
+    """A bool is no number: strict mode refuses `true` for an int or float field, but a Literal of integers
+    takes it as 1 (True == 1 in Python), so `log_retention_days: true` would read as one day."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got bool {value}")
+    return value
+
+
+NotBool = BeforeValidator(_not_a_bool)
 
 
 class Network(Strict):
@@ -122,7 +123,7 @@ class Cluster(Strict):
     # cluster admin: access entries are then created outside this app (by hand or by another stack). True
     # together with a non-empty list is refused as contradictory (config/rules.py: _admins).
     allow_no_admin_principals: bool = False
-    log_retention_days: Literal[LOG_RETENTION_DAYS] = 30  # type: ignore[valid-type]
+    log_retention_days: Annotated[Literal[LOG_RETENTION_DAYS], NotBool] = 30  # type: ignore[valid-type]
 
 
 class SystemNodegroup(Strict):
@@ -263,26 +264,12 @@ class HeadResources(Strict):
 
 
 class WeightCache(Strict):
-    """A directory on the GPU node's root volume that outlives the pod: weights load once per node."""
+    """A directory on the GPU node's root volume that outlives the pod: weights load once per node. Which host
+    and container folders it may be: config/rules_workload.py weight_cache (an allowlist)."""
 
     enabled: bool = True
     host_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/var/lib/model-cache"
     mount_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/model-cache"
-
-    @field_validator("host_path")
-    @classmethod
-    def _not_a_system_directory(cls, value: str) -> str:
-        parts = value.split("/")
-        if ".." in parts or "." in parts:
-            raise ValueError(f"{value} has a '.' or '..' segment (allowed: a plain absolute path, "
-                             "e.g. /var/lib/model-cache)")
-        path = "/" + "/".join(part for part in parts if part)  # // and a trailing / change nothing
-        tree = next((top for top in SYSTEM_TREES if path == top or path.startswith(top + "/")), None)
-        if path in SYSTEM_DIRECTORIES or tree:
-            where = f"is under {tree}" if tree and path != tree else "is a system directory"
-            raise ValueError(f"{value} {where} of the node: the pod writes the weights there "
-                             "(allowed: a directory of its own, e.g. /var/lib/model-cache or /data/model-cache)")
-        return value
 
 
 class Serving(Strict):
@@ -305,19 +292,10 @@ class Serving(Strict):
     # stalls (NewCluster needs twice the GPUs) or is applied only by recreating the pods (None).
     upgrade_strategy: Literal["None", "NewCluster"]
     client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(default_factory=list, max_length=20)
-
-    @field_validator("namespace")
-    @classmethod
-    def _own_namespace(cls, value: str) -> str:
-        if value in SYSTEM_NAMESPACES or value.startswith("kube-"):
-            raise ValueError(f"{value} is a Kubernetes system namespace: the serving stack creates its namespace, "
-                             "denies ingress to every pod in it and deletes it on destroy (allowed: a namespace "
-                             "of its own, e.g. inference; not default or kube-*)")
-        if value == KUBERAY_NAMESPACE:
-            raise ValueError(f"{value} is the KubeRay operator's namespace (the cluster stack owns it): the serving "
-                             "stack would deny the operator's ingress and delete it on destroy (allowed: a "
-                             "namespace of its own, e.g. inference)")
-        return value
+    # The opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
+    # engine.extra_args may turn on: each must be named here, and synth warns about each.
+    allow_unsafe_engine_args: list[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)]] = Field(
+        default_factory=list, max_length=32)
 
 
 class WorkloadProfile(Strict):
@@ -397,6 +375,15 @@ class StageConfig(Strict):
                Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
         default_factory=dict, max_length=names.MAX_STAGE_TAGS
     )
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str) -> str:
+        from .rules_safety import region_problem  # the committed table of config/regions.json
+        problem = region_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("tags", mode="before")
     @classmethod

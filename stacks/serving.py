@@ -18,6 +18,8 @@ from config.derived import PodResources
 from config.schema import Serving
 from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, serve_address
 
+from .observability import pod_identity_principal
+
 
 
 class ServingStack(cdk.Stack):
@@ -35,6 +37,12 @@ class ServingStack(cdk.Stack):
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
         self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster, manifest=self.objects)
         self.manifest.node.add_dependency(kuberay_operator)
+        if serving.allow_unsafe_engine_args:  # opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN)
+            cdk.Annotations.of(self.manifest).add_warning_v2(
+                "pd-inference:unsafe-engine-args",
+                f"{serving.service_name}: vLLM runs with {', '.join(serving.allow_unsafe_engine_args)} turned on, as "
+                "the stage file allows with serving.allow_unsafe_engine_args (code from the model repository, or "
+                "inputs the server deserializes). Remove them unless the model needs them.")
 
         if serving.hf_token_secret:
             self._grant_token(cluster, serving, pod_identity_agent)
@@ -48,13 +56,20 @@ class ServingStack(cdk.Stack):
         agent = pod_identity_agent or eks.Addon(self, "PodIdentityAgent", cluster=cluster,
                                                 addon_name=POD_IDENTITY_AGENT_ADDON)
         provider = eks.Addon(self, "SecretsProvider", cluster=cluster, addon_name=SECRETS_PROVIDER_ADDON)
+        # Trusted for the Ray pods' service account of this cluster only (stacks/observability.py,
+        # pod_identity_principal, has the EKS documentation). The cluster's ARN from its name, which this stack
+        # already imports (the manifest's ClusterName): the cluster resource's ARN format is
+        # arn:${Partition}:eks:${Region}:${Account}:cluster/${ClusterName} (Service Authorization Reference,
+        # "Actions, resources, and condition keys for Amazon Elastic Kubernetes Service"), and this stack shares
+        # the cluster stack's account and region (one cdk.Stage). No new export from the cluster stack.
+        cluster_arn = cdk.Arn.format(cdk.ArnComponents(
+            service="eks", resource="cluster", resource_name=cluster.cluster_name,
+            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME), self)
         role = iam.Role(
             self, "HfTokenReader",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
+            assumed_by=pod_identity_principal(cluster_arn, serving.namespace, serving.service_name),
             description=f"Ray pods of {serving.service_name} read the Hugging Face token",
         )
-        role.assume_role_policy.add_statements(iam.PolicyStatement(
-            actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")]))
         role.add_to_policy(iam.PolicyStatement(
             actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             resources=[self.secret_arn(serving.hf_token_secret)],
