@@ -45,6 +45,17 @@ class RehearsalError(Exception):
         self.code = code
 
 
+def _positive_bytes(text: str) -> int:
+    """A byte count: a whole number from 1 MiB to 1 TiB."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if not 2**20 <= value <= 2**40:
+        raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
+    return value
+
+
 def add_parser(sub) -> None:
     cmd = sub.add_parser("rehearse", help="run the stage's serve config on this host's GPUs (Ray, vLLM, NIXL)",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,6 +84,10 @@ def add_parser(sub) -> None:
                      help="each engine gets the memory budget of the stage's GPU node (its gpu_memory_utilization "
                           "of the node's GPU, e.g. an L4, scaled onto this host's GPU) and vLLM's batch defaults "
                           "for that GPU; memory is emulated, speed is this host's (labelled)")
+    cmd.add_argument("--kv-cache-bytes", type=_positive_bytes, metavar="BYTES",
+                     help="--share-gpus --emulate-node: each engine's KV cache, as one engine alone found it on the "
+                          "emulated budget (vLLM's start-up line '--kv-cache-memory=N'); engines sharing a GPU "
+                          "cannot profile it side by side")
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
@@ -120,7 +135,8 @@ def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
 def rehearse_mode(cfg: StageConfig, args, *, mode: str, host: host_facts.Host, model: Path, real_weights: bool,
                   out: Path, deadline: Optional[float], say: Callable[[str], None]) -> tuple[Report, Optional[Path]]:
     plan = overrides.plan(cfg, mode=mode, host=host, model_dir=model, real_weights=real_weights, gpu_limit=args.gpus,
-                          share_gpus=args.share_gpus, emulate_node=getattr(args, "emulate_node", False))
+                          share_gpus=args.share_gpus, emulate_node=getattr(args, "emulate_node", False),
+                          kv_cache_bytes=getattr(args, "kv_cache_bytes", None))
     say(f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:")
     for override in plan.overrides:

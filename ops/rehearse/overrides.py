@@ -197,7 +197,8 @@ def _emulation(cfg: StageConfig, host: Host, gpus: int) -> _Emulation:
 
 
 def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weights: bool,
-         gpu_limit: Optional[int] = None, share_gpus: bool = False, emulate_node: bool = False) -> Plan:
+         gpu_limit: Optional[int] = None, share_gpus: bool = False, emulate_node: bool = False,
+         kv_cache_bytes: Optional[int] = None) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
@@ -263,9 +264,20 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
                      int(host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
                      f"{path}.engine_kwargs.kv_cache_memory_bytes",
                      "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory")
-            # With emulate_node no kv_cache_memory_bytes: vLLM would skip its memory profile and ignore
-            # gpu_memory_utilization (vllm/v1/worker/gpu_worker.py `determine_available_memory`); each engine
-            # profiles within its own emulated budget below.
+            elif "kv_cache_memory_bytes" not in engine:
+                # Engines sharing a GPU cannot profile their emulated budgets side by side: each counts the other's
+                # weights loading meanwhile as its own memory (seen on an H200: "Available KV cache memory: -16.87
+                # GiB", then vLLM's "Error in memory profiling ... other processes sharing the same container"),
+                # so the KV cache comes from one engine profiled alone on the same budget (--kv-cache-bytes).
+                if kv_cache_bytes is None:
+                    raise PlanError("--share-gpus --emulate-node: engines sharing a GPU cannot profile their budgets "
+                                    "side by side (each counts the other's weights as its own): give --kv-cache-bytes "
+                                    "N, the KV cache one engine alone finds on this budget (vLLM prints it at start-up: "
+                                    "'--kv-cache-memory=N' to fit into requested memory; docs/REHEARSAL.md)")
+                _set(overrides, engine, "kv_cache_memory_bytes", kv_cache_bytes,
+                     f"{path}.engine_kwargs.kv_cache_memory_bytes",
+                     "engines sharing a GPU on an emulated budget: the KV cache one engine alone found on it "
+                     "(--kv-cache-bytes), since side by side they cannot profile it")
         if emulation:
             stage_util = engine["gpu_memory_utilization"]
             _set(overrides, engine, "gpu_memory_utilization", emulation.utilization(stage_util),

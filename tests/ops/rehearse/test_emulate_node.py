@@ -23,8 +23,15 @@ LABEL = "L4 memory budget on an H200: memory emulated, speed is the H200's"
 SIDES = ("prefill_config", "decode_config")
 
 
+# What one engine alone found on the L4 budget of one H200 (docs/rehearsal/2026-12-01-h200-l4-budget/,
+# profile-eager.log: vLLM's "--kv-cache-memory=2113009755").
+PROFILED_KV = 2113009755
+
+
 def _plan(cfg, mode="pd", host=ONE_H200, **options):
     options.setdefault("share_gpus", True)
+    if options["share_gpus"] and len(host.gpus) == 1:
+        options.setdefault("kv_cache_bytes", PROFILED_KV)
     return overrides.plan(cfg, mode=mode, host=host, model_dir=MODEL, real_weights=False, emulate_node=True,
                           **options)
 
@@ -48,8 +55,8 @@ def test_each_engine_gets_the_l4_budget_of_g6_8xlarge_on_one_h200(stages, stage,
         # 0.90 x 23,034 MiB / 143,771 MiB = 0.144191..., rounded down
         assert engine["gpu_memory_utilization"] == 0.1441
         assert (engine["max_num_seqs"], engine["max_num_batched_tokens"]) == (256, 2048)
-        # each engine profiles its own budget: a fixed KV cache would make vLLM ignore gpu_memory_utilization
-        assert "kv_cache_memory_bytes" not in engine
+        # engines sharing the GPU cannot profile side by side: the KV cache one engine alone found
+        assert engine["kv_cache_memory_bytes"] == PROFILED_KV
     for override in _changed(plan, "gpu_memory_utilization"):
         assert (override.before, override.after) == (0.9, 0.1441)
         assert override.reason == "the L4 budget of g6.8xlarge: 0.9 x 23034 MiB of the host's 143771 MiB"
@@ -62,7 +69,7 @@ def test_each_engine_gets_the_l4_budget_of_g6_8xlarge_on_one_h200(stages, stage,
                 "vLLM 0.26's default for the OpenAI server on the L4 of g6.8xlarge (a GPU under 70 GiB: "
                 "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults); on the host's H200 it would take "
                 f"{native}")
-    assert not _changed(plan, "kv_cache_memory_bytes")
+    assert [o.after for o in _changed(plan, "kv_cache_memory_bytes")] == [PROFILED_KV] * len(_engines(plan))
     assert plan.to_json()["label"] == LABEL
 
 
@@ -215,3 +222,33 @@ def test_the_benchmark_results_carry_the_label(tmp_path, dev, monkeypatch):
     assert hardware.instance_type == "rehearsal host, engines sharing one GPU, L4 memory budget on an H200"
     assert hardware.title == ("1 x rehearsal host, engines sharing one GPU, L4 memory budget on an H200 "
                               "(1 x NVIDIA H200, no EFA)")
+
+
+def test_sharing_a_gpu_on_an_emulated_budget_needs_the_profiled_kv_cache(dev):
+    # Side by side, each engine counted the other's weights as its own (seen on an H200: KV -16.87 GiB).
+    with pytest.raises(overrides.PlanError, match=r"^--share-gpus --emulate-node: engines sharing a GPU cannot "
+                                                  r"profile their budgets side by side .* give --kv-cache-bytes N"):
+        overrides.plan(dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True,
+                       share_gpus=True)
+
+
+def test_engines_on_gpus_of_their_own_profile_their_budgets(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+    assert all("kv_cache_memory_bytes" not in engine for engine in _engines(plan))
+
+
+def test_a_stage_that_fixes_its_kv_cache_keeps_it_when_sharing(dev):
+    fixed = dev.model_copy(update={"serving": dev.serving.model_copy(update={"engine": dev.serving.engine.model_copy(
+        update={"extra_args": {"kv_cache_memory_bytes": 931857499}})})})
+    plan = overrides.plan(fixed, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True,
+                          share_gpus=True)
+    assert [e["kv_cache_memory_bytes"] for e in _engines(plan)] == [931857499, 931857499]
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-5", "1.5e9", str(2**41)])
+def test_kv_cache_bytes_takes_only_a_sane_whole_number(text):
+    import argparse as _argparse
+
+    from ops.rehearse.cli import _positive_bytes
+    with pytest.raises(_argparse.ArgumentTypeError):
+        _positive_bytes(text)

@@ -161,7 +161,7 @@ def _args(tmp_path, **extra):
     values = dict(stage="dev", config_dir="config", mode="pd", weights=None, bench=False, profile=[], levels=None,
                   requests_per_stream=None, level_seconds=None, budget=None, deploy_timeout=5, gpus=None,
                   out=str(tmp_path / "out"), aiperf=None, client_pythonpath=None, calibrate=False, share_gpus=True,
-                  emulate_node=True)
+                  emulate_node=True, kv_cache_bytes=2113009755)
     values.update(extra)
     return argparse.Namespace(**values)
 
