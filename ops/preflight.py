@@ -42,6 +42,31 @@ QUOTAS = [
 ]
 
 
+@dataclass(frozen=True)
+class UpdateRule:
+    """How EKS updates a managed nodegroup: its UpdateConfig's updateStrategy and maxUnavailable."""
+
+    strategy: str  # "DEFAULT" or "MINIMAL"
+    max_unavailable: Optional[int] = None  # None: no UpdateConfig, EKS's default of 1
+
+
+# Each nodegroup's update config as stacks/nodegroups.py sets it, which preflight cannot import (it needs CDK):
+# the GPU nodegroup gets max_unavailable=GPU_MAX_UNAVAILABLE (1) and UpdateConfig.UpdateStrategy =
+# GPU_UPDATE_STRATEGY ("MINIMAL"); the system nodegroup gets no UpdateConfig, so EKS's DEFAULT, maxUnavailable 1.
+# tests/ops/test_preflight_surge.py parses stacks/nodegroups.py and fails when the two disagree.
+UPDATE_SURGE = {"system": UpdateRule("DEFAULT"), "gpu-worker": UpdateRule("MINIMAL", max_unavailable=1)}
+
+
+def update_surge(rule: UpdateRule, zones: int) -> int:
+    """Instances an update may launch above max_size. MINIMAL "terminates the old instances before launching
+    the new instances": none. DEFAULT "launches the new instances first": its scale-up phase raises the Auto
+    Scaling group's maximum by the larger of twice the AZs of the nodegroup's subnets and maxUnavailable (EKS API
+    Reference, NodegroupUpdateConfig; EKS User Guide, managed-node-update-behavior.html)."""
+    if rule.strategy == "MINIMAL":
+        return 0
+    return max(2 * zones, rule.max_unavailable or 1)
+
+
 def quota_for(instance_type: str) -> VcpuQuota:
     """The vCPU quota covering an instance type, by the letters its family starts with."""
     letters = re.match(r"[a-z]+", instance_family(instance_type))
@@ -209,27 +234,43 @@ def _vcpus(ec2, instance: dict) -> int:
     return info["VCpuInfo"]["DefaultVCpus"]
 
 
-def _quotas(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
-    """Each nodegroup at its maximum size against the vCPU quota of its family, minus current use."""
+def vcpu_needs(cfg: StageConfig) -> dict[tuple[str, bool], tuple[int, str]]:
+    """By (quota code, spot): the vCPUs the nodegroups may run, each at max_size plus what an update may add
+    (UPDATE_SURGE), and how they were counted."""
     needs: dict[tuple[str, bool], int] = {}
-    groups = [(cfg.system_nodegroup.instance_type, cfg.system_nodegroup.max_size, False),
-              (cfg.gpu_nodegroup.instance_type, cfg.gpu_nodegroup.sizes[2],
-               cfg.gpu_nodegroup.capacity_type == "spot")]
-    for instance_type, count, spot in groups:
+    parts: dict[tuple[str, bool], list[str]] = {}
+    # (nodegroup, instance type, max_size, spot, AZs of its subnets): the system nodegroup spans the private
+    # subnets of every stage AZ, the GPU nodegroup the one of the GPU AZ (stacks/nodegroups.py).
+    groups = [("system", cfg.system_nodegroup.instance_type, cfg.system_nodegroup.max_size, False,
+               len(cfg.availability_zones)),
+              ("gpu-worker", cfg.gpu_nodegroup.instance_type, cfg.gpu_nodegroup.sizes[2],
+               cfg.gpu_nodegroup.capacity_type == "spot", 1)]
+    for group, instance_type, count, spot, zones in groups:
         quota = quota_for(instance_type)
         key = (quota.spot if spot else quota.on_demand, spot)
-        needs[key] = needs.get(key, 0) + count * INSTANCE_TYPES[instance_type].vcpus
-    for (code, spot), needed in needs.items():
+        rule = UPDATE_SURGE[group]
+        surge = update_surge(rule, zones)
+        vcpus = INSTANCE_TYPES[instance_type].vcpus
+        needs[key] = needs.get(key, 0) + (count + surge) * vcpus
+        added = f"{surge} a {rule.strategy} update may add" if surge else f"0 (a {rule.strategy} update adds none)"
+        parts.setdefault(key, []).append(f"{count} {group} nodes (max) + {added}, x {vcpus} vCPUs")
+    return {key: (needed, "; ".join(parts[key])) for key, needed in needs.items()}
+
+
+def _quotas(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    """Each nodegroup at its maximum size plus what an update may add against the vCPU quota of its family,
+    minus current use."""
+    for (code, spot), (needed, counted) in vcpu_needs(cfg).items():
         quota = next(q for q in QUOTAS if code in (q.on_demand, q.spot))
         label = f"vCPU quota {code}"
         kind = "Spot" if spot else "On-Demand"
 
-        def body(code=code, spot=spot, needed=needed, quota=quota, label=label, kind=kind) -> None:
+        def body(code=code, spot=spot, needed=needed, quota=quota, label=label, kind=kind, counted=counted) -> None:
             value = clients("service-quotas").get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
             used = _used_vcpus(clients("ec2"), quota, spot=spot)
             free = int(value) - used
             detail = (f"{kind} {quota.name}: quota {int(value)}, in use {used}, free {free}, "
-                      f"this stage needs up to {needed}")
+                      f"this stage needs up to {needed}: {counted}")
             if free >= needed:
                 report.add(label, "pass", detail)
             else:

@@ -121,7 +121,8 @@ def test_no_gpu_quota_fails_with_the_increase_to_ask_for(aws, tmp_path):
     check = report.find("vCPU quota L-DB2E81BA")
     assert check.status == "fail"
     assert check.detail == ("On-Demand G and VT instances: quota 32, in use 0, free 32, "
-                            "this stage needs up to 64")
+                            "this stage needs up to 64: 2 gpu-worker nodes (max) + 0 (a MINIMAL update adds none), "
+                            "x 32 vCPUs")
     assert check.fix.startswith("request an increase of L-DB2E81BA to at least 64 vCPUs")
     assert report.exit_code == 1
 
