@@ -24,7 +24,9 @@ import os
 import shutil
 import subprocess
 import sys
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -185,11 +187,47 @@ def _env(outdir: Path, stage: Optional[str]) -> dict[str, str]:
 
 SYNTH_TIMEOUT = 600
 
+# The child processes running now (synths, git, cdk diff), so that SIGTERM can end them before the temporary
+# folder they write into is removed (their threads then return at once).
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def _child(argv: list[str], *, timeout: float, **options) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, capture_output=True, text=True, timeout=...), with the child registered; none is
+    started once SIGTERM has arrived (queued jobs of a thread pool would otherwise still start theirs)."""
+    if _stopping.is_set():
+        raise DiffError("stopped")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options) as process:
+        with _children_lock:
+            _children.add(process)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+        finally:
+            with _children_lock:
+                _children.discard(process)
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _end_children() -> None:
+    _stopping.set()
+    with _children_lock:
+        running = list(_children)
+    for process in running:
+        try:
+            process.kill()
+        except OSError:
+            pass
+
 
 def _synth(tree: Path, outdir: Path, stage: Optional[str], label: str) -> None:
     try:
-        run = subprocess.run([sys.executable, "app.py"], cwd=tree, env=_env(outdir, stage), capture_output=True,
-                             text=True, timeout=SYNTH_TIMEOUT)
+        run = _child([sys.executable, "app.py"], cwd=tree, env=_env(outdir, stage), timeout=SYNTH_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise DiffError(f"synth of the {label} did not finish within {SYNTH_TIMEOUT} s: run `python app.py` "
                         f"there to see where it hangs") from None
@@ -200,7 +238,7 @@ def _synth(tree: Path, outdir: Path, stage: Optional[str], label: str) -> None:
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+        return _child(["git", *args], cwd=cwd, timeout=300)
     except FileNotFoundError:
         raise DiffError("git is not installed (or not on PATH): install git; diff builds the base revision in a "
                         "git worktree") from None
@@ -257,9 +295,8 @@ def _cdk(repo: Path) -> Path:
 
 
 def _cfn_diff(repo: Path, head_out: Path, stack_path: str, base_template: Path) -> str:
-    run = subprocess.run([str(_cdk(repo)), "diff", "--app", str(head_out), "--exclusively", "--template",
-                          str(base_template), stack_path], cwd=repo, env=_env(head_out, None),
-                         capture_output=True, text=True, timeout=300)
+    run = _child([str(_cdk(repo)), "diff", "--app", str(head_out), "--exclusively", "--template",
+                  str(base_template), stack_path], cwd=repo, env=_env(head_out, None), timeout=300)
     text = (run.stdout + run.stderr).strip()
     keep = [_shorten(line) for line in text.splitlines()
             if "feature flags are not configured" not in line and not line.startswith("✨")]
@@ -551,7 +588,31 @@ def add_parser(sub) -> None:
                      help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
 
 
+class Terminated(Exception):
+    """SIGTERM (or SIGHUP) arrived: raised in the main thread so that every `finally` runs, the temporary
+    clones and assemblies of `compute` among them (the default handler ends the process without them)."""
+
+
+def _terminate(signum, frame) -> None:  # noqa: ANN001 - signal's handler signature
+    _end_children()
+    raise Terminated(signal.Signals(signum).name)
+
+
 def run(args) -> int:
+    handled = (signal.SIGTERM, signal.SIGHUP) if threading.current_thread() is threading.main_thread() else ()
+    previous = {sig: signal.signal(sig, _terminate) for sig in handled}
+    _stopping.clear()
+    try:
+        return _run(args)
+    except Terminated as exc:
+        print(f"diff: stopped by {exc}; its temporary folder is removed", file=sys.stderr)
+        return 128 + getattr(signal, str(exc)).value
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args) -> int:
     try:
         if args.markdown:
             check_writable(Path(args.markdown))  # before minutes of synth, not after
