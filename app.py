@@ -10,9 +10,10 @@ before any construct exists, so no half-written cloud assembly is left behind.
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import synth_process
 
@@ -20,6 +21,8 @@ synth_process.configure_environment()  # before aws_cdk starts jsii's node proce
 with synth_process.imports_without_gc():
     from charts import render
     from config import CONFIG_DIR, ConfigError, load_stages
+    from config.errors import short
+    from config.schema import NAME as STAGE_NAME
     from config.pipeline import load_pipeline
     from ops import secret_scan
     from stacks import assembly
@@ -29,15 +32,18 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     """`context`/`outdir` are for in-process callers (tests); the CDK CLI passes both in the
     environment (CDK_CONTEXT_JSON, CDK_OUTDIR), which cdk.App reads itself."""
     app = assembly.new_app(context, outdir)
-    only = app.node.try_get_context("stage")
-    config_dir = app.node.try_get_context("config_dir") or CONFIG_DIR
+    try:
+        only, config_dir, nag = _context(app.node.try_get_context)
+    except ContextError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         stages = load_stages(config_dir, only=only)
         pipeline = None if only else load_pipeline(config_dir, [cfg.stage for cfg in stages])
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    built = assembly.build(app, stages, nag=_truthy(app.node.try_get_context("nag")), pipeline=pipeline)
+    built = assembly.build(app, stages, nag=nag, pipeline=pipeline)
     try:
         app.synth()
     except RuntimeError as exc:  # a validation plugin (cdk-nag) failed; its report is printed above
@@ -61,8 +67,38 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     return 0
 
 
-def _truthy(value: object) -> bool:
-    return value is True or str(value).lower() in ("true", "1", "yes")
+class ContextError(Exception):
+    """A CDK context value of the wrong type or form: one line naming the key, exit 2."""
+
+
+# config/schema.py's stage name pattern (pydantic's syntax: \z) in Python's re syntax.
+_STAGE_NAME = re.compile(STAGE_NAME.replace(r"\z", r"\Z"))
+# `-c nag=false` arrives as a string, cdk.json's `"nag": true` as JSON.
+_NAG = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _context(get: Any) -> tuple[Optional[str], Any, bool]:
+    """(stage or None, config folder, nag) from the context, each checked for what it must be: JSON
+    (CDK_CONTEXT_JSON, cdk.json) can hold a number, a list or an object where a name belongs. null or a
+    missing key is the default."""
+    stage, config_dir, nag = get("stage"), get("config_dir"), get("nag")
+    if stage is not None and not (isinstance(stage, str) and _STAGE_NAME.match(stage)):
+        raise ContextError(f"cdk context stage: {short(stage)} is not a stage name (allowed: a <stage>.yaml's "
+                           f"name: lowercase letters, digits and '-', e.g. -c stage=dev)")
+    if config_dir is not None and not (isinstance(config_dir, str) and config_dir.strip() and
+                                       config_dir.isprintable()):
+        raise ContextError(f"cdk context config_dir: {short(config_dir)} is not a folder path (allowed: the path "
+                           f"of a folder of stage files, e.g. -c config_dir=config)")
+    if nag is None:
+        flag = False
+    elif isinstance(nag, bool):
+        flag = nag
+    elif isinstance(nag, (str, int)) and str(nag).lower() in _NAG:
+        flag = _NAG[str(nag).lower()]
+    else:
+        raise ContextError(f"cdk context nag: {short(nag)} is not true or false (allowed: true, false, 1, 0, yes, "
+                           f"no, e.g. -c nag=false)")
+    return stage, config_dir or CONFIG_DIR, flag
 
 
 if __name__ == "__main__":

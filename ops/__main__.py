@@ -12,12 +12,14 @@
 Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
 or (diff --fail-on-danger) a destructive change; 2 bad arguments, stage file or local set-up (an AWS
 profile that does not exist, an AWS config file that does not parse, an AWS endpoint URL that is not a
-URL, git missing; diff: the base or a synth failed, an unwritable --markdown file); 3 an internal error
+URL, a credential_process that fails or does not answer within a minute, an AWS endpoint that does not
+answer as AWS, git missing; diff: the base or a synth failed, an unwritable --markdown file); 3 an internal error
 (a bug: please report it, with --debug output).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from dataclasses import dataclass
@@ -62,14 +64,19 @@ class StageCommand:
         import boto3
 
         from . import errors, remote, verify
+        from .aws_clients import guard_answers, resolve_credentials
 
         label = f"{self.name} --stage {cfg.stage}"
         session, clients = args.aws
         try:
             # The local AWS set-up first: a missing profile or an unparsable config file fails when the
             # session is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it
-            # calls AWS.
+            # calls AWS. The credentials are resolved here, once, within a deadline (a credential_process
+            # that never answers would hang the command: botocore waits for it forever); every client
+            # of the session refuses an answer that is not AWS's (an HTML page, a proxy's) with one line.
             session = session or boto3.session.Session(region_name=cfg.region)
+            guard_answers(session)
+            resolve_credentials(session)
             if not (clients or {}).get("sts"):
                 session.client("sts", region_name=cfg.region)
             report, snippet = self.check(cfg, args, session, clients)
@@ -120,9 +127,41 @@ def _verify(cfg, args, session, clients):
 
 
 def _verify_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+    cmd.add_argument("--wait", type=number(float, 0, 86400, "seconds"), default=0, metavar="SECONDS",
                      help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
-    cmd.add_argument("--poll", type=float, default=10, metavar="SECONDS", help=argparse.SUPPRESS)
+    cmd.add_argument("--poll", type=number(float, 0.1, 3600, "seconds"), default=10, metavar="SECONDS",
+                     help=argparse.SUPPRESS)
+
+
+def number(kind: type, low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite `kind` (int or float) from `low` to `high`. Anything else (inf, nan, -1,
+    1e400, "ten", a 5000-digit integer) is argparse's one-line error and exit 2: a timeout of inf or nan
+    would otherwise reach time.sleep or a deadline as a crash or a wait that never ends."""
+    what = "an integer" if kind is int else "a number"
+    allowed = f"allowed: {what} from {low:g} to {high:g}" + (f" {unit}" if unit else "")
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what} ({allowed})") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} ({allowed})")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _shown(text: str) -> str:
+    text = text if len(text) <= 40 else text[:40] + "..."
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
+
+
+# Every number option of every command (`type=float` or `type=int`, e.g. rehearse's --deploy-timeout)
+# that does not bring its own range gets this one in _parser(): seconds and counts are finite, never
+# negative, and far below 1e9 s (thread timeouts overflow past threading.TIMEOUT_MAX, about 9.2e9 s).
+OPTION_NUMBER_MAX = 1e9
 
 
 def _verify_remote(cfg, args, session, clients):
@@ -156,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
     for subparser in sub.choices.values():
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help="show a traceback on internal errors")
+        for action in subparser._actions:  # argparse has no public list of a parser's options
+            if action.type in (float, int):
+                action.type = number(action.type, 0, OPTION_NUMBER_MAX)
     return parser
 
 

@@ -11,8 +11,19 @@ from botocore.exceptions import (BotoCoreError, ClientError, ConfigParseError, C
                                  InvalidEndpointConfigurationError, InvalidRegionError, NoCredentialsError,
                                  NoRegionError, PartialCredentialsError, ProfileNotFound, SSOError,
                                  TokenRetrievalError, UnknownCredentialError)
+from botocore.parsers import ResponseParserError
 
 from .kube import describe_transport
+
+
+class SetupError(Exception):
+    """A broken local AWS set-up found while a session resolves its credentials or reads an answer (a
+    credential_process that hangs or fails, an endpoint that does not answer as AWS): the message is
+    the whole line (setup_problem returns it; exit 2), whitespace and newlines folded into one line."""
+
+    def __init__(self, message: str) -> None:
+        line = " ".join(message.split())
+        super().__init__(line if len(line) <= 1000 else line[:997] + "...")
 
 
 def describe(exc: BaseException) -> str:
@@ -68,7 +79,13 @@ def aws_fix(exc: BaseException, default: str = "") -> str:
 
 def setup_problem(exc: BaseException) -> str:
     """One line (what is wrong with the local AWS configuration, and the fix) for the errors botocore
-    raises before any call is made; "" for anything else."""
+    raises before any call is made (and the SetupErrors of ops/aws_clients.py); "" for anything else."""
+    if isinstance(exc, SetupError):
+        return str(exc)
+    if isinstance(exc, ResponseParserError):  # a client outside a session of aws_clients.guard_answers
+        detail = " ".join(str(exc).split())[:150]
+        return (f"an AWS endpoint answered something botocore cannot parse as AWS ({detail}): check "
+                f"AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config, and HTTPS_PROXY")
     if isinstance(exc, ProfileNotFound):
         profile = exc.kwargs.get("profile", "?")
         return (f"AWS profile {profile!r} (from AWS_PROFILE or AWS_DEFAULT_PROFILE) is in no AWS config file: "

@@ -52,7 +52,24 @@ def add_parser(sub) -> None:
     bench.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     bench.add_argument("--kubectl", default="kubectl", help="kubectl executable for the port-forward")
     bench.add_argument("--no-calibration", action="store_true", help="skip the client-overhead calibration")
-    bench.add_argument("--concurrency", type=int, default=64, help="--calibrate: concurrent streams")
+    bench.add_argument("--concurrency", type=_concurrency, default=64, help="--calibrate: concurrent streams")
+
+
+MAX_CONCURRENCY = 4096
+
+
+def _concurrency(text: str) -> int:
+    """argparse type of --concurrency: an integer from 1 to MAX_CONCURRENCY; anything else (1.5, -1, a
+    5000-digit number, inf) is argparse's one-line error, exit 2."""
+    allowed = f"allowed: an integer from 1 to {MAX_CONCURRENCY}"
+    shown = text if len(text) <= 40 and text.isprintable() and text else repr(text[:40])
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{shown} is not an integer ({allowed})") from None
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"{shown} ({allowed})")
+    return value
 
 
 def run(args) -> int:
@@ -95,8 +112,9 @@ def _merge(args) -> int:
 
 
 def _calibrate(args, executable: str) -> int:
-    if not 1 <= args.concurrency <= 4096:
-        print(f"bench --calibrate: --concurrency: {args.concurrency} (allowed: 1 to 4096)", file=sys.stderr)
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:  # argparse checked it; a caller may build args itself
+        print(f"bench --calibrate: --concurrency: {args.concurrency} (allowed: 1 to {MAX_CONCURRENCY})",
+              file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-calibration-") as work:
         overhead, level = calibration.measure(executable, Path(work), concurrency=args.concurrency)
