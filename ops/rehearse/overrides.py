@@ -317,7 +317,7 @@ def plan(cfg: StageConfig, *, mode: str, host: Host, model_dir: Path, real_weigh
         scaling = llm["deployment_config"].get("autoscaling_config")
         if scaling:
             # Spare GPUs (beyond every side's minimum) go to the sides in order; the rest is capped.
-            most = scaling["min_replicas"] + spare // tp
+            most = scaling["min_replicas"] + max(spare, 0) // tp  # engines sharing a GPU leave none spare
             spare -= (min(scaling["max_replicas"], most) - scaling["min_replicas"]) * tp
             _set(overrides, scaling, "max_replicas", min(scaling["max_replicas"], most),
                  f"{path}.deployment_config.autoscaling_config.max_replicas", f"this host has {gpus} GPUs")

@@ -252,3 +252,13 @@ def test_kv_cache_bytes_takes_only_a_sane_whole_number(text):
     from ops.rehearse.cli import _positive_bytes
     with pytest.raises(_argparse.ArgumentTypeError):
         _positive_bytes(text)
+
+
+def test_sharing_one_gpu_never_caps_autoscaling_below_its_minimum(stages):
+    # prod's PD on one H200: no GPU is spare, so max_replicas falls to min_replicas (it fell to 0 before)
+    plan = _plan(stages["prod"])
+    args = plan.serve_config["applications"][0]["args"]
+    for side in SIDES:
+        scaling = args[side]["deployment_config"].get("autoscaling_config")
+        if scaling:
+            assert scaling["max_replicas"] >= scaling["min_replicas"] >= 1
