@@ -612,8 +612,19 @@ def run(args) -> int:
             signal.signal(sig, handler)
 
 
+def _needs_cfn_lint() -> None:
+    """The replacement analysis reads CloudFormation's resource schemas from cfn-lint, which the test set-up
+    installs and the main job's does not: one line that says what to run, before minutes of synth."""
+    try:
+        import cfnlint  # noqa: F401
+    except ImportError:
+        raise DiffError("cfn-lint is not installed in this venv (ops diff reads CloudFormation's resource schemas "
+                        "from it): run scripts/setup.sh --dev, then ops diff again") from None
+
+
 def _run(args) -> int:
     try:
+        _needs_cfn_lint()
         if args.markdown:
             check_writable(Path(args.markdown))  # before minutes of synth, not after
         tree = Path(args.tree) if args.tree else None

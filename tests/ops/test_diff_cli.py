@@ -1,4 +1,5 @@
-"""`ops diff` stopped by SIGTERM (a cancelled CI job) removes its temporary folder and ends its children."""
+"""`ops diff` as a command: stopped by SIGTERM (a cancelled CI job) it removes its temporary folder and ends its
+children; without cfn-lint (the main job's venv) it says what to run."""
 from __future__ import annotations
 
 import os
@@ -28,3 +29,12 @@ def test_sigterm_mid_synth_removes_the_temporary_folder_and_exits_143(tmp_path):
     assert list(tmp_path.glob("pd-diff-*")) == []
     leftover = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
     assert str(tmp_path) not in leftover.stdout
+
+
+def test_without_cfn_lint_diff_says_what_to_run_and_exits_2(monkeypatch, capsys):
+    from ops.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "cfnlint", None)  # what the main job's venv (requirements.txt) lacks
+    assert main(["diff", "--base", "HEAD"]) == 2
+    assert capsys.readouterr().err == ("diff: cfn-lint is not installed in this venv (ops diff reads CloudFormation's "
+                                       "resource schemas from it): run scripts/setup.sh --dev, then ops diff again\n")
