@@ -104,7 +104,16 @@ def drain(f):  # a file gone from its name (rotated away, removed): what is left
         emit(f.name, f.partial)
 
 
+def room():  # before a file is opened: at most MOST_OPEN at any time, the one idle longest closed first
+    opened = [g for g in files.values() if g.log is not None]
+    if len(opened) >= MOST_OPEN:
+        victim = max(opened, key=lambda g: g.idle)
+        victim.log.close()
+        victim.log = None
+
+
 def follow(real, name, st, at_end):
+    room()
     log = open(real, "rb", buffering=0)
     if ident(os.fstat(log.fileno())) != ident(st):  # replaced since the stat: the next pass
         log.close()
@@ -127,6 +136,7 @@ def step(f, st):
         return
     f.idle = 0
     if f.log is None:
+        room()
         log = open(f.real, "rb", buffering=0)
         if ident(os.fstat(log.fileno())) != f.ident:
             log.close()

@@ -331,6 +331,20 @@ def test_an_over_long_line_is_cut_and_the_relay_goes_on(tmp_path, relay):
     assert matches(NON_EFA_PROVIDER, transport)  # what the alarm looks for is at the start: still counted
 
 
+def _open_logs(pid: int, folder) -> list[str]:
+    """The files under `folder` that process `pid` holds open (not its pipes or whatever else it inherited:
+    a run without standard input, as CI's, gives it one more descriptor)."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(folder) + "/"):
+            found.append(target)
+    return found
+
+
 def test_it_holds_at_most_200_files_open_and_opens_again_one_that_grows(tmp_path, relay):
     running = relay()
     names = [f"worker-many-{index:03}.out" for index in range(250)]
@@ -338,7 +352,7 @@ def test_it_holds_at_most_200_files_open_and_opens_again_one_that_grows(tmp_path
         (tmp_path / name).write_text("(pid=1) ERROR first\n")
     running.read_until(lambda lines: len(lines) >= len(names), timeout=60)
     running.settled()
-    assert len(os.listdir(f"/proc/{running.proc.pid}/fd")) <= 200 + 3  # and stdin, stdout, stderr
+    assert 0 < len(_open_logs(running.proc.pid, tmp_path)) <= 200  # at any moment, not only between passes
     for name in names:
         with (tmp_path / name).open("a") as log:
             log.write("(pid=1) ERROR second\n")
