@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import ssl
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import boto3
 import pytest
@@ -19,64 +17,11 @@ from ops.bench.aiperf import BenchError
 from ops.bench.endpoint import check_models
 from ops.kube import ANSWER_LIMIT, MiB, AnswerTooLarge, KubeApi, KubeError, fetch
 
-from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, CountingServer, FakeCluster, Scenario, tls
+from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, tls
+from .http_server import Server
 
 REDIRECTS = [301, 302, 303, 307, 308]
 MODELS = {"object": "list", "data": [{"id": "qwen3.5-9b", "object": "model"}]}
-
-
-class Server(CountingServer):
-    """A CountingServer whose every answer is `respond(method, path)`: (status, headers, body), the body bytes
-    or an iterable of chunks (sent chunked). `requests` holds (method, path, Authorization) per request."""
-
-    def __init__(self, respond, *, https: bool) -> None:
-        self.requests: list[tuple[str, str, str]] = []
-        self.stop = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                server.requests.append((self.command, self.path, self.headers.get("Authorization", "")))
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                status, headers, body = respond(self.command, self.path)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Connection", "close")
-                if isinstance(body, bytes):
-                    declared = "Content-Length" in headers
-                    if not declared:
-                        self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    if declared and int(headers["Content-Length"]) > len(body):
-                        server.stop.wait(30)
-                    return
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    for chunk in body:
-                        if server.stop.is_set():
-                            return
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    return
-
-            do_GET = do_POST = _serve  # noqa: N815 - http.server's naming
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(Handler, tls=tls() if https else None)
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        super().__exit__(*exc)
 
 
 def _json(payload) -> tuple:

@@ -5,9 +5,7 @@ answer goes through `ops.kube.stream`: the same opener, the same deadline, a tot
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -16,72 +14,12 @@ from ops.kube import MiB
 from ops.report import Report
 from ops.rehearse import checks, cli, ray_cluster
 
-from ..fake_cluster import CountingServer
+from ..http_server import Server
 
 REDIRECTS = [301, 302, 303, 307, 308]
 MODEL = "qwen3.5-9b"
 MODELS = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
 SECRET = "/steal?token=secret-in-location"
-
-
-class Server(CountingServer):
-    """Plain http.server on 127.0.0.1 whose every answer is `respond(method, path)`: (status, headers, body),
-    the body bytes or an iterable of chunks (sent chunked, as vLLM streams). Counts connections (`connections`)
-    and records (method, path) per request (`requests`). As tests/ops/test_kube_http.py's Server."""
-
-    def __init__(self, respond) -> None:
-        self.requests: list[tuple[str, str]] = []
-        self.stop = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                server.requests.append((self.command, self.path))
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                status, headers, body = respond(self.command, self.path)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Connection", "close")
-                if isinstance(body, bytes):
-                    declared = "Content-Length" in headers
-                    if not declared:
-                        self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    if declared and int(headers["Content-Length"]) > len(body):
-                        server.stop.wait(30)
-                    return
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    for chunk in body:
-                        if server.stop.is_set():
-                            return
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
-                    self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    return
-
-            do_GET = do_POST = do_PUT = _serve  # noqa: N815 - http.server's naming
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(Handler, tls=None)
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        super().__exit__(*exc)
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
 
 
 def _json(payload) -> tuple:
@@ -140,7 +78,7 @@ def test_the_dashboard_client_follows_no_redirect(status, target, tmp_path):
         with pytest.raises(ray_cluster.RayError) as err:
             _head(redirector, tmp_path).deploy({"applications": []})
     assert target.connections == 0 and target.requests == []
-    assert redirector.requests == [("PUT", ray_cluster.APPLICATIONS)]
+    assert [(m, p) for m, p, _ in redirector.requests] == [("PUT", ray_cluster.APPLICATIONS)]
     assert str(err.value) == f"PUT {ray_cluster.APPLICATIONS}: {_one_line(status, target.port)}"
 
 
@@ -260,7 +198,7 @@ def test_stream_chat_reads_a_normal_sse_answer_as_it_arrives():
         result = checks.stream_chat(f"http://127.0.0.1:{server.port}", MODEL, max_tokens=5)
     assert (result["chunks"], result["text"]) == (5, " w0 w1 w2 w3 w4")
     assert result["ttft_s"] < 0.05 < 0.2 <= result["total_s"]  # the first event came before the last was sent
-    assert server.requests == [("POST", "/v1/chat/completions")]
+    assert [(m, p) for m, p, _ in server.requests] == [("POST", "/v1/chat/completions")]
 
 
 @pytest.mark.parametrize("status", REDIRECTS)
