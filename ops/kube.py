@@ -211,12 +211,9 @@ def _read(response: http.client.HTTPResponse, limit: int) -> bytes:
             raise AnswerTooLarge(limit)
 
 
-def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
-          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None, limit: int = ANSWER_LIMIT) -> Answer:
-    """One request to an http:// or https:// URL; the answer whatever its status, a redirect included (its
-    Location in `location`, never followed). Raises DeadlineExceeded when the whole exchange takes longer
-    than `timeout`, AnswerTooLarge for a body over `limit` bytes, or the transport's own error (URLError,
-    OSError, ...). Proxies from the environment apply as with urllib.urlopen."""
+def _armed(context: Optional[ssl.SSLContext], timeout: float) -> tuple:
+    """The opener, the event that says the deadline passed, and the started timer that shuts the opener's
+    connections when it does (fetch's and stream's one deadline over the whole exchange)."""
     opener, shut = _opener(context)
     expired = threading.Event()
 
@@ -224,10 +221,20 @@ def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, header
         expired.set()
         shut()
 
-    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
     timer.start()
+    return opener, expired, timer
+
+
+def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
+          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None, limit: int = ANSWER_LIMIT) -> Answer:
+    """One request to an http:// or https:// URL; the answer whatever its status, a redirect included (its
+    Location in `location`, never followed). Raises DeadlineExceeded when the whole exchange takes longer
+    than `timeout`, AnswerTooLarge for a body over `limit` bytes, or the transport's own error (URLError,
+    OSError, ...). Proxies from the environment apply as with urllib.urlopen."""
+    opener, expired, timer = _armed(context, timeout)
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with opener.open(request, timeout=timeout) as response:
             answer = Answer(response.status, response.reason, response.headers.get_content_type(),
@@ -300,17 +307,8 @@ def stream(url: str, *, method: str = "GET", data: Optional[bytes] = None, heade
     end of the `with` block, and when it passes the connection is shut and the next read raises
     DeadlineExceeded. The body is capped at `limit` bytes in all (AnswerTooLarge; a declared Content-Length
     over it is refused before reading). Transport errors are raised as fetch raises them."""
-    opener, shut = _opener(context)
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        shut()
-
+    opener, expired, timer = _armed(context, timeout)
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    timer = threading.Timer(timeout, expire)
-    timer.daemon = True
-    timer.start()
     try:
         try:
             response = opener.open(request, timeout=timeout)
