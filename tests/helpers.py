@@ -101,3 +101,12 @@ def synth(configs: list[StageConfig], outdir: Path) -> Synth:
     built = assembly.build(app, configs)
     app.synth()
     return Synth(stages={stage.cfg.stage: stage for stage in built}, outdir=outdir)
+
+
+def one_error_line(capsys) -> str:
+    """The one line a command printed to stderr (nothing on stdout, no traceback)."""
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]

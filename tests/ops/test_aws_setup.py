@@ -7,6 +7,7 @@ import pytest
 
 from ops import verify
 from ops.__main__ import main
+from tests.helpers import one_error_line
 
 COMMANDS = ["preflight", "verify", "verify-remote"]
 GARBAGE = "[default\nregion = us-west-2\n[[[ not an ini file\n"
@@ -25,12 +26,7 @@ def local_aws(monkeypatch, tmp_path):
     return tmp_path
 
 
-def _one_line(capsys) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+_one_line = one_error_line
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -15,6 +15,7 @@ import pytest
 
 from ops import aws_clients
 from ops.__main__ import main
+from tests.helpers import one_error_line
 
 COMMANDS = ["preflight", "verify", "verify-remote"]
 DEADLINE_S = 1.0
@@ -41,12 +42,7 @@ def aws_config(monkeypatch, tmp_path):
     return write
 
 
-def _one_line(capsys) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+_one_line = one_error_line
 
 
 def _hanging(tmp_path, ignore_term: bool = False) -> str:
