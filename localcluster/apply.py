@@ -6,9 +6,8 @@ The API path of each object comes from the server's own discovery (GET /api/v1, 
 resource name and whether it is namespaced are the server's answer, not a table here."""
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 from ops.kube import KubeApi, KubeError
 
@@ -107,13 +106,3 @@ class Applier:
 def strip_status(obj: dict[str, Any]) -> dict[str, Any]:
     """What is applied of an object: everything but its status (the status subresource is the controller's)."""
     return {k: v for k, v in obj.items() if k != "status"}
-
-
-def status_patch(api: KubeApi, path: str, status: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """A merge patch of the status subresource (the fake nodes' capacity, as a kubelet reports it)."""
-    return api.request("PATCH", f"{path}/status", body={"status": status},
-                       content_type="application/merge-patch+json")
-
-
-def pretty(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)

@@ -10,7 +10,7 @@ may create in parallel) keep the template's order, so the order is deterministic
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 

@@ -15,12 +15,11 @@ from typing import Any, Callable, Iterable, Optional
 import yaml
 
 from config.schema import StageConfig
-from config.topology import KUBERAY_NAMESPACE, VERIFY_GROUP
-from ops.kube import KubeError
+from config.topology import VERIFY_GROUP
 from ops.report import Report
 
 from . import control_plane, deploy_order, kwok, nodes, tools
-from .apply import Applier, ApplyError, strip_status
+from .apply import Applier, strip_status
 from .control_plane import ClusterError, LocalCluster
 
 CRDS = Path(__file__).resolve().parent / "crds"

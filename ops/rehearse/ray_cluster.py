@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from config.topology import DASHBOARD_PORT, METRICS_PORT
 from ops.kube import ANSWER_LIMIT, AnswerTooLarge, DeadlineExceeded, fetch, redirected
