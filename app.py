@@ -8,12 +8,13 @@ built when `config/_pipeline.yaml` exists and no single stage is asked for.
 The only place that reads CDK context. A bad stage file stops here with one line and exit code 2,
 before any construct exists, so no half-written cloud assembly is left behind.
 """
+
 from __future__ import annotations
 
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import synth_process
 
@@ -22,13 +23,13 @@ with synth_process.imports_without_gc():
     from charts import render
     from config import CONFIG_DIR, ConfigError, load_stages
     from config.errors import short
-    from config.schema import NAME as STAGE_NAME
     from config.pipeline import load_pipeline
+    from config.schema import NAME as STAGE_NAME
     from ops import secret_scan
     from stacks import assembly
 
 
-def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
+def main(context: dict | None = None, outdir: str | None = None) -> int:
     """`context`/`outdir` are for in-process callers (tests); the CDK CLI passes both in the
     environment (CDK_CONTEXT_JSON, CDK_OUTDIR), which cdk.App reads itself."""
     app = assembly.new_app(context, outdir)
@@ -60,9 +61,11 @@ def main(context: Optional[dict] = None, outdir: Optional[str] = None) -> int:
     findings = secret_scan.scan(Path(app.outdir))
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        print(f"synth: {Path(app.outdir) / findings[0].path}:{findings[0].line}: {findings[0].kind} in the "
-              f"output{more}: remove it from the stage file or the code that put it there (value not shown)",
-              file=sys.stderr)
+        print(
+            f"synth: {Path(app.outdir) / findings[0].path}:{findings[0].line}: {findings[0].kind} in the "
+            f"output{more}: remove it from the stage file or the code that put it there (value not shown)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -77,18 +80,21 @@ _STAGE_NAME = re.compile(STAGE_NAME.replace(r"\z", r"\Z"))
 _NAG = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
-def _context(get: Any) -> tuple[Optional[str], Any, bool]:
+def _context(get: Any) -> tuple[str | None, Any, bool]:
     """(stage or None, config folder, nag) from the context, each checked for what it must be: JSON
     (CDK_CONTEXT_JSON, cdk.json) can hold a number, a list or an object where a name belongs. null or a
     missing key is the default."""
     stage, config_dir, nag = get("stage"), get("config_dir"), get("nag")
     if stage is not None and not (isinstance(stage, str) and _STAGE_NAME.match(stage)):
-        raise ContextError(f"cdk context stage: {short(stage)} is not a stage name (allowed: a <stage>.yaml's "
-                           f"name: lowercase letters, digits and '-', e.g. -c stage=dev)")
-    if config_dir is not None and not (isinstance(config_dir, str) and config_dir.strip() and
-                                       config_dir.isprintable()):
-        raise ContextError(f"cdk context config_dir: {short(config_dir)} is not a folder path (allowed: the path "
-                           f"of a folder of stage files, e.g. -c config_dir=config)")
+        raise ContextError(
+            f"cdk context stage: {short(stage)} is not a stage name (allowed: a <stage>.yaml's "
+            f"name: lowercase letters, digits and '-', e.g. -c stage=dev)"
+        )
+    if config_dir is not None and not (isinstance(config_dir, str) and config_dir.strip() and config_dir.isprintable()):
+        raise ContextError(
+            f"cdk context config_dir: {short(config_dir)} is not a folder path (allowed: the path "
+            f"of a folder of stage files, e.g. -c config_dir=config)"
+        )
     if nag is None:
         flag = False
     elif isinstance(nag, bool):
@@ -96,8 +102,10 @@ def _context(get: Any) -> tuple[Optional[str], Any, bool]:
     elif isinstance(nag, (str, int)) and str(nag).lower() in _NAG:
         flag = _NAG[str(nag).lower()]
     else:
-        raise ContextError(f"cdk context nag: {short(nag)} is not true or false (allowed: true, false, 1, 0, yes, "
-                           f"no, e.g. -c nag=false)")
+        raise ContextError(
+            f"cdk context nag: {short(nag)} is not true or false (allowed: true, false, 1, 0, yes, "
+            f"no, e.g. -c nag=false)"
+        )
     return stage, config_dir or CONFIG_DIR, flag
 
 

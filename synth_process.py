@@ -14,14 +14,16 @@ with `scripts/bench_synth.py` and a phase timer (docs/DECISIONS.md, "Synth speed
 - `exit_now(code)`: ends the process without freeing those objects one by one (~0.2 s), after the exit
   handlers (jsii stops its node process and removes its temporary files) and a flush of stdout/stderr.
 """
+
 from __future__ import annotations
 
 import atexit
 import gc
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, NoReturn
+from typing import NoReturn
 
 NODE_FLAGS = "--max-semi-space-size=64"
 

@@ -5,9 +5,11 @@ Typed with cdk8s-plus-28 (docs/DECISIONS.md, "cdk8s-plus-28 and the typed KubeRa
 ServiceAccount, its typed core (L1) Namespace, verify's roles and bindings and NetworkPolicies
 (charts/network_policies.py), whose L2s add fields or split rules. The RayService and the
 SecretProviderClass stay `ApiObject`s with a plain-dict spec (why: DECISIONS.md)."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import cdk8s
 import cdk8s_plus_28 as kplus
@@ -17,8 +19,15 @@ from constructs import Construct
 
 from config.derived import PodResources
 from config.schema import Serving
-from config.topology import (DASHBOARD_PORT_NAME, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SERVE_PORT_NAME, VERIFY_GROUP,
-                             head_service, serve_service)
+from config.topology import (
+    DASHBOARD_PORT_NAME,
+    KUBERAY_NAMESPACE,
+    KUBERAY_RELEASE,
+    SERVE_PORT_NAME,
+    VERIFY_GROUP,
+    head_service,
+    serve_service,
+)
 
 from .network_policies import add_network_policies, network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
@@ -40,9 +49,19 @@ def serve_config_text(serving: Serving) -> str:
 
 
 class InferenceChart(cdk8s.Chart):
-    def __init__(self, scope: Construct, construct_id: str, *, serving: Serving, image: str, region: str,
-                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: Sequence[str],
-                 observed: bool = False) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        serving: Serving,
+        image: str,
+        region: str,
+        worker_resources: PodResources,
+        worker_count: int,
+        api_proxy_cidrs: Sequence[str],
+        observed: bool = False,
+    ) -> None:
         """`observed`: the stage collects metrics and logs (observability on): its scraper is admitted to the
         Ray pods' metrics port, and the workers relay NIXL's lines to the container log."""
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
@@ -50,8 +69,12 @@ class InferenceChart(cdk8s.Chart):
         k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=namespace, labels=POD_SECURITY_LABELS))
         self.service_account_name = serving.service_name
         # The Ray pods call no Kubernetes API: no token is mounted (the pod templates say so too).
-        kplus.ServiceAccount(self, "ServiceAccount", automount_token=False,
-                             metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace))
+        kplus.ServiceAccount(
+            self,
+            "ServiceAccount",
+            automount_token=False,
+            metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace),
+        )
 
         self._verify_rbac(serving)
 
@@ -59,10 +82,15 @@ class InferenceChart(cdk8s.Chart):
         if serving.hf_token_secret:
             token = TokenMount(secret_provider_class=f"{serving.service_name}-hf-token")
             provider = cdk8s.ApiObject(
-                self, "HfTokenProvider", api_version="secrets-store.csi.x-k8s.io/v1", kind="SecretProviderClass",
-                metadata=cdk8s.ApiObjectMetadata(name=token.secret_provider_class, namespace=namespace))
-            provider.add_json_patch(cdk8s.JsonPatch.add("/spec", secret_provider_spec(
-                serving.hf_token_secret, region=region)))
+                self,
+                "HfTokenProvider",
+                api_version="secrets-store.csi.x-k8s.io/v1",
+                kind="SecretProviderClass",
+                metadata=cdk8s.ApiObjectMetadata(name=token.secret_provider_class, namespace=namespace),
+            )
+            provider.add_json_patch(
+                cdk8s.JsonPatch.add("/spec", secret_provider_spec(serving.hf_token_secret, region=region))
+            )
 
         labels = ray_pod_labels(serving.service_name)
         spec: dict[str, Any] = {
@@ -73,30 +101,47 @@ class InferenceChart(cdk8s.Chart):
                 "enableInTreeAutoscaling": False,
                 "headGroupSpec": {
                     "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-                    "template": head_pod(image=image, resources=serving.head_resources,
-                                         service_account=self.service_account_name, token=token, labels=labels),
+                    "template": head_pod(
+                        image=image,
+                        resources=serving.head_resources,
+                        service_account=self.service_account_name,
+                        token=token,
+                        labels=labels,
+                    ),
                 },
-                "workerGroupSpecs": [{
-                    "groupName": WORKER_GROUP,
-                    # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
-                    "replicas": worker_count,
-                    "minReplicas": worker_count,
-                    "maxReplicas": worker_count,
-                    "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
-                    "template": worker_pod(image=image, resources=worker_resources,
-                                           privilege=serving.worker_privilege, weight_cache=serving.weight_cache,
-                                           service_account=self.service_account_name, token=token,
-                                           labels=labels, log_relay=observed),
-                }],
+                "workerGroupSpecs": [
+                    {
+                        "groupName": WORKER_GROUP,
+                        # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
+                        "replicas": worker_count,
+                        "minReplicas": worker_count,
+                        "maxReplicas": worker_count,
+                        "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
+                        "template": worker_pod(
+                            image=image,
+                            resources=worker_resources,
+                            privilege=serving.worker_privilege,
+                            weight_cache=serving.weight_cache,
+                            service_account=self.service_account_name,
+                            token=token,
+                            labels=labels,
+                            log_relay=observed,
+                        ),
+                    }
+                ],
             },
         }
-        ray_service = cdk8s.ApiObject(self, "RayService", api_version="ray.io/v1", kind="RayService",
-                                      metadata=cdk8s.ApiObjectMetadata(name=serving.service_name,
-                                                                       namespace=namespace))
+        ray_service = cdk8s.ApiObject(
+            self,
+            "RayService",
+            api_version="ray.io/v1",
+            kind="RayService",
+            metadata=cdk8s.ApiObjectMetadata(name=serving.service_name, namespace=namespace),
+        )
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
-        add_network_policies(self, namespace, network_policies(serving, api_proxy_cidrs=api_proxy_cidrs,
-                                                               metrics_scraper=observed))
-
+        add_network_policies(
+            self, namespace, network_policies(serving, api_proxy_cidrs=api_proxy_cidrs, metrics_scraper=observed)
+        )
 
     def _verify_rbac(self, serving: Serving) -> None:
         """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP), object by
@@ -105,15 +150,26 @@ class InferenceChart(cdk8s.Chart):
         on the dashboard (the State and log APIs) and on Serve, POST on Serve alone (the chat completion).
         No POST reaches the dashboard: its job API runs code on the Ray cluster."""
         k8s.KubeClusterRole(self, "VerifyRole", metadata=k8s.ObjectMeta(name=VERIFY_GROUP), rules=VERIFY_NODE_RULES)
-        k8s.KubeClusterRoleBinding(self, "VerifyBinding", metadata=k8s.ObjectMeta(name=VERIFY_GROUP),
-                                   role_ref=_role_ref("ClusterRole"), subjects=[_verify_subject()])
+        k8s.KubeClusterRoleBinding(
+            self,
+            "VerifyBinding",
+            metadata=k8s.ObjectMeta(name=VERIFY_GROUP),
+            role_ref=_role_ref("ClusterRole"),
+            subjects=[_verify_subject()],
+        )
         for construct_id, namespace, rules in (
-                ("Operator", KUBERAY_NAMESPACE, verify_operator_rules()),
-                ("Serving", serving.namespace, verify_serving_rules(serving.service_name))):
+            ("Operator", KUBERAY_NAMESPACE, verify_operator_rules()),
+            ("Serving", serving.namespace, verify_serving_rules(serving.service_name)),
+        ):
             meta = k8s.ObjectMeta(name=VERIFY_GROUP, namespace=namespace)
             k8s.KubeRole(self, f"Verify{construct_id}Role", metadata=meta, rules=rules)
-            k8s.KubeRoleBinding(self, f"Verify{construct_id}Binding", metadata=meta, role_ref=_role_ref("Role"),
-                                subjects=[_verify_subject()])
+            k8s.KubeRoleBinding(
+                self,
+                f"Verify{construct_id}Binding",
+                metadata=meta,
+                role_ref=_role_ref("Role"),
+                subjects=[_verify_subject()],
+            )
 
 
 def _role_ref(kind: str) -> k8s.RoleRef:
@@ -128,8 +184,9 @@ VERIFY_NODE_RULES = [k8s.PolicyRule(api_groups=[""], resources=["nodes"], verbs=
 
 
 def verify_operator_rules() -> list[k8s.PolicyRule]:
-    return [k8s.PolicyRule(api_groups=["apps"], resources=["deployments"], resource_names=[KUBERAY_RELEASE],
-                           verbs=["get"])]
+    return [
+        k8s.PolicyRule(api_groups=["apps"], resources=["deployments"], resource_names=[KUBERAY_RELEASE], verbs=["get"])
+    ]
 
 
 def proxied(service: str, port_name: str) -> str:
@@ -144,21 +201,21 @@ def verify_serving_rules(service_name: str) -> list[k8s.PolicyRule]:
     dashboard = proxied(head_service(service_name), DASHBOARD_PORT_NAME)
     serve = proxied(serve_service(service_name), SERVE_PORT_NAME)
     return [
-        k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], resource_names=[service_name],
-                       verbs=["get"]),
-        k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[dashboard, serve],
-                       verbs=["get"]),
+        k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], resource_names=[service_name], verbs=["get"]),
+        k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[dashboard, serve], verbs=["get"]),
         k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[serve], verbs=["create"]),
     ]
 
 
 def secret_provider_spec(secret: str, *, region: str) -> dict[str, Any]:
-    objects = yaml.dump([{"objectName": secret, "objectType": "secretsmanager", "objectAlias": TOKEN_FILE}],
-                        Dumper=SafeDumper, sort_keys=False)
+    objects = yaml.dump(
+        [{"objectName": secret, "objectType": "secretsmanager", "objectAlias": TOKEN_FILE}],
+        Dumper=SafeDumper,
+        sort_keys=False,
+    )
     return {"provider": "aws", "parameters": {"region": region, "usePodIdentity": "true", "objects": objects}}
 
 
 def render(chart: cdk8s.Chart) -> list[dict[str, Any]]:
     """The chart's objects as plain dicts, in apply order."""
     return [dict(obj) for obj in chart.to_json()]
-

@@ -23,6 +23,7 @@ appears later, or a new file under a followed name (another inode: rotated), is 
 what is left of the old one, which it still holds open; a file shorter than what was read (truncated) is
 read again from its start.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,7 +32,7 @@ CONTAINER = "ray-log-relay"
 VOLUME = "ray-logs"
 RAY_TMP = "/tmp/ray"
 
-RELAY_PROGRAM = r'''import glob, os, sys, time
+RELAY_PROGRAM = r"""import glob, os, sys, time
 LOGS = os.environ.get("RELAY_LOGS", "/tmp/ray/session_latest/logs")
 POLL = float(os.environ.get("RELAY_POLL_SECONDS", "2"))
 MARKERS = (b"rails using provider=", b"Backend LIBFABRIC was instantiated", b"Backend UCX was instantiated",
@@ -193,7 +194,7 @@ while True:
     first = False
     sys.stdout.flush()
     time.sleep(POLL)
-'''
+"""
 
 
 def ray_logs_volume() -> dict[str, Any]:
@@ -211,7 +212,10 @@ def relay_container(image: str) -> dict[str, Any]:
         "image": image,
         "command": ["python3", "-B", "-u", "-c", RELAY_PROGRAM],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [ray_logs_mount(read_only=True)],
     }

@@ -21,16 +21,24 @@ Typed core objects (cdk8s-plus-28's `k8s.KubeNetworkPolicy` and its spec classes
 where the policy is built. Not cdk8s-plus's L2 `NetworkPolicy`: it writes one rule per peer, where the
 API-server rule is one rule of several ipBlocks and one port list (docs/DECISIONS.md).
 """
+
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from cdk8s_plus_28 import k8s
 from constructs import Construct
 
 from config.schema import Serving
-from config.topology import (CLOUDWATCH_NAMESPACE, DASHBOARD_PORT, KUBERAY_NAMESPACE, KUBERAY_RELEASE,
-                             RAY_METRICS_PORT, RAY_SCRAPER_POD_LABELS, SERVE_PORT)
+from config.topology import (
+    CLOUDWATCH_NAMESPACE,
+    DASHBOARD_PORT,
+    KUBERAY_NAMESPACE,
+    KUBERAY_RELEASE,
+    RAY_METRICS_PORT,
+    RAY_SCRAPER_POD_LABELS,
+    SERVE_PORT,
+)
 from config.versions import KUBERAY_OPERATOR
 
 from .ray_pods import ray_pod_labels
@@ -53,15 +61,19 @@ def _from_namespace(namespace: str, pods: dict[str, str]) -> k8s.NetworkPolicyPe
     return k8s.NetworkPolicyPeer(namespace_selector=_labels({NAMESPACE_NAME: namespace}), pod_selector=_labels(pods))
 
 
-def _ingress(selector: k8s.LabelSelector, peers: Optional[list[k8s.NetworkPolicyPeer]] = None,
-             ports: Optional[list[k8s.NetworkPolicyPort]] = None) -> k8s.NetworkPolicySpec:
+def _ingress(
+    selector: k8s.LabelSelector,
+    peers: list[k8s.NetworkPolicyPeer] | None = None,
+    ports: list[k8s.NetworkPolicyPort] | None = None,
+) -> k8s.NetworkPolicySpec:
     """Ingress to the selected pods from the peers on the ports; no peers and no ports: deny all."""
     rules = None if peers is None else [k8s.NetworkPolicyIngressRule(from_=peers, ports=ports)]
     return k8s.NetworkPolicySpec(pod_selector=selector, policy_types=["Ingress"], ingress=rules)
 
 
-def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
-                     metrics_scraper: bool = False) -> dict[str, k8s.NetworkPolicySpec]:
+def network_policies(
+    serving: Serving, *, api_proxy_cidrs: Sequence[str], metrics_scraper: bool = False
+) -> dict[str, k8s.NetworkPolicySpec]:
     """The policies by name. `metrics_scraper`: the stage collects metrics (observability on), so its
     scraper is admitted."""
     ray = _labels(ray_pod_labels(serving.service_name))
@@ -70,14 +82,17 @@ def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
     policies = {
         "default-deny-ingress": _ingress(k8s.LabelSelector()),
         "ray-pods": _ingress(ray, [k8s.NetworkPolicyPeer(pod_selector=ray)]),
-        "kuberay-operator": _ingress(head, [_from_namespace(KUBERAY_NAMESPACE, OPERATOR_POD_LABELS)],
-                                     _tcp(DASHBOARD_PORT, SERVE_PORT)),
+        "kuberay-operator": _ingress(
+            head, [_from_namespace(KUBERAY_NAMESPACE, OPERATOR_POD_LABELS)], _tcp(DASHBOARD_PORT, SERVE_PORT)
+        ),
     }
     if serving.client_namespaces:
-        clients = k8s.LabelSelector(match_expressions=[k8s.LabelSelectorRequirement(
-            key=NAMESPACE_NAME, operator="In", values=list(serving.client_namespaces))])
-        policies["serve-clients"] = _ingress(ray, [k8s.NetworkPolicyPeer(namespace_selector=clients)],
-                                             _tcp(SERVE_PORT))
+        clients = k8s.LabelSelector(
+            match_expressions=[
+                k8s.LabelSelectorRequirement(key=NAMESPACE_NAME, operator="In", values=list(serving.client_namespaces))
+            ]
+        )
+        policies["serve-clients"] = _ingress(ray, [k8s.NetworkPolicyPeer(namespace_selector=clients)], _tcp(SERVE_PORT))
     if api_proxy_cidrs:
         sources = [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in api_proxy_cidrs]
         # Serve answers on every Ray pod that runs a Serve proxy; the dashboard only on the head.
@@ -85,11 +100,13 @@ def network_policies(serving: Serving, *, api_proxy_cidrs: Sequence[str],
         policies["api-server-proxy-dashboard"] = _ingress(head, sources, _tcp(DASHBOARD_PORT))
     if metrics_scraper:
         policies["metrics-scraper"] = _ingress(
-            ray, [_from_namespace(CLOUDWATCH_NAMESPACE, RAY_SCRAPER_POD_LABELS)], _tcp(RAY_METRICS_PORT))
+            ray, [_from_namespace(CLOUDWATCH_NAMESPACE, RAY_SCRAPER_POD_LABELS)], _tcp(RAY_METRICS_PORT)
+        )
     return policies
 
 
 def add_network_policies(scope: Construct, namespace: str, policies: dict[str, k8s.NetworkPolicySpec]) -> None:
     for name, spec in policies.items():
-        k8s.KubeNetworkPolicy(scope, f"Policy-{name}", metadata=k8s.ObjectMeta(name=name, namespace=namespace),
-                              spec=spec)
+        k8s.KubeNetworkPolicy(
+            scope, f"Policy-{name}", metadata=k8s.ObjectMeta(name=name, namespace=namespace), spec=spec
+        )

@@ -1,8 +1,9 @@
 """The Ray head and GPU worker pod templates, as plain dicts (shared by the chart and the scanners)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
@@ -30,15 +31,23 @@ def _gib(value: int) -> str:
     return f"{value}Gi"
 
 
-def _token_parts(token: Optional[TokenMount]) -> tuple[list, list, list]:
+def _token_parts(token: TokenMount | None) -> tuple[list, list, list]:
     """(env, volumeMounts, volumes) for the token file, empty when no secret is configured."""
     if token is None:
         return [], [], []
     return (
         [{"name": "HF_TOKEN_PATH", "value": token.path}],
         [{"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True}],
-        [{"name": "hf-token", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
-                                      "volumeAttributes": {"secretProviderClass": token.secret_provider_class}}}],
+        [
+            {
+                "name": "hf-token",
+                "csi": {
+                    "driver": "secrets-store.csi.k8s.io",
+                    "readOnly": True,
+                    "volumeAttributes": {"secretProviderClass": token.secret_provider_class},
+                },
+            }
+        ],
     )
 
 
@@ -51,8 +60,9 @@ def ray_pod_labels(service_name: str) -> dict[str, str]:
     return {PART_OF: service_name}
 
 
-def head_pod(*, image: str, resources: HeadResources, service_account: str,
-             token: Optional[TokenMount], labels: dict[str, str]) -> dict[str, Any]:
+def head_pod(
+    *, image: str, resources: HeadResources, service_account: str, token: TokenMount | None, labels: dict[str, str]
+) -> dict[str, Any]:
     """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out."""
     env, mounts, volumes = _token_parts(token)
     container = {
@@ -108,9 +118,17 @@ def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
     return env
 
 
-def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_cache: WeightCache,
-               service_account: str, token: Optional[TokenMount], labels: dict[str, str],
-               log_relay: bool = False) -> dict[str, Any]:
+def worker_pod(
+    *,
+    image: str,
+    resources: PodResources,
+    privilege: str,
+    weight_cache: WeightCache,
+    service_account: str,
+    token: TokenMount | None,
+    labels: dict[str, str],
+    log_relay: bool = False,
+) -> dict[str, Any]:
     """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
     NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py)."""
     devices = {GPU_RESOURCE: str(resources.gpus)}
@@ -124,8 +142,9 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
     if weight_cache.enabled:
         env.append({"name": "HF_HOME", "value": f"{weight_cache.mount_path}/huggingface"})
         mounts.append({"name": "model-cache", "mountPath": weight_cache.mount_path})
-        volumes.append({"name": "model-cache",
-                        "hostPath": {"path": weight_cache.host_path, "type": "DirectoryOrCreate"}})
+        volumes.append(
+            {"name": "model-cache", "hostPath": {"path": weight_cache.host_path, "type": "DirectoryOrCreate"}}
+        )
     token_env, token_mounts, token_volumes = _token_parts(token)
     env += token_env
     mounts += token_mounts
@@ -138,20 +157,22 @@ def worker_pod(*, image: str, resources: PodResources, privilege: str, weight_ca
         "image": image,
         "env": env,
         "resources": {
-            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib),
-                         **devices},
+            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **devices},
             "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib), **devices},
         },
         "securityContext": worker_security_context(privilege),
         "volumeMounts": mounts,
         "lifecycle": {"preStop": PRE_STOP},
     }
-    return {"metadata": {"labels": dict(labels)}, "spec": {
-        "serviceAccountName": service_account,
-        "automountServiceAccountToken": False,
-        "securityContext": dict(POD_SECURITY),
-        "nodeSelector": dict(GPU_LABELS),
-        "tolerations": [dict(GPU_TOLERATION)],
-        "containers": [container, *([relay_container(image)] if log_relay else [])],  # the Ray container first
-        "volumes": volumes,
-    }}
+    return {
+        "metadata": {"labels": dict(labels)},
+        "spec": {
+            "serviceAccountName": service_account,
+            "automountServiceAccountToken": False,
+            "securityContext": dict(POD_SECURITY),
+            "nodeSelector": dict(GPU_LABELS),
+            "tolerations": [dict(GPU_TOLERATION)],
+            "containers": [container, *([relay_container(image)] if log_relay else [])],  # the Ray container first
+            "volumes": volumes,
+        },
+    }

@@ -5,19 +5,20 @@ CloudFormation templates (cdk.out/k8s/<stage>/) so reviewers can read and diff i
 - `serve-config.yaml`: the Ray Serve application config on its own;
 - `helm-releases.yaml`: every Helm release: chart, repository, version, namespace and values.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
 from config.topology import HELM_RELEASES_FILE, INFERENCE_FILE, RENDERED_DIR, SERVE_CONFIG_FILE
-
 
 # libyaml's emitter when PyYAML has it (the wheels do): the same YAML, several times faster to write.
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -36,8 +37,7 @@ _ReadableDumper.add_representer(str, _str)
 
 
 def to_yaml(documents: Iterable[Any]) -> str:
-    return yaml.dump_all(list(documents), Dumper=_ReadableDumper, sort_keys=False, width=120,
-                         default_flow_style=False)
+    return yaml.dump_all(list(documents), Dumper=_ReadableDumper, sort_keys=False, width=120, default_flow_style=False)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ whose replicas each do both phases on one GPU set: the fair baseline on the same
 Shapes follow Ray 2.58 (`PDServingArgs`, `LLMServingArgs`, `LLMConfig`); the deprecated
 `proxy_cls_config` / `proxy_deployment_config` are never emitted.
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from config.schema import Replicas, Serving
 from config.topology import NIXL_PORT_BASE
@@ -37,11 +38,10 @@ def kv_transfer_config(backend: str, engine_id: str) -> dict[str, Any]:
 def deployment_config(replicas: Replicas) -> dict[str, Any]:
     if replicas.replicas is not None:
         return {"num_replicas": replicas.replicas}
-    return {"autoscaling_config": {"min_replicas": replicas.min_replicas,
-                                   "max_replicas": replicas.max_replicas}}
+    return {"autoscaling_config": {"min_replicas": replicas.min_replicas, "max_replicas": replicas.max_replicas}}
 
 
-def llm_config(serving: Serving, *, replicas: Replicas, side: Optional[str]) -> dict[str, Any]:
+def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dict[str, Any]:
     """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine."""
     engine_kwargs: dict[str, Any] = serving.engine.vllm_kwargs()
     config: dict[str, Any] = {
@@ -60,8 +60,9 @@ def colocated_replicas(serving: Serving) -> Replicas:
     prefill, decode = serving.prefill, serving.decode
     if prefill.replicas is not None and decode.replicas is not None:
         return Replicas(replicas=prefill.replicas + decode.replicas)
-    low = (prefill.replicas if prefill.replicas is not None else prefill.min_replicas) + \
-        (decode.replicas if decode.replicas is not None else decode.min_replicas)
+    low = (prefill.replicas if prefill.replicas is not None else prefill.min_replicas) + (
+        decode.replicas if decode.replicas is not None else decode.min_replicas
+    )
     return Replicas(min_replicas=low, max_replicas=prefill.most + decode.most)
 
 

@@ -1,4 +1,5 @@
 """Typed, validated per-stage settings: the only input of the app."""
+
 from .errors import ConfigError
 from .loader import CONFIG_DIR, load_stage_file, load_stages, stage_files
 from .schema import StageConfig

@@ -7,6 +7,7 @@ exit 2 with one `PATH: field: problem` line for the first problem, and nothing o
 printed as given. Runs from anywhere: `python -m config` with the checkout on PYTHONPATH, or
 `python /path/to/checkout/config validate ...`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,16 +30,21 @@ from .loader import load_stage_file, stage_files
 from .rules import check_together
 
 
-def summary(cfg) -> str:  # noqa: ANN001
+def summary(cfg) -> str:
     low, desired, high = cfg.gpu_nodegroup.sizes
     spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
     efa = f"EFA x{spec.efa_interfaces}" if cfg.gpu_nodegroup.efa else "no EFA"
-    endpoint = ("public+private" if cfg.cluster.endpoint.private_access else "public") \
-        if cfg.cluster.endpoint.public else "private"
-    return (f"stage {cfg.stage}: {cfg.region} ({', '.join(cfg.availability_zones)}), "
-            f"EKS {cfg.cluster.kubernetes_version} {endpoint} endpoint, "
-            f"GPU {desired} x {cfg.gpu_nodegroup.instance_type} in {cfg.gpu_availability_zone} ({efa}), "
-            f"serving {cfg.serving.model.id} mode={cfg.serving.mode}")
+    endpoint = (
+        ("public+private" if cfg.cluster.endpoint.private_access else "public")
+        if cfg.cluster.endpoint.public
+        else "private"
+    )
+    return (
+        f"stage {cfg.stage}: {cfg.region} ({', '.join(cfg.availability_zones)}), "
+        f"EKS {cfg.cluster.kubernetes_version} {endpoint} endpoint, "
+        f"GPU {desired} x {cfg.gpu_nodegroup.instance_type} in {cfg.gpu_availability_zone} ({efa}), "
+        f"serving {cfg.serving.model.id} mode={cfg.serving.mode}"
+    )
 
 
 def _validate_folder(folder: str) -> list[tuple[object, str]]:

@@ -1,10 +1,11 @@
 """Values computed from a valid stage config, used by both the rules and the stacks and charts."""
+
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from .engine_args import model_key
 from .instance_types import INSTANCE_TYPES
@@ -49,7 +50,7 @@ def worker_resources(cfg: StageConfig) -> PodResources:
 SUBNET_LAYOUT: tuple[tuple[str, int], ...] = (("public", 24), ("private", 19), ("control-plane", 28))
 
 
-def subnet_plan(vpc_cidr: str, zones: int) -> Optional[list[tuple[str, str]]]:
+def subnet_plan(vpc_cidr: str, zones: int) -> list[tuple[str, str]] | None:
     """The (group, CIDR) of every subnet, exactly as CDK's `IpAddresses.cidr` allocates them
     (aws-ec2/lib/network-util.ts, NetworkBuilder.addSubnets: the next free address, rounded up to the
     subnet's own size, and an error when the unrounded end passes the VPC's last address), or None when
@@ -80,24 +81,46 @@ def smallest_vpc_prefix(zones: int) -> int:
 # The most public IPv4 addresses an endpoint allow-list may cover without allow_public_internet: a /8's
 # worth (16.8 million). An office, VPN or CI egress list is a few /24s at most; a /8 is the largest block
 # ever given to one organisation, so past it the list no longer restricts who reaches the API.
-PUBLIC_ENDPOINT_LIMIT = 2 ** 24
+PUBLIC_ENDPOINT_LIMIT = 2**24
 # Ranges a request to the public endpoint can never come from: private (RFC 1918), shared/CGNAT, loopback,
 # link-local, "this network", IETF protocol assignments, benchmarking, multicast and reserved (IANA's
 # special-purpose registry). Listing one is a mistake (in-VPC clients use the private endpoint): refused.
-UNREACHABLE = tuple(ipaddress.IPv4Network(n) for n in (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
-    "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"))
+UNREACHABLE = tuple(
+    ipaddress.IPv4Network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+)
 # Not public either, but harmless placeholders: the documentation ranges (the shipped dev.yaml's example is
 # 198.51.100.0/24, TEST-NET-2) and the retired 6to4 relay range. Not refused, not counted.
-_NOT_PUBLIC = list(ipaddress.collapse_addresses(UNREACHABLE + tuple(ipaddress.IPv4Network(n) for n in (
-    "192.0.2.0/24", "192.88.99.0/24", "198.51.100.0/24", "203.0.113.0/24"))))
+_NOT_PUBLIC = list(
+    ipaddress.collapse_addresses(
+        UNREACHABLE
+        + tuple(
+            ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "192.88.99.0/24", "198.51.100.0/24", "203.0.113.0/24")
+        )
+    )
+)
 
 
 def public_addresses(cidrs: Sequence[str]) -> int:
     """How many public IPv4 addresses the union of `cidrs` covers (overlaps counted once, special-purpose
     ranges not at all); IPv6 entries are ignored (EKS refuses them on an IPv4 cluster)."""
-    union = list(ipaddress.collapse_addresses(
-        net for net in (ipaddress.ip_network(c, strict=False) for c in cidrs) if net.version == 4))
+    union = list(
+        ipaddress.collapse_addresses(
+            net for net in (ipaddress.ip_network(c, strict=False) for c in cidrs) if net.version == 4
+        )
+    )
     total = 0
     for net in union:
         total += net.num_addresses
@@ -135,8 +158,12 @@ def is_unreachable(cidr: str) -> bool:
 # counted (vLLM docs, "Data Parallel Deployment": "expert layers form a tensor parallel group of size DP x TP";
 # "Expert Parallel Deployment": the EP size is computed from them, not set).
 # tests/config/test_workload_rules.py fails when vLLM's record gains a *_parallel_size field that is in neither list.
-PARALLEL_FACTORS = ("tensor_parallel_size", "pipeline_parallel_size", "prefill_context_parallel_size",
-                    "data_parallel_size")
+PARALLEL_FACTORS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "prefill_context_parallel_size",
+    "data_parallel_size",
+)
 NOT_PARALLEL_FACTORS = ("decode_context_parallel_size", "data_parallel_size_local")
 
 
@@ -196,15 +223,15 @@ def gpus_per_replica(engine: Engine) -> int:
 # --- Does the model fit the GPUs of one engine? ------------------------------------------------------
 # A floor, not a forecast: the check refuses only a stage whose weights plus this floor cannot fit even
 # in theory; passing it does not promise that vLLM starts (activations, CUDA graphs, fragmentation).
-GIB = 2 ** 30
+GIB = 2**30
 RUNTIME_RESERVE_GIB = 1.0  # CUDA context, activations of the profiling run, vLLM's own buffers
 
 
 @dataclass(frozen=True)
 class KnownModel:
-    parameters: float        # all parameters in the checkpoint (vision tower and MTP head included)
+    parameters: float  # all parameters in the checkpoint (vision tower and MTP head included)
     kv_bytes_per_token: int  # K and V of every attention layer at 16 bits (0: unknown)
-    basis: str               # where the numbers come from
+    basis: str  # where the numbers come from
 
 
 # Keyed by config/engine_args.py model_key(): the repo's name (after the organisation), lower case (the Hub
@@ -243,17 +270,17 @@ DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "float32": 4}
 @dataclass(frozen=True)
 class MemoryFloor:
     parameters: float
-    basis: str              # "Qwen3.5-9B's config.json", "declared", "the 72B in its name"
+    basis: str  # "Qwen3.5-9B's config.json", "declared", "the 72B in its name"
     bytes_per_parameter: float
     weights_gib: float
-    kv_gib: float           # one sequence of max_model_len tokens (0 when the architecture is unknown)
-    needed_gib: float       # weights + kv + RUNTIME_RESERVE_GIB
-    available_gib: float    # GPU memory of one engine x gpu_memory_utilization
+    kv_gib: float  # one sequence of max_model_len tokens (0 when the architecture is unknown)
+    needed_gib: float  # weights + kv + RUNTIME_RESERVE_GIB
+    available_gib: float  # GPU memory of one engine x gpu_memory_utilization
     gpus: int
     gpu_gib: float
 
 
-def model_memory_floor(cfg: StageConfig) -> Optional[MemoryFloor]:
+def model_memory_floor(cfg: StageConfig) -> MemoryFloor | None:
     """The least GPU memory one engine needs for the served model, or None when its size is unknown."""
     model, engine = cfg.serving.model, cfg.serving.engine
     name = model.source.rstrip("/").rsplit("/", 1)[-1]
@@ -284,6 +311,14 @@ def model_memory_floor(cfg: StageConfig) -> Optional[MemoryFloor]:
     gpus = par.dense_weight_gpus if known else gpus_per_replica(engine)
     gpu_gib = spec.gpu_memory_gib / spec.gpus
     weights = parameters * per_parameter / GIB
-    return MemoryFloor(parameters=parameters, basis=basis, bytes_per_parameter=per_parameter, weights_gib=weights,
-                       kv_gib=kv, needed_gib=weights + kv + RUNTIME_RESERVE_GIB,
-                       available_gib=gpu_gib * gpus * engine.gpu_memory_utilization, gpus=gpus, gpu_gib=gpu_gib)
+    return MemoryFloor(
+        parameters=parameters,
+        basis=basis,
+        bytes_per_parameter=per_parameter,
+        weights_gib=weights,
+        kv_gib=kv,
+        needed_gib=weights + kv + RUNTIME_RESERVE_GIB,
+        available_gib=gpu_gib * gpus * engine.gpu_memory_utilization,
+        gpus=gpus,
+        gpu_gib=gpu_gib,
+    )

@@ -1,6 +1,7 @@
 """vLLM's own engine arguments, as recorded from the pinned vLLM (config/vllm_engine_args.json, made by
 scripts/record_vllm_engine_args.py): what `serving.engine.extra_args` may name, and which Python type
 each value must have. `ops rehearse` checks the record against the real EngineArgs on a GPU host."""
+
 from __future__ import annotations
 
 import ast
@@ -9,7 +10,7 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
 # Which fields extra_args may set, by what they do (reserved / opt-in / allowed, and the allowed values of a
@@ -42,7 +43,7 @@ def recorded() -> dict[str, str]:
     return json.loads(RECORD.read_text())["fields"]
 
 
-def _parts(annotation: str) -> Optional[tuple[set[type], list[Any]]]:
+def _parts(annotation: str) -> tuple[set[type], list[Any]] | None:
     """({plain Python types}, [literal choices]) of a simple annotation such as `int | None` or
     `Literal['a', 'b'] | None`; None when it is a structure (a dict, a config object) that one scalar
     of a stage file cannot set."""
@@ -70,10 +71,11 @@ def _is(value: Any, kind: type) -> bool:
     return isinstance(value, kind) and kind is not bool
 
 
-def check_extra(name: str, value: Any) -> Optional[str]:
+def check_extra(name: str, value: Any) -> str | None:
     """None when vLLM's EngineArgs takes `name` with this value and the stage may pass it, else what is wrong
     (one line). An opt-in argument passes here; config/rules_safety.py `unsafe_engine_args` asks for its opt-in."""
     from .rules_safety import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
+
     fields = recorded()
     if name not in fields:
         close = difflib.get_close_matches(name, list(fields), n=3)

@@ -1,4 +1,5 @@
 """The one error type a stage file can raise, and its one-line form."""
+
 from __future__ import annotations
 
 import difflib

@@ -10,6 +10,7 @@ the figure `ops rehearse` reads from its host), e.g. 23,034 MiB for an L4; 0 mea
 `ops rehearse --emulate-node` refuses such a type. `gpu_memory_gib` is the instance's total (all GPUs), as
 EC2 documents it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,27 +43,81 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
     # NVIDIA L4
     "g6.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034),
     "g6.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034),
-    "g6.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034),
-    "g6.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034),
-    "g6.12xlarge": InstanceSpec(vcpus=48, memory_gib=192, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034),
-    "g6.16xlarge": InstanceSpec(vcpus=64, memory_gib=256, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034),
-    "g6.24xlarge": InstanceSpec(vcpus=96, memory_gib=384, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034),
-    "g6.48xlarge": InstanceSpec(vcpus=192, memory_gib=768, gpus=8, gpu_model="L4", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23034),
+    "g6.4xlarge": InstanceSpec(
+        vcpus=16, memory_gib=64, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034
+    ),
+    "g6.8xlarge": InstanceSpec(
+        vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034
+    ),
+    "g6.12xlarge": InstanceSpec(
+        vcpus=48, memory_gib=192, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034
+    ),
+    "g6.16xlarge": InstanceSpec(
+        vcpus=64, memory_gib=256, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034
+    ),
+    "g6.24xlarge": InstanceSpec(
+        vcpus=96, memory_gib=384, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034
+    ),
+    "g6.48xlarge": InstanceSpec(
+        vcpus=192, memory_gib=768, gpus=8, gpu_model="L4", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23034
+    ),
     # NVIDIA L40S
-    "g6e.xlarge": InstanceSpec(vcpus=4, memory_gib=32, gpus=1, gpu_model="L40S", gpu_memory_gib=48, gpu_memory_mib=46068),
-    "g6e.8xlarge": InstanceSpec(vcpus=32, memory_gib=256, gpus=1, gpu_model="L40S", gpu_memory_gib=48, efa_interfaces=1, gpu_memory_mib=46068),
-    "g6e.12xlarge": InstanceSpec(vcpus=48, memory_gib=384, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=46068),
-    "g6e.24xlarge": InstanceSpec(vcpus=96, memory_gib=768, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=2, gpu_memory_mib=46068),
-    "g6e.48xlarge": InstanceSpec(vcpus=192, memory_gib=1536, gpus=8, gpu_model="L40S", gpu_memory_gib=384, efa_interfaces=4, gpu_memory_mib=46068),
+    "g6e.xlarge": InstanceSpec(
+        vcpus=4, memory_gib=32, gpus=1, gpu_model="L40S", gpu_memory_gib=48, gpu_memory_mib=46068
+    ),
+    "g6e.8xlarge": InstanceSpec(
+        vcpus=32, memory_gib=256, gpus=1, gpu_model="L40S", gpu_memory_gib=48, efa_interfaces=1, gpu_memory_mib=46068
+    ),
+    "g6e.12xlarge": InstanceSpec(
+        vcpus=48, memory_gib=384, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=46068
+    ),
+    "g6e.24xlarge": InstanceSpec(
+        vcpus=96, memory_gib=768, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=2, gpu_memory_mib=46068
+    ),
+    "g6e.48xlarge": InstanceSpec(
+        vcpus=192, memory_gib=1536, gpus=8, gpu_model="L40S", gpu_memory_gib=384, efa_interfaces=4, gpu_memory_mib=46068
+    ),
     # NVIDIA A10G
-    "g5.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="A10G", gpu_memory_gib=24, gpu_memory_mib=23028),
-    "g5.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="A10G", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23028),
-    "g5.48xlarge": InstanceSpec(vcpus=192, memory_gib=768, gpus=8, gpu_model="A10G", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23028),
+    "g5.xlarge": InstanceSpec(
+        vcpus=4, memory_gib=16, gpus=1, gpu_model="A10G", gpu_memory_gib=24, gpu_memory_mib=23028
+    ),
+    "g5.8xlarge": InstanceSpec(
+        vcpus=32, memory_gib=128, gpus=1, gpu_model="A10G", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23028
+    ),
+    "g5.48xlarge": InstanceSpec(
+        vcpus=192, memory_gib=768, gpus=8, gpu_model="A10G", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23028
+    ),
     # NVIDIA A100 (p4d: A100-SXM4-40GB) / H100 (80GB HBM3) / H200
-    "p4d.24xlarge": InstanceSpec(vcpus=96, memory_gib=1152, gpus=8, gpu_model="A100", gpu_memory_gib=320, efa_interfaces=4, gpu_memory_mib=40960),
-    "p5.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H100", gpu_memory_gib=640, efa_interfaces=32, gpu_memory_mib=81559),
-    "p5e.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H200", gpu_memory_gib=1128, efa_interfaces=32, gpu_memory_mib=143771),
-    "p5en.48xlarge": InstanceSpec(vcpus=192, memory_gib=2048, gpus=8, gpu_model="H200", gpu_memory_gib=1128, efa_interfaces=16, gpu_memory_mib=143771),
+    "p4d.24xlarge": InstanceSpec(
+        vcpus=96, memory_gib=1152, gpus=8, gpu_model="A100", gpu_memory_gib=320, efa_interfaces=4, gpu_memory_mib=40960
+    ),
+    "p5.48xlarge": InstanceSpec(
+        vcpus=192,
+        memory_gib=2048,
+        gpus=8,
+        gpu_model="H100",
+        gpu_memory_gib=640,
+        efa_interfaces=32,
+        gpu_memory_mib=81559,
+    ),
+    "p5e.48xlarge": InstanceSpec(
+        vcpus=192,
+        memory_gib=2048,
+        gpus=8,
+        gpu_model="H200",
+        gpu_memory_gib=1128,
+        efa_interfaces=32,
+        gpu_memory_mib=143771,
+    ),
+    "p5en.48xlarge": InstanceSpec(
+        vcpus=192,
+        memory_gib=2048,
+        gpus=8,
+        gpu_model="H200",
+        gpu_memory_gib=1128,
+        efa_interfaces=16,
+        gpu_memory_mib=143771,
+    ),
 }
 
 

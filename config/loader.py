@@ -1,10 +1,11 @@
 """Read a stage file into a validated StageConfig, or raise one ConfigError. Nothing else escapes."""
+
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
-from typing import Optional, TypeVar, Union
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -31,7 +32,7 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and numbers too
     long to be settings (Python refuses to convert integers of more than 4,300 digits at all)."""
 
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
+    def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -40,32 +41,43 @@ class _StrictLoader(yaml.SafeLoader):
                 seen.add(key)
             except TypeError:
                 raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value", key_node.start_mark) from None
+                    None, None, "a mapping key must be a plain value", key_node.start_mark
+                ) from None
             if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {short(key)}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node):  # noqa: ANN001
+    def construct_yaml_int(self, node):
         if len(node.value) > MAX_SCALAR_DIGITS:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
-                node.start_mark)
+                None,
+                None,
+                f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
+                node.start_mark,
+            )
         return super().construct_yaml_int(node)
 
-    def construct_yaml_float(self, node):  # noqa: ANN001
+    def construct_yaml_float(self, node):
         if len(node.value) > MAX_SCALAR_DIGITS:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
-                node.start_mark)
+                None,
+                None,
+                f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
+                node.start_mark,
+            )
         return super().construct_yaml_float(node)
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
 
-_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket"}
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _not_regular(path: str, mode: int) -> ConfigError:
@@ -74,7 +86,7 @@ def _not_regular(path: str, mode: int) -> ConfigError:
     return ConfigError(path, "(file)", f"is {kind}, not a stage file (allowed: a regular <stage>.yaml file{hint})")
 
 
-def _read(path: Path, shown: Optional[str] = None) -> str:
+def _read(path: Path, shown: str | None = None) -> str:
     """The file's text: regular files only (a FIFO would block, /dev/zero never ends), at most
     MAX_FILE_BYTES (read at most one byte more, whatever stat said), UTF-8."""
     shown = shown or str(path)
@@ -102,8 +114,9 @@ def _read(path: Path, shown: Optional[str] = None) -> str:
             os.close(fd)
         data = b"".join(chunks)
         if len(data) > MAX_FILE_BYTES:
-            raise ConfigError(shown, "(file)", f"more than {MAX_FILE_BYTES} bytes is too large for a stage file "
-                                               f"{too_large}")
+            raise ConfigError(
+                shown, "(file)", f"more than {MAX_FILE_BYTES} bytes is too large for a stage file {too_large}"
+            )
         return data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(shown, "(file)", "no such file (a stage file is config/<stage>.yaml)") from None
@@ -120,14 +133,19 @@ def _check_events(path: str, text: str) -> None:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ConfigError(path, "(file)", f"YAML nested more than {MAX_DEPTH} levels deep "
-                                                  f"(allowed: up to {MAX_DEPTH}; a stage file needs 5)")
+                raise ConfigError(
+                    path,
+                    "(file)",
+                    f"YAML nested more than {MAX_DEPTH} levels deep (allowed: up to {MAX_DEPTH}; a stage file needs 5)",
+                )
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
-                raise ConfigError(path, "(file)", f"more than {MAX_ALIASES} YAML aliases (allowed: up to {MAX_ALIASES})")
+                raise ConfigError(
+                    path, "(file)", f"more than {MAX_ALIASES} YAML aliases (allowed: up to {MAX_ALIASES})"
+                )
         elif isinstance(event, yaml.DocumentStartEvent):
             documents += 1
             if documents > 1:
@@ -151,8 +169,12 @@ def _expanded_size(path: str, root: yaml.Node) -> None:
             sizes[key] = 1 + sum(sizes[id(child)] for child in children)
             pending.discard(key)
             if sizes[key] > MAX_NODES:
-                raise ConfigError(path, "(file)", f"the YAML expands to more than {MAX_NODES} values (aliases "
-                                                  f"repeat what they refer to; allowed: up to {MAX_NODES})")
+                raise ConfigError(
+                    path,
+                    "(file)",
+                    f"the YAML expands to more than {MAX_NODES} values (aliases "
+                    f"repeat what they refer to; allowed: up to {MAX_NODES})",
+                )
             continue
         if key in sizes:
             continue
@@ -160,8 +182,11 @@ def _expanded_size(path: str, root: yaml.Node) -> None:
             sizes[key] = 1
             continue
         if key in pending:
-            raise ConfigError(path, "(file)", "a YAML alias refers to a node that contains it "
-                                              "(allowed: aliases of complete values only)")
+            raise ConfigError(
+                path,
+                "(file)",
+                "a YAML alias refers to a node that contains it (allowed: aliases of complete values only)",
+            )
         pending.add(key)
         stack.append((node, True))
         children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
@@ -189,13 +214,15 @@ def _parse(path: str, text: str) -> object:
     except (RecursionError, MemoryError):
         raise ConfigError(path, "(file)", "YAML nested too deeply") from None
     except ValueError as exc:  # a conversion PyYAML does not guard (a date out of range, say)
-        raise ConfigError(path, "(file)", f"not valid YAML: a value cannot be converted ({type(exc).__name__})") from None
+        raise ConfigError(
+            path, "(file)", f"not valid YAML: a value cannot be converted ({type(exc).__name__})"
+        ) from None
 
 
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def load_model(path: Union[str, Path], model: type[Model], what: str) -> Model:
+def load_model(path: str | Path, model: type[Model], what: str) -> Model:
     """Read, parse and validate one YAML file against `model`; any problem is one ConfigError. The path
     is shown as given (a str is kept as typed; `Path` normalises `./config/` to `config`)."""
     shown = str(path)
@@ -214,30 +241,33 @@ def load_model(path: Union[str, Path], model: type[Model], what: str) -> Model:
         raise ConfigError(shown, "(root)", f"cannot be read as {what} settings ({type(exc).__name__})") from None
 
 
-def load_stage_file(path: Union[str, Path]) -> StageConfig:
+def load_stage_file(path: str | Path) -> StageConfig:
     """Load and check one stage file: the same checks at validate time and at synth time."""
     shown = str(path)
     stem = Path(path).stem
     cfg = load_model(path, StageConfig, "stage")
     if cfg.stage != stem:
-        raise ConfigError(shown, "stage", f"{short(cfg.stage)} differs from the file name "
-                                          f"(allowed: {short(stem)}, the file is <stage>.yaml)")
+        raise ConfigError(
+            shown,
+            "stage",
+            f"{short(cfg.stage)} differs from the file name (allowed: {short(stem)}, the file is <stage>.yaml)",
+        )
     rules.check(cfg, shown)
     return cfg
 
 
-def stage_files(config_dir: Union[str, Path] = CONFIG_DIR) -> list[Path]:
+def stage_files(config_dir: str | Path = CONFIG_DIR) -> list[Path]:
     """Every stage file in the folder, in name order (the order stages are synthesized). Files whose
     name starts with `_` (the pipeline's `_pipeline.yaml`) are not stages."""
     return sorted(p for p in Path(config_dir).glob("*.yaml") if not p.name.startswith("_"))
 
 
-def _shown(config_dir: Union[str, Path], file: Path) -> str:
+def _shown(config_dir: str | Path, file: Path) -> str:
     """A stage file's path as the folder was given (`config/` + `dev.yaml` = `config/dev.yaml`)."""
     return os.path.join(str(config_dir), file.name)
 
 
-def load_stages(config_dir: Union[str, Path] = CONFIG_DIR, only: Optional[str] = None) -> list[StageConfig]:
+def load_stages(config_dir: str | Path = CONFIG_DIR, only: str | None = None) -> list[StageConfig]:
     """All stages of the folder, or just `only`; every file is checked before any stage is built, and
     the stages of the folder together: no two may collide in one account and region (rules.check_together).
     With `only`, just that stage is read (another stage file's mistake does not block it)."""

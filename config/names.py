@@ -19,11 +19,11 @@ explicit name.
 
 No imports from the rest of the package: schema.py, topology.py and the stacks can all import this.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 PREFIX = "pd-inference"
 STACK_PARTS = ("network", "cluster", "serving")
@@ -54,7 +54,7 @@ def default_cluster_name(stage: str) -> str:
     return f"{PREFIX}-{stage}"
 
 
-def cluster_name(stage: str, configured: Optional[str] = None) -> str:
+def cluster_name(stage: str, configured: str | None = None) -> str:
     return configured or default_cluster_name(stage)
 
 
@@ -80,7 +80,7 @@ def verify_runner_name(stage: str) -> str:
     return f"{PREFIX}-{stage}-verify"
 
 
-def verify_source_bucket(stage: str, account: Optional[str], region: str) -> str:
+def verify_source_bucket(stage: str, account: str | None, region: str) -> str:
     """The verify runner's source bucket (stacks/verify_runner.py builds it from the deploy-time account
     and region). Without an explicit account, ACCOUNT_PLACEHOLDER stands in for it (same length)."""
     return f"{verify_runner_name(stage)}-{account or ACCOUNT_PLACEHOLDER}-{region}"
@@ -90,13 +90,13 @@ def verify_source_bucket(stage: str, account: Optional[str], region: str) -> str
 class DerivedName:
     """One name the app gives an AWS resource, and the stage-file field it comes from."""
 
-    kind: str        # the resource type; two names of one kind in one account and region collide
-    what: str        # for messages: "the CloudFormation stack name of the network stack"
+    kind: str  # the resource type; two names of one kind in one account and region collide
+    what: str  # for messages: "the CloudFormation stack name of the network stack"
     value: str
-    limit: int       # AWS's maximum length
-    pattern: str     # what AWS accepts (Python re, full match)
-    field: str       # the stage-file field to change: "stage" or "cluster.name"
-    source: str      # that field's value: the part of `value` the stage file controls
+    limit: int  # AWS's maximum length
+    pattern: str  # what AWS accepts (Python re, full match)
+    field: str  # the stage-file field to change: "stage" or "cluster.name"
+    source: str  # that field's value: the part of `value` the stage file controls
 
     @property
     def too_long(self) -> bool:
@@ -121,25 +121,58 @@ CODEBUILD_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{1,}"
 BUCKET_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 
 
-def derived_names(stage: str, configured_cluster_name: Optional[str], account: Optional[str],
-                  region: str) -> list[DerivedName]:
+def derived_names(
+    stage: str, configured_cluster_name: str | None, account: str | None, region: str
+) -> list[DerivedName]:
     """Every name of the table above for one stage, in the order the stacks create them."""
     cluster = cluster_name(stage, configured_cluster_name)
     cluster_field, cluster_source = ("cluster.name", cluster) if configured_cluster_name else ("stage", stage)
-    names = [DerivedName("cloudformation-stack", f"the CloudFormation stack name of the {part} stack",
-                         stack_name(stage, part), 128, STACK_PATTERN, "stage", stage) for part in STACK_PARTS]
+    names = [
+        DerivedName(
+            "cloudformation-stack",
+            f"the CloudFormation stack name of the {part} stack",
+            stack_name(stage, part),
+            128,
+            STACK_PATTERN,
+            "stage",
+            stage,
+        )
+        for part in STACK_PARTS
+    ]
     names += [
-        DerivedName("eks-cluster", "the EKS cluster name", cluster, 100, CLUSTER_PATTERN,
-                    cluster_field, cluster_source),
-        DerivedName("log-group", "the control-plane log group name", control_plane_log_group(cluster), 512,
-                    LOG_GROUP_PATTERN, cluster_field, cluster_source),
-        DerivedName("codebuild-project", "the verify runner's CodeBuild project name", verify_runner_name(stage),
-                    150, CODEBUILD_PATTERN, "stage", stage),
-        DerivedName("s3-bucket", "the verify runner's S3 bucket name", verify_source_bucket(stage, account, region),
-                    63, BUCKET_PATTERN, "stage", stage),
+        DerivedName(
+            "eks-cluster", "the EKS cluster name", cluster, 100, CLUSTER_PATTERN, cluster_field, cluster_source
+        ),
+        DerivedName(
+            "log-group",
+            "the control-plane log group name",
+            control_plane_log_group(cluster),
+            512,
+            LOG_GROUP_PATTERN,
+            cluster_field,
+            cluster_source,
+        ),
+        DerivedName(
+            "codebuild-project",
+            "the verify runner's CodeBuild project name",
+            verify_runner_name(stage),
+            150,
+            CODEBUILD_PATTERN,
+            "stage",
+            stage,
+        ),
+        DerivedName(
+            "s3-bucket",
+            "the verify runner's S3 bucket name",
+            verify_source_bucket(stage, account, region),
+            63,
+            BUCKET_PATTERN,
+            "stage",
+            stage,
+        ),
     ]
     return names
 
 
-def for_stage(cfg) -> list[DerivedName]:  # noqa: ANN001 - a StageConfig (no import: schema imports this)
+def for_stage(cfg) -> list[DerivedName]:
     return derived_names(cfg.stage, cfg.cluster.name, cfg.account, cfg.region)

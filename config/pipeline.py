@@ -2,10 +2,11 @@
 
 Same strictness and one-line errors as the stage files. Without the file, the app has no pipeline.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 from pydantic import Field
 
@@ -14,7 +15,9 @@ from .loader import load_model
 from .schema import ACCOUNT, NAME, REGION, Strict
 
 PIPELINE_FILE = "_pipeline.yaml"
-CONNECTION_ARN = r"^arn:aws(-[a-z]+)*:(codeconnections|codestar-connections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9-]+$"
+CONNECTION_ARN = (
+    r"^arn:aws(-[a-z]+)*:(codeconnections|codestar-connections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9-]+$"
+)
 
 
 class PipelineStage(Strict):
@@ -23,7 +26,7 @@ class PipelineStage(Strict):
 
 
 class PipelineConfig(Strict):
-    account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
+    account: Annotated[str, Field(pattern=ACCOUNT)] | None = None
     region: Annotated[str, Field(pattern=REGION)]
     connection_arn: Annotated[str, Field(pattern=CONNECTION_ARN)]
     repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")]
@@ -31,7 +34,7 @@ class PipelineConfig(Strict):
     stages: list[PipelineStage] = Field(min_length=1, max_length=20)
 
 
-def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> Optional[PipelineConfig]:
+def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> PipelineConfig | None:
     """The pipeline config if `_pipeline.yaml` exists, checked against the stage files present."""
     path = Path(config_dir) / PIPELINE_FILE
     if not path.exists():
@@ -41,8 +44,9 @@ def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> Optional[Pi
     seen: set[str] = set()
     for index, stage in enumerate(cfg.stages):
         if stage.name not in stage_names:
-            raise ConfigError(shown, f"stages[{index}].name", f"{stage.name!r} has no stage file "
-                                                             f"(allowed: {', '.join(stage_names)})")
+            raise ConfigError(
+                shown, f"stages[{index}].name", f"{stage.name!r} has no stage file (allowed: {', '.join(stage_names)})"
+            )
         if stage.name in seen:
             raise ConfigError(shown, f"stages[{index}].name", f"{stage.name!r} is listed twice (each stage once)")
         seen.add(stage.name)

@@ -1,15 +1,25 @@
 """Rules that span fields. Each returns on success and raises ConfigError naming the field on failure."""
+
 from __future__ import annotations
 
 import ipaddress
 import math
 import re
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import names, rules_safety, rules_workload, versions
-from .derived import PUBLIC_ENDPOINT_LIMIT, RUNTIME_RESERVE_GIB as RUNTIME_RESERVE, SUBNET_LAYOUT
-from .derived import (is_unreachable, model_memory_floor, public_addresses, smallest_vpc_prefix, subnet_plan,
-                      worker_resources)
+from .derived import (
+    PUBLIC_ENDPOINT_LIMIT,
+    SUBNET_LAYOUT,
+    is_unreachable,
+    model_memory_floor,
+    public_addresses,
+    smallest_vpc_prefix,
+    subnet_plan,
+    worker_resources,
+)
+from .derived import RUNTIME_RESERVE_GIB as RUNTIME_RESERVE
 from .engine_args import SM90_GPUS, is_gdn_model
 from .errors import ConfigError, dotted, short
 from .instance_types import INSTANCE_TYPES, InstanceSpec, known_types
@@ -22,11 +32,30 @@ NODE_RESERVED_MEMORY_GIB = 4
 
 
 def check(cfg: StageConfig, path: str) -> None:
-    for rule in (_zones, _names, _network, _endpoint, rules_workload.admin_principals, _admins, _system_nodegroup,
-                 _gpu_nodegroup, _serving_image, _serving_transport, rules_workload.model_source,
-                 rules_workload.serving_capacity, _serving_model_fits, _serving_resources, _serving_engine,
-                 _serving_secret, rules_workload.serving_namespace, _serving_namespaces, rules_workload.weight_cache,
-                 _benchmark_context, _observability, rules_safety.check):
+    for rule in (
+        _zones,
+        _names,
+        _network,
+        _endpoint,
+        rules_workload.admin_principals,
+        _admins,
+        _system_nodegroup,
+        _gpu_nodegroup,
+        _serving_image,
+        _serving_transport,
+        rules_workload.model_source,
+        rules_workload.serving_capacity,
+        _serving_model_fits,
+        _serving_resources,
+        _serving_engine,
+        _serving_secret,
+        rules_workload.serving_namespace,
+        _serving_namespaces,
+        rules_workload.weight_cache,
+        _benchmark_context,
+        _observability,
+        rules_safety.check,
+    ):
         rule(cfg, path)
 
 
@@ -44,10 +73,13 @@ def _serving_engine(cfg: StageConfig, path: str) -> None:
     gpu = gpu_spec(cfg).gpu_model
     backend = cfg.serving.engine.gdn_prefill_backend
     if gpu in SM90_GPUS and is_gdn_model(cfg.serving.model.source) and backend in (None, "flashinfer"):
-        raise ConfigError(path, "serving.engine.gdn_prefill_backend",
-                          f"{backend or 'unset (FlashInfer)'} on {gpu} ({cfg.gpu_nodegroup.instance_type}) with "
-                          f"{cfg.serving.model.source}: FlashInfer's SM90 GDN prefill kernel is unavailable in "
-                          f"vLLM 0.26 and every request fails (allowed: triton)")
+        raise ConfigError(
+            path,
+            "serving.engine.gdn_prefill_backend",
+            f"{backend or 'unset (FlashInfer)'} on {gpu} ({cfg.gpu_nodegroup.instance_type}) with "
+            f"{cfg.serving.model.source}: FlashInfer's SM90 GDN prefill kernel is unavailable in "
+            f"vLLM 0.26 and every request fails (allowed: triton)",
+        )
 
 
 def _zones(cfg: StageConfig, path: str) -> None:
@@ -55,44 +87,64 @@ def _zones(cfg: StageConfig, path: str) -> None:
     pattern = re.compile(rf"{re.escape(cfg.region)}[a-z]")
     for index, zone in enumerate(cfg.availability_zones):
         if not pattern.fullmatch(zone):
-            raise ConfigError(path, f"availability_zones[{index}]",
-                              f"{short(zone)} is not an AZ of region {cfg.region} "
-                              f"(allowed: {cfg.region}a, {cfg.region}b, ...)")
+            raise ConfigError(
+                path,
+                f"availability_zones[{index}]",
+                f"{short(zone)} is not an AZ of region {cfg.region} (allowed: {cfg.region}a, {cfg.region}b, ...)",
+            )
     if len(set(cfg.availability_zones)) != len(cfg.availability_zones):
         raise ConfigError(path, "availability_zones", "an AZ is listed twice (each AZ once)")
     if cfg.gpu_availability_zone not in cfg.availability_zones:
-        raise ConfigError(path, "gpu_availability_zone",
-                          f"{short(cfg.gpu_availability_zone)} is not one of the stage's availability_zones "
-                          f"(allowed: {', '.join(cfg.availability_zones)})")
+        raise ConfigError(
+            path,
+            "gpu_availability_zone",
+            f"{short(cfg.gpu_availability_zone)} is not one of the stage's availability_zones "
+            f"(allowed: {', '.join(cfg.availability_zones)})",
+        )
 
 
 def _names(cfg: StageConfig, path: str) -> None:
     """Every name the app derives from the stage (config/names.py) within AWS's limit for it."""
     for name in names.for_stage(cfg):
         if name.too_long:
-            room = (f"so {name.field} of at most {name.room} characters here" if name.room >= 2 else
-                    f"and the rest of the name alone is {len(name.value) - len(name.source)} characters: "
-                    f"a shorter region or name")
-            raise ConfigError(path, name.field,
-                              f"{short(name.source)} makes {name.what} {name.value!r} {len(name.value)} characters "
-                              f"long (allowed: at most {name.limit}, {room})")
+            room = (
+                f"so {name.field} of at most {name.room} characters here"
+                if name.room >= 2
+                else f"and the rest of the name alone is {len(name.value) - len(name.source)} characters: "
+                f"a shorter region or name"
+            )
+            raise ConfigError(
+                path,
+                name.field,
+                f"{short(name.source)} makes {name.what} {name.value!r} {len(name.value)} characters "
+                f"long (allowed: at most {name.limit}, {room})",
+            )
         if not name.well_formed:
-            raise ConfigError(path, name.field, f"{short(name.source)} makes {name.what} {name.value!r}, which AWS "
-                                                f"does not accept (allowed: {name.pattern})")
+            raise ConfigError(
+                path,
+                name.field,
+                f"{short(name.source)} makes {name.what} {name.value!r}, which AWS "
+                f"does not accept (allowed: {name.pattern})",
+            )
 
 
 def _network(cfg: StageConfig, path: str) -> None:
     zones = len(cfg.availability_zones)
     if cfg.network.nat_gateways > zones:
-        raise ConfigError(path, "network.nat_gateways",
-                          f"{cfg.network.nat_gateways} NAT gateways for {zones} AZs "
-                          f"(allowed: 1 to {zones}, one per AZ at most)")
+        raise ConfigError(
+            path,
+            "network.nat_gateways",
+            f"{cfg.network.nat_gateways} NAT gateways for {zones} AZs (allowed: 1 to {zones}, one per AZ at most)",
+        )
     if subnet_plan(cfg.network.vpc_cidr, zones) is None:
         layout = ", ".join(f"a /{prefix} {group}" for group, prefix in SUBNET_LAYOUT)
         smallest = smallest_vpc_prefix(zones)
-        raise ConfigError(path, "network.vpc_cidr",
-                          f"{cfg.network.vpc_cidr} is too small for the subnets of {zones} AZs ({layout} subnet "
-                          f"per AZ, each aligned to its size) (allowed: a /{smallest} or larger for {zones} AZs)")
+        raise ConfigError(
+            path,
+            "network.vpc_cidr",
+            f"{cfg.network.vpc_cidr} is too small for the subnets of {zones} AZs ({layout} subnet "
+            f"per AZ, each aligned to its size) (allowed: a /{smallest} or larger for {zones} AZs)",
+        )
 
 
 def _endpoint(cfg: StageConfig, path: str) -> None:
@@ -103,26 +155,37 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
     endpoint = cfg.cluster.endpoint
     field = "cluster.endpoint.public_access_cidrs"
     if not endpoint.public and not endpoint.private_access:
-        raise ConfigError(path, "cluster.endpoint",
-                          "neither public_access_cidrs nor private_access: nobody could reach the API "
-                          "(allowed: a public CIDR allow-list, private_access: true, or both)")
+        raise ConfigError(
+            path,
+            "cluster.endpoint",
+            "neither public_access_cidrs nor private_access: nobody could reach the API "
+            "(allowed: a public CIDR allow-list, private_access: true, or both)",
+        )
     for index, cidr in enumerate(endpoint.public_access_cidrs):
         if ipaddress.ip_network(cidr).version == 6:
-            raise ConfigError(path, f"{field}[{index}]",
-                              f"{cidr} is IPv6: EKS takes no IPv6 CIDR in publicAccessCidrs of an IPv4 cluster "
-                              "(allowed: IPv4 CIDRs)")
+            raise ConfigError(
+                path,
+                f"{field}[{index}]",
+                f"{cidr} is IPv6: EKS takes no IPv6 CIDR in publicAccessCidrs of an IPv4 cluster (allowed: IPv4 CIDRs)",
+            )
         if is_unreachable(cidr):
-            raise ConfigError(path, f"{field}[{index}]",
-                              f"{cidr} is a private or reserved range, never the source of a request to the public "
-                              "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
-                              "private_access: true)")
+            raise ConfigError(
+                path,
+                f"{field}[{index}]",
+                f"{cidr} is a private or reserved range, never the source of a request to the public "
+                "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
+                "private_access: true)",
+            )
     union = list(ipaddress.collapse_addresses(ipaddress.ip_network(c) for c in endpoint.public_access_cidrs))
     open_to_all = union == [ipaddress.IPv4Network("0.0.0.0/0")]
     if not endpoint.private_access and not open_to_all:
-        raise ConfigError(path, "cluster.endpoint.private_access",
-                          "false, but the kubectl provider runs in the private subnets and reaches a "
-                          "CIDR-restricted public endpoint only through the NAT gateway "
-                          "(allowed: true)")
+        raise ConfigError(
+            path,
+            "cluster.endpoint.private_access",
+            "false, but the kubectl provider runs in the private subnets and reaches a "
+            "CIDR-restricted public endpoint only through the NAT gateway "
+            "(allowed: true)",
+        )
     covered = public_addresses(endpoint.public_access_cidrs)
     if covered > PUBLIC_ENDPOINT_LIMIT and not endpoint.allow_public_internet:
         cidrs = endpoint.public_access_cidrs
@@ -130,16 +193,26 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
         alone = [i for i, c in enumerate(cidrs) if public_addresses([c]) > PUBLIC_ENDPOINT_LIMIT]
         # One range too wide on its own is named by its index; pieces too wide together, by the list.
         if open_to_all:
-            where, problem = ((f"{field}[{whole[0]}]", f"{cidrs[whole[0]]} opens") if whole
-                              else (field, f"{', '.join(cidrs)} together open"))
+            where, problem = (
+                (f"{field}[{whole[0]}]", f"{cidrs[whole[0]]} opens")
+                if whole
+                else (field, f"{', '.join(cidrs)} together open")
+            )
             problem += " the Kubernetes API to the whole internet"
         else:
-            where, what = (f"{field}[{alone[0]}]", f"{cidrs[alone[0]]} covers") if alone \
-                else (field, "the ranges together cover")
-            problem = (f"{what} {covered:,} public addresses ({covered / 2 ** 32:.1%} of IPv4), more than a /8's "
-                       f"worth ({PUBLIC_ENDPOINT_LIMIT:,})")
-        raise ConfigError(path, where, f"{problem} (allowed: narrower CIDRs, at most a /8's worth of public "
-                                       "addresses in all, or allow_public_internet: true to accept it)")
+            where, what = (
+                (f"{field}[{alone[0]}]", f"{cidrs[alone[0]]} covers") if alone else (field, "the ranges together cover")
+            )
+            problem = (
+                f"{what} {covered:,} public addresses ({covered / 2**32:.1%} of IPv4), more than a /8's "
+                f"worth ({PUBLIC_ENDPOINT_LIMIT:,})"
+            )
+        raise ConfigError(
+            path,
+            where,
+            f"{problem} (allowed: narrower CIDRs, at most a /8's worth of public "
+            "addresses in all, or allow_public_internet: true to accept it)",
+        )
 
 
 def _admins(cfg: StageConfig, path: str) -> None:
@@ -150,29 +223,37 @@ def _admins(cfg: StageConfig, path: str) -> None:
     cluster = cfg.cluster
     count = len(cluster.admin_principal_arns)
     if not count and not cluster.allow_no_admin_principals:
-        raise ConfigError(path, "cluster.admin_principal_arns",
-                          "empty: no IAM principal gets a cluster-admin access entry, so nobody can use kubectl "
-                          "on the cluster (allowed: your admin IAM role's ARN, e.g. "
-                          "arn:aws:iam::<account>:role/<name>; or cluster.allow_no_admin_principals: true when "
-                          "the access entries are managed outside this app)")
+        raise ConfigError(
+            path,
+            "cluster.admin_principal_arns",
+            "empty: no IAM principal gets a cluster-admin access entry, so nobody can use kubectl "
+            "on the cluster (allowed: your admin IAM role's ARN, e.g. "
+            "arn:aws:iam::<account>:role/<name>; or cluster.allow_no_admin_principals: true when "
+            "the access entries are managed outside this app)",
+        )
     if count and cluster.allow_no_admin_principals:
-        raise ConfigError(path, "cluster.allow_no_admin_principals",
-                          f"true, but cluster.admin_principal_arns lists {count} principal(s) that get cluster "
-                          "admin: the two contradict each other (allowed: false or unset when the list names "
-                          "admins; true only with an empty list)")
+        raise ConfigError(
+            path,
+            "cluster.allow_no_admin_principals",
+            f"true, but cluster.admin_principal_arns lists {count} principal(s) that get cluster "
+            "admin: the two contradict each other (allowed: false or unset when the list names "
+            "admins; true only with an empty list)",
+        )
 
 
 def _sizes(path: str, field: str, low: int, desired: int, high: int) -> None:
     if not low <= desired <= high:
-        raise ConfigError(path, field, f"min {low}, desired {desired}, max {high} "
-                                       "(allowed: min <= desired <= max)")
+        raise ConfigError(path, field, f"min {low}, desired {desired}, max {high} (allowed: min <= desired <= max)")
 
 
 def _known_type(path: str, field: str, instance_type: str, *, gpu: bool) -> None:
     if instance_type not in known_types(gpu=gpu):
-        raise ConfigError(path, f"{field}.instance_type",
-                          f"{instance_type!r} is not a known {'GPU' if gpu else 'CPU'} instance type "
-                          f"(allowed: {', '.join(known_types(gpu=gpu))})")
+        raise ConfigError(
+            path,
+            f"{field}.instance_type",
+            f"{instance_type!r} is not a known {'GPU' if gpu else 'CPU'} instance type "
+            f"(allowed: {', '.join(known_types(gpu=gpu))})",
+        )
 
 
 def _system_nodegroup(cfg: StageConfig, path: str) -> None:
@@ -189,9 +270,11 @@ def _gpu_nodegroup(cfg: StageConfig, path: str) -> None:
     spec = gpu_spec(cfg)
     if group.efa and not spec.has_efa:
         efa_types = [name for name in known_types(gpu=True) if INSTANCE_TYPES[name].has_efa]
-        raise ConfigError(path, "gpu_nodegroup.efa",
-                          f"{group.instance_type} has no EFA interface "
-                          f"(allowed: efa: false, or an EFA type: {', '.join(efa_types)})")
+        raise ConfigError(
+            path,
+            "gpu_nodegroup.efa",
+            f"{group.instance_type} has no EFA interface (allowed: efa: false, or an EFA type: {', '.join(efa_types)})",
+        )
 
 
 def _serving_image(cfg: StageConfig, path: str) -> None:
@@ -199,16 +282,21 @@ def _serving_image(cfg: StageConfig, path: str) -> None:
     tag = cfg.image.rsplit(":", 1)[-1] if ":" in cfg.image.rsplit("/", 1)[-1] else ""
     image_ray = versions.DLC_RAY_VERSIONS.get(tag)
     if image_ray is not None and image_ray != serving.ray_version:
-        raise ConfigError(path, "serving.ray_version",
-                          f"{serving.ray_version} differs from the image's Ray {image_ray} "
-                          f"(allowed: {image_ray} for tag {tag})")
+        raise ConfigError(
+            path,
+            "serving.ray_version",
+            f"{serving.ray_version} differs from the image's Ray {image_ray} (allowed: {image_ray} for tag {tag})",
+        )
 
 
 def _serving_transport(cfg: StageConfig, path: str) -> None:
     if cfg.gpu_nodegroup.efa and cfg.serving.kv_backend != "LIBFABRIC":
-        raise ConfigError(path, "serving.kv_backend",
-                          f"{cfg.serving.kv_backend} on EFA runs at TCP speed: NIXL's UCX backend does not "
-                          "use EFA (allowed: LIBFABRIC when gpu_nodegroup.efa is true)")
+        raise ConfigError(
+            path,
+            "serving.kv_backend",
+            f"{cfg.serving.kv_backend} on EFA runs at TCP speed: NIXL's UCX backend does not "
+            "use EFA (allowed: LIBFABRIC when gpu_nodegroup.efa is true)",
+        )
 
 
 def _serving_model_fits(cfg: StageConfig, path: str) -> None:
@@ -220,26 +308,39 @@ def _serving_model_fits(cfg: StageConfig, path: str) -> None:
     if floor is None or floor.gpu_gib <= 0 or floor.needed_gib <= floor.available_gib:
         return  # unknown size, or an instance type without a recorded GPU memory
     engine, gpu = cfg.serving.engine, gpu_spec(cfg)
-    have = (f"one engine has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
-            f"gpu_memory_utilization {engine.gpu_memory_utilization:g})")
-    weights = (f"{floor.parameters / 1e9:.2f}e9 parameters ({floor.basis}) x {floor.bytes_per_parameter:g} bytes = "
-               f"{floor.weights_gib:.1f} GiB of weights")
+    have = (
+        f"one engine has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
+        f"gpu_memory_utilization {engine.gpu_memory_utilization:g})"
+    )
+    weights = (
+        f"{floor.parameters / 1e9:.2f}e9 parameters ({floor.basis}) x {floor.bytes_per_parameter:g} bytes = "
+        f"{floor.weights_gib:.1f} GiB of weights"
+    )
     fixed = floor.weights_gib + RUNTIME_RESERVE
     if floor.kv_gib and fixed <= floor.available_gib:
         # the weights fit: it is the context that does not
         tokens = int((floor.available_gib - fixed) / floor.kv_gib * engine.max_model_len)
-        raise ConfigError(path, "serving.engine.max_model_len",
-                          f"{engine.max_model_len} tokens of KV cache ({floor.kv_gib:.1f} GiB for one sequence) + "
-                          f"{weights} + {RUNTIME_RESERVE:g} GiB reserve = {floor.needed_gib:.1f} GiB, but {have} "
-                          f"(allowed: max_model_len up to about {max(tokens, 0)}, or more GPUs per engine)")
+        raise ConfigError(
+            path,
+            "serving.engine.max_model_len",
+            f"{engine.max_model_len} tokens of KV cache ({floor.kv_gib:.1f} GiB for one sequence) + "
+            f"{weights} + {RUNTIME_RESERVE:g} GiB reserve = {floor.needed_gib:.1f} GiB, but {have} "
+            f"(allowed: max_model_len up to about {max(tokens, 0)}, or more GPUs per engine)",
+        )
     kv = f" + {floor.kv_gib:.1f} GiB KV cache for one {engine.max_model_len}-token sequence" if floor.kv_gib else ""
     gpus_needed = math.ceil(floor.needed_gib / (floor.gpu_gib * engine.gpu_memory_utilization))
-    hint = (f"at least {gpus_needed} GPUs per engine (tensor_parallel_size) on a GPU type with that many per node"
-            if gpus_needed > gpu.gpus else f"tensor_parallel_size {gpus_needed} or more")
-    raise ConfigError(path, "serving.model.source",
-                      f"{cfg.serving.model.source} needs at least {floor.needed_gib:.1f} GiB per engine ({weights}"
-                      f"{kv} + {RUNTIME_RESERVE:g} GiB reserve), but {have} (allowed: a smaller or quantized model, "
-                      f"or {hint}; set serving.model.parameters_billion if the size is wrong)")
+    hint = (
+        f"at least {gpus_needed} GPUs per engine (tensor_parallel_size) on a GPU type with that many per node"
+        if gpus_needed > gpu.gpus
+        else f"tensor_parallel_size {gpus_needed} or more"
+    )
+    raise ConfigError(
+        path,
+        "serving.model.source",
+        f"{cfg.serving.model.source} needs at least {floor.needed_gib:.1f} GiB per engine ({weights}"
+        f"{kv} + {RUNTIME_RESERVE:g} GiB reserve), but {have} (allowed: a smaller or quantized model, "
+        f"or {hint}; set serving.model.parameters_billion if the size is wrong)",
+    )
 
 
 def _serving_resources(cfg: StageConfig, path: str) -> None:
@@ -247,49 +348,85 @@ def _serving_resources(cfg: StageConfig, path: str) -> None:
     res = worker_resources(cfg)
     cpu_room, mem_room = gpu.vcpus - NODE_RESERVED_VCPUS, gpu.memory_gib - NODE_RESERVED_MEMORY_GIB
     if res.cpu_request > res.cpu_limit:
-        raise ConfigError(path, "serving.worker_resources.cpu_request",
-                          f"{res.cpu_request} > cpu_limit {res.cpu_limit} (allowed: request <= limit)")
+        raise ConfigError(
+            path,
+            "serving.worker_resources.cpu_request",
+            f"{res.cpu_request} > cpu_limit {res.cpu_limit} (allowed: request <= limit)",
+        )
     if res.memory_request_gib > res.memory_limit_gib:
-        raise ConfigError(path, "serving.worker_resources.memory_request_gib",
-                          f"{res.memory_request_gib} > memory_limit_gib {res.memory_limit_gib} "
-                          "(allowed: request <= limit)")
+        raise ConfigError(
+            path,
+            "serving.worker_resources.memory_request_gib",
+            f"{res.memory_request_gib} > memory_limit_gib {res.memory_limit_gib} (allowed: request <= limit)",
+        )
     if res.cpu_limit > cpu_room:
-        raise ConfigError(path, "serving.worker_resources.cpu_limit",
-                          f"{res.cpu_limit} vCPUs leave no room for the system daemonsets on a "
-                          f"{cfg.gpu_nodegroup.instance_type} (allowed: 1 to {cpu_room})")
+        raise ConfigError(
+            path,
+            "serving.worker_resources.cpu_limit",
+            f"{res.cpu_limit} vCPUs leave no room for the system daemonsets on a "
+            f"{cfg.gpu_nodegroup.instance_type} (allowed: 1 to {cpu_room})",
+        )
     if res.memory_limit_gib + res.shm_gib > mem_room:
-        raise ConfigError(path, "serving.worker_resources.memory_limit_gib",
-                          f"{res.memory_limit_gib} GiB + {res.shm_gib} GiB /dev/shm leave no room on a "
-                          f"{cfg.gpu_nodegroup.instance_type} (allowed: limit + shm <= {mem_room} GiB)")
+        raise ConfigError(
+            path,
+            "serving.worker_resources.memory_limit_gib",
+            f"{res.memory_limit_gib} GiB + {res.shm_gib} GiB /dev/shm leave no room on a "
+            f"{cfg.gpu_nodegroup.instance_type} (allowed: limit + shm <= {mem_room} GiB)",
+        )
     head, system = cfg.serving.head_resources, system_spec(cfg)
     if head.cpu_request > head.cpu_limit or head.memory_request_gib > head.memory_limit_gib:
         raise ConfigError(path, "serving.head_resources", "a request exceeds its limit (allowed: request <= limit)")
-    if head.cpu_limit > system.vcpus - NODE_RESERVED_VCPUS or \
-            head.memory_limit_gib > system.memory_gib - NODE_RESERVED_MEMORY_GIB:
-        raise ConfigError(path, "serving.head_resources",
-                          f"limits {head.cpu_limit} vCPU / {head.memory_limit_gib} GiB do not fit a "
-                          f"{cfg.system_nodegroup.instance_type} (allowed: up to "
-                          f"{system.vcpus - NODE_RESERVED_VCPUS} vCPU / "
-                          f"{system.memory_gib - NODE_RESERVED_MEMORY_GIB} GiB)")
+    if (
+        head.cpu_limit > system.vcpus - NODE_RESERVED_VCPUS
+        or head.memory_limit_gib > system.memory_gib - NODE_RESERVED_MEMORY_GIB
+    ):
+        raise ConfigError(
+            path,
+            "serving.head_resources",
+            f"limits {head.cpu_limit} vCPU / {head.memory_limit_gib} GiB do not fit a "
+            f"{cfg.system_nodegroup.instance_type} (allowed: up to "
+            f"{system.vcpus - NODE_RESERVED_VCPUS} vCPU / "
+            f"{system.memory_gib - NODE_RESERVED_MEMORY_GIB} GiB)",
+        )
 
 
 def _serving_secret(cfg: StageConfig, path: str) -> None:
     ref = cfg.serving.hf_token_secret
     if ref and ref.startswith("arn:"):
-        _same_region_and_account(cfg, path, "serving.hf_token_secret", ref, what="secret",
-                                 allowed_region=f"a secret in {cfg.region}", allowed_account=f"a secret in {cfg.account}")
+        _same_region_and_account(
+            cfg,
+            path,
+            "serving.hf_token_secret",
+            ref,
+            what="secret",
+            allowed_region=f"a secret in {cfg.region}",
+            allowed_account=f"a secret in {cfg.account}",
+        )
 
 
-def _same_region_and_account(cfg: StageConfig, path: str, field: str, arn: str, *, what: str,
-                             allowed_region: str, allowed_account: str, region_reason: str = "") -> None:
+def _same_region_and_account(
+    cfg: StageConfig,
+    path: str,
+    field: str,
+    arn: str,
+    *,
+    what: str,
+    allowed_region: str,
+    allowed_account: str,
+    region_reason: str = "",
+) -> None:
     """An ARN of the stage's region and (when the stage names one) its account; one line naming the field."""
     region, account = arn.split(":")[3:5]
     if region != cfg.region:
-        raise ConfigError(path, field, f"the {what} is in {region}, the stage in {cfg.region}{region_reason} "
-                                       f"(allowed: {allowed_region})")
+        raise ConfigError(
+            path,
+            field,
+            f"the {what} is in {region}, the stage in {cfg.region}{region_reason} (allowed: {allowed_region})",
+        )
     if cfg.account and account != cfg.account:
-        raise ConfigError(path, field, f"the {what} is in account {account}, the stage in {cfg.account} "
-                                       f"(allowed: {allowed_account})")
+        raise ConfigError(
+            path, field, f"the {what} is in account {account}, the stage in {cfg.account} (allowed: {allowed_account})"
+        )
 
 
 def _serving_namespaces(cfg: StageConfig, path: str) -> None:
@@ -300,9 +437,12 @@ def _serving_namespaces(cfg: StageConfig, path: str) -> None:
     serving = cfg.serving
     for index, name in enumerate(serving.client_namespaces):
         if name == serving.namespace:
-            raise ConfigError(path, f"serving.client_namespaces[{index}]",
-                              f"{name} is the serving namespace itself: its Ray pods already reach each other "
-                              "(allowed: the namespaces of the clients, e.g. gateway)")
+            raise ConfigError(
+                path,
+                f"serving.client_namespaces[{index}]",
+                f"{name} is the serving namespace itself: its Ray pods already reach each other "
+                "(allowed: the namespaces of the clients, e.g. gateway)",
+            )
         if name in serving.client_namespaces[:index]:
             raise ConfigError(path, f"serving.client_namespaces[{index}]", f"{name} is listed twice (each once)")
 
@@ -312,13 +452,17 @@ def _benchmark_context(cfg: StageConfig, path: str) -> None:
     for index, profile in enumerate(cfg.benchmark.profiles):
         needed = profile.input_tokens + profile.output_tokens
         if needed > context:
-            raise ConfigError(path, f"benchmark.profiles[{index}].input_tokens",
-                              f"{profile.input_tokens} in + {profile.output_tokens} out = {needed} tokens, more than "
-                              f"the served context serving.engine.max_model_len {context} (the server would "
-                              f"reject every request; allowed: at most {context} together)")
+            raise ConfigError(
+                path,
+                f"benchmark.profiles[{index}].input_tokens",
+                f"{profile.input_tokens} in + {profile.output_tokens} out = {needed} tokens, more than "
+                f"the served context serving.engine.max_model_len {context} (the server would "
+                f"reject every request; allowed: at most {context} together)",
+            )
 
 
 # --- Across the stage files of one folder --------------------------------------------------------------
+
 
 def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
     """No two stages may give one AWS name (config/names.py) to two resources in one account and region.
@@ -339,10 +483,13 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
                 else:
                     here, mine, there, theirs_name = path, name, other_path, clash
                 account = cfg.account or other.account or "any account: account is unset"
-                raise ConfigError(here, mine.field,
-                                  f"{mine.what} {mine.value!r} is also {theirs_name.what} of {there}, in the same "
-                                  f"account and region ({account}, {cfg.region}) (allowed: a {mine.field} that "
-                                  "gives no name another stage file there gives)")
+                raise ConfigError(
+                    here,
+                    mine.field,
+                    f"{mine.what} {mine.value!r} is also {theirs_name.what} of {there}, in the same "
+                    f"account and region ({account}, {cfg.region}) (allowed: a {mine.field} that "
+                    "gives no name another stage file there gives)",
+                )
 
 
 # --- Secret values where a name belongs ------------------------------------------------------------------
@@ -350,7 +497,7 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
 # model sees it: the refusal names the field and the kind, never the value); ops/secret_scan.py scans
 # every synth output for the same shapes. They live in config/secret_shapes.py (errors.py cuts them out of
 # every message too) and are re-exported here.
-from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind  # noqa: E402,F401
+from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind  # noqa: F401
 
 # No string of a stage file is longer than 2,048 characters (the longest field's max_length); one over 64 KiB
 # is refused before it is scanned, so the scan's work is bounded by the file (256 KiB) whatever it holds.
@@ -362,12 +509,16 @@ def refuse_secrets(data: Any, path: str) -> None:
     string, key or value, that looks like a secret. Iterative: no recursion limit to reach. Each distinct string
     is scanned once (YAML aliases hand the walker one string object many times; the result depends only on the
     text and on whether its key is key-like), and the scan is linear in the string (config/secret_shapes.py)."""
-    seen: dict[tuple[str, bool], Optional[str]] = {}
+    seen: dict[tuple[str, bool], str | None] = {}
 
-    def kind_of(text: str, key: str, where: tuple) -> Optional[str]:
+    def kind_of(text: str, key: str, where: tuple) -> str | None:
         if len(text) > MAX_STRING_CHARS:
-            raise ConfigError(path, dotted(where), f"a string of {len(text)} characters (allowed: up to "
-                                                   f"{MAX_STRING_CHARS}; no setting of a stage file is that long)")
+            raise ConfigError(
+                path,
+                dotted(where),
+                f"a string of {len(text)} characters (allowed: up to "
+                f"{MAX_STRING_CHARS}; no setting of a stage file is that long)",
+            )
         memo = (text, bool(key) and KEY_CONTEXT.search(key) is not None)
         if memo not in seen:
             seen[memo] = secret_kind(text, "secret" if memo[1] else "")
@@ -380,9 +531,13 @@ def refuse_secrets(data: Any, path: str) -> None:
             for key in value:
                 kind = kind_of(key, "", where) if isinstance(key, str) else None
                 if kind:
-                    raise ConfigError(path, dotted(where), f"a key looks like {kind}: a secret value does not "
-                                      "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
-                                      "and revoke it if this file was shared)")
+                    raise ConfigError(
+                        path,
+                        dotted(where),
+                        f"a key looks like {kind}: a secret value does not "
+                        "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
+                        "and revoke it if this file was shared)",
+                    )
             stack.extend((where + (key,), item) for key, item in reversed(list(value.items())))
         elif isinstance(value, list):
             stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
@@ -391,11 +546,17 @@ def refuse_secrets(data: Any, path: str) -> None:
             kind = kind_of(value, key, where)
             if kind:
                 name = dotted(where)
-                allowed = ("the name or ARN of the Secrets Manager secret that holds the token"
-                           if name == "serving.hf_token_secret" else
-                           "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret")
-                raise ConfigError(path, name, f"looks like {kind}, a secret value where none belongs (the value is "
-                                              f"not shown; allowed: {allowed}; revoke it if this file was shared)")
+                allowed = (
+                    "the name or ARN of the Secrets Manager secret that holds the token"
+                    if name == "serving.hf_token_secret"
+                    else "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret"
+                )
+                raise ConfigError(
+                    path,
+                    name,
+                    f"looks like {kind}, a secret value where none belongs (the value is "
+                    f"not shown; allowed: {allowed}; revoke it if this file was shared)",
+                )
 
 
 def _observability(cfg: StageConfig, path: str) -> None:
@@ -404,7 +565,13 @@ def _observability(cfg: StageConfig, path: str) -> None:
     arn = cfg.observability.alarm_topic_arn
     if not arn:
         return
-    _same_region_and_account(cfg, path, "observability.alarm_topic_arn", arn, what="topic",
-                             region_reason=": CloudWatch alarms notify only topics of their own region",
-                             allowed_region=f"an SNS topic ARN in {cfg.region}",
-                             allowed_account=f"a topic of account {cfg.account}")
+    _same_region_and_account(
+        cfg,
+        path,
+        "observability.alarm_topic_arn",
+        arn,
+        what="topic",
+        region_reason=": CloudWatch alarms notify only topics of their own region",
+        allowed_region=f"an SNS topic ARN in {cfg.region}",
+        allowed_account=f"a topic of account {cfg.account}",
+    )

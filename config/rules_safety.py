@@ -5,13 +5,14 @@ never fire or always fire. Same form as config/rules.py (registered in its `chec
 
 Allowlists where a denylist would leak: every recorded vLLM EngineArgs field is classified here (a field vLLM
 adds later is refused until someone classifies it), and a region must be in the committed table."""
+
 from __future__ import annotations
 
 import functools
 import ipaddress
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, did_you_mean, short
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # schema imports this module (the region check); nothing here
     from .schema import StageConfig
 
 
-def check(cfg: "StageConfig", path: str) -> None:
+def check(cfg: StageConfig, path: str) -> None:
     for rule in (availability_zones, arn_partitions, vpc_range, tag_keys, unsafe_engine_args, alarm_thresholds):
         rule(cfg, path)
 
@@ -37,95 +38,268 @@ def check(cfg: "StageConfig", path: str) -> None:
 # A recorded field in no class is refused ("not classified"): the check is an allowlist.
 _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
     "set by the project (serving.engine's own fields, serving.model, or the serve config the chart writes)": (
-        "model", "served_model_name", "tokenizer", "max_model_len", "dtype", "gpu_memory_utilization",
-        "enforce_eager", "tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
-        "gdn_prefill_backend", "distributed_executor_backend"),
+        "model",
+        "served_model_name",
+        "tokenizer",
+        "max_model_len",
+        "dtype",
+        "gpu_memory_utilization",
+        "enforce_eager",
+        "tensor_parallel_size",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "gdn_prefill_backend",
+        "distributed_executor_backend",
+    ),
     "set by the project: an engine here spans tensor_parallel_size GPUs of one node (the worker pods' GPU "
     "requests and ops rehearse place it so); layouts over several engines or nodes (pipeline, data, context "
     "parallel) are not supported yet, though the capacity rule counts them (config/derived.py gpus_per_replica)": (
-        "pipeline_parallel_size", "prefill_context_parallel_size", "data_parallel_size", "data_parallel_size_local",
-        "data_parallel_rank", "data_parallel_start_rank", "data_parallel_address", "data_parallel_rpc_port",
-        "data_parallel_backend", "data_parallel_external_lb", "data_parallel_hybrid_lb",
-        "data_parallel_multi_port_external_lb", "enable_elastic_ep", "nnodes", "node_rank", "master_addr",
-        "master_port", "device_ids", "_api_process_count", "_api_process_rank"),
+        "pipeline_parallel_size",
+        "prefill_context_parallel_size",
+        "data_parallel_size",
+        "data_parallel_size_local",
+        "data_parallel_rank",
+        "data_parallel_start_rank",
+        "data_parallel_address",
+        "data_parallel_rpc_port",
+        "data_parallel_backend",
+        "data_parallel_external_lb",
+        "data_parallel_hybrid_lb",
+        "data_parallel_multi_port_external_lb",
+        "enable_elastic_ep",
+        "nnodes",
+        "node_rank",
+        "master_addr",
+        "master_port",
+        "device_ids",
+        "_api_process_count",
+        "_api_process_rank",
+    ),
     "set by the project: the KV connector between prefill and decode (NIXL over serving.kv_backend); this "
     "argument replaces or adds a connector": (
-        "kv_transfer_config", "kv_offloading_backend", "kv_offloading_size", "ec_transfer_config"),
+        "kv_transfer_config",
+        "kv_offloading_backend",
+        "kv_offloading_size",
+        "ec_transfer_config",
+    ),
     "imports and runs code named by the value (a class, a plugin, a module path)": (
-        "worker_cls", "worker_extension_cls", "scheduler_cls", "logits_processors", "io_processor_plugin",
-        "reasoning_parser_plugin", "model_class_overrides", "additional_config"),
+        "worker_cls",
+        "worker_extension_cls",
+        "scheduler_cls",
+        "logits_processors",
+        "io_processor_plugin",
+        "reasoning_parser_plugin",
+        "model_class_overrides",
+        "additional_config",
+    ),
     "replaces the weights, the model's configuration or its quantization, or loads a second model": (
-        "model_weights", "hf_config_path", "config_format", "hf_overrides", "override_attention_dtype",
-        "override_generation_config", "model_loader_extra_config", "quantization_config", "speculative_config",
-        "spec_model", "spec_method", "spec_tokens", "weight_transfer_config", "default_mm_loras",
-        "mm_processor_kwargs", "diffusion_config"),
+        "model_weights",
+        "hf_config_path",
+        "config_format",
+        "hf_overrides",
+        "override_attention_dtype",
+        "override_generation_config",
+        "model_loader_extra_config",
+        "quantization_config",
+        "speculative_config",
+        "spec_model",
+        "spec_method",
+        "spec_tokens",
+        "weight_transfer_config",
+        "default_mm_loras",
+        "mm_processor_kwargs",
+        "diffusion_config",
+    ),
     "sends data out of the pod (traces, KV cache events) to an endpoint it names": (
-        "otlp_traces_endpoint", "collect_detailed_traces", "kv_events_config"),
+        "otlp_traces_endpoint",
+        "collect_detailed_traces",
+        "kv_events_config",
+    ),
     "opens the node's file system or fetches from the network (a directory, a path, media URLs)": (
-        "download_dir", "allowed_local_media_path", "allowed_media_domains", "mm_encoder_fp8_scale_path",
-        "mm_encoder_fp8_scale_save_path", "profiler_config", "compilation_config"),
+        "download_dir",
+        "allowed_local_media_path",
+        "allowed_media_domains",
+        "mm_encoder_fp8_scale_path",
+        "mm_encoder_fp8_scale_save_path",
+        "profiler_config",
+        "compilation_config",
+    ),
     "carries a secret: the token comes from serving.hf_token_secret (Secrets Manager, mounted as a file)": (
-        "hf_token",),
+        "hf_token",
+    ),
 }
 _OPT_IN_BY_REASON: dict[str, tuple[str, ...]] = {
     "runs the Python code of the model's repository (and code_revision picks which)": (
-        "trust_remote_code", "code_revision"),
+        "trust_remote_code",
+        "code_revision",
+    ),
     "lets clients send tensors the server deserializes (prompt or multimodal embeddings)": (
-        "enable_prompt_embeds", "enable_mm_embeds"),
+        "enable_prompt_embeds",
+        "enable_mm_embeds",
+    ),
     "lets the engine drop and reload its weights on request (sleep mode)": ("enable_sleep_mode",),
     "starts the Ray workers under Nsight Systems, writing profiles to the node": ("ray_workers_use_nsight",),
 }
 ENGINE_ARGS_RESERVED: dict[str, str] = {name: why for why, names in _RESERVED_BY_REASON.items() for name in names}
 ENGINE_ARGS_OPT_IN: dict[str, str] = {name: why for why, names in _OPT_IN_BY_REASON.items() for name in names}
-ENGINE_ARGS_ALLOWED = frozenset({
-    # memory, KV cache and offload
-    "block_size", "calculate_kv_scales", "cpu_offload_gb", "cpu_offload_params", "kv_cache_dtype",
-    "kv_cache_dtype_skip_layers", "kv_cache_memory_bytes", "kv_sharing_fast_prefill", "num_gpu_blocks_override",
-    "offload_backend", "offload_group_size", "offload_num_in_group", "offload_params", "offload_prefetch_step",
-    "enable_cumem_allocator", "disable_hybrid_kv_cache_manager", "prefix_caching_hash_algo", "prefix_match_unit",
-    "mamba_backend", "mamba_block_size", "mamba_cache_dtype", "mamba_cache_mode", "mamba_cache_philox_rounds",
-    "mamba_config", "mamba_ssm_cache_dtype", "enable_mamba_cache_stochastic_rounding",
-    # scheduling and batching
-    "async_scheduling", "enable_chunked_prefill", "long_prefill_token_threshold", "max_long_partial_prefills",
-    "max_num_partial_prefills", "max_num_scheduled_tokens", "prefill_schedule_interval", "scheduling_policy",
-    "scheduler_reserve_full_isl", "stream_interval", "performance_mode", "disable_cascade_attn",
-    "disable_sliding_window", "shutdown_timeout", "distributed_timeout_seconds", "cpu_distributed_timeout_seconds",
-    # kernels, compilation level, attention
-    "attention_backend", "attention_config", "kernel_config", "ir_op_priority", "linear_backend", "moe_backend",
-    "optimization_level", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "enable_flashinfer_autotune",
-    "enable_bf16x3_router_gemm", "disable_custom_all_reduce", "use_fp64_gumbel", "enable_dbo",
-    "dbo_decode_token_threshold", "dbo_prefill_token_threshold", "ubatch_size", "jit_monitor_mode",
-    "jit_monitor_verbose",
-    # parallel layout inside the engine's tensor_parallel_size GPUs
-    "decode_context_parallel_size", "dcp_comm_backend", "dcp_kv_cache_interleave_size",
-    "cp_kv_cache_interleave_size", "enable_expert_parallel", "all2all_backend", "enable_eplb", "eplb_config",
-    "expert_placement_strategy", "enable_ep_weight_filter", "disable_nccl_for_dp_synchronization", "numa_bind",
-    "numa_bind_cpus", "numa_bind_nodes",
-    # quantization of the checkpoint the stage names, and how it is read
-    "quantization", "allow_deprecated_quantization", "load_format", "ignore_patterns", "pt_load_map_location",
-    "max_parallel_loading_workers", "safetensors_load_strategy", "safetensors_prefetch_block_size",
-    "safetensors_prefetch_num_threads", "use_tqdm_on_load",
-    # which revision of the same repository (code runs only with trust_remote_code, which is opt-in)
-    "revision", "tokenizer_revision",
-    # model behaviour, tokenizer, outputs
-    "model_impl", "runner", "convert", "pooler_config", "generation_config", "tokenizer_mode",
-    "skip_tokenizer_init", "tokens_only", "max_logprobs", "logprobs_mode", "reasoning_parser", "reasoning_config",
-    "structured_outputs_config", "seed", "watermark", "language_model_only", "enable_return_routed_experts",
-    # LoRA sizes (adapters reach the engine only through Ray Serve's lora_config, which a stage cannot set)
-    "enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_dtype", "lora_target_modules",
-    "fully_sharded_loras", "enable_mixed_moe_lora_format", "enable_moe_shared_loras", "enable_tower_connector_lora",
-    "specialize_active_lora",
-    # multimodal processing (inputs arrive in requests; fetching them is reserved above)
-    "limit_mm_per_prompt", "media_io_kwargs", "interleave_mm_strings", "disable_chunked_mm_input",
-    "skip_mm_profiling", "mm_encoder_only", "mm_encoder_tp_mode", "mm_encoder_attn_backend", "mm_encoder_attn_dtype",
-    "mm_encoder_fp8_scale_save_margin", "mm_ipc_gpu_memory_gb", "mm_processor_cache_gb", "mm_processor_cache_type",
-    "mm_shm_cache_max_object_size_mb", "mm_tensor_ipc", "video_pruning_rate",
-    # metrics and logs inside the pod (what leaves it is the observability stack's choice)
-    "aggregate_engine_logging", "cudagraph_metrics", "disable_log_stats", "enable_layerwise_nvtx_tracing",
-    "enable_logging_iteration_details", "enable_mfu_metrics", "enable_mm_processor_stats", "kv_cache_metrics",
-    "kv_cache_metrics_sample", "show_hidden_metrics_for_version", "fail_on_environ_validation",
-    "renderer_num_workers",
-})
+ENGINE_ARGS_ALLOWED = frozenset(
+    {
+        # memory, KV cache and offload
+        "block_size",
+        "calculate_kv_scales",
+        "cpu_offload_gb",
+        "cpu_offload_params",
+        "kv_cache_dtype",
+        "kv_cache_dtype_skip_layers",
+        "kv_cache_memory_bytes",
+        "kv_sharing_fast_prefill",
+        "num_gpu_blocks_override",
+        "offload_backend",
+        "offload_group_size",
+        "offload_num_in_group",
+        "offload_params",
+        "offload_prefetch_step",
+        "enable_cumem_allocator",
+        "disable_hybrid_kv_cache_manager",
+        "prefix_caching_hash_algo",
+        "prefix_match_unit",
+        "mamba_backend",
+        "mamba_block_size",
+        "mamba_cache_dtype",
+        "mamba_cache_mode",
+        "mamba_cache_philox_rounds",
+        "mamba_config",
+        "mamba_ssm_cache_dtype",
+        "enable_mamba_cache_stochastic_rounding",
+        # scheduling and batching
+        "async_scheduling",
+        "enable_chunked_prefill",
+        "long_prefill_token_threshold",
+        "max_long_partial_prefills",
+        "max_num_partial_prefills",
+        "max_num_scheduled_tokens",
+        "prefill_schedule_interval",
+        "scheduling_policy",
+        "scheduler_reserve_full_isl",
+        "stream_interval",
+        "performance_mode",
+        "disable_cascade_attn",
+        "disable_sliding_window",
+        "shutdown_timeout",
+        "distributed_timeout_seconds",
+        "cpu_distributed_timeout_seconds",
+        # kernels, compilation level, attention
+        "attention_backend",
+        "attention_config",
+        "kernel_config",
+        "ir_op_priority",
+        "linear_backend",
+        "moe_backend",
+        "optimization_level",
+        "cudagraph_capture_sizes",
+        "max_cudagraph_capture_size",
+        "enable_flashinfer_autotune",
+        "enable_bf16x3_router_gemm",
+        "disable_custom_all_reduce",
+        "use_fp64_gumbel",
+        "enable_dbo",
+        "dbo_decode_token_threshold",
+        "dbo_prefill_token_threshold",
+        "ubatch_size",
+        "jit_monitor_mode",
+        "jit_monitor_verbose",
+        # parallel layout inside the engine's tensor_parallel_size GPUs
+        "decode_context_parallel_size",
+        "dcp_comm_backend",
+        "dcp_kv_cache_interleave_size",
+        "cp_kv_cache_interleave_size",
+        "enable_expert_parallel",
+        "all2all_backend",
+        "enable_eplb",
+        "eplb_config",
+        "expert_placement_strategy",
+        "enable_ep_weight_filter",
+        "disable_nccl_for_dp_synchronization",
+        "numa_bind",
+        "numa_bind_cpus",
+        "numa_bind_nodes",
+        # quantization of the checkpoint the stage names, and how it is read
+        "quantization",
+        "allow_deprecated_quantization",
+        "load_format",
+        "ignore_patterns",
+        "pt_load_map_location",
+        "max_parallel_loading_workers",
+        "safetensors_load_strategy",
+        "safetensors_prefetch_block_size",
+        "safetensors_prefetch_num_threads",
+        "use_tqdm_on_load",
+        # which revision of the same repository (code runs only with trust_remote_code, which is opt-in)
+        "revision",
+        "tokenizer_revision",
+        # model behaviour, tokenizer, outputs
+        "model_impl",
+        "runner",
+        "convert",
+        "pooler_config",
+        "generation_config",
+        "tokenizer_mode",
+        "skip_tokenizer_init",
+        "tokens_only",
+        "max_logprobs",
+        "logprobs_mode",
+        "reasoning_parser",
+        "reasoning_config",
+        "structured_outputs_config",
+        "seed",
+        "watermark",
+        "language_model_only",
+        "enable_return_routed_experts",
+        # LoRA sizes (adapters reach the engine only through Ray Serve's lora_config, which a stage cannot set)
+        "enable_lora",
+        "max_loras",
+        "max_lora_rank",
+        "max_cpu_loras",
+        "lora_dtype",
+        "lora_target_modules",
+        "fully_sharded_loras",
+        "enable_mixed_moe_lora_format",
+        "enable_moe_shared_loras",
+        "enable_tower_connector_lora",
+        "specialize_active_lora",
+        # multimodal processing (inputs arrive in requests; fetching them is reserved above)
+        "limit_mm_per_prompt",
+        "media_io_kwargs",
+        "interleave_mm_strings",
+        "disable_chunked_mm_input",
+        "skip_mm_profiling",
+        "mm_encoder_only",
+        "mm_encoder_tp_mode",
+        "mm_encoder_attn_backend",
+        "mm_encoder_attn_dtype",
+        "mm_encoder_fp8_scale_save_margin",
+        "mm_ipc_gpu_memory_gb",
+        "mm_processor_cache_gb",
+        "mm_processor_cache_type",
+        "mm_shm_cache_max_object_size_mb",
+        "mm_tensor_ipc",
+        "video_pruning_rate",
+        # metrics and logs inside the pod (what leaves it is the observability stack's choice)
+        "aggregate_engine_logging",
+        "cudagraph_metrics",
+        "disable_log_stats",
+        "enable_layerwise_nvtx_tracing",
+        "enable_logging_iteration_details",
+        "enable_mfu_metrics",
+        "enable_mm_processor_stats",
+        "kv_cache_metrics",
+        "kv_cache_metrics_sample",
+        "show_hidden_metrics_for_version",
+        "fail_on_environ_validation",
+        "renderer_num_workers",
+    }
+)
 # Allowed arguments whose string value could name code, a file or a download: only these values.
 ENGINE_ARG_VALUES: dict[str, tuple[tuple[str, ...], str]] = {
     # "pt" unpickles torch files, "dummy" serves random weights, "tensorizer" and "runai_streamer" fetch from a
@@ -139,9 +313,25 @@ ENGINE_ARG_VALUES: dict[str, tuple[tuple[str, ...], str]] = {
     # Online quantization of a bf16 checkpoint (fp8 first: a supported tuning), and the methods a
     # pre-quantized checkpoint declares (vLLM reads those from the checkpoint, the argument only confirms it).
     # Other names are methods registered by plugins.
-    "quantization": (("fp8", "ptpc_fp8", "fbgemm_fp8", "experts_int8", "bitsandbytes", "awq", "awq_marlin", "gptq",
-                      "gptq_marlin", "compressed-tensors", "modelopt", "modelopt_fp4", "mxfp4", "moe_wna16"),
-                     "vLLM's built-in quantization methods"),
+    "quantization": (
+        (
+            "fp8",
+            "ptpc_fp8",
+            "fbgemm_fp8",
+            "experts_int8",
+            "bitsandbytes",
+            "awq",
+            "awq_marlin",
+            "gptq",
+            "gptq_marlin",
+            "compressed-tensors",
+            "modelopt",
+            "modelopt_fp4",
+            "mxfp4",
+            "moe_wna16",
+        ),
+        "vLLM's built-in quantization methods",
+    ),
 }
 # `Literal[...] | str` arguments whose free string names a registered plugin: the literal choices only.
 LITERAL_ONLY = frozenset({"tokenizer_mode"})
@@ -163,7 +353,7 @@ def enables(value: Any) -> bool:
     return value is not None and value is not False
 
 
-def unsafe_engine_args(cfg: "StageConfig", path: str) -> None:
+def unsafe_engine_args(cfg: StageConfig, path: str) -> None:
     """An opt-in argument in extra_args needs its name in serving.allow_unsafe_engine_args; that list names
     opt-in arguments only, each once, and only ones extra_args sets."""
     serving = cfg.serving
@@ -173,20 +363,31 @@ def unsafe_engine_args(cfg: "StageConfig", path: str) -> None:
         field = f"serving.allow_unsafe_engine_args[{index}]"
         kind, why = engine_arg_class(name)
         if kind != "opt-in":  # `name` has ENGINE_ARG's characters only: printed as it is
-            reason = ("is not an opt-in engine argument" if kind == "unclassified" else
-                      f"is reserved ({why}): no stage file may pass it" if kind == "reserved" else
-                      "needs no opt-in: extra_args takes it as it is")
+            reason = (
+                "is not an opt-in engine argument"
+                if kind == "unclassified"
+                else f"is reserved ({why}): no stage file may pass it"
+                if kind == "reserved"
+                else "needs no opt-in: extra_args takes it as it is"
+            )
             raise ConfigError(path, field, f"{name} {reason} (allowed: {opt_in})")
         if name in listed[:index]:
             raise ConfigError(path, field, f"{name} is listed twice (each once)")
         if not enables(serving.engine.extra_args.get(name)):
-            raise ConfigError(path, field, f"{name} is not turned on in serving.engine.extra_args: an opt-in that "
-                                           "opens nothing (allowed: only the opt-in arguments extra_args sets)")
+            raise ConfigError(
+                path,
+                field,
+                f"{name} is not turned on in serving.engine.extra_args: an opt-in that "
+                "opens nothing (allowed: only the opt-in arguments extra_args sets)",
+            )
     for name, value in serving.engine.extra_args.items():
         if name in ENGINE_ARGS_OPT_IN and enables(value) and name not in listed:
-            raise ConfigError(path, f"serving.engine.extra_args.{name}",
-                              f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
-                              f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)")
+            raise ConfigError(
+                path,
+                f"serving.engine.extra_args.{name}",
+                f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
+                f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)",
+            )
 
 
 # --- 15. places that do not exist ------------------------------------------------------------------------
@@ -203,14 +404,14 @@ def stage_regions() -> list[str]:
     return sorted(r for p in table["stage_partitions"] for r in table["partitions"][p]["regions"])
 
 
-def partition_of(region: str) -> Optional[str]:
+def partition_of(region: str) -> str | None:
     for partition, data in regions_table()["partitions"].items():
         if region in data["regions"]:
             return partition
     return None
 
 
-def region_problem(region: str) -> Optional[str]:
+def region_problem(region: str) -> str | None:
     """None for a region of the partitions this app deploys to (config/regions.json, from botocore), else
     what is wrong: a field validator of `region` raises it."""
     regions = stage_regions()
@@ -218,40 +419,54 @@ def region_problem(region: str) -> Optional[str]:
         return None
     partition = partition_of(region)
     if partition:
-        return (f"{region} is a region of the {partition} partition; this app deploys to "
-                f"{', '.join(regions_table()['stage_partitions'])} only (its CDK target partitions and its serving "
-                f"image) (allowed: {', '.join(regions)})")
-    return (f"{short(region)} is not an AWS region{did_you_mean(region, regions)} (config/regions.json, from "
-            f"botocore {regions_table()['botocore']}) (allowed: {', '.join(regions)})")
+        return (
+            f"{region} is a region of the {partition} partition; this app deploys to "
+            f"{', '.join(regions_table()['stage_partitions'])} only (its CDK target partitions and its serving "
+            f"image) (allowed: {', '.join(regions)})"
+        )
+    return (
+        f"{short(region)} is not an AWS region{did_you_mean(region, regions)} (config/regions.json, from "
+        f"botocore {regions_table()['botocore']}) (allowed: {', '.join(regions)})"
+    )
 
 
-def availability_zones(cfg: "StageConfig", path: str) -> None:
+def availability_zones(cfg: StageConfig, path: str) -> None:
     """The AZ letter is checked against a-f only (config/regions.json says why): whether this account has
     that AZ in this region is not checked here."""
     letters = regions_table()["availability_zone_letters"]
     for index, zone in enumerate(cfg.availability_zones):
-        letter = zone[len(cfg.region):]
+        letter = zone[len(cfg.region) :]
         if letter not in letters:
-            raise ConfigError(path, f"availability_zones[{index}]",
-                              f"{short(zone)} names AZ letter {short(letter)}: no region has more than six AZs "
-                              f"(us-east-1 has six) (allowed: {cfg.region}{letters[0]} to {cfg.region}{letters[-1]}, "
-                              "of those the account has)")
+            raise ConfigError(
+                path,
+                f"availability_zones[{index}]",
+                f"{short(zone)} names AZ letter {short(letter)}: no region has more than six AZs "
+                f"(us-east-1 has six) (allowed: {cfg.region}{letters[0]} to {cfg.region}{letters[-1]}, "
+                "of those the account has)",
+            )
 
 
-def arn_partitions(cfg: "StageConfig", path: str) -> None:
+def arn_partitions(cfg: StageConfig, path: str) -> None:
     """Every ARN field is in the partition of the stage's region (arn:aws-cn:... names nothing in us-west-2)."""
     expected = partition_of(cfg.region)
-    fields = [(f"cluster.admin_principal_arns[{index}]", arn)
-              for index, arn in enumerate(cfg.cluster.admin_principal_arns)]
-    fields += [("observability.alarm_topic_arn", cfg.observability.alarm_topic_arn),
-               ("serving.hf_token_secret", cfg.serving.hf_token_secret)]
+    fields = [
+        (f"cluster.admin_principal_arns[{index}]", arn) for index, arn in enumerate(cfg.cluster.admin_principal_arns)
+    ]
+    fields += [
+        ("observability.alarm_topic_arn", cfg.observability.alarm_topic_arn),
+        ("serving.hf_token_secret", cfg.serving.hf_token_secret),
+    ]
     for field, arn in fields:
         if not arn or not arn.startswith("arn:"):
             continue
         partition = arn.split(":")[1]
         if partition != expected:
-            raise ConfigError(path, field, f"the ARN is in partition {partition}, the stage's region "
-                                           f"{cfg.region} in {expected} (allowed: arn:{expected}:...)")
+            raise ConfigError(
+                path,
+                field,
+                f"the ARN is in partition {partition}, the stage's region "
+                f"{cfg.region} in {expected} (allowed: arn:{expected}:...)",
+            )
 
 
 # The reserved IPv4 ranges of config/derived.py (UNREACHABLE) that cannot be a VPC, by what they are. Not
@@ -260,19 +475,27 @@ def arn_partitions(cfg: "StageConfig", path: str) -> None:
 # puts pods in 100.64.0.0/10). Refused besides: 172.17.0.0/16: "Some AWS services use the 172.17.0.0/16 CIDR
 # range. To avoid future conflicts, don't use this range when creating your VPC" (VPC User Guide, "VPC CIDR
 # blocks"; it is Docker's default bridge too).
-_VPC_USABLE = tuple(ipaddress.IPv4Network(net) for net in
-                    ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16"))
-_RESERVED_AS = {"0.0.0.0/8": "'this network'", "127.0.0.0/8": "loopback",
-                "169.254.0.0/16": "link-local (the instance metadata service and the Amazon DNS resolver)",
-                "192.0.0.0/24": "IETF protocol assignments", "198.18.0.0/16": "benchmarking (RFC 2544)",
-                "224.0.0.0/4": "multicast", "240.0.0.0/4": "reserved for future use",
-                "172.17.0.0/16": "used by AWS services (and Docker's default bridge)"}
+_VPC_USABLE = tuple(
+    ipaddress.IPv4Network(net)
+    for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")
+)
+_RESERVED_AS = {
+    "0.0.0.0/8": "'this network'",
+    "127.0.0.0/8": "loopback",
+    "169.254.0.0/16": "link-local (the instance metadata service and the Amazon DNS resolver)",
+    "192.0.0.0/24": "IETF protocol assignments",
+    "198.18.0.0/16": "benchmarking (RFC 2544)",
+    "224.0.0.0/4": "multicast",
+    "240.0.0.0/4": "reserved for future use",
+    "172.17.0.0/16": "used by AWS services (and Docker's default bridge)",
+}
 
 
 @functools.lru_cache(maxsize=1)
 def vpc_reserved_ranges() -> tuple[tuple[ipaddress.IPv4Network, str], ...]:
     """UNREACHABLE less the ranges a VPC may use (two CIDRs either nest or are disjoint), plus 172.17.0.0/16."""
     from .derived import UNREACHABLE
+
     ranges = list(UNREACHABLE)
     for usable in _VPC_USABLE:
         kept: list[ipaddress.IPv4Network] = []
@@ -285,16 +508,19 @@ def vpc_reserved_ranges() -> tuple[tuple[ipaddress.IPv4Network, str], ...]:
     return tuple((net, _RESERVED_AS.get(str(net), "a reserved range")) for net in sorted(ranges))
 
 
-def vpc_range(cfg: "StageConfig", path: str) -> None:
+def vpc_range(cfg: StageConfig, path: str) -> None:
     vpc = ipaddress.IPv4Network(cfg.network.vpc_cidr)
     for reserved, what in vpc_reserved_ranges():
         if vpc.overlaps(reserved):
-            raise ConfigError(path, "network.vpc_cidr",
-                              f"{vpc} overlaps {reserved}, {what}: not a range for a VPC (allowed: an RFC 1918 "
-                              "range such as 10.0.0.0/16, or 100.64.0.0/10; not 172.17.0.0/16)")
+            raise ConfigError(
+                path,
+                "network.vpc_cidr",
+                f"{vpc} overlaps {reserved}, {what}: not a range for a VPC (allowed: an RFC 1918 "
+                "range such as 10.0.0.0/16, or 100.64.0.0/10; not 172.17.0.0/16)",
+            )
 
 
-def tag_keys(cfg: "StageConfig", path: str) -> None:
+def tag_keys(cfg: StageConfig, path: str) -> None:
     """Tag keys are case-sensitive in the tagging APIs, but IAM compares them case-insensitively (IAM User
     Guide, "Tags for AWS Identity and Access Management resources", Case sensitivity), and the stage's tags
     reach every resource of the stage (stacks/stage.py cdk.Tags.of), the IAM roles too: `Team` and `team` on
@@ -303,8 +529,12 @@ def tag_keys(cfg: "StageConfig", path: str) -> None:
     for key in cfg.tags:
         folded = key.casefold()
         if folded in seen:
-            raise ConfigError(path, f"tags.{key}", f"differs from tags.{seen[folded]} only in case: IAM treats the two "
-                                                   "as one key (allowed: each key once, in one spelling)")
+            raise ConfigError(
+                path,
+                f"tags.{key}",
+                f"differs from tags.{seen[folded]} only in case: IAM treats the two "
+                "as one key (allowed: each key once, in one spelling)",
+            )
         seen[folded] = key
 
 
@@ -315,31 +545,44 @@ def tag_keys(cfg: "StageConfig", path: str) -> None:
 TTFT_SMALLEST_BUCKET_SECONDS = 0.001
 
 
-def alarm_thresholds(cfg: "StageConfig", path: str) -> None:
+def alarm_thresholds(cfg: StageConfig, path: str) -> None:
     """stacks/alarms.py: Http5xx fires when 100 * 5xx / requests > error_rate_percent, GpuMemory when a node's
     GPU memory used % > gpu_memory_percent, TtftP99 when the p99 time to first token > ttft_p99_slo_seconds."""
     obs, timeout = cfg.observability, cfg.benchmark.request_timeout_seconds
     if not 0 < obs.error_rate_percent < 100:
-        raise ConfigError(path, "observability.error_rate_percent",
-                          f"{obs.error_rate_percent:g}: the alarm fires above it, and a share of requests is never "
-                          "above 100% (allowed: more than 0 and less than 100)")
+        raise ConfigError(
+            path,
+            "observability.error_rate_percent",
+            f"{obs.error_rate_percent:g}: the alarm fires above it, and a share of requests is never "
+            "above 100% (allowed: more than 0 and less than 100)",
+        )
     # vLLM takes gpu_memory_utilization of each GPU's memory at start (weights and KV cache) and keeps it: at or
     # below that share the alarm fires as soon as the engine is up, and stays in alarm.
     held = cfg.serving.engine.gpu_memory_utilization * 100
     if not held < obs.gpu_memory_percent < 100:
-        raise ConfigError(path, "observability.gpu_memory_percent",
-                          f"{obs.gpu_memory_percent:g}: " + (
-                              "the alarm fires above it, and a GPU's memory is never more than 100% used"
-                              if obs.gpu_memory_percent >= 100 else
-                              f"vLLM holds {held:g}% of each GPU's memory from the start "
-                              "(serving.engine.gpu_memory_utilization), so the alarm would always fire")
-                          + f" (allowed: more than {held:g} and less than 100)")
+        raise ConfigError(
+            path,
+            "observability.gpu_memory_percent",
+            f"{obs.gpu_memory_percent:g}: "
+            + (
+                "the alarm fires above it, and a GPU's memory is never more than 100% used"
+                if obs.gpu_memory_percent >= 100
+                else f"vLLM holds {held:g}% of each GPU's memory from the start "
+                "(serving.engine.gpu_memory_utilization), so the alarm would always fire"
+            )
+            + f" (allowed: more than {held:g} and less than 100)",
+        )
     slo = obs.ttft_p99_slo_seconds
     if not TTFT_SMALLEST_BUCKET_SECONDS <= slo < timeout:
-        why = (f"below vLLM's smallest time-to-first-token bucket ({TTFT_SMALLEST_BUCKET_SECONDS:g} s), so the "
-               "alarm fires however fast requests are" if slo < TTFT_SMALLEST_BUCKET_SECONDS else
-               f"not below benchmark.request_timeout_seconds ({timeout}): a request waits no longer for its first "
-               "token, so the alarm never fires")
-        raise ConfigError(path, "observability.ttft_p99_slo_seconds",
-                          f"{slo:g} s is {why} (allowed: {TTFT_SMALLEST_BUCKET_SECONDS:g} s or more, and less than "
-                          f"{timeout} s)")
+        why = (
+            f"below vLLM's smallest time-to-first-token bucket ({TTFT_SMALLEST_BUCKET_SECONDS:g} s), so the "
+            "alarm fires however fast requests are"
+            if slo < TTFT_SMALLEST_BUCKET_SECONDS
+            else f"not below benchmark.request_timeout_seconds ({timeout}): a request waits no longer for its first "
+            "token, so the alarm never fires"
+        )
+        raise ConfigError(
+            path,
+            "observability.ttft_p99_slo_seconds",
+            f"{slo:g} s is {why} (allowed: {TTFT_SMALLEST_BUCKET_SECONDS:g} s or more, and less than {timeout} s)",
+        )

@@ -2,6 +2,7 @@
 folders it takes, which model it loads, and how many GPUs its replicas need. Same form as config/rules.py
 (registered in its `check`): each takes (cfg, path), returns on success and raises ConfigError naming the
 field on failure. Every rule here is an allowlist: what is not known to be safe and loadable is refused."""
+
 from __future__ import annotations
 
 import re
@@ -30,21 +31,33 @@ def admin_principals(cfg: StageConfig, path: str) -> None:
         field = f"cluster.admin_principal_arns[{index}]"
         if IAM_PRINCIPAL.fullmatch(arn):
             if arn.lower() in (other.lower() for other in arns[:index]):
-                raise ConfigError(path, field, f"{short(arn, 120)} is listed twice: EKS takes one access entry per "
-                                               "IAM principal, and IAM names ignore case (allowed: each ARN once)")
+                raise ConfigError(
+                    path,
+                    field,
+                    f"{short(arn, 120)} is listed twice: EKS takes one access entry per "
+                    "IAM principal, and IAM names ignore case (allowed: each ARN once)",
+                )
             continue
         session = STS_SESSION.fullmatch(arn)
         if session:
             partition, account, kind, rest = session.groups()
             role = f"arn:{partition}:iam::{account}:role/{rest.split('/')[0]}" if kind == "assumed-role" else None
-            raise ConfigError(path, field,
-                              f"{short(arn, 120)} is an STS session principal ({kind}), which EKS access entries "
-                              "refuse: a session is temporary, not an identity that can hold an access entry "
-                              f"(allowed: the role's IAM ARN, arn:{partition}:iam::{account}:role/NAME"
-                              + (f", here {role} (with the role's path, if it has one)" if role else "") + ")")
-        raise ConfigError(path, field, f"{short(arn, 120)} is not an IAM role or user ARN, the only principals an "
-                                       "access entry takes (allowed: arn:aws:iam::ACCOUNT:role/NAME, or "
-                                       "arn:aws:iam::ACCOUNT:user/NAME)")
+            raise ConfigError(
+                path,
+                field,
+                f"{short(arn, 120)} is an STS session principal ({kind}), which EKS access entries "
+                "refuse: a session is temporary, not an identity that can hold an access entry "
+                f"(allowed: the role's IAM ARN, arn:{partition}:iam::{account}:role/NAME"
+                + (f", here {role} (with the role's path, if it has one)" if role else "")
+                + ")",
+            )
+        raise ConfigError(
+            path,
+            field,
+            f"{short(arn, 120)} is not an IAM role or user ARN, the only principals an "
+            "access entry takes (allowed: arn:aws:iam::ACCOUNT:role/NAME, or "
+            "arn:aws:iam::ACCOUNT:user/NAME)",
+        )
 
 
 # --- serving.namespace --------------------------------------------------------------------------------------
@@ -71,18 +84,27 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 def serving_namespace(cfg: StageConfig, path: str) -> None:
     name = cfg.serving.namespace
     field = "serving.namespace"
-    consequence = ("the serving stack creates its namespace, denies ingress to every pod in it and deletes it on "
-                   "destroy")
-    allowed = (f"a namespace of its own, e.g. inference; not default or kube-*, nor "
-               f"{', '.join(sorted(n for n in APP_NAMESPACES if not n.startswith(RESERVED_PREFIX)))}")
+    consequence = "the serving stack creates its namespace, denies ingress to every pod in it and deletes it on destroy"
+    allowed = (
+        f"a namespace of its own, e.g. inference; not default or kube-*, nor "
+        f"{', '.join(sorted(n for n in APP_NAMESPACES if not n.startswith(RESERVED_PREFIX)))}"
+    )
     if not DNS_LABEL.fullmatch(name):
-        raise ConfigError(path, field, f"{short(name, 70)} is not a DNS-1123 label (allowed: at most 63 lower-case "
-                                       "letters, digits and '-', starting and ending with a letter or digit)")
+        raise ConfigError(
+            path,
+            field,
+            f"{short(name, 70)} is not a DNS-1123 label (allowed: at most 63 lower-case "
+            "letters, digits and '-', starting and ending with a letter or digit)",
+        )
     if name in KUBERNETES_NAMESPACES or name.startswith(RESERVED_PREFIX):
         raise ConfigError(path, field, f"{name} is a Kubernetes system namespace: {consequence} (allowed: {allowed})")
     if name in APP_NAMESPACES:
-        raise ConfigError(path, field, f"{name} is {APP_NAMESPACES[name]}, which this app installs: {consequence}, "
-                                       f"taking the add-on with it (allowed: {allowed})")
+        raise ConfigError(
+            path,
+            field,
+            f"{name} is {APP_NAMESPACES[name]}, which this app installs: {consequence}, "
+            f"taking the add-on with it (allowed: {allowed})",
+        )
 
 
 # --- serving.weight_cache -----------------------------------------------------------------------------------
@@ -99,8 +121,8 @@ HOST_ROOT = "/var/lib/model-cache"
 # folders (/, /etc, /usr, /bin, /lib*, /proc, /sys, /dev, /run, /var/run, /root, /home, /boot, /tmp, ...) and off
 # the pod's own mounts (charts/ray_pods.py: /dev/shm, the token's /var/run/secrets/huggingface, the log
 # relay's /tmp/ray): tests/config/test_workload_rules.py renders the pod and checks none is under these.
-MOUNT_ROOTS = ("/model-cache", "/models")   # the folder itself, or below it
-MOUNT_PARENTS = ("/mnt",)                   # only below it
+MOUNT_ROOTS = ("/model-cache", "/models")  # the folder itself, or below it
+MOUNT_PARENTS = ("/mnt",)  # only below it
 # One segment of a path in normal form: letters, digits, '.', '_' and '-', not starting with '.' or '-' (so
 # never '.', '..', a hidden name or an option-looking name), at most 64 characters.
 SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
@@ -117,8 +139,10 @@ def _path_problem(value: str) -> str | None:
         if segment in (".", ".."):
             return f"has a '{segment}' segment"
         if not SEGMENT.fullmatch(segment):
-            return (f"has the segment {short(segment)}, which is not a plain name (allowed: letters, digits, "
-                    "'.', '_' and '-', not starting with '.' or '-', at most 64 characters)")
+            return (
+                f"has the segment {short(segment)}, which is not a plain name (allowed: letters, digits, "
+                "'.', '_' and '-', not starting with '.' or '-', at most 64 characters)"
+            )
     return None
 
 
@@ -128,30 +152,36 @@ def _under(value: str, root: str) -> bool:
 
 def weight_cache(cfg: StageConfig, path: str) -> None:
     cache = cfg.serving.weight_cache
-    form = ("allowed: an absolute path of plain names joined by single '/', no '.' or '..' segment, no "
-            "trailing '/'")
+    form = "allowed: an absolute path of plain names joined by single '/', no '.' or '..' segment, no trailing '/'"
     problem = _path_problem(cache.host_path)
     if problem:
         raise ConfigError(path, "serving.weight_cache.host_path", f"{short(cache.host_path, 80)} {problem} ({form})")
     if cache.host_path != HOST_ROOT and not _under(cache.host_path, HOST_ROOT):
-        raise ConfigError(path, "serving.weight_cache.host_path",
-                          f"{cache.host_path} is outside the node's weight cache folder: the worker pod writes its "
-                          "hostPath as root (no runAsNonRoot, privileged by default), so any other folder of the "
-                          "node (its OS, kubelet or container runtime state) is root on the node (allowed: "
-                          f"{HOST_ROOT}, or a folder under {HOST_ROOT}/)")
+        raise ConfigError(
+            path,
+            "serving.weight_cache.host_path",
+            f"{cache.host_path} is outside the node's weight cache folder: the worker pod writes its "
+            "hostPath as root (no runAsNonRoot, privileged by default), so any other folder of the "
+            "node (its OS, kubelet or container runtime state) is root on the node (allowed: "
+            f"{HOST_ROOT}, or a folder under {HOST_ROOT}/)",
+        )
     problem = _path_problem(cache.mount_path)
     if problem:
         refused = ", which Kubernetes refuses in a mount path" if problem == "has a '..' segment" else ""
-        raise ConfigError(path, "serving.weight_cache.mount_path",
-                          f"{short(cache.mount_path, 80)} {problem}{refused} ({form})")
+        raise ConfigError(
+            path, "serving.weight_cache.mount_path", f"{short(cache.mount_path, 80)} {problem}{refused} ({form})"
+        )
     mount = cache.mount_path
     if not (mount in MOUNT_ROOTS or any(_under(mount, root) for root in MOUNT_ROOTS + MOUNT_PARENTS)):
-        raise ConfigError(path, "serving.weight_cache.mount_path",
-                          f"{mount} is outside the folders the cache may be mounted at in the Ray container: it "
-                          "would cover the image's own folders or clash with the pod's mounts (/dev/shm, /tmp/ray, "
-                          "the token's /var/run/secrets/huggingface) (allowed: "
-                          f"{', '.join(MOUNT_ROOTS)}, or a folder under "
-                          f"{', '.join(root + '/' for root in MOUNT_ROOTS + MOUNT_PARENTS)})")
+        raise ConfigError(
+            path,
+            "serving.weight_cache.mount_path",
+            f"{mount} is outside the folders the cache may be mounted at in the Ray container: it "
+            "would cover the image's own folders or clash with the pod's mounts (/dev/shm, /tmp/ray, "
+            "the token's /var/run/secrets/huggingface) (allowed: "
+            f"{', '.join(MOUNT_ROOTS)}, or a folder under "
+            f"{', '.join(root + '/' for root in MOUNT_ROOTS + MOUNT_PARENTS)})",
+        )
 
 
 # --- serving.model.source -----------------------------------------------------------------------------------
@@ -171,19 +201,36 @@ def model_source(cfg: StageConfig, path: str) -> None:
     field = "serving.model.source"
     allowed = "allowed: a Hugging Face repo id, org/name, e.g. Qwen/Qwen3.5-9B"
     if source.startswith("s3://"):
-        raise ConfigError(path, field, f"{short(source, 80)} is an S3 URI, but no stack grants the Ray pods read "
-                                       "access to S3 (their role reads only the Hugging Face token's secret), so "
-                                       f"vLLM could not load it ({allowed})")
+        raise ConfigError(
+            path,
+            field,
+            f"{short(source, 80)} is an S3 URI, but no stack grants the Ray pods read "
+            "access to S3 (their role reads only the Hugging Face token's secret), so "
+            f"vLLM could not load it ({allowed})",
+        )
     if source.startswith(("/", "./", "../", "~", "file:")):
-        raise ConfigError(path, field, f"{short(source, 80)} is a local path: the Ray worker pods have no such "
-                                       "folder (only the weight cache, where the weights download to) "
-                                       f"({allowed})")
+        raise ConfigError(
+            path,
+            field,
+            f"{short(source, 80)} is a local path: the Ray worker pods have no such "
+            "folder (only the weight cache, where the weights download to) "
+            f"({allowed})",
+        )
     parts = source.split("/")
-    if (len(parts) != 2 or not all(HF_PART.fullmatch(part) for part in parts) or "--" in source
-            or ".." in source or source.endswith(".git")):
-        raise ConfigError(path, field, f"{short(source, 80)} is not a Hugging Face repo id ({allowed}; each part 1 "
-                                       "to 96 letters, digits, '.', '_' or '-', starting with a letter or digit, "
-                                       "no '--' or '..', not ending in .git)")
+    if (
+        len(parts) != 2
+        or not all(HF_PART.fullmatch(part) for part in parts)
+        or "--" in source
+        or ".." in source
+        or source.endswith(".git")
+    ):
+        raise ConfigError(
+            path,
+            field,
+            f"{short(source, 80)} is not a Hugging Face repo id ({allowed}; each part 1 "
+            "to 96 letters, digits, '.', '_' or '-', starting with a letter or digit, "
+            "no '--' or '..', not ending in .git)",
+        )
 
 
 # --- GPUs per replica ---------------------------------------------------------------------------------------
@@ -203,13 +250,18 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
     for name in PARALLEL_FACTORS:
         value = parallel_setting(engine, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            field = f"serving.engine.{name}" if name in type(engine).model_fields else f"serving.engine.extra_args.{name}"
+            field = (
+                f"serving.engine.{name}" if name in type(engine).model_fields else f"serving.engine.extra_args.{name}"
+            )
             raise ConfigError(path, field, f"{short(value)} (allowed: a whole number, 1 or more)")
     tp = engine.tensor_parallel_size
     if tp > spec.gpus:
-        raise ConfigError(path, "serving.engine.tensor_parallel_size",
-                          f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
-                          f"(allowed: 1 to {spec.gpus})")
+        raise ConfigError(
+            path,
+            "serving.engine.tensor_parallel_size",
+            f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
+            f"(allowed: 1 to {spec.gpus})",
+        )
     # The Ray cluster has one worker pod per GPU node at the nodegroup's desired size, and no node
     # autoscaler: Ray Serve autoscaling moves replicas within those GPUs, never beyond them.
     par, desired = parallelism(engine), cfg.gpu_nodegroup.count
@@ -219,14 +271,20 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
     if units > room:
         # One replica alone is too big: name the parallel size that multiplies it past the cluster.
         name = next(n for n in reversed(PARALLEL_FACTORS[1:]) if parallel_setting(engine, n) != 1)
-        raise ConfigError(path, f"serving.engine.extra_args.{name}",
-                          f"one replica needs {per_replica} GPUs ({par.describe()}), {cluster} (allowed: smaller "
-                          "parallel sizes, or more GPU nodes)")
+        raise ConfigError(
+            path,
+            f"serving.engine.extra_args.{name}",
+            f"one replica needs {per_replica} GPUs ({par.describe()}), {cluster} (allowed: smaller "
+            "parallel sizes, or more GPU nodes)",
+        )
     most = serving.prefill.most + serving.decode.most
     if most * units > room:
         # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
         side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
-        raise ConfigError(path, side,
-                          f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
-                          f"{par.describe()}), {cluster} (allowed: at most {room // units} replicas in all, or more "
-                          "GPU nodes)")
+        raise ConfigError(
+            path,
+            side,
+            f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
+            f"{par.describe()}), {cluster} (allowed: at most {room // units} replicas in all, or more "
+            "GPU nodes)",
+        )

@@ -10,14 +10,24 @@ engines. Python's `re` before 3.14 rejects `\z`: reusing a pattern there fails l
 silently accepting `"dev\n"` (is_valid_name strips the anchors and uses fullmatch).
 tests/config/test_safety.py checks every pattern.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from . import names, versions
 
@@ -44,8 +54,8 @@ ENGINE_ARG = r"\A[a-z][a-z0-9_]*\z"
 # and digits in any script, spaces, and _ . : / = + - @; keys 1-128 characters, values 0-256. Only the
 # plain space of Unicode's separators: U+2028 and friends would break a line in a log or console.
 TAG_CHARS = r"[\p{L}\p{N} _.:/=+@-]"
-TAG_KEY = rf"\A{TAG_CHARS}+\z"      # with max_length=128 (a counted Unicode class is too big for Rust's regex)
-TAG_VALUE = rf"\A{TAG_CHARS}*\z"    # with max_length=256
+TAG_KEY = rf"\A{TAG_CHARS}+\z"  # with max_length=128 (a counted Unicode class is too big for Rust's regex)
+TAG_VALUE = rf"\A{TAG_CHARS}*\z"  # with max_length=256
 
 # The namespace the serving stack may own and the weight cache's folders are allowlists in
 # config/rules_workload.py (serving_namespace, weight_cache).
@@ -108,7 +118,7 @@ class Endpoint(Strict):
 
 
 class Cluster(Strict):
-    name: Optional[Annotated[str, Field(pattern=CLUSTER_NAME)]] = None  # default pd-inference-<stage>
+    name: Annotated[str, Field(pattern=CLUSTER_NAME)] | None = None  # default pd-inference-<stage>
     # The minors with a kubectl layer (config/versions.py KUBECTL_LAYERS), the previous one too.
     kubernetes_version: Literal[versions.KUBERNETES_VERSIONS] = "1.35"  # type: ignore[valid-type]
     endpoint: Endpoint = Field(default_factory=Endpoint)
@@ -137,8 +147,8 @@ class SystemNodegroup(Strict):
 class GpuNodegroup(Strict):
     instance_type: str = "g6.8xlarge"
     count: Positive = 2
-    min_size: Optional[Count] = None
-    max_size: Optional[Positive] = None
+    min_size: Count | None = None
+    max_size: Positive | None = None
     efa: bool = True
     placement_group: bool = False
     root_volume_gib: Annotated[int, Field(ge=50, le=16384)] = 200
@@ -174,7 +184,7 @@ class Model(Strict):
     # Total parameters (every expert of a MoE, the vision tower of a VLM), for the check that the weights
     # fit the GPUs (config/derived.py). Needed only for a model the app does not know (KNOWN_MODELS) and
     # whose name does not say its size ("...-72B"): without it such a model is not checked.
-    parameters_billion: Optional[Annotated[float, Field(gt=0, le=10_000)]] = None
+    parameters_billion: Annotated[float, Field(gt=0, le=10000)] | None = None
 
 
 EngineScalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[str, Field(max_length=256)]]
@@ -189,19 +199,21 @@ class Engine(Strict):
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=0.99)] = 0.90
     enforce_eager: bool = True
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
-    max_num_seqs: Optional[Annotated[int, Field(ge=1, le=65_536)]] = None
-    max_num_batched_tokens: Optional[Annotated[int, Field(ge=1, le=4_194_304)]] = None
-    enable_prefix_caching: Optional[bool] = None
+    max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=4194304)] | None = None
+    enable_prefix_caching: bool | None = None
     # FlashInfer's GDN prefill kernel is missing on compute capability 9.x (H100/H200) in vLLM 0.26:
     # Qwen3.5 there needs "triton" (checked in config/rules.py).
-    gdn_prefill_backend: Optional[Literal["flashinfer", "triton", "cutedsl"]] = None
+    gdn_prefill_backend: Literal["flashinfer", "triton", "cutedsl"] | None = None
     extra_args: dict[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)], EngineScalar] = Field(
-        default_factory=dict, max_length=32)
+        default_factory=dict, max_length=32
+    )
 
     @field_validator("extra_args")
     @classmethod
     def _known_to_vllm(cls, values: dict[str, Any]) -> dict[str, Any]:
         from .engine_args import check_extra
+
         for name, value in values.items():
             problem = check_extra(name, value)
             if problem:
@@ -211,8 +223,10 @@ class Engine(Strict):
     def vllm_kwargs(self) -> dict[str, Any]:
         """The engine_kwargs of an LLMConfig, in a stable order; unset optional settings are left out."""
         kwargs: dict[str, Any] = {
-            "max_model_len": self.max_model_len, "dtype": self.dtype,
-            "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enforce_eager": self.enforce_eager,
             "tensor_parallel_size": self.tensor_parallel_size,
         }
         for name in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"):
@@ -225,12 +239,12 @@ class Engine(Strict):
 class Replicas(Strict):
     """A fixed count (`replicas`), or Ray Serve autoscaling between `min_replicas` and `max_replicas`."""
 
-    replicas: Optional[Positive] = None
-    min_replicas: Optional[Count] = None
-    max_replicas: Optional[Positive] = None
+    replicas: Positive | None = None
+    min_replicas: Count | None = None
+    max_replicas: Positive | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "Replicas":
+    def _one_form(self) -> Replicas:
         fixed = self.replicas is not None
         scaled = self.min_replicas is not None or self.max_replicas is not None
         if fixed == scaled:
@@ -249,10 +263,10 @@ class Replicas(Strict):
 class WorkerResources(Strict):
     """Per Ray worker pod (one per GPU node). Omitted values derive from the GPU instance type."""
 
-    cpu_request: Optional[Annotated[int, Field(ge=1, le=1024)]] = None
-    cpu_limit: Optional[Annotated[int, Field(ge=1, le=1024)]] = None
-    memory_request_gib: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
-    memory_limit_gib: Optional[Annotated[int, Field(ge=1, le=4096)]] = None
+    cpu_request: Annotated[int, Field(ge=1, le=1024)] | None = None
+    cpu_limit: Annotated[int, Field(ge=1, le=1024)] | None = None
+    memory_request_gib: Annotated[int, Field(ge=1, le=4096)] | None = None
+    memory_limit_gib: Annotated[int, Field(ge=1, le=4096)] | None = None
     shm_gib: Annotated[int, Field(ge=1, le=1024)] = 8
 
 
@@ -276,7 +290,7 @@ class Serving(Strict):
     mode: Literal["pd", "colocated"] = "pd"
     namespace: Annotated[str, Field(pattern=K8S_NAME)] = "inference"
     service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = "ray-llm"
-    image: Optional[Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)]] = None
+    image: Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)] | None = None
     ray_version: Annotated[str, Field(pattern=RAY_VERSION)] = "2.58.0"
     model: Model = Field(default_factory=Model)
     engine: Engine = Field(default_factory=Engine)
@@ -287,7 +301,7 @@ class Serving(Strict):
     worker_resources: WorkerResources = Field(default_factory=WorkerResources)
     head_resources: HeadResources = Field(default_factory=HeadResources)
     weight_cache: WeightCache = Field(default_factory=WeightCache)
-    hf_token_secret: Optional[Annotated[str, Field(pattern=SECRET_REF, max_length=2048)]] = None
+    hf_token_secret: Annotated[str, Field(pattern=SECRET_REF, max_length=2048)] | None = None
     # Required: with a fixed pair of GPU nodes the choice decides whether a rayClusterConfig change
     # stalls (NewCluster needs twice the GPUs) or is applied only by recreating the pods (None).
     upgrade_strategy: Literal["None", "NewCluster"]
@@ -295,7 +309,8 @@ class Serving(Strict):
     # The opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
     # engine.extra_args may turn on: each must be named here, and synth warns about each.
     allow_unsafe_engine_args: list[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)]] = Field(
-        default_factory=list, max_length=32)
+        default_factory=list, max_length=32
+    )
 
 
 class WorkloadProfile(Strict):
@@ -322,8 +337,10 @@ class WorkloadProfile(Strict):
 
 def _default_profiles() -> list[WorkloadProfile]:
     sweep = [1, 4, 16, 32, 64]
-    return [WorkloadProfile(name="chat", input_tokens=256, output_tokens=256, concurrency=sweep),
-            WorkloadProfile(name="long-prompt", input_tokens=3500, output_tokens=200, concurrency=sweep)]
+    return [
+        WorkloadProfile(name="chat", input_tokens=256, output_tokens=256, concurrency=sweep),
+        WorkloadProfile(name="long-prompt", input_tokens=3500, output_tokens=200, concurrency=sweep),
+    ]
 
 
 class Benchmark(Strict):
@@ -332,7 +349,7 @@ class Benchmark(Strict):
     profiles: list[WorkloadProfile] = Field(default_factory=_default_profiles, min_length=1, max_length=20)
     # The tokenizer the client counts tokens with: a Hugging Face id or a local folder; default the
     # served model's source (serving.model.source).
-    tokenizer: Optional[Annotated[str, Field(min_length=1, max_length=512)]] = None
+    tokenizer: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     request_timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = 900
     random_seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
 
@@ -351,15 +368,15 @@ class Observability(Strict):
 
     enabled: bool = True
     # Where the alarms notify (same region as the stage); unset = alarms without actions.
-    alarm_topic_arn: Optional[Annotated[str, Field(pattern=SNS_TOPIC_ARN, max_length=512)]] = None
+    alarm_topic_arn: Annotated[str, Field(pattern=SNS_TOPIC_ARN, max_length=512)] | None = None
     ttft_p99_slo_seconds: Annotated[float, Field(gt=0, le=600)] = 2.0
-    error_rate_percent: Annotated[float, Field(gt=0, le=100)] = 5.0      # 5xx share of HTTP requests
-    gpu_memory_percent: Annotated[float, Field(gt=0, le=100)] = 95.0     # GPU memory used, per node
+    error_rate_percent: Annotated[float, Field(gt=0, le=100)] = 5.0  # 5xx share of HTTP requests
+    gpu_memory_percent: Annotated[float, Field(gt=0, le=100)] = 95.0  # GPU memory used, per node
 
 
 class StageConfig(Strict):
     stage: Annotated[str, Field(pattern=NAME)]
-    account: Optional[Annotated[str, Field(pattern=ACCOUNT)]] = None
+    account: Annotated[str, Field(pattern=ACCOUNT)] | None = None
     region: Annotated[str, Field(pattern=REGION)]
     availability_zones: list[str] = Field(min_length=2, max_length=6)
     gpu_availability_zone: str
@@ -371,15 +388,15 @@ class StageConfig(Strict):
     serving: Serving
     benchmark: Benchmark = Field(default_factory=Benchmark)
     observability: Observability = Field(default_factory=Observability)
-    tags: dict[Annotated[str, Field(pattern=TAG_KEY, max_length=128)],
-               Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
-        default_factory=dict, max_length=names.MAX_STAGE_TAGS
-    )
+    tags: dict[
+        Annotated[str, Field(pattern=TAG_KEY, max_length=128)], Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]
+    ] = Field(default_factory=dict, max_length=names.MAX_STAGE_TAGS)
 
     @field_validator("region")
     @classmethod
     def _known_region(cls, value: str) -> str:
         from .rules_safety import region_problem  # the committed table of config/regions.json
+
         problem = region_problem(value)
         if problem:
             raise ValueError(problem)
@@ -389,9 +406,11 @@ class StageConfig(Strict):
     @classmethod
     def _not_too_many(cls, values: Any) -> Any:
         if isinstance(values, dict) and len(values) > names.MAX_STAGE_TAGS:
-            raise ValueError(f"{len(values)} tags (allowed: at most {names.MAX_STAGE_TAGS}: AWS takes "
-                             f"{names.AWS_TAGS_PER_RESOURCE} per resource and the app adds up to "
-                             f"{names.APP_TAGS_PER_RESOURCE} of its own)")
+            raise ValueError(
+                f"{len(values)} tags (allowed: at most {names.MAX_STAGE_TAGS}: AWS takes "
+                f"{names.AWS_TAGS_PER_RESOURCE} per resource and the app adds up to "
+                f"{names.APP_TAGS_PER_RESOURCE} of its own)"
+            )
         return values
 
     @field_validator("tags")
@@ -399,8 +418,9 @@ class StageConfig(Strict):
     def _not_reserved(cls, values: dict[str, str]) -> dict[str, str]:
         for key in values:
             if key.lower().startswith("aws:"):
-                raise ValueError(f"{key!r}: the aws: prefix is reserved for AWS's own tags, in any case "
-                                 "(allowed: any other key)")
+                raise ValueError(
+                    f"{key!r}: the aws: prefix is reserved for AWS's own tags, in any case (allowed: any other key)"
+                )
         return values
 
     @property

@@ -8,12 +8,12 @@ could backtrack, and the key-like context of a random-looking run is one search 
 search of the text before every run (which was O(n^2): a 200 KiB string of 40-character runs took about a
 minute, and YAML aliases repeated it once per alias).
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
-from typing import Optional
 
 # Shapes with a known prefix or frame: a token of the service, whatever the key it sits under. Each kind once
 # (ops/secret_scan.py keys its patterns by the kind without the article).
@@ -35,12 +35,22 @@ SECRET_SHAPES = (
     # application secret (gloas-), deploy (gldt-), runner authentication (glrt-, glrtr-), CI/CD job (glcbt-),
     # trigger (glptt-), feed (glft-), incoming mail (glimt-), agent for Kubernetes (glagent-), SCIM (glsoat-),
     # feature flags client (glffct-), workspace (glwt-); and the legacy runner registration token GR1348941.
-    ("a GitLab token", re.compile(r"(?<![A-Za-z0-9])(?:(?:glpat|gloas|gldt|glrtr|glrt|glcbt|glptt|glft|glimt|glagent"
-                                  r"|glsoat|glffct|glwt)-[A-Za-z0-9_.-]{20,}|GR1348941[A-Za-z0-9_-]{20,})")),
+    (
+        "a GitLab token",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?:(?:glpat|gloas|gldt|glrtr|glrt|glcbt|glptt|glft|glimt|glagent"
+            r"|glsoat|glffct|glwt)-[A-Za-z0-9_.-]{20,}|GR1348941[A-Za-z0-9_-]{20,})"
+        ),
+    ),
     # Slack: bot, user, app-level, configuration and refresh tokens (xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxo-,
     # xoxe-, xoxe.xoxp-, xapp-), and incoming webhook URLs (the URL is the secret).
-    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])(?:xox[abeoprs](?:\.xox[bp])?-[A-Za-z0-9-]{10,}"
-                                 r"|xapp-[0-9]+-[A-Za-z0-9-]{10,})")),
+    (
+        "a Slack token",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?:xox[abeoprs](?:\.xox[bp])?-[A-Za-z0-9-]{10,}"
+            r"|xapp-[0-9]+-[A-Za-z0-9-]{10,})"
+        ),
+    ),
     ("a Slack webhook URL", re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{16,}")),
     # Other services' documented token shapes.
     ("an OpenAI API key", re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{0,40}T3BlbkFJ[A-Za-z0-9_-]{16,}")),
@@ -50,7 +60,10 @@ SECRET_SHAPES = (
     ("an npm token", re.compile(r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36}")),
     ("a PyPI token", re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{30,}")),
     ("a Docker Hub token", re.compile(r"(?<![A-Za-z0-9])dckr_pat_[A-Za-z0-9_-]{20,}")),
-    ("a JSON Web Token", re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    (
+        "a JSON Web Token",
+        re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
 )
 
 # An AWS secret access key is 40 random base64 characters, with no prefix to recognise it by. A run of exactly
@@ -88,7 +101,7 @@ def word_like(run: str) -> bool:
     return len(_WORD.findall(run)) >= max(3, len(run) // 13) and vowels >= 0.3 * max(len(letters), 1)
 
 
-def find_secret(text: str, key: str = "") -> Optional[tuple[str, int, int]]:
+def find_secret(text: str, key: str = "") -> tuple[str, int, int] | None:
     """(kind, start, end) of the first secret-shaped part of `text` (a string under `key`), or None. One pass
     per pattern, plus one search for the first key word (`text[:start]` has a key word exactly when the first
     key word ends before `start`: no key word contains another, or the start of one)."""
@@ -115,7 +128,7 @@ def find_secret(text: str, key: str = "") -> Optional[tuple[str, int, int]]:
     return None
 
 
-def secret_kind(text: str, key: str = "") -> Optional[str]:
+def secret_kind(text: str, key: str = "") -> str | None:
     """What secret `text` looks like (a string of the stage file, under `key`), or None."""
     found = find_secret(text, key)
     return found[0] if found else None

@@ -3,6 +3,7 @@ Services KubeRay creates, the add-on names, the verify runner's source, the rend
 values, no CDK, so the stacks, the charts and the ops commands agree without importing each other.
 tests/test_shared_names.py fails when a module outside this file and config/names.py repeats a port
 number or a Service-name suffix."""
+
 from __future__ import annotations
 
 from . import names

@@ -4,6 +4,7 @@ Stage files may override a chart version (to promote a new one through dev first
 these are the versions that are deployed. Python packages are pinned in requirements*.txt and the CDK
 CLI in package.json.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """python -m localcluster build: build (or find cached) the local cluster's Go tools; one line and exit 2
 when Go is missing or the Go module proxy refuses a pinned module. scripts/setup.sh --dev runs it."""
+
 from __future__ import annotations
 
 import sys

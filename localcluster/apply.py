@@ -4,6 +4,7 @@ a pod template, an unknown key in the RayService) is refused by the API server r
 
 The API path of each object comes from the server's own discovery (GET /api/v1, /apis/GROUP/VERSION): the
 resource name and whether it is namespaced are the server's answer, not a table here."""
+
 from __future__ import annotations
 
 import time
@@ -85,8 +86,9 @@ class Applier:
         """DELETE with foreground propagation, then wait until the object is gone (finalizers done)."""
         path = self.path(obj)
         try:
-            self.api.request("DELETE", path, body={"kind": "DeleteOptions", "apiVersion": "v1",
-                                                   "propagationPolicy": "Foreground"})
+            self.api.request(
+                "DELETE", path, body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
+            )
         except KubeError as exc:
             if exc.status == 404:
                 return

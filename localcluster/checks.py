@@ -7,14 +7,23 @@ The Ray pods here are the RayService's pod templates made into pods as KubeRay's
 template's spec, KubeRay's labels added). What the operator adds to the container (the `ray start` command,
 env, ports, probes, a /dev/shm emptyDir) grants no privilege and is not added: Pod Security judges the
 template's securityContext, volumes and host fields, which come from our chart."""
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from config.schema import StageConfig
-from config.topology import (DASHBOARD_PORT_NAME, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SERVE_PORT_NAME, VERIFY_GROUP,
-                             head_service, serve_service)
+from config.topology import (
+    DASHBOARD_PORT_NAME,
+    KUBERAY_NAMESPACE,
+    KUBERAY_RELEASE,
+    SERVE_PORT_NAME,
+    VERIFY_GROUP,
+    head_service,
+    serve_service,
+)
 from ops import verify
 from ops.report import Report
 
@@ -31,7 +40,7 @@ def ray_service(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == "RayService")
 
 
-def ray_pods(service: dict[str, Any], namespace: Optional[str] = None) -> list[dict[str, Any]]:
+def ray_pods(service: dict[str, Any], namespace: str | None = None) -> list[dict[str, Any]]:
     """One head and one worker pod from the RayService's templates, in `namespace` (the service's own by
     default)."""
     spec = service["spec"]["rayClusterConfig"]
@@ -40,16 +49,25 @@ def ray_pods(service: dict[str, Any], namespace: Optional[str] = None) -> list[d
     groups += [("worker", group["groupName"], group["template"]) for group in spec["workerGroupSpecs"]]
     pods = []
     for node_type, group, template in groups:
-        labels = {**(template.get("metadata") or {}).get("labels", {}), "ray.io/is-ray-node": "yes",
-                  "ray.io/node-type": node_type, "ray.io/group": group, "ray.io/cluster": RAY_CLUSTER_NAME}
-        pods.append({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": f"{RAY_CLUSTER_NAME}-{node_type}", "namespace": namespace,
-                                  "labels": labels},
-                     "spec": copy.deepcopy(template["spec"])})
+        labels = {
+            **(template.get("metadata") or {}).get("labels", {}),
+            "ray.io/is-ray-node": "yes",
+            "ray.io/node-type": node_type,
+            "ray.io/group": group,
+            "ray.io/cluster": RAY_CLUSTER_NAME,
+        }
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{RAY_CLUSTER_NAME}-{node_type}", "namespace": namespace, "labels": labels},
+                "spec": copy.deepcopy(template["spec"]),
+            }
+        )
     return pods
 
 
-def admitted(applier: Applier, pod: dict[str, Any]) -> Optional[str]:
+def admitted(applier: Applier, pod: dict[str, Any]) -> str | None:
     """None when the API server admits the pod (a dry run: nothing is stored), else its refusal."""
     try:
         applier.create(pod, dry_run=True)
@@ -100,10 +118,22 @@ def access_review(cluster: LocalCluster, group: str, request: tuple[str, str, st
     """A SubjectAccessReview for a user in `group` (the API server's RBAC authorizer decides)."""
     verb, resource, subresource, namespace, name = request
     group_of = {"deployments": "apps", "rayservices": "ray.io"}.get(resource, "")
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-              "spec": {"user": "rehearsal-verify", "groups": [group, "system:authenticated"],
-                       "resourceAttributes": {"verb": verb, "group": group_of, "resource": resource,
-                                              "subresource": subresource, "namespace": namespace, "name": name}}}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "rehearsal-verify",
+            "groups": [group, "system:authenticated"],
+            "resourceAttributes": {
+                "verb": verb,
+                "group": group_of,
+                "resource": resource,
+                "subresource": subresource,
+                "namespace": namespace,
+                "name": name,
+            },
+        },
+    }
     answer = cluster.api().request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review)
     return bool(answer["status"].get("allowed"))
 
@@ -122,24 +152,33 @@ def check_pod_security(cfg: StageConfig, cluster: LocalCluster, objects: list[di
         report.add("Pod Security (serving namespace)", "fail", refused[0])
     else:
         namespace = service["metadata"]["namespace"]
-        level = next(o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)[
-            "metadata"]["labels"].get("pod-security.kubernetes.io/enforce", "privileged")
-        report.add("Pod Security (serving namespace)", "pass",
-                   f"the head and worker pods of the RayService's templates are admitted in {namespace} "
-                   f"(enforce={level})")
+        level = next(o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)["metadata"][
+            "labels"
+        ].get("pod-security.kubernetes.io/enforce", "privileged")
+        report.add(
+            "Pod Security (serving namespace)",
+            "pass",
+            f"the head and worker pods of the RayService's templates are admitted in {namespace} (enforce={level})",
+        )
 
 
 def check_verify_rbac(cfg: StageConfig, cluster: LocalCluster, report: Report) -> None:
     denied = [describe_request(r) for r in verify_requests(cfg) if not access_review(cluster, VERIFY_GROUP, r)]
     allowed = [describe_request(r) for r in forbidden_requests(cfg) if access_review(cluster, VERIFY_GROUP, r)]
     if denied or allowed:
-        report.add("verify group RBAC", "fail",
-                   "; ".join([f"denied: {d}" for d in denied] + [f"allowed: {a}" for a in allowed]))
+        report.add(
+            "verify group RBAC",
+            "fail",
+            "; ".join([f"denied: {d}" for d in denied] + [f"allowed: {a}" for a in allowed]),
+        )
     else:
-        report.add("verify group RBAC", "pass",
-                   f"SubjectAccessReviews: the {len(verify_requests(cfg))} requests verify makes are allowed, "
-                   f"{len(forbidden_requests(cfg))} others (secrets, exec, writes, POST to the dashboard, other "
-                   f"services and namespaces) denied")
+        report.add(
+            "verify group RBAC",
+            "pass",
+            f"SubjectAccessReviews: the {len(verify_requests(cfg))} requests verify makes are allowed, "
+            f"{len(forbidden_requests(cfg))} others (secrets, exec, writes, POST to the dashboard, other "
+            f"services and namespaces) denied",
+        )
 
 
 def verify_checks(cfg: StageConfig, cluster: LocalCluster) -> Report:
@@ -163,16 +202,25 @@ def check_operator(report: Report, progress: Callable[[str], None]) -> None:
     try:
         tools.ensure(tools.KUBERAY_OPERATOR, progress=progress)
     except tools.ToolError as exc:
-        report.add("KubeRay operator", "fail", f"blocked: {exc}",
-                   "nothing stands in for the operator: the RayService cannot become Ready here until the proxy "
-                   "serves this version (no other version is built)")
+        report.add(
+            "KubeRay operator",
+            "fail",
+            f"blocked: {exc}",
+            "nothing stands in for the operator: the RayService cannot become Ready here until the proxy "
+            "serves this version (no other version is built)",
+        )
         return
-    report.add("KubeRay operator", "fail", "built, but running it out of cluster is not wired yet",
-               "localcluster/checks.py check_operator")
+    report.add(
+        "KubeRay operator",
+        "fail",
+        "built, but running it out of cluster is not wired yet",
+        "localcluster/checks.py check_operator",
+    )
 
 
-def all_checks(cfg: StageConfig, cluster: LocalCluster, applied, report: Report,
-               progress: Callable[[str], None]) -> None:
+def all_checks(
+    cfg: StageConfig, cluster: LocalCluster, applied, report: Report, progress: Callable[[str], None]
+) -> None:
     progress("checking Pod Security, the verify group's rights and ops verify")
     check_pod_security(cfg, cluster, applied.objects, report)
     check_verify_rbac(cfg, cluster, report)

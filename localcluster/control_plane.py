@@ -6,6 +6,7 @@ allows them; Pod Security decides per namespace), service-account tokens signed 
 Identities are static bearer tokens (--token-auth-file: user, uid, groups), so a test can hold a token of
 exactly one group, as an EKS access entry maps an IAM role to a group. Every process logs to a file in
 the cluster's folder; its last lines go into the error when it fails."""
+
 from __future__ import annotations
 
 import base64
@@ -16,9 +17,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
 
 from ops.kube import KubeApi, KubeError
 
@@ -79,17 +80,22 @@ class LocalCluster:
         return base64.b64encode(self.pki.ca_cert.read_bytes()).decode()
 
     def api(self, name: str = "admin", timeout: float = 30.0) -> KubeApi:
-        return KubeApi(endpoint=self.endpoint, token=self.identities[name].token, ca_data=self.ca_data,
-                       timeout=timeout)
+        return KubeApi(endpoint=self.endpoint, token=self.identities[name].token, ca_data=self.ca_data, timeout=timeout)
 
     def kubeconfig(self, name: str = "admin") -> Path:
         """A kubeconfig for `name` (for the Go programs; JSON is YAML)."""
         path = self.folder / f"{name}.kubeconfig"
         if not path.exists():
             config = {
-                "apiVersion": "v1", "kind": "Config", "current-context": "rehearsal",
-                "clusters": [{"name": "rehearsal", "cluster": {"server": self.endpoint,
-                                                               "certificate-authority": str(self.pki.ca_cert)}}],
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "rehearsal",
+                "clusters": [
+                    {
+                        "name": "rehearsal",
+                        "cluster": {"server": self.endpoint, "certificate-authority": str(self.pki.ca_cert)},
+                    }
+                ],
                 "users": [{"name": name, "user": {"token": self.identities[name].token}}],
                 "contexts": [{"name": "rehearsal", "context": {"cluster": "rehearsal", "user": name}}],
             }
@@ -97,14 +103,21 @@ class LocalCluster:
             os.chmod(path, 0o600)
         return path
 
-    def process(self, name: str) -> Optional[Process]:
+    def process(self, name: str) -> Process | None:
         return next((p for p in self.processes if p.name == name), None)
 
-    def start(self, name: str, argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Process:
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
         log = self.folder / f"{name}.log"
         handle = log.open("ab")
-        popen = subprocess.Popen(list(argv), stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.folder, start_new_session=True, env={**os.environ, **(env or {})})
+        popen = subprocess.Popen(
+            list(argv),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.folder,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
         handle.close()
         process = Process(name, popen, log)
         self.processes.append(process)
@@ -116,7 +129,7 @@ class LocalCluster:
             if process.popen.poll() is not None:
                 raise ClusterError(f"{process.name} exited with code {process.popen.returncode}\n{process.tail()}")
 
-    def stop(self, name: Optional[str] = None) -> None:
+    def stop(self, name: str | None = None) -> None:
         """Stop one process, or all in reverse start order (SIGTERM, then SIGKILL after 10 s)."""
         for process in reversed([p for p in self.processes if name is None or p.name == name]):
             if process.popen.poll() is None:
@@ -143,8 +156,10 @@ class LocalCluster:
                 last = str(exc)
             time.sleep(0.5)
         apiserver = self.process("kube-apiserver")
-        raise ClusterError(f"the API server was not ready within {timeout:g} s ({last})"
-                           + (f"\n{apiserver.tail()}" if apiserver else ""))
+        raise ClusterError(
+            f"the API server was not ready within {timeout:g} s ({last})"
+            + (f"\n{apiserver.tail()}" if apiserver else "")
+        )
 
 
 def _token_file(folder: Path, identities: Mapping[str, Identity]) -> Path:
@@ -163,8 +178,13 @@ def identities_for(groups: Mapping[str, Sequence[str]]) -> dict[str, Identity]:
     return made
 
 
-def start(folder: Path, binaries: Mapping[str, Path], *, groups: Mapping[str, Sequence[str]] = {},
-          progress: Callable[[str], None] = lambda line: None) -> LocalCluster:
+def start(
+    folder: Path,
+    binaries: Mapping[str, Path],
+    *,
+    groups: Mapping[str, Sequence[str]] = {},
+    progress: Callable[[str], None] = lambda line: None,
+) -> LocalCluster:
     """etcd and the API server, then the controller manager and the scheduler; returns once /readyz is ok."""
     folder.mkdir(parents=True, exist_ok=True)
     keys = pki_module.make(folder / "pki")
@@ -175,42 +195,83 @@ def start(folder: Path, binaries: Mapping[str, Path], *, groups: Mapping[str, Se
     try:
         etcd_url, peer_url = f"http://{LOOPBACK}:{etcd_port}", f"http://{LOOPBACK}:{peer_port}"
         progress("starting etcd")
-        cluster.start("etcd", [str(binaries["etcd"]), "--name=rehearsal", f"--data-dir={folder / 'etcd'}",
-                               f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-                               f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-                               f"--initial-cluster=rehearsal={peer_url}", "--unsafe-no-fsync",
-                               "--log-level=warn"])
+        cluster.start(
+            "etcd",
+            [
+                str(binaries["etcd"]),
+                "--name=rehearsal",
+                f"--data-dir={folder / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=rehearsal={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
         progress("starting kube-apiserver")
-        cluster.start("kube-apiserver", [
-            str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", f"--bind-address={LOOPBACK}",
-            f"--advertise-address={LOOPBACK}", f"--secure-port={api_port}",
-            f"--tls-cert-file={keys.serving_cert}", f"--tls-private-key-file={keys.serving_key}",
-            f"--client-ca-file={keys.ca_cert}", f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-            "--anonymous-auth=false", "--allow-privileged=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--service-account-key-file={keys.service_account_public}",
-            f"--service-account-signing-key-file={keys.service_account_key}",
-            "--service-account-issuer=https://kubernetes.default.svc", f"--cert-dir={folder / 'pki'}",
-            "--profiling=false", "--v=1",
-        ])
+        cluster.start(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={keys.serving_cert}",
+                f"--tls-private-key-file={keys.serving_key}",
+                f"--client-ca-file={keys.ca_cert}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--anonymous-auth=false",
+                "--allow-privileged=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-account-key-file={keys.service_account_public}",
+                f"--service-account-signing-key-file={keys.service_account_key}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--cert-dir={folder / 'pki'}",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
         cluster.wait_ready()
         progress("starting kube-controller-manager and kube-scheduler")
         admin = cluster.kubeconfig("admin")
-        cluster.start("kube-controller-manager", [
-            str(binaries["kube-controller-manager"]), f"--kubeconfig={admin}",
-            f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
-            f"--service-account-private-key-file={keys.service_account_key}", f"--root-ca-file={keys.ca_cert}",
-            f"--cluster-cidr={CLUSTER_CIDR}", f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--allocate-node-cidrs=false", "--leader-elect=false", f"--bind-address={LOOPBACK}",
-            f"--secure-port={free_port()}", "--use-service-account-credentials=false",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
-            "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller",
-            "--v=1",
-        ])
-        cluster.start("kube-scheduler", [
-            str(binaries["kube-scheduler"]), f"--kubeconfig={admin}", f"--authentication-kubeconfig={admin}",
-            f"--authorization-kubeconfig={admin}", "--leader-elect=false", f"--bind-address={LOOPBACK}",
-            f"--secure-port={free_port()}", "--v=1",
-        ])
+        cluster.start(
+            "kube-controller-manager",
+            [
+                str(binaries["kube-controller-manager"]),
+                f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}",
+                f"--authorization-kubeconfig={admin}",
+                f"--service-account-private-key-file={keys.service_account_key}",
+                f"--root-ca-file={keys.ca_cert}",
+                f"--cluster-cidr={CLUSTER_CIDR}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allocate-node-cidrs=false",
+                "--leader-elect=false",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={free_port()}",
+                "--use-service-account-credentials=false",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
+                "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller",
+                "--v=1",
+            ],
+        )
+        cluster.start(
+            "kube-scheduler",
+            [
+                str(binaries["kube-scheduler"]),
+                f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}",
+                f"--authorization-kubeconfig={admin}",
+                "--leader-elect=false",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={free_port()}",
+                "--v=1",
+            ],
+        )
         return cluster
     except BaseException:
         cluster.stop()

@@ -7,12 +7,14 @@ the ones that change the cluster's objects are the kubectl provider's manifests
 (Custom::AWSCDK-EKS-KubernetesResource, whose Manifest property is the JSON list kubectl applies), its Helm
 releases (Custom::AWSCDK-EKS-HelmChart) and EKS add-ons (AWS::EKS::Addon). Ties (resources CloudFormation
 may create in parallel) keep the template's order, so the order is deterministic."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
@@ -29,9 +31,9 @@ class Step:
     stack: str
     logical_id: str
     type: str
-    objects: tuple = ()                      # manifest: the objects kubectl applies
-    helm: Optional[dict[str, Any]] = None    # Helm release: chart, version, repository, release, namespace, values
-    addon: Optional[str] = None              # EKS add-on name
+    objects: tuple = ()  # manifest: the objects kubectl applies
+    helm: dict[str, Any] | None = None  # Helm release: chart, version, repository, release, namespace, values
+    addon: str | None = None  # EKS add-on name
 
     @property
     def label(self) -> str:
@@ -84,8 +86,11 @@ def stack_order(assembly: Path) -> list[tuple[str, Path]]:
         manifest = json.loads((assembly / "manifest.json").read_text())
     except (OSError, ValueError) as exc:
         raise AssemblyError(f"{assembly / 'manifest.json'}: not a cloud assembly manifest ({exc})") from None
-    stacks = {name: artifact for name, artifact in manifest.get("artifacts", {}).items()
-              if artifact.get("type") == "aws:cloudformation:stack"}
+    stacks = {
+        name: artifact
+        for name, artifact in manifest.get("artifacts", {}).items()
+        if artifact.get("type") == "aws:cloudformation:stack"
+    }
     edges = {name: set(artifact.get("dependencies") or []) for name, artifact in stacks.items()}
     order = _ordered(list(stacks), edges, "the stacks")
     return [(name, assembly / stacks[name]["properties"]["templateFile"]) for name in order]
@@ -110,17 +115,27 @@ def _step(stack: str, logical_id: str, resource: dict[str, Any]) -> Step:
         except ValueError:
             objects = None
         if not isinstance(objects, list):
-            raise AssemblyError(f"{stack}/{logical_id}: its Manifest is not a JSON list of objects (a value only "
-                                f"known at deploy time?)")
+            raise AssemblyError(
+                f"{stack}/{logical_id}: its Manifest is not a JSON list of objects (a value only known at deploy time?)"
+            )
         return Step(stack, logical_id, kind, objects=tuple(objects))
     if kind == HELM_CHART:
         values = props.get("Values")
-        return Step(stack, logical_id, kind, helm={
-            "chart": props.get("Chart"), "version": props.get("Version"), "repository": props.get("Repository"),
-            "release": props.get("Release"), "namespace": props.get("Namespace") or "default",
-            "create_namespace": props.get("CreateNamespace") in (True, "true"), "wait": props.get("Wait") in (True, "true"),
-            "values": json.loads(values) if isinstance(values, str) and values else {},
-        })
+        return Step(
+            stack,
+            logical_id,
+            kind,
+            helm={
+                "chart": props.get("Chart"),
+                "version": props.get("Version"),
+                "repository": props.get("Repository"),
+                "release": props.get("Release"),
+                "namespace": props.get("Namespace") or "default",
+                "create_namespace": props.get("CreateNamespace") in (True, "true"),
+                "wait": props.get("Wait") in (True, "true"),
+                "values": json.loads(values) if isinstance(values, str) and values else {},
+            },
+        )
     return Step(stack, logical_id, kind, addon=props.get("AddonName"))
 
 

@@ -6,6 +6,7 @@ kwok's binary runs only the stages it is given (sigs.k8s.io/kwok v0.8.0 pkg/kwok
 found" otherwise; kwokctl passes its defaults). The stages are kwok's own default ones, read from the same
 module the binary is built from (kustomize/stage/node/fast, node/heartbeat-with-lease, pod/fast), as
 pkg/kwokctl/runtime/cluster.go getDefaultNodeStages/getDefaultPodStages pick them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,6 +38,13 @@ def config(gomodcache: Path, target: Path) -> Path:
 def argv(binary: Path, *, kubeconfig: Path, config_file: Path) -> list[str]:
     """kwok for the nodes that carry kwok's annotation only (nodes.KWOK_ANNOTATION), with leases, serving
     nothing of its own."""
-    return [str(binary), f"--kubeconfig={kubeconfig}", f"--config={config_file}",
-            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1"]
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={config_file}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--node-lease-duration-seconds=40",
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.0.0.1",
+    ]

@@ -1,5 +1,6 @@
 """The cluster's certificates and keys: one CA, the API server's serving certificate for loopback, and the
 service-account signing key pair. Made fresh for every cluster, in its own folder (mode 0600 keys)."""
+
 from __future__ import annotations
 
 import datetime
@@ -33,8 +34,9 @@ class Pki:
 
 
 def _write_key(path: Path, key) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     os.chmod(path, 0o600)
 
 
@@ -45,34 +47,62 @@ def _name(common_name: str) -> x509.Name:
 def make(folder: Path) -> Pki:
     """A CA and what the API server needs, written under `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("pd-inference-rehearsal-ca"))
-          .issuer_name(_name("pd-inference-rehearsal-ca")).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + VALID_FOR)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False),
-                         critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("pd-inference-rehearsal-ca"))
+        .issuer_name(_name("pd-inference-rehearsal-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     serving_key = ec.generate_private_key(ec.SECP256R1())
     names = [x509.DNSName(n) for n in SERVING_NAMES] + [x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
-    serving = (x509.CertificateBuilder().subject_name(_name("kube-apiserver")).issuer_name(ca.subject)
-               .public_key(serving_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now).not_valid_after(now + VALID_FOR)
-               .add_extension(x509.SubjectAlternativeName(names), critical=False)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .sign(ca_key, hashes.SHA256()))
+    serving = (
+        x509.CertificateBuilder()
+        .subject_name(_name("kube-apiserver"))
+        .issuer_name(ca.subject)
+        .public_key(serving_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     # The API server signs service-account tokens with RS256 by default (--service-account-signing-key-file).
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pki = Pki(ca_cert=folder / "ca.crt", serving_cert=folder / "apiserver.crt", serving_key=folder / "apiserver.key",
-              service_account_key=folder / "sa.key", service_account_public=folder / "sa.pub")
+    pki = Pki(
+        ca_cert=folder / "ca.crt",
+        serving_cert=folder / "apiserver.crt",
+        serving_key=folder / "apiserver.key",
+        service_account_key=folder / "sa.key",
+        service_account_public=folder / "sa.pub",
+    )
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
     _write_key(pki.serving_key, serving_key)
     _write_key(pki.service_account_key, sa_key)
-    pki.service_account_public.write_bytes(sa_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pki.service_account_public.write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return pki

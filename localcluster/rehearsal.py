@@ -4,13 +4,15 @@ says of it, and tear it down in destroy order.
 
 Each step is a function of its own so the tests in tests/cluster/ can run them one by one against one
 cluster; `run` strings them together for `python -m ops rehearse-cluster`."""
+
 from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import yaml
 
@@ -35,12 +37,12 @@ def quiet(line: str) -> None:
 # chart must say how it is rehearsed).
 STAND_INS = {
     "nvidia-device-plugin": "the chart's module (github.com/NVIDIA/k8s-device-plugin) is refused by the Go module "
-                            "proxy at this version; the fake GPU nodes report nvidia.com/gpu as the plugin would",
+    "proxy at this version; the fake GPU nodes report nvidia.com/gpu as the plugin would",
     "aws-efa-k8s-device-plugin": "an eks-charts chart: no registry route (not a Go module, not on PyPI or npm); the "
-                                 "fake GPU nodes report vpc.amazonaws.com/efa as the plugin would",
+    "fake GPU nodes report vpc.amazonaws.com/efa as the plugin would",
     "kuberay-operator": "the chart's module (github.com/ray-project/kuberay) is refused by the Go module proxy at "
-                        "this version; its CRDs are applied from the committed copy (localcluster/crds/, the "
-                        "chart's crds/ byte for byte), its Deployment and RBAC are not",
+    "this version; its CRDs are applied from the committed copy (localcluster/crds/, the "
+    "chart's crds/ byte for byte), its Deployment and RBAC are not",
     "vpc-cni": "an EKS managed add-on: no container runs here, so no CNI (NetworkPolicies are admitted, not enforced)",
     "eks-pod-identity-agent": "an EKS managed add-on: no IAM here",
     "amazon-cloudwatch-observability": "an EKS managed add-on (CloudWatch agent, Fluent Bit): no registry route",
@@ -60,17 +62,21 @@ class Applied:
     stand_ins: list[str] = field(default_factory=list)
 
 
-def versions_match(cfg: StageConfig, modules: Path = tools.MODULES) -> Optional[str]:
+def versions_match(cfg: StageConfig, modules: Path = tools.MODULES) -> str | None:
     """Why the pinned tools do not fit the stage, or None: the API server's minor must be the stage's
     `cluster.kubernetes_version`, the operator's version exactly `addons.kuberay_operator`."""
     kubernetes = tools.KUBERNETES.version(modules)
     if ".".join(kubernetes.lstrip("v").split(".")[:2]) != cfg.cluster.kubernetes_version:
-        return (f"the rehearsal builds Kubernetes {kubernetes} (tools/go/kubernetes/go.mod) and the stage runs "
-                f"{cfg.cluster.kubernetes_version} (cluster.kubernetes_version)")
+        return (
+            f"the rehearsal builds Kubernetes {kubernetes} (tools/go/kubernetes/go.mod) and the stage runs "
+            f"{cfg.cluster.kubernetes_version} (cluster.kubernetes_version)"
+        )
     operator = tools.KUBERAY_OPERATOR.version(modules)
     if operator.lstrip("v") != cfg.addons.kuberay_operator.lstrip("v"):
-        return (f"the rehearsal builds the KubeRay operator {operator} (tools/go/kuberay-operator/go.mod) and the "
-                f"stage installs {cfg.addons.kuberay_operator} (addons.kuberay_operator)")
+        return (
+            f"the rehearsal builds the KubeRay operator {operator} (tools/go/kuberay-operator/go.mod) and the "
+            f"stage installs {cfg.addons.kuberay_operator} (addons.kuberay_operator)"
+        )
     return None
 
 
@@ -100,8 +106,9 @@ def start(cfg: StageConfig, folder: Path, binaries: dict[str, Path], progress: P
     try:
         config_file = kwok.config(tools.CACHE / "gomod", folder / "kwok.yaml")
         progress("starting kwok and the stage's nodes")
-        cluster.start("kwok", kwok.argv(binaries["kwok"], kubeconfig=cluster.kubeconfig("admin"),
-                                        config_file=config_file))
+        cluster.start(
+            "kwok", kwok.argv(binaries["kwok"], kubeconfig=cluster.kubeconfig("admin"), config_file=config_file)
+        )
         version = tools.KUBERNETES.version()
         applier = Applier(cluster.api())
         made = nodes.stage_nodes(cfg, version)
@@ -125,20 +132,26 @@ def wait_for_nodes(cluster: LocalCluster, names: list[str], timeout: float = 60.
             return
         time.sleep(0.5)
     kwok_process = cluster.process("kwok")
-    raise ClusterError(f"nodes not Ready within {timeout:g} s: {', '.join(pending)}"
-                       + (f"\n{kwok_process.tail()}" if kwok_process else ""))
+    raise ClusterError(
+        f"nodes not Ready within {timeout:g} s: {', '.join(pending)}"
+        + (f"\n{kwok_process.tail()}" if kwok_process else "")
+    )
 
 
 def _ready(node: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
 
 
 def crd_objects(version: str) -> list[dict[str, Any]]:
     folder = CRDS / f"kuberay-v{version.lstrip('v')}"
     if not folder.is_dir():
-        raise RehearsalError(f"no committed KubeRay CRDs for {version} (localcluster/crds/): the chart's module is "
-                             f"refused by the Go module proxy, so they must be committed with their source")
+        raise RehearsalError(
+            f"no committed KubeRay CRDs for {version} (localcluster/crds/): the chart's module is "
+            f"refused by the Go module proxy, so they must be committed with their source"
+        )
     return [yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml"))]
 
 
@@ -148,7 +161,9 @@ def wait_established(applier: Applier, crds: Iterable[dict[str, Any]], timeout: 
         path = applier.path(crd)
         while True:
             status = applier.api.get(path).get("status") or {}
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in status.get("conditions") or []):
+            if any(
+                c.get("type") == "Established" and c.get("status") == "True" for c in status.get("conditions") or []
+            ):
                 break
             if time.monotonic() > deadline:
                 raise RehearsalError(f"CRD {crd['metadata']['name']} not Established within {timeout:g} s")
@@ -168,8 +183,9 @@ def install(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Pro
             continue
         name = step.helm["chart"] if step.helm else step.addon
         if name not in STAND_INS:
-            raise RehearsalError(f"{step.label}: no rehearsal route and no stand-in for it (localcluster/rehearsal.py "
-                                 f"STAND_INS)")
+            raise RehearsalError(
+                f"{step.label}: no rehearsal route and no stand-in for it (localcluster/rehearsal.py STAND_INS)"
+            )
         applied.stand_ins.append(f"{step.label}: {STAND_INS[name]}")
         if step.helm and step.helm["chart"] == "kuberay-operator":
             progress(f"{step.label}: applying its CRDs (committed copy)")
@@ -180,8 +196,9 @@ def install(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Pro
     return applied
 
 
-def teardown(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Progress = quiet,
-             timeout: float = 90.0) -> list[str]:
+def teardown(
+    cluster: LocalCluster, steps: list[deploy_order.Step], progress: Progress = quiet, timeout: float = 90.0
+) -> list[str]:
     """Delete what the deploy applied, in destroy order (the reverse of the deploy's): each manifest's objects
     last to first, every namespace waited for until the namespace controller has emptied and removed it.
     Returns what was deleted, in order."""
@@ -195,7 +212,7 @@ def teardown(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Pr
     return deleted
 
 
-def run(cfg: StageConfig, *, keep: Optional[Path] = None, progress: Progress = quiet) -> Report:
+def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quiet) -> Report:
     """The whole rehearsal; its report. Raises RehearsalError, ClusterError, ApplyError or ToolError with one
     line when a step cannot run."""
     from . import checks
@@ -210,11 +227,16 @@ def run(cfg: StageConfig, *, keep: Optional[Path] = None, progress: Progress = q
         cluster = start(cfg, folder, binaries, progress)
         try:
             version = cluster.api().get("/version")["gitVersion"]
-            report.add("API server", "pass", f"kube-apiserver {version} on {cluster.endpoint} (TLS, RBAC, Pod Security)")
+            report.add(
+                "API server", "pass", f"kube-apiserver {version} on {cluster.endpoint} (TLS, RBAC, Pod Security)"
+            )
             applied = install(cluster, steps, progress)
             report.add("deploy order", "pass", " -> ".join(step.label.split(":")[0] for step in steps))
-            report.add("objects admitted", "pass", f"{len(applied.objects)} objects by server-side apply with "
-                                                   f"strict field validation")
+            report.add(
+                "objects admitted",
+                "pass",
+                f"{len(applied.objects)} objects by server-side apply with strict field validation",
+            )
             for line in applied.stand_ins:
                 report.add("stand-in", "skip", line)
             checks.all_checks(cfg, cluster, applied, report, progress)
@@ -224,8 +246,11 @@ def run(cfg: StageConfig, *, keep: Optional[Path] = None, progress: Progress = q
                 report.add("teardown", "pass", f"{len(deleted)} objects deleted in destroy order, namespaces gone")
             else:
                 report.add("teardown", "skip", f"--keep: the cluster runs on in {folder}")
-                report.extra["kept"] = {"folder": str(folder), "endpoint": cluster.endpoint,
-                                        "kubeconfig": str(cluster.kubeconfig("admin"))}
+                report.extra["kept"] = {
+                    "folder": str(folder),
+                    "endpoint": cluster.endpoint,
+                    "kubeconfig": str(cluster.kubeconfig("admin")),
+                }
         except BaseException:
             cluster.stop()
             raise

@@ -6,6 +6,7 @@ proxy's checksums): this table names only what to build from each. A build goes 
 the module and build caches under `.cluster-tools/` too, so a second run builds nothing and removing the
 folder is a clean start. Nothing here falls back to another version: a module the proxy refuses stops the
 build with the proxy's own answer."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ROOT / "tools" / "go"
@@ -32,8 +33,8 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class GoTool:
-    name: str               # the folder under tools/go/
-    module: str             # the module whose version is pinned there
+    name: str  # the folder under tools/go/
+    module: str  # the module whose version is pinned there
     packages: tuple[str, ...]  # main packages to build, one binary each (named by the last path element)
     stamp_kubernetes_version: bool = False
 
@@ -57,18 +58,30 @@ class GoTool:
         if self.stamp_kubernetes_version:
             version = self.version(modules)
             major, minor = version.lstrip("v").split(".")[:2]
-            flags += [f"-X {VERSION_PACKAGE}.gitVersion={version}", f"-X {VERSION_PACKAGE}.gitMajor={major}",
-                      f"-X {VERSION_PACKAGE}.gitMinor={minor}", f"-X {VERSION_PACKAGE}.gitTreeState=clean"]
+            flags += [
+                f"-X {VERSION_PACKAGE}.gitVersion={version}",
+                f"-X {VERSION_PACKAGE}.gitMajor={major}",
+                f"-X {VERSION_PACKAGE}.gitMinor={minor}",
+                f"-X {VERSION_PACKAGE}.gitTreeState=clean",
+            ]
         return " ".join(flags)
 
 
-KUBERNETES = GoTool("kubernetes", "k8s.io/kubernetes", (
-    "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
-    "k8s.io/kubernetes/cmd/kube-scheduler"), stamp_kubernetes_version=True)
+KUBERNETES = GoTool(
+    "kubernetes",
+    "k8s.io/kubernetes",
+    (
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
+    ),
+    stamp_kubernetes_version=True,
+)
 ETCD = GoTool("etcd", "go.etcd.io/etcd/server/v3", ("pdinference.local/tools/etcd",))
 KWOK = GoTool("kwok", "sigs.k8s.io/kwok", ("sigs.k8s.io/kwok/cmd/kwok",))
-KUBERAY_OPERATOR = GoTool("kuberay-operator", "github.com/ray-project/kuberay/ray-operator",
-                          ("github.com/ray-project/kuberay/ray-operator",))
+KUBERAY_OPERATOR = GoTool(
+    "kuberay-operator", "github.com/ray-project/kuberay/ray-operator", ("github.com/ray-project/kuberay/ray-operator",)
+)
 # Helm is not among them: no chart the stage installs is served by a registry reachable here at its pinned
 # version (rehearsal.STAND_INS says what stands in for each), so there is nothing for it to install.
 CONTROL_PLANE_TOOLS = (ETCD, KUBERNETES, KWOK)
@@ -90,8 +103,13 @@ def go_environment(cache: Path = CACHE) -> dict[str, str]:
     """The go command's environment: caches inside `cache`, the machine's own Go (no toolchain download),
     go.mod and go.sum as committed (a build that would change them fails)."""
     env = dict(os.environ)
-    env.update(GOMODCACHE=str(cache / "gomod"), GOCACHE=str(cache / "gobuild"), GOTOOLCHAIN="local",
-               GOFLAGS="-mod=readonly -trimpath -buildvcs=false", CGO_ENABLED="0")
+    env.update(
+        GOMODCACHE=str(cache / "gomod"),
+        GOCACHE=str(cache / "gobuild"),
+        GOTOOLCHAIN="local",
+        GOFLAGS="-mod=readonly -trimpath -buildvcs=false",
+        CGO_ENABLED="0",
+    )
     return env
 
 
@@ -107,29 +125,33 @@ def install_dir(tool: GoTool, cache: Path = CACHE, modules: Path = MODULES) -> P
     return cache / f"{tool.name}-{tool.version(modules)}-{_digest(tool, modules)}"
 
 
-def refusal(output: str) -> Optional[str]:
+def refusal(output: str) -> str | None:
     """The proxy's answer in the go command's output, on one line, when a module was refused."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     for index, line in enumerate(lines):
         if re.search(r"\b(403|404|410) (Forbidden|Not Found|Gone)\b", line):
-            answer = next((l for l in lines[index + 1:index + 2] if l.startswith("server response:")), "")
+            answer = next((l for l in lines[index + 1 : index + 2] if l.startswith("server response:")), "")
             return " ".join(f"{line} {answer}".split())
     return None
 
 
 def go_command(args: Sequence[str], *, folder: Path, cache: Path) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(["go", *args], cwd=folder, env=go_environment(cache), capture_output=True, text=True,
-                              timeout=3600)
+        return subprocess.run(
+            ["go", *args], cwd=folder, env=go_environment(cache), capture_output=True, text=True, timeout=3600
+        )
     except FileNotFoundError:
-        raise ToolError("the go command is not installed: Go 1.26 is needed to build the local cluster "
-                        "(README: what the cluster rehearsal needs)") from None
+        raise ToolError(
+            "the go command is not installed: Go 1.26 is needed to build the local cluster "
+            "(README: what the cluster rehearsal needs)"
+        ) from None
     except subprocess.TimeoutExpired:
         raise ToolError(f"go {' '.join(args[:2])} in tools/go/{folder.name} took over an hour") from None
 
 
-def ensure(tool: GoTool, *, cache: Path = CACHE, modules: Path = MODULES,
-           progress: Callable[[str], None] = lambda line: None) -> BuildRecord:
+def ensure(
+    tool: GoTool, *, cache: Path = CACHE, modules: Path = MODULES, progress: Callable[[str], None] = lambda line: None
+) -> BuildRecord:
     """The tool's binaries, built unless a build of this exact version and go.sum is cached."""
     version = tool.version(modules)
     target = install_dir(tool, cache, modules)
@@ -137,7 +159,9 @@ def ensure(tool: GoTool, *, cache: Path = CACHE, modules: Path = MODULES,
     if all(path.is_file() and os.access(path, os.X_OK) for path in binaries.values()):
         return BuildRecord(tool.name, version, built=False, seconds=0.0, binaries=binaries)
     started = time.monotonic()
-    progress(f"building {tool.name} {version} from the Go module proxy (once; cached in {target.relative_to(cache.parent) if cache.parent in target.parents else target})")
+    progress(
+        f"building {tool.name} {version} from the Go module proxy (once; cached in {target.relative_to(cache.parent) if cache.parent in target.parents else target})"
+    )
     folder = modules / tool.name
     download = go_command(["mod", "download", f"{tool.module}@{version}"], folder=folder, cache=cache)
     if download.returncode != 0:
@@ -148,8 +172,11 @@ def ensure(tool: GoTool, *, cache: Path = CACHE, modules: Path = MODULES,
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "bin").mkdir(parents=True)
-    build = go_command(["build", "-ldflags", tool.ldflags(modules), "-o", str(staging / "bin") + "/",
-                        *tool.packages], folder=folder, cache=cache)
+    build = go_command(
+        ["build", "-ldflags", tool.ldflags(modules), "-o", str(staging / "bin") + "/", *tool.packages],
+        folder=folder,
+        cache=cache,
+    )
     if build.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         answer = refusal(build.stderr + build.stdout)

@@ -4,8 +4,8 @@
   verify [--wait SECONDS] checks of the running stage after `cdk deploy`
   verify-remote           the same, run inside the stage's VPC on its verify runner (CodeBuild)
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
-  bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (ops/bench/)
-  rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (ops/rehearse/)
+  bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (serving_lab/bench/)
+  rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (serving_lab/rehearse/)
   rehearse-cluster --stage NAME
                           the stage's Kubernetes objects on a local kube-apiserver built from source (localcluster/)
 
@@ -16,20 +16,21 @@ URL, a credential_process that fails or does not answer within a minute, an AWS 
 answer as AWS, git missing; diff: the base or a synth failed, an unwritable --markdown file); 3 an internal error
 (a bug: please report it, with --debug output).
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from config import CONFIG_DIR, ConfigError, load_stages
+from serving_lab.bench import cli as bench_cli
+from serving_lab.rehearse import cli as rehearse_cli
 
 from . import diff, rehearse_cluster
-from .bench import cli as bench_cli
-from .rehearse import cli as rehearse_cli
 
 # Every command has one protocol: `add_parser(sub)` registers its subcommand, `run(args) -> int` runs it
 # and returns the exit code, handling the failures it expects (one line each); main() wraps every run in
@@ -86,7 +87,7 @@ class StageCommand:
         except remote.SourceError as exc:
             print(f"{label}: {exc}", file=sys.stderr)
             return 2
-        except Exception as exc:  # noqa: BLE001 - a broken local set-up is one line; anything else is a bug
+        except Exception as exc:
             problem = errors.setup_problem(exc)
             if not problem:
                 raise
@@ -127,10 +128,16 @@ def _verify(cfg, args, session, clients):
 
 
 def _verify_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--wait", type=number(float, 0, 86400, "seconds"), default=0, metavar="SECONDS",
-                     help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)")
-    cmd.add_argument("--poll", type=number(float, 0.1, 3600, "seconds"), default=10, metavar="SECONDS",
-                     help=argparse.SUPPRESS)
+    cmd.add_argument(
+        "--wait",
+        type=number(float, 0, 86400, "seconds"),
+        default=0,
+        metavar="SECONDS",
+        help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)",
+    )
+    cmd.add_argument(
+        "--poll", type=number(float, 0.1, 3600, "seconds"), default=10, metavar="SECONDS", help=argparse.SUPPRESS
+    )
 
 
 def number(kind: type, low: float, high: float, unit: str = "") -> Callable[[str], float]:
@@ -172,11 +179,11 @@ def _verify_remote(cfg, args, session, clients):
 
 # In the order `python -m ops --help` lists them.
 COMMANDS = {
-    "preflight": StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight,
-                              _preflight_arguments),
+    "preflight": StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight, _preflight_arguments),
     "verify": StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments),
-    "verify-remote": StageCommand("verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner",
-                                  _verify_remote),
+    "verify-remote": StageCommand(
+        "verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner", _verify_remote
+    ),
     "bench": bench_cli,
     "rehearse": rehearse_cli,
     "rehearse-cluster": rehearse_cluster,
@@ -193,8 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     # --debug also after the subcommand (`python -m ops verify --stage dev --debug`); SUPPRESS keeps a
     # subcommand that was not given it from resetting the top-level one.
     for subparser in sub.choices.values():
-        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                               help="show a traceback on internal errors")
+        subparser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on internal errors"
+        )
         for action in subparser._actions:  # argparse has no public list of a parser's options
             if action.type in (float, int):
                 action.type = number(action.type, 0, OPTION_NUMBER_MAX)
@@ -205,12 +213,14 @@ def _internal(command: str, exc: BaseException, debug: bool) -> int:
     """A real bug: one line (and the traceback with --debug), exit 3."""
     if debug:
         traceback.print_exc()
-    print(f"{command}: internal error: {type(exc).__name__}: {exc} (a bug: rerun with --debug and report it)",
-          file=sys.stderr)
+    print(
+        f"{command}: internal error: {type(exc).__name__}: {exc} (a bug: rerun with --debug and report it)",
+        file=sys.stderr,
+    )
     return 3
 
 
-def main(argv: Optional[list[str]] = None, session=None, clients: Optional[dict] = None) -> int:
+def main(argv: list[str] | None = None, session=None, clients: dict | None = None) -> int:
     """`session` (a boto3 Session) and `clients` (boto3 clients by service name) let tests pass moto and
     Stubber clients to the AWS commands. boto3 is imported only by the commands that talk to AWS:
     `rehearse` runs on GPU hosts that have no AWS SDK."""

@@ -1,6 +1,7 @@
 """boto3 clients of one session and region, made once each; tests put moto's or botocore Stubbers in
 `overrides`. And what a command does to a session before its first client: resolve the credentials
 within a deadline (resolve_credentials) and refuse answers that are not AWS's (guard_answers)."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError
@@ -53,7 +54,7 @@ class CredentialsUnavailable(SetupError):
     source did not give credentials (exit 2: the local set-up, before any AWS call)."""
 
 
-def resolve_credentials(session: boto3.session.Session, deadline: Optional[float] = None):
+def resolve_credentials(session: boto3.session.Session, deadline: float | None = None):
     """session.get_credentials() (botocore keeps the result for every client of the session made after),
     within `deadline` seconds (default CREDENTIAL_DEADLINE_S). None when no source has credentials (the
     checks report that). Raises CredentialDeadline on expiry, CredentialsUnavailable when a source fails,
@@ -84,8 +85,10 @@ def resolve_credentials(session: boto3.session.Session, deadline: Optional[float
         worker.join(_TERM_GRACE_S)
         what = _process_named(session, profile) or f"resolving the AWS credentials of profile {profile!r}"
         ended = f" (process {', '.join(map(str, sorted(killed)))} ended)" if killed else ""
-        raise CredentialDeadline(f"{what} did not answer within {deadline:g} s{ended}: run it yourself to see what "
-                                 f"it waits for (a prompt, a login, a lock), fix it or use another profile")
+        raise CredentialDeadline(
+            f"{what} did not answer within {deadline:g} s{ended}: run it yourself to see what "
+            f"it waits for (a prompt, a login, a lock), fix it or use another profile"
+        )
     error = outcome.get("error")
     if error is None:
         return outcome.get("credentials")
@@ -94,13 +97,16 @@ def resolve_credentials(session: boto3.session.Session, deadline: Optional[float
     process = _process_named(session, profile)
     source = process or f"the AWS credentials of profile {profile!r}"
     detail = describe(error) if isinstance(error, BotoCoreError) else f"{type(error).__name__}: {error}"
-    fix = ("run it yourself to see why, fix it or use another profile" if process
-           else aws_fix(error, "check the profile with `aws configure list`, or use another profile"))
+    fix = (
+        "run it yourself to see why, fix it or use another profile"
+        if process
+        else aws_fix(error, "check the profile with `aws configure list`, or use another profile")
+    )
     raise CredentialsUnavailable(f"{source} failed: {detail} -> {fix}") from error
 
 
 def _process_named(session: boto3.session.Session, profile: str) -> str:
-    """"the AWS credential_process of profile 'P'" when the profile, or a source_profile it assumes a role
+    """ "the AWS credential_process of profile 'P'" when the profile, or a source_profile it assumes a role
     from, has one; "" when none does."""
     try:
         profiles = session._session.full_config.get("profiles", {})  # botocore's parsed config files
@@ -159,13 +165,14 @@ def _end(pids: set[int]) -> set[int]:
 
 # --- Answers that are not AWS's -----------------------------------------------------------------------
 
+
 class NotAwsAnswer(SetupError):
     """An AWS API call was answered by something that is not AWS (an HTML page, a proxy's or another
     server's answer, bytes of no AWS protocol): the endpoint or proxy set-up is wrong (exit 2)."""
 
 
 # The start of an XML document: its declaration and comments, then the root element's name.
-_XML_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<([A-Za-z_][\w.:-]*)", re.S)
+_XML_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<([A-Za-z_][\w.:-]*)", re.DOTALL)
 
 
 def guard_answers(session: boto3.session.Session) -> None:
@@ -196,8 +203,10 @@ class _GuardedParsers:
 
     def remember(self, request, event_name: str = "", **_) -> None:
         parts = urllib.parse.urlsplit(getattr(request, "url", "") or "")
-        self._last.request = (event_name.split(".")[1] if event_name.count(".") >= 2 else "?",
-                              f"{parts.scheme}://{parts.netloc}" if parts.netloc else "?")
+        self._last.request = (
+            event_name.split(".")[1] if event_name.count(".") >= 2 else "?",
+            f"{parts.scheme}://{parts.netloc}" if parts.netloc else "?",
+        )
 
     def set_parser_defaults(self, **kwargs) -> None:
         self._factory.set_parser_defaults(**kwargs)
@@ -222,13 +231,18 @@ class _GuardedParser:
             try:
                 return self._parser.parse(response, shape)
             except Exception as exc:  # noqa: BLE001 - botocore's parser failing on the answer's bytes
-                problem = f"an answer botocore cannot parse ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})" \
-                    if str(exc) else f"an answer botocore cannot parse ({type(exc).__name__})"
+                problem = (
+                    f"an answer botocore cannot parse ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+                    if str(exc)
+                    else f"an answer botocore cannot parse ({type(exc).__name__})"
+                )
         service, url = self._parsers.request()
         operation = (response.get("context") or {}).get("operation_name", "?")
-        raise NotAwsAnswer(f"the AWS endpoint {url} answered {service} {operation} with {problem} (HTTP "
-                           f"{response.get('status_code', '?')}), not an AWS API answer: check AWS_ENDPOINT_URL, "
-                           f"AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config and HTTPS_PROXY")
+        raise NotAwsAnswer(
+            f"the AWS endpoint {url} answered {service} {operation} with {problem} (HTTP "
+            f"{response.get('status_code', '?')}), not an AWS API answer: check AWS_ENDPOINT_URL, "
+            f"AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config and HTTPS_PROXY"
+        )
 
 
 def _answer_problem(protocol: str, response: dict, shape) -> str:
@@ -266,9 +280,12 @@ def _answer_problem(protocol: str, response: dict, shape) -> str:
             return "an answer that is not JSON"
         if not isinstance(answer, dict):
             return f"JSON that is not an object (a {type(answer).__name__})"
-        members = {name for key, member in (getattr(shape, "members", None) or {}).items()
-                   if not member.serialization.get("location")  # a header or the status, not a body field
-                   for name in (key, member.serialization.get("name", key))}
+        members = {
+            name
+            for key, member in (getattr(shape, "members", None) or {}).items()
+            if not member.serialization.get("location")  # a header or the status, not a body field
+            for name in (key, member.serialization.get("name", key))
+        }
         if status < 300 and answer and members and not members & set(answer):
             return f"a JSON object with none of the fields of an AWS answer to {operation}"
     return ""

@@ -14,6 +14,7 @@ Two notes per stage come from the rendered Kubernetes YAML: a change to the RayS
 manual step is printed), and GPUs that the replica counts leave idle. A stage that exists only in the
 working tree (or only in the base) is reported as new (or removed): every resource added (or removed).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -22,22 +23,26 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import signal
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
 from config.topology import INFERENCE_FILE, RENDERED_DIR, RENDERED_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
-DANGEROUS_TYPES = {"AWS::EKS::Cluster": "cluster", "AWS::EKS::Nodegroup": "nodegroup", "AWS::EC2::VPC": "VPC",
-                   "AWS::KMS::Key": "KMS key"}
+DANGEROUS_TYPES = {
+    "AWS::EKS::Cluster": "cluster",
+    "AWS::EKS::Nodegroup": "nodegroup",
+    "AWS::EC2::VPC": "VPC",
+    "AWS::KMS::Key": "KMS key",
+}
 K8S_FILES = RENDERED_FILES
 
 
@@ -79,8 +84,10 @@ class StackDiff:
     @property
     def summary(self) -> str:
         replaced = self.count("replaced") + self.count("nodes-replaced")
-        return (f"{self.count('added')} added, {self.count('changed')} changed, {self.count('removed')} removed, "
-                f"{replaced} replaced")
+        return (
+            f"{self.count('added')} added, {self.count('changed')} changed, {self.count('removed')} removed, "
+            f"{replaced} replaced"
+        )
 
 
 @dataclass
@@ -108,8 +115,13 @@ class DiffResult:
 
     @property
     def dangers(self) -> list[tuple[str, ResourceChange]]:
-        return [(stack.path, change) for stage in self.stages for stack in stage.stacks
-                for change in stack.changes if change.dangerous]
+        return [
+            (stack.path, change)
+            for stage in self.stages
+            for stack in stage.stacks
+            for change in stack.changes
+            if change.dangerous
+        ]
 
     @property
     def manual_steps(self) -> list[tuple[str, str]]:
@@ -122,9 +134,11 @@ class DiffResult:
 
 # --- replacement analysis ------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+
+@functools.cache
 def _create_only(resource_type: str) -> tuple[str, ...]:
     import cfnlint
+
     schemas = Path(cfnlint.__file__).parent / "data" / "schemas"
     providers = json.loads((schemas / "providers" / "us-east-1.json").read_text())
     digest = providers.get(resource_type)
@@ -157,29 +171,37 @@ def resource_changes(old: dict, new: dict) -> list[ResourceChange]:
                 changes.append(ResourceChange(logical_id, after["Type"], "replaced", ["Type"]))
                 continue
             props_before, props_after = before.get("Properties", {}), after.get("Properties", {})
-            because = [p for p in _create_only(after["Type"])
-                       if _pointer(props_before, p) != _pointer(props_after, p)]
-            changes.append(ResourceChange(logical_id, after["Type"], "replaced" if because else "changed",
-                                          because))
+            because = [p for p in _create_only(after["Type"]) if _pointer(props_before, p) != _pointer(props_after, p)]
+            changes.append(ResourceChange(logical_id, after["Type"], "replaced" if because else "changed", because))
     # A launch template change rolls every node of the nodegroups that use it (a new template version).
     for change in list(changes):
         if change.type == "AWS::EC2::LaunchTemplate" and change.action == "changed":
             for logical_id, res in new_res.items():
-                if res["Type"] == "AWS::EKS::Nodegroup" and \
-                        res.get("Properties", {}).get("LaunchTemplate", {}).get("Id") == {"Ref": change.logical_id}:
+                if res["Type"] == "AWS::EKS::Nodegroup" and res.get("Properties", {}).get("LaunchTemplate", {}).get(
+                    "Id"
+                ) == {"Ref": change.logical_id}:
                     if not any(c.logical_id == logical_id and c.action == "replaced" for c in changes):
-                        changes.append(ResourceChange(logical_id, res["Type"], "nodes-replaced",
-                                                      [f"launch template {change.logical_id}"]))
+                        changes.append(
+                            ResourceChange(
+                                logical_id, res["Type"], "nodes-replaced", [f"launch template {change.logical_id}"]
+                            )
+                        )
     return changes
 
 
 # --- synth -------------------------------------------------------------------------------------------
 
-def _env(outdir: Path, stage: Optional[str]) -> dict[str, str]:
+
+def _env(outdir: Path, stage: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(CDK_OUTDIR=str(outdir), AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null",
-               AWS_SHARED_CREDENTIALS_FILE="/dev/null", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-               CDK_DISABLE_CLI_TELEMETRY="true")
+    env.update(
+        CDK_OUTDIR=str(outdir),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE="/dev/null",
+        AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+    )
     if stage:
         env["CDK_CONTEXT_JSON"] = json.dumps({"stage": stage})
     return env
@@ -225,12 +247,14 @@ def _end_children() -> None:
             pass
 
 
-def _synth(tree: Path, outdir: Path, stage: Optional[str], label: str) -> None:
+def _synth(tree: Path, outdir: Path, stage: str | None, label: str) -> None:
     try:
         run = _child([sys.executable, "app.py"], cwd=tree, env=_env(outdir, stage), timeout=SYNTH_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise DiffError(f"synth of the {label} did not finish within {SYNTH_TIMEOUT} s: run `python app.py` "
-                        f"there to see where it hangs") from None
+        raise DiffError(
+            f"synth of the {label} did not finish within {SYNTH_TIMEOUT} s: run `python app.py` "
+            f"there to see where it hangs"
+        ) from None
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no output"])[-1]
         raise DiffError(f"synth of the {label} failed: {last}")
@@ -240,8 +264,9 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     try:
         return _child(["git", *args], cwd=cwd, timeout=300)
     except FileNotFoundError:
-        raise DiffError("git is not installed (or not on PATH): install git; diff builds the base revision in a "
-                        "git worktree") from None
+        raise DiffError(
+            "git is not installed (or not on PATH): install git; diff builds the base revision in a git worktree"
+        ) from None
     except subprocess.TimeoutExpired:
         raise DiffError(f"git {args[0]} did not finish within 300 s in {cwd}") from None
 
@@ -267,6 +292,7 @@ def _worktree(repo: Path, ref: str, where: Path) -> str:
 
 def _stage_names(tree: Path) -> list[str]:
     from config.loader import stage_files
+
     return [path.stem for path in stage_files(tree / "config")]
 
 
@@ -295,11 +321,27 @@ def _cdk(repo: Path) -> Path:
 
 
 def _cfn_diff(repo: Path, head_out: Path, stack_path: str, base_template: Path) -> str:
-    run = _child([str(_cdk(repo)), "diff", "--app", str(head_out), "--exclusively", "--template",
-                  str(base_template), stack_path], cwd=repo, env=_env(head_out, None), timeout=300)
+    run = _child(
+        [
+            str(_cdk(repo)),
+            "diff",
+            "--app",
+            str(head_out),
+            "--exclusively",
+            "--template",
+            str(base_template),
+            stack_path,
+        ],
+        cwd=repo,
+        env=_env(head_out, None),
+        timeout=300,
+    )
     text = (run.stdout + run.stderr).strip()
-    keep = [_shorten(line) for line in text.splitlines()
-            if "feature flags are not configured" not in line and not line.startswith("✨")]
+    keep = [
+        _shorten(line)
+        for line in text.splitlines()
+        if "feature flags are not configured" not in line and not line.startswith("✨")
+    ]
     return "\n".join(keep).strip()
 
 
@@ -316,15 +358,15 @@ def _k8s(base_out: Path, head_out: Path, stage: str) -> dict[str, str]:
         old, new = base_out / RENDERED_DIR / stage / name, head_out / RENDERED_DIR / stage / name
         old_lines = old.read_text().splitlines(keepends=True) if old.exists() else []
         new_lines = new.read_text().splitlines(keepends=True) if new.exists() else []
-        text = "".join(difflib.unified_diff(old_lines, new_lines, f"base/k8s/{stage}/{name}",
-                                            f"head/k8s/{stage}/{name}"))
+        text = "".join(
+            difflib.unified_diff(old_lines, new_lines, f"base/k8s/{stage}/{name}", f"head/k8s/{stage}/{name}")
+        )
         if text:
             diffs[name] = text
     return diffs
 
 
-def compute(base: str, *, stage: Optional[str] = None, start: Optional[Path] = None,
-            cfn: bool = True) -> DiffResult:
+def compute(base: str, *, stage: str | None = None, start: Path | None = None, cfn: bool = True) -> DiffResult:
     """Diff the working tree of the checkout around `start` (default: the current folder) against `base`."""
     tree = repo_root(start or Path.cwd())
     _cdk(tree)
@@ -364,9 +406,16 @@ def compute(base: str, *, stage: Optional[str] = None, start: Optional[Path] = N
                         stack.cfn_diff = f"stack {path} is removed"
                     stacks.append(stack)
                 status = "new" if stage_name not in old else "removed" if stage_name not in new else ""
-                stages.append(StageDiff(stage_name, stacks, _k8s(base_out, head_out, stage_name), status=status,
-                                        manual=_manual_steps(base_out, head_out, stage_name),
-                                        idle_gpus=_idle_gpus(base_out, head_out, stage_name)))
+                stages.append(
+                    StageDiff(
+                        stage_name,
+                        stacks,
+                        _k8s(base_out, head_out, stage_name),
+                        status=status,
+                        manual=_manual_steps(base_out, head_out, stage_name),
+                        idle_gpus=_idle_gpus(base_out, head_out, stage_name),
+                    )
+                )
             for stack, job in cfn_jobs.values():
                 stack.cfn_diff = job.result()
         return DiffResult(base=f"{base} ({commit[:10]})", stages=stages)
@@ -394,16 +443,24 @@ def _documents(path: Path) -> list[dict]:
 
 
 def _ray_services(out: Path, stage: str) -> dict[tuple[str, str], dict]:
-    return {((doc.get("metadata") or {}).get("namespace", "default"), (doc.get("metadata") or {}).get("name", "")):
-            doc.get("spec") or {}
-            for doc in _documents(out / RENDERED_DIR / stage / INFERENCE_FILE) if doc.get("kind") == "RayService"}
+    return {
+        ((doc.get("metadata") or {}).get("namespace", "default"), (doc.get("metadata") or {}).get("name", "")): doc.get(
+            "spec"
+        )
+        or {}
+        for doc in _documents(out / RENDERED_DIR / stage / INFERENCE_FILE)
+        if doc.get("kind") == "RayService"
+    }
 
 
 def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
     """The leaf paths where two JSON-like values differ (`workerGroupSpecs[0].template.spec...`)."""
     if isinstance(before, dict) and isinstance(after, dict):
-        return [found for key in sorted(set(before) | set(after), key=str)
-                for found in _changed_paths(before.get(key), after.get(key), f"{path}.{key}" if path else str(key))]
+        return [
+            found
+            for key in sorted(set(before) | set(after), key=str)
+            for found in _changed_paths(before.get(key), after.get(key), f"{path}.{key}" if path else str(key))
+        ]
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         return [found for i, (b, a) in enumerate(zip(before, after)) for found in _changed_paths(b, a, f"{path}[{i}]")]
     return [] if before == after else [path or "(all)"]
@@ -426,7 +483,8 @@ def _manual_steps(base_out: Path, head_out: Path, stage: str) -> list[str]:
             f"KubeRay {KUBERAY_VERSION} neither updates nor replaces the running Ray pods. After the deploy, run "
             f"`kubectl -n {namespace} delete raycluster -l {RAY_SERVICE_LABELS.format(name=name)}`: KubeRay "
             f"recreates the RayCluster from the new spec (the endpoint is down until the model is loaded again; "
-            f"deleting only the pods brings back the old spec)")
+            f"deleting only the pods brings back the old spec)"
+        )
     return steps
 
 
@@ -445,24 +503,33 @@ def _serve_engines(spec: dict) -> list[tuple[str, int, int, int]]:
             scaling = deployment.get("autoscaling_config") or {}
             most = int(deployment.get("num_replicas") or scaling.get("max_replicas") or 1)
             kwargs = llm.get("engine_kwargs") or {}
-            engines.append((label, most, int(kwargs.get("tensor_parallel_size") or 1),
-                            int(kwargs.get("pipeline_parallel_size") or 1)))
+            engines.append(
+                (
+                    label,
+                    most,
+                    int(kwargs.get("tensor_parallel_size") or 1),
+                    int(kwargs.get("pipeline_parallel_size") or 1),
+                )
+            )
     return engines
 
 
-def _gpu_budget(out: Path, stage: str) -> Optional[tuple[int, int, str]]:
+def _gpu_budget(out: Path, stage: str) -> tuple[int, int, str] | None:
     """(GPUs of the Ray cluster, GPUs the engines use at most, how both were counted), or None."""
     for spec in _ray_services(out, stage).values():
         engines = _serve_engines(spec)
         if not engines:
             return None
-        groups = [(int(group.get("replicas") or 0), int((group.get("rayStartParams") or {}).get("num-gpus") or 0))
-                  for group in (spec.get("rayClusterConfig") or {}).get("workerGroupSpecs") or []]
+        groups = [
+            (int(group.get("replicas") or 0), int((group.get("rayStartParams") or {}).get("num-gpus") or 0))
+            for group in (spec.get("rayClusterConfig") or {}).get("workerGroupSpecs") or []
+        ]
         total = sum(pods * gpus for pods, gpus in groups)
         nodes = " + ".join(f"{pods} GPU node(s) x {gpus} GPU(s)" for pods, gpus in groups) or "no GPU node"
         used = sum(most * tp * pp for _, most, tp, pp in engines)
-        parts = " + ".join(f"{name} {most} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
-                           for name, most, tp, pp in engines)
+        parts = " + ".join(
+            f"{name} {most} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "") for name, most, tp, pp in engines
+        )
         return total, used, f"{nodes} = {total}; replicas at most: {parts} = {used}"
     return None
 
@@ -476,11 +543,13 @@ def _idle_gpus(base_out: Path, head_out: Path, stage: str) -> str:
     was = ""
     if before is not None and before[0] - before[1] != total - used:
         was = f"; base: {max(0, before[0] - before[1])} idle"
-    return (f"{total - used} of {total} GPUs stay idle ({how}{was}): raise the replica counts or lower "
-            f"gpu_nodegroup.count")
+    return (
+        f"{total - used} of {total} GPUs stay idle ({how}{was}): raise the replica counts or lower gpu_nodegroup.count"
+    )
 
 
 # --- output ------------------------------------------------------------------------------------------
+
 
 def text(result: DiffResult) -> str:
     lines = [f"Offline diff: {result.base} -> working tree"]
@@ -530,19 +599,37 @@ def markdown(result: DiffResult) -> str:
     for stage in result.stages:
         for stack in stage.stacks:
             replaced = stack.count("replaced") + stack.count("nodes-replaced")
-            out.append(f"| {stage.stage} | `{stack.path}` | {stack.count('added')} | {stack.count('changed')} | "
-                       f"{stack.count('removed')} | {replaced} |")
+            out.append(
+                f"| {stage.stage} | `{stack.path}` | {stack.count('added')} | {stack.count('changed')} | "
+                f"{stack.count('removed')} | {replaced} |"
+            )
     for stage in result.stages:
         details = [s for s in stage.stacks if s.cfn_diff]
         if not details and not stage.k8s:
             continue
         out += ["", f"### {stage.title}"]
         for stack in details:
-            out += ["", f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
-                    "", "```", stack.cfn_diff, "```", "", "</details>"]
+            out += [
+                "",
+                f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
+                "",
+                "```",
+                stack.cfn_diff,
+                "```",
+                "",
+                "</details>",
+            ]
         for name, diff in stage.k8s.items():
-            out += ["", f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>", "",
-                    "```diff", diff.rstrip("\n"), "```", "", "</details>"]
+            out += [
+                "",
+                f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>",
+                "",
+                "```diff",
+                diff.rstrip("\n"),
+                "```",
+                "",
+                "</details>",
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -551,11 +638,12 @@ def check_writable(path: Path) -> None:
     if path.is_dir():
         raise DiffError(f"--markdown {path}: is a folder: give a file path (e.g. {path / 'diff.md'})")
     if path.parent.exists() and not path.parent.is_dir():
-        raise DiffError(f"--markdown {path}: {path.parent} is a file, not a folder: give a path in an existing "
-                        f"folder")
+        raise DiffError(f"--markdown {path}: {path.parent} is a file, not a folder: give a path in an existing folder")
     if not path.parent.is_dir():
-        raise DiffError(f"--markdown {path}: the folder {path.parent} does not exist: create it, or give a path "
-                        f"in an existing folder")
+        raise DiffError(
+            f"--markdown {path}: the folder {path.parent} does not exist: create it, or give a path "
+            f"in an existing folder"
+        )
     existed = path.exists()
     try:
         with path.open("a"):
@@ -575,17 +663,26 @@ def write_markdown(path: Path, result: DiffResult) -> None:
 
 def add_parser(sub) -> None:
     """`python -m ops diff`: the command protocol of ops/__main__.py."""
-    cmd = sub.add_parser("diff", help="offline diff against a git revision (no AWS access)",
-                         description="Synthesize REF and the working tree without credentials and compare them.")
+    cmd = sub.add_parser(
+        "diff",
+        help="offline diff against a git revision (no AWS access)",
+        description="Synthesize REF and the working tree without credentials and compare them.",
+    )
     cmd.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
     cmd.add_argument("--stage", help="only this stage (default: every stage)")
-    cmd.add_argument("--tree", metavar="PATH",
-                     help="the git checkout whose working tree is compared with REF (default: the one around the "
-                          "current folder); CI runs the base branch's diff code with the pull request's checkout "
-                          "here, so a pull request cannot change the gate that judges it")
+    cmd.add_argument(
+        "--tree",
+        metavar="PATH",
+        help="the git checkout whose working tree is compared with REF (default: the one around the "
+        "current folder); CI runs the base branch's diff code with the pull request's checkout "
+        "here, so a pull request cannot change the gate that judges it",
+    )
     cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
-    cmd.add_argument("--fail-on-danger", action="store_true",
-                     help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted")
+    cmd.add_argument(
+        "--fail-on-danger",
+        action="store_true",
+        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted",
+    )
 
 
 class Terminated(Exception):
@@ -593,7 +690,7 @@ class Terminated(Exception):
     clones and assemblies of `compute` among them (the default handler ends the process without them)."""
 
 
-def _terminate(signum, frame) -> None:  # noqa: ANN001 - signal's handler signature
+def _terminate(signum, frame) -> None:
     _end_children()
     raise Terminated(signal.Signals(signum).name)
 
@@ -618,8 +715,10 @@ def _needs_cfn_lint() -> None:
     try:
         import cfnlint  # noqa: F401
     except ImportError:
-        raise DiffError("cfn-lint is not installed in this venv (ops diff reads CloudFormation's resource schemas "
-                        "from it): run scripts/setup.sh --dev, then ops diff again") from None
+        raise DiffError(
+            "cfn-lint is not installed in this venv (ops diff reads CloudFormation's resource schemas "
+            "from it): run scripts/setup.sh --dev, then ops diff again"
+        ) from None
 
 
 def _run(args) -> int:

@@ -1,5 +1,6 @@
 """An EKS authentication token built with boto3 alone (what `aws eks get-token` does): a presigned
 STS GetCallerIdentity URL carrying the cluster name in the signed `x-k8s-aws-id` header."""
+
 from __future__ import annotations
 
 import base64
@@ -18,6 +19,7 @@ def token(session: boto3.session.Session, cluster_name: str, region: str) -> str
         request.headers[CLUSTER_HEADER] = cluster_name
 
     sts.meta.events.register("before-sign.sts.GetCallerIdentity", sign_cluster_name)
-    url = sts.generate_presigned_url("get_caller_identity", Params={}, ExpiresIn=TOKEN_LIFETIME_SECONDS,
-                                     HttpMethod="GET")
+    url = sts.generate_presigned_url(
+        "get_caller_identity", Params={}, ExpiresIn=TOKEN_LIFETIME_SECONDS, HttpMethod="GET"
+    )
     return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")

@@ -1,16 +1,30 @@
 """Turn any AWS or network failure into one line: what failed and why, never a traceback; and the fix
 that belongs to the cause (a permission problem is not fixed by deploying, nor a network one by
 logging in)."""
+
 from __future__ import annotations
 
 import ssl
 import urllib.error
 
-from botocore.exceptions import (BotoCoreError, ClientError, ConfigParseError, ConnectionError as AwsConnectionError,
-                                 CredentialRetrievalError, HTTPClientError, InvalidConfigError,
-                                 InvalidEndpointConfigurationError, InvalidRegionError, NoCredentialsError,
-                                 NoRegionError, PartialCredentialsError, ProfileNotFound, SSOError,
-                                 TokenRetrievalError, UnknownCredentialError)
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConfigParseError,
+    CredentialRetrievalError,
+    HTTPClientError,
+    InvalidConfigError,
+    InvalidEndpointConfigurationError,
+    InvalidRegionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    SSOError,
+    TokenRetrievalError,
+    UnknownCredentialError,
+)
+from botocore.exceptions import ConnectionError as AwsConnectionError
 from botocore.parsers import ResponseParserError
 
 from .kube import describe_transport
@@ -53,10 +67,22 @@ NETWORK_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, TimeoutError)
 
 LOG_IN = "log in (aws sso login, or set AWS_PROFILE / AWS_ACCESS_KEY_ID) and run again"
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
-_INVALID = {"InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "AuthFailure",
-            "IncompleteSignature", "InvalidSignatureException"}
-_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
-           "Forbidden", "AuthorizationError"}
+_INVALID = {
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+    "AuthFailure",
+    "IncompleteSignature",
+    "InvalidSignatureException",
+}
+_DENIED = {
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnauthorizedOperation",
+    "UnauthorizedException",
+    "Forbidden",
+    "AuthorizationError",
+}
 
 
 def aws_fix(exc: BaseException, default: str = "") -> str:
@@ -84,23 +110,32 @@ def setup_problem(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, ResponseParserError):  # a client outside a session of aws_clients.guard_answers
         detail = " ".join(str(exc).split())[:150]
-        return (f"an AWS endpoint answered something botocore cannot parse as AWS ({detail}): check "
-                f"AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config, and HTTPS_PROXY")
+        return (
+            f"an AWS endpoint answered something botocore cannot parse as AWS ({detail}): check "
+            f"AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config, and HTTPS_PROXY"
+        )
     if isinstance(exc, ProfileNotFound):
         profile = exc.kwargs.get("profile", "?")
-        return (f"AWS profile {profile!r} (from AWS_PROFILE or AWS_DEFAULT_PROFILE) is in no AWS config file: "
-                f"use one that `aws configure list-profiles` lists, or unset the variable")
+        return (
+            f"AWS profile {profile!r} (from AWS_PROFILE or AWS_DEFAULT_PROFILE) is in no AWS config file: "
+            f"use one that `aws configure list-profiles` lists, or unset the variable"
+        )
     if isinstance(exc, ConfigParseError):
         path = exc.kwargs.get("path", "?")
-        return (f"cannot parse the AWS config file {path}: fix its syntax ([profile NAME] sections of key = value "
-                f"lines), or point AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE at a valid file")
+        return (
+            f"cannot parse the AWS config file {path}: fix its syntax ([profile NAME] sections of key = value "
+            f"lines), or point AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE at a valid file"
+        )
     if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
         url = str(exc).split(":", 1)[1].strip()
-        return (f"the AWS endpoint URL {url!r} is not a URL (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE> or "
-                f"endpoint_url in the AWS config): unset it, or give a full URL such as https://host:port")
+        return (
+            f"the AWS endpoint URL {url!r} is not a URL (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE> or "
+            f"endpoint_url in the AWS config): unset it, or give a full URL such as https://host:port"
+        )
     if isinstance(exc, NoRegionError):
         return "no AWS region: set AWS_REGION (or region in the AWS profile)"
-    if isinstance(exc, (InvalidConfigError, InvalidEndpointConfigurationError, InvalidRegionError,
-                        UnknownCredentialError)):
+    if isinstance(
+        exc, (InvalidConfigError, InvalidEndpointConfigurationError, InvalidRegionError, UnknownCredentialError)
+    ):
         return f"the AWS configuration is not usable: {exc} (check it with `aws configure list`)"
     return ""

@@ -15,6 +15,7 @@ hosts without one.
 `KubeApi` sends its bearer token only to an https:// endpoint with a host and no userinfo, query or
 fragment, and turns every answer outside 2xx (a redirect included) into a KubeError.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,8 +28,9 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 
 class KubeError(Exception):
@@ -38,7 +40,7 @@ class KubeError(Exception):
     limit) or "endpoint" (an endpoint the token is not sent to: not https://, or with userinfo, a query or
     a fragment; refused before any connection)."""
 
-    def __init__(self, message: str, *, kind: str = "transport", status: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, kind: str = "transport", status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
@@ -48,8 +50,10 @@ class DeadlineExceeded(Exception):
     """The whole request did not complete within its deadline."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"no complete answer within {seconds:g} s (the server answers too slowly, or "
-                         f"something between holds the connection)")
+        super().__init__(
+            f"no complete answer within {seconds:g} s (the server answers too slowly, or "
+            f"something between holds the connection)"
+        )
 
 
 MiB = 1024 * 1024
@@ -106,7 +110,7 @@ def redirected(answer: Answer, url: str) -> str:
     return f"the server answered a redirect (HTTP {answer.status}) to {host}; not followed"
 
 
-def endpoint_problem(endpoint: str) -> Optional[str]:
+def endpoint_problem(endpoint: str) -> str | None:
     """Why a bearer token must not be sent to `endpoint`, or None: it must be https:// with a host, and carry
     no userinfo, query or fragment (nor spaces or control characters)."""
     if any(ch.isspace() or not ch.isprintable() for ch in endpoint):
@@ -156,14 +160,16 @@ def describe_transport(exc: BaseException) -> str:
 def _recording(connection_class: type, sockets: list) -> type:
     """The connection class, noting each socket it connects (urllib drops the connection object's
     reference once the headers are in; the response keeps reading from the socket)."""
+
     class Recording(connection_class):  # type: ignore[misc, valid-type]
         def connect(self) -> None:
             super().connect()
             sockets.append(self.sock)
+
     return Recording
 
 
-def _opener(context: Optional[ssl.SSLContext]) -> tuple[urllib.request.OpenerDirector, Callable[[], None]]:
+def _opener(context: ssl.SSLContext | None) -> tuple[urllib.request.OpenerDirector, Callable[[], None]]:
     """The opener of `fetch` and `stream`, and a function that shuts every socket it has connected.
 
     Its handlers: proxies from the environment, http:// and https:// (with `context`), each connection's
@@ -173,23 +179,22 @@ def _opener(context: Optional[ssl.SSLContext]) -> tuple[urllib.request.OpenerDir
     sockets: list[socket.socket] = []
 
     class _Http(urllib.request.HTTPHandler):
-        def http_open(self, req):  # noqa: ANN001 - urllib's signature
+        def http_open(self, req):
             return self.do_open(_recording(http.client.HTTPConnection, sockets), req)
 
     class _Https(urllib.request.HTTPSHandler):
-        def https_open(self, req):  # noqa: ANN001
+        def https_open(self, req):
             return self.do_open(_recording(http.client.HTTPSConnection, sockets), req, context=context)
 
     def shut() -> None:
-        for sock in list(sockets):
+        for sock in sockets:
             try:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), _Http(),
-                    _Https(context=context)):
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), _Http(), _Https(context=context)):
         opener.add_handler(handler)
     return opener, shut
 
@@ -211,7 +216,7 @@ def _read(response: http.client.HTTPResponse, limit: int) -> bytes:
             raise AnswerTooLarge(limit)
 
 
-def _armed(context: Optional[ssl.SSLContext], timeout: float) -> tuple:
+def _armed(context: ssl.SSLContext | None, timeout: float) -> tuple:
     """The opener, the event that says the deadline passed, and the started timer that shuts the opener's
     connections when it does (fetch's and stream's one deadline over the whole exchange)."""
     opener, shut = _opener(context)
@@ -227,8 +232,16 @@ def _armed(context: Optional[ssl.SSLContext], timeout: float) -> tuple:
     return opener, expired, timer
 
 
-def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
-          timeout: float = 30.0, context: Optional[ssl.SSLContext] = None, limit: int = ANSWER_LIMIT) -> Answer:
+def fetch(
+    url: str,
+    *,
+    method: str = "GET",
+    data: bytes | None = None,
+    headers: dict | None = None,
+    timeout: float = 30.0,
+    context: ssl.SSLContext | None = None,
+    limit: int = ANSWER_LIMIT,
+) -> Answer:
     """One request to an http:// or https:// URL; the answer whatever its status, a redirect included (its
     Location in `location`, never followed). Raises DeadlineExceeded when the whole exchange takes longer
     than `timeout`, AnswerTooLarge for a body over `limit` bytes, or the transport's own error (URLError,
@@ -237,8 +250,13 @@ def fetch(url: str, *, method: str = "GET", data: Optional[bytes] = None, header
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with opener.open(request, timeout=timeout) as response:
-            answer = Answer(response.status, response.reason, response.headers.get_content_type(),
-                            _read(response, limit), response.headers.get("Location", ""))
+            answer = Answer(
+                response.status,
+                response.reason,
+                response.headers.get_content_type(),
+                _read(response, limit),
+                response.headers.get("Location", ""),
+            )
     except AnswerTooLarge:
         raise
     except Exception:
@@ -259,8 +277,9 @@ class Stream:
     AnswerTooLarge once the body, counted from its first byte, is longer than the limit, and with
     DeadlineExceeded once the request's overall deadline has passed."""
 
-    def __init__(self, response: http.client.HTTPResponse, *, limit: int, timeout: float,
-                 expired: threading.Event) -> None:
+    def __init__(
+        self, response: http.client.HTTPResponse, *, limit: int, timeout: float, expired: threading.Event
+    ) -> None:
         self.status, self.reason = response.status, response.reason
         self.content_type = response.headers.get_content_type()
         self.location = response.headers.get("Location", "")
@@ -297,9 +316,16 @@ class Stream:
 
 
 @contextlib.contextmanager
-def stream(url: str, *, method: str = "GET", data: Optional[bytes] = None, headers: Optional[dict] = None,
-           timeout: float = 300.0, context: Optional[ssl.SSLContext] = None,
-           limit: int = ANSWER_LIMIT) -> Iterator[Stream]:
+def stream(
+    url: str,
+    *,
+    method: str = "GET",
+    data: bytes | None = None,
+    headers: dict | None = None,
+    timeout: float = 300.0,
+    context: ssl.SSLContext | None = None,
+    limit: int = ANSWER_LIMIT,
+) -> Iterator[Stream]:
     """`fetch` for an answer read as it arrives (server-sent events): one request through the same opener
     (no redirect is followed: a 3xx is yielded as it came, `redirect` true and its Location in `location`,
     for the caller to refuse; its body need not be read), as a context manager yielding a Stream once the
@@ -335,7 +361,7 @@ def snippet(answer: Answer, limit: int = 80) -> str:
 class KubeApi:
     endpoint: str
     token: str
-    ca_data: Optional[str] = None  # base64 PEM, as EKS returns it
+    ca_data: str | None = None  # base64 PEM, as EKS returns it
     timeout: float = 30.0
 
     def _context(self) -> ssl.SSLContext:
@@ -344,21 +370,34 @@ class KubeApi:
             try:
                 context.load_verify_locations(cadata=base64.b64decode(self.ca_data).decode())
             except (ValueError, ssl.SSLError) as exc:
-                raise KubeError(f"the cluster's certificate authority data is not a PEM certificate ({exc})",
-                                kind="answer") from None
+                raise KubeError(
+                    f"the cluster's certificate authority data is not a PEM certificate ({exc})", kind="answer"
+                ) from None
         return context
 
-    def request(self, method: str, path: str, *, query: Optional[dict] = None, body: Any = None,
-                raw: bool = False, timeout: Optional[float] = None, limit: int = ANSWER_LIMIT,
-                content_type: str = "application/json") -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict | None = None,
+        body: Any = None,
+        raw: bool = False,
+        timeout: float | None = None,
+        limit: int = ANSWER_LIMIT,
+        content_type: str = "application/json",
+    ) -> Any:
         """The decoded JSON answer (the text with `raw`). Every failure is a KubeError: an endpoint the token
         is not sent to (before any connection), transport errors, a status outside 2xx (a redirect is not
         followed), an answer over `limit` bytes or not JSON, and a request that takes longer than `timeout`
         in all (not only between two bytes)."""
         problem = endpoint_problem(self.endpoint)
         if problem:
-            raise KubeError(f"{method} {path}: the cluster endpoint is refused, {problem}: the token is sent only to "
-                            f"an https:// URL with no userinfo, query or fragment", kind="endpoint")
+            raise KubeError(
+                f"{method} {path}: the cluster endpoint is refused, {problem}: the token is sent only to "
+                f"an https:// URL with no userinfo, query or fragment",
+                kind="endpoint",
+            )
         url = self.endpoint.rstrip("/") + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -367,8 +406,15 @@ class KubeApi:
         if data is not None:
             headers["Content-Type"] = content_type
         try:
-            answer = fetch(url, method=method, data=data, headers=headers, timeout=timeout or self.timeout,
-                           context=self._context(), limit=limit)
+            answer = fetch(
+                url,
+                method=method,
+                data=data,
+                headers=headers,
+                timeout=timeout or self.timeout,
+                context=self._context(),
+                limit=limit,
+            )
         except KubeError:
             raise
         except AnswerTooLarge as exc:
@@ -384,20 +430,27 @@ class KubeApi:
                 pass
             detail = " ".join(str(detail).split())
             detail = detail if len(detail) <= ERROR_DETAIL_LIMIT else detail[:ERROR_DETAIL_LIMIT] + "..."
-            raise KubeError(f"{method} {path}: HTTP {answer.status} {detail}".rstrip(),
-                            kind="http", status=answer.status)
+            raise KubeError(
+                f"{method} {path}: HTTP {answer.status} {detail}".rstrip(), kind="http", status=answer.status
+            )
         if answer.redirect:
             raise KubeError(f"{method} {path}: {redirected(answer, url)}", kind="http", status=answer.status)
         if not 200 <= answer.status < 300:
-            raise KubeError(f"{method} {path}: HTTP {answer.status} {answer.reason}: not a success".rstrip(),
-                            kind="http", status=answer.status)
+            raise KubeError(
+                f"{method} {path}: HTTP {answer.status} {answer.reason}: not a success".rstrip(),
+                kind="http",
+                status=answer.status,
+            )
         if raw:
             return answer.body.decode(errors="replace")
         try:
             return json.loads(answer.body)
         except ValueError:
-            raise KubeError(f"{method} {path}: the answer is not JSON ({answer.content_type or 'no content type'}: "
-                            f"{snippet(answer)}): not what a Kubernetes API server sends", kind="answer") from None
+            raise KubeError(
+                f"{method} {path}: the answer is not JSON ({answer.content_type or 'no content type'}: "
+                f"{snippet(answer)}): not what a Kubernetes API server sends",
+                kind="answer",
+            ) from None
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)
@@ -409,5 +462,4 @@ class KubeApi:
 def unexpected(request: str, exc: BaseException) -> KubeError:
     """A JSON answer of the wrong shape (a field missing, a list where an object belongs)."""
     what = f"no field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
-    return KubeError(f"{request}: unexpected answer ({what}): not what a Kubernetes API server sends",
-                     kind="answer")
+    return KubeError(f"{request}: unexpected answer ({what}): not what a Kubernetes API server sends", kind="answer")

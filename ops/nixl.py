@@ -8,6 +8,7 @@ A stage without EFA (gpu_nodegroup.efa: false) expects no EFA: NIXL runs over TC
 serving.kv_backend is UCX, else through libfabric's tcp (or sockets) provider. `expected_transport` says
 which, and `classify(text, expected)` judges the logs against it.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,16 +62,22 @@ def advice(finding: NixlFinding) -> str:
         return OPERATIONS_DOC
     backend = "UCX" if finding.expected == "ucx" else "LIBFABRIC"
     if finding.verdict == "no-nixl":
-        return ("wait until the prefill and decode engines have started (the model loads first) and run verify "
-                "again; if it persists, read the replicas' logs in the Ray dashboard (Serve) for why the "
-                "NixlConnector did not start")
+        return (
+            "wait until the prefill and decode engines have started (the model loads first) and run verify "
+            "again; if it persists, read the replicas' logs in the Ray dashboard (Serve) for why the "
+            "NixlConnector did not start"
+        )
     if finding.verdict == "missing-plugin":
         return f"use the DLC image (unset serving.image), or an image whose NIXL has the {backend} plugin"
     if finding.verdict == "efa":
-        return ("the stage file says gpu_nodegroup.efa: false but the pods have EFA devices: deploy the stage "
-                "(cdk deploy) so the cluster matches it")
-    return (f"the running engines do not use serving.kv_backend {backend}: deploy the stage (cdk deploy) so "
-            f"the RayService's kv_transfer_config names backends [{backend}]")
+        return (
+            "the stage file says gpu_nodegroup.efa: false but the pods have EFA devices: deploy the stage "
+            "(cdk deploy) so the cluster matches it"
+        )
+    return (
+        f"the running engines do not use serving.kv_backend {backend}: deploy the stage (cdk deploy) so "
+        f"the RayService's kv_transfer_config names backends [{backend}]"
+    )
 
 
 def _without_efa(text: str, found: NixlFinding, expected: Transport) -> NixlFinding:
@@ -87,16 +94,18 @@ def _without_efa(text: str, found: NixlFinding, expected: Transport) -> NixlFind
         found = _read(text)
     verdict = found.verdict
     if verdict == "no-nixl":
-        return NixlFinding(verdict, f"no NIXL lines in the worker's logs: the KV connector has not started "
-                                    f"(with efa: false it should start {backend}, over TCP)", expected)
+        return NixlFinding(
+            verdict,
+            f"no NIXL lines in the worker's logs: the KV connector has not started "
+            f"(with efa: false it should start {backend}, over TCP)",
+            expected,
+        )
     if expected == "ucx":
         if verdict == "ucx":
             return NixlFinding(verdict, f"UCX, {as_expected}", expected)
-        return NixlFinding(verdict, "NIXL instantiated the LIBFABRIC backend, but serving.kv_backend is UCX",
-                           expected)
+        return NixlFinding(verdict, "NIXL instantiated the LIBFABRIC backend, but serving.kv_backend is UCX", expected)
     if verdict == "ucx":
-        return NixlFinding(verdict, "NIXL instantiated the UCX backend, but serving.kv_backend is LIBFABRIC",
-                           expected)
+        return NixlFinding(verdict, "NIXL instantiated the UCX backend, but serving.kv_backend is LIBFABRIC", expected)
     providers = [(int(count), provider) for count, provider in RAILS.findall(text)]
     if verdict == "efa":
         return NixlFinding(verdict, "LIBFABRIC on provider=efa, but gpu_nodegroup.efa is false", expected)
@@ -104,8 +113,9 @@ def _without_efa(text: str, found: NixlFinding, expected: Transport) -> NixlFind
         slow = [(count, provider) for count, provider in providers if provider != "efa"]
         rails = sum(count for count, _ in slow)
         return NixlFinding(verdict, f"LIBFABRIC on provider={slow[0][1]}, {as_expected} ({rails} rails)", expected)
-    return NixlFinding(verdict, f"LIBFABRIC, {as_expected} (its provider is not logged: NIXL_LOG_LEVEL is not "
-                                "INFO)", expected)
+    return NixlFinding(
+        verdict, f"LIBFABRIC, {as_expected} (its provider is not logged: NIXL_LOG_LEVEL is not INFO)", expected
+    )
 
 
 def _read(text: str) -> NixlFinding:
@@ -116,15 +126,22 @@ def _read(text: str) -> NixlFinding:
         line = next(l for l in text.splitlines() if MISSING_PLUGIN in l).strip()
         return NixlFinding("missing-plugin", f"a NIXL plugin is missing: {line[:160]}")
     if UCX in text:
-        return NixlFinding("ucx", "NIXL instantiated the UCX backend: on EFA it runs at TCP speed "
-                                  "(set serving.kv_backend: LIBFABRIC)")
+        return NixlFinding(
+            "ucx", "NIXL instantiated the UCX backend: on EFA it runs at TCP speed (set serving.kv_backend: LIBFABRIC)"
+        )
     if slow:
-        return NixlFinding("tcp", f"libfabric runs on provider={slow[0]}, not efa: no usable EFA device in "
-                                  "the pod (check vpc.amazonaws.com/efa requests and the EFA device plugin)")
+        return NixlFinding(
+            "tcp",
+            f"libfabric runs on provider={slow[0]}, not efa: no usable EFA device in "
+            "the pod (check vpc.amazonaws.com/efa requests and the EFA device plugin)",
+        )
     if providers:
         rails = sum(count for count, _ in providers)
         return NixlFinding("efa", f"LIBFABRIC on provider=efa ({rails} rails)")
     if LIBFABRIC in text:
-        return NixlFinding("no-provider-line", "LIBFABRIC was instantiated but no 'Created N rails using "
-                                               "provider=' line: is NIXL_LOG_LEVEL=INFO set? EFA is not proven")
+        return NixlFinding(
+            "no-provider-line",
+            "LIBFABRIC was instantiated but no 'Created N rails using "
+            "provider=' line: is NIXL_LOG_LEVEL=INFO set? EFA is not proven",
+        )
     return NixlFinding("no-nixl", "no NIXL lines in the worker's logs (the KV connector has not started)")

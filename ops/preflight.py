@@ -3,11 +3,12 @@
 Every call is a Describe/Get/List. Each check records pass, fail (blocks the deploy), warn (worth a
 look, does not block) or skip (not applicable, or a prerequisite failed).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import yaml
 
@@ -37,8 +38,12 @@ class VcpuQuota:
 QUOTAS = [
     VcpuQuota("G and VT instances", "L-DB2E81BA", "L-3819A6DF", ("g", "vt")),
     VcpuQuota("P instances", "L-417A185B", "L-7212CCBC", ("p",)),
-    VcpuQuota("Standard (A, C, D, H, I, M, R, T, Z) instances", "L-1216C47A", "L-34B43A08",
-              ("a", "c", "d", "h", "i", "m", "r", "t", "z")),
+    VcpuQuota(
+        "Standard (A, C, D, H, I, M, R, T, Z) instances",
+        "L-1216C47A",
+        "L-34B43A08",
+        ("a", "c", "d", "h", "i", "m", "r", "t", "z"),
+    ),
 ]
 
 
@@ -47,7 +52,7 @@ class UpdateRule:
     """How EKS updates a managed nodegroup: its UpdateConfig's updateStrategy and maxUnavailable."""
 
     strategy: str  # "DEFAULT" or "MINIMAL"
-    max_unavailable: Optional[int] = None  # None: no UpdateConfig, EKS's default of 1
+    max_unavailable: int | None = None  # None: no UpdateConfig, EKS's default of 1
 
 
 # Each nodegroup's update config as stacks/nodegroups.py sets it, which preflight cannot import (it needs CDK):
@@ -81,7 +86,7 @@ def quota_for(instance_type: str) -> VcpuQuota:
 class Facts:
     """What the checks learned, for later checks and for --suggest."""
 
-    account: Optional[str] = None
+    account: str | None = None
     zone_ids: dict[str, str] = field(default_factory=dict)
     offered_zones: list[str] = field(default_factory=list)
 
@@ -89,12 +94,27 @@ class Facts:
 def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
     report, facts = Report("preflight", cfg.stage), Facts()
     if not _credentials(cfg, clients, report, facts):
-        for name in ("availability zones", "GPU type in GPU AZ", "EFA support", "vCPU quotas",
-                     "Kubernetes version", "CDK bootstrap", "token secret", "image registry"):
+        for name in (
+            "availability zones",
+            "GPU type in GPU AZ",
+            "EFA support",
+            "vCPU quotas",
+            "Kubernetes version",
+            "CDK bootstrap",
+            "token secret",
+            "image registry",
+        ):
             report.add(name, "skip", "needs working credentials")
         return report, facts
     steps: list[Callable[[StageConfig, Clients, Report, Facts], None]] = [
-        _zones, _gpu_offering, _efa, _quotas, _kubernetes_version, _bootstrap, _secret, _registry,
+        _zones,
+        _gpu_offering,
+        _efa,
+        _quotas,
+        _kubernetes_version,
+        _bootstrap,
+        _secret,
+        _registry,
     ]
     for step in steps:
         step(cfg, clients, report, facts)
@@ -104,11 +124,13 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
 def _guard(report: Report, name: str, fix: str = "") -> Callable:
     """Run a check body; an unexpected AWS or network error becomes that check's one-line failure, with
     the fix for its cause (credentials, permission, network), else `fix`."""
+
     def wrap(body: Callable[[], None]) -> None:
         try:
             body()
         except AWS_ERRORS as exc:
             report.add(name, "fail", describe(exc), aws_fix(exc, fix))
+
     return wrap
 
 
@@ -129,8 +151,12 @@ def _credentials(cfg: StageConfig, clients: Clients, report: Report, facts: Fact
         return False
     facts.account = identity["Account"]
     if cfg.account and cfg.account != facts.account:
-        report.add(name, "fail", f"credentials are for account {facts.account}, the stage deploys to "
-                                 f"{cfg.account}", f"use credentials for account {cfg.account}")
+        report.add(
+            name,
+            "fail",
+            f"credentials are for account {facts.account}, the stage deploys to {cfg.account}",
+            f"use credentials for account {cfg.account}",
+        )
         return False
     report.add(name, "pass", f"{identity['Arn']} in account {facts.account}")
     return True
@@ -141,23 +167,33 @@ def _zones(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> 
 
     def body() -> None:
         zones = clients("ec2").describe_availability_zones(
-            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])["AvailabilityZones"]
+            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]
+        )["AvailabilityZones"]
         facts.zone_ids = {z["ZoneName"]: z["ZoneId"] for z in zones if z.get("State") == "available"}
         missing = [z for z in cfg.availability_zones if z not in facts.zone_ids]
         if missing:
-            report.add(name, "fail", f"{', '.join(missing)} not available in {cfg.region} "
-                                     f"(available: {', '.join(sorted(facts.zone_ids))})",
-                       "list available AZs in availability_zones (preflight --suggest)")
+            report.add(
+                name,
+                "fail",
+                f"{', '.join(missing)} not available in {cfg.region} (available: {', '.join(sorted(facts.zone_ids))})",
+                "list available AZs in availability_zones (preflight --suggest)",
+            )
         else:
             shown = ", ".join(f"{z} ({facts.zone_ids[z]})" for z in cfg.availability_zones)
             report.add(name, "pass", f"{cfg.region}: {shown}")
+
     try:
         body()
     except AWS_ERRORS as exc:
         opt_in = error_code(exc) in ("OptInRequired", "AuthFailure")
-        report.add(name, "fail", describe(exc),
-                   f"enable {cfg.region} for the account (Account settings, AWS Regions), or use another region"
-                   if opt_in else aws_fix(exc))
+        report.add(
+            name,
+            "fail",
+            describe(exc),
+            f"enable {cfg.region} for the account (Account settings, AWS Regions), or use another region"
+            if opt_in
+            else aws_fix(exc),
+        )
 
 
 def _gpu_offering(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
@@ -167,18 +203,31 @@ def _gpu_offering(cfg: StageConfig, clients: Clients, report: Report, facts: Fac
     def body() -> None:
         ec2 = clients("ec2")
         flt = [{"Name": "instance-type", "Values": [gpu_type]}]
-        by_name = sorted(o["Location"] for o in ec2.describe_instance_type_offerings(
-            LocationType="availability-zone", Filters=flt)["InstanceTypeOfferings"])
-        by_id = {o["Location"] for o in ec2.describe_instance_type_offerings(
-            LocationType="availability-zone-id", Filters=flt)["InstanceTypeOfferings"]}
+        by_name = sorted(
+            o["Location"]
+            for o in ec2.describe_instance_type_offerings(LocationType="availability-zone", Filters=flt)[
+                "InstanceTypeOfferings"
+            ]
+        )
+        by_id = {
+            o["Location"]
+            for o in ec2.describe_instance_type_offerings(LocationType="availability-zone-id", Filters=flt)[
+                "InstanceTypeOfferings"
+            ]
+        }
         facts.offered_zones = by_name
         zone_id = facts.zone_ids.get(zone, "?")
         if zone in by_name and zone_id in by_id:
             report.add(name, "pass", f"{gpu_type} is offered in {zone} ({zone_id})")
         else:
             offered = ", ".join(f"{z} ({facts.zone_ids.get(z, '?')})" for z in by_name) or "no AZ of the region"
-            report.add(name, "fail", f"{gpu_type} is not offered in {zone} ({zone_id}); offered in: {offered}",
-                       "set gpu_availability_zone to an AZ that offers it (preflight --suggest)")
+            report.add(
+                name,
+                "fail",
+                f"{gpu_type} is not offered in {zone} ({zone_id}); offered in: {offered}",
+                "set gpu_availability_zone to an AZ that offers it (preflight --suggest)",
+            )
+
     _guard(report, name)(body)
 
 
@@ -195,11 +244,18 @@ def _efa(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> No
         network = info.get("NetworkInfo", {})
         maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if network.get("EfaSupported") else 0
         if maximum >= needed:
-            report.add(name, "pass", f"{gpu_type} supports {maximum} EFA interface(s); the launch template uses {needed}")
+            report.add(
+                name, "pass", f"{gpu_type} supports {maximum} EFA interface(s); the launch template uses {needed}"
+            )
         else:
-            report.add(name, "fail", f"{gpu_type} supports {maximum} EFA interface(s), the stage needs {needed}",
-                       "choose an instance type with enough EFA interfaces, or set gpu_nodegroup.efa: false (if "
-                       "EC2 is right and config/instance_types.py is not, correct the table)")
+            report.add(
+                name,
+                "fail",
+                f"{gpu_type} supports {maximum} EFA interface(s), the stage needs {needed}",
+                "choose an instance type with enough EFA interfaces, or set gpu_nodegroup.efa: false (if "
+                "EC2 is right and config/instance_types.py is not, correct the table)",
+            )
+
     _guard(report, name)(body)
 
 
@@ -241,10 +297,22 @@ def vcpu_needs(cfg: StageConfig) -> dict[tuple[str, bool], tuple[int, str]]:
     parts: dict[tuple[str, bool], list[str]] = {}
     # (nodegroup, instance type, max_size, spot, AZs of its subnets): the system nodegroup spans the private
     # subnets of every stage AZ, the GPU nodegroup the one of the GPU AZ (stacks/nodegroups.py).
-    groups = [("system", cfg.system_nodegroup.instance_type, cfg.system_nodegroup.max_size, False,
-               len(cfg.availability_zones)),
-              ("gpu-worker", cfg.gpu_nodegroup.instance_type, cfg.gpu_nodegroup.sizes[2],
-               cfg.gpu_nodegroup.capacity_type == "spot", 1)]
+    groups = [
+        (
+            "system",
+            cfg.system_nodegroup.instance_type,
+            cfg.system_nodegroup.max_size,
+            False,
+            len(cfg.availability_zones),
+        ),
+        (
+            "gpu-worker",
+            cfg.gpu_nodegroup.instance_type,
+            cfg.gpu_nodegroup.sizes[2],
+            cfg.gpu_nodegroup.capacity_type == "spot",
+            1,
+        ),
+    ]
     for group, instance_type, count, spot, zones in groups:
         quota = quota_for(instance_type)
         key = (quota.spot if spot else quota.on_demand, spot)
@@ -269,14 +337,21 @@ def _quotas(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) ->
             value = clients("service-quotas").get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
             used = _used_vcpus(clients("ec2"), quota, spot=spot)
             free = int(value) - used
-            detail = (f"{kind} {quota.name}: quota {int(value)}, in use {used}, free {free}, "
-                      f"this stage needs up to {needed}: {counted}")
+            detail = (
+                f"{kind} {quota.name}: quota {int(value)}, in use {used}, free {free}, "
+                f"this stage needs up to {needed}: {counted}"
+            )
             if free >= needed:
                 report.add(label, "pass", detail)
             else:
-                report.add(label, "fail", detail,
-                           f"request an increase of {code} to at least {used + needed} vCPUs "
-                           f"(Service Quotas console, EC2) or lower the nodegroups' max_size")
+                report.add(
+                    label,
+                    "fail",
+                    detail,
+                    f"request an increase of {code} to at least {used + needed} vCPUs "
+                    f"(Service Quotas console, EC2) or lower the nodegroups' max_size",
+                )
+
         _guard(report, label)(body)
 
 
@@ -290,8 +365,13 @@ def _kubernetes_version(cfg: StageConfig, clients: Clients, report: Report, fact
         if found:
             report.add(name, "pass", f"EKS offers {version} in {cfg.region} ({found[0].get('status', 'listed')})")
         else:
-            report.add(name, "fail", f"EKS does not offer {version} in {cfg.region}",
-                       "choose a version EKS offers there (aws eks describe-cluster-versions)")
+            report.add(
+                name,
+                "fail",
+                f"EKS does not offer {version} in {cfg.region}",
+                "choose a version EKS offers there (aws eks describe-cluster-versions)",
+            )
+
     _guard(report, name)(body)
 
 
@@ -305,8 +385,12 @@ def _bootstrap(cfg: StageConfig, clients: Clients, report: Report, facts: Facts)
         if error_code(exc) == "ParameterNotFound":
             report.add(name, "fail", f"{env} is not bootstrapped ({BOOTSTRAP_PARAMETER} not found)", fix)
         else:  # a permission or network problem: bootstrapping again would not fix it
-            report.add(name, "fail", describe(exc),
-                       aws_fix(exc, "run preflight again; if it persists, look at the CDKToolkit stack in CloudFormation"))
+            report.add(
+                name,
+                "fail",
+                describe(exc),
+                aws_fix(exc, "run preflight again; if it persists, look at the CDKToolkit stack in CloudFormation"),
+            )
         return
     version = int(value) if str(value).isdigit() else 0
     if version >= MIN_BOOTSTRAP_VERSION:
@@ -325,24 +409,37 @@ def _secret(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) ->
         found = clients("secretsmanager").describe_secret(SecretId=secret)
     except AWS_ERRORS as exc:
         if error_code(exc) == "ResourceNotFoundException":
-            report.add(name, "fail", f"secret {secret!r} does not exist in {cfg.region}",
-                       f"create it: aws secretsmanager create-secret --name {secret} --secret-string file://token")
+            report.add(
+                name,
+                "fail",
+                f"secret {secret!r} does not exist in {cfg.region}",
+                f"create it: aws secretsmanager create-secret --name {secret} --secret-string file://token",
+            )
         else:
-            report.add(name, "fail", describe(exc),
-                       aws_fix(exc, "let the deploying role call secretsmanager:DescribeSecret"))
+            report.add(
+                name, "fail", describe(exc), aws_fix(exc, "let the deploying role call secretsmanager:DescribeSecret")
+            )
         return
     report.add(name, "pass", f"{found['ARN']} exists")
 
     def addon() -> None:
         offered = clients("eks").describe_addon_versions(
-            addonName=SECRETS_PROVIDER_ADDON, kubernetesVersion=cfg.cluster.kubernetes_version)["addons"]
+            addonName=SECRETS_PROVIDER_ADDON, kubernetesVersion=cfg.cluster.kubernetes_version
+        )["addons"]
         if offered:
-            report.add("secrets provider add-on", "pass", f"{SECRETS_PROVIDER_ADDON} is offered for "
-                                                          f"{cfg.cluster.kubernetes_version}")
+            report.add(
+                "secrets provider add-on",
+                "pass",
+                f"{SECRETS_PROVIDER_ADDON} is offered for {cfg.cluster.kubernetes_version}",
+            )
         else:
-            report.add("secrets provider add-on", "fail", f"{SECRETS_PROVIDER_ADDON} is not offered for "
-                                                          f"{cfg.cluster.kubernetes_version} in {cfg.region}",
-                       "deploy without hf_token_secret, or in a region that offers the add-on")
+            report.add(
+                "secrets provider add-on",
+                "fail",
+                f"{SECRETS_PROVIDER_ADDON} is not offered for {cfg.cluster.kubernetes_version} in {cfg.region}",
+                "deploy without hf_token_secret, or in a region that offers the add-on",
+            )
+
     _guard(report, "secrets provider add-on")(addon)
 
 
@@ -355,23 +452,27 @@ def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) 
         report.add(name, "skip", f"{image} is not the DLC image; its registry is not checked")
         return
     try:
-        clients("ecr").describe_images(registryId=DLC_ACCOUNT, repositoryName=repository,
-                                       imageIds=[{"imageTag": tag}])
+        clients("ecr").describe_images(registryId=DLC_ACCOUNT, repositoryName=repository, imageIds=[{"imageTag": tag}])
     except AWS_ERRORS as exc:
         code = error_code(exc)
         if code in ("AccessDeniedException", "AccessDenied"):
-            report.add(name, "warn", f"cannot look into {registry} ({code}); the nodes pull with their own role",
-                       "nothing to do unless pods later fail with ImagePullBackOff")
+            report.add(
+                name,
+                "warn",
+                f"cannot look into {registry} ({code}); the nodes pull with their own role",
+                "nothing to do unless pods later fail with ImagePullBackOff",
+            )
         elif code in ("RepositoryNotFoundException", "ImageNotFoundException"):
-            report.add(name, "fail", f"{image}: {code}", "use a region where the DLC image is published, or set "
-                                                         "serving.image")
+            report.add(
+                name, "fail", f"{image}: {code}", "use a region where the DLC image is published, or set serving.image"
+            )
         else:
             report.add(name, "fail", describe(exc), aws_fix(exc))
         return
     report.add(name, "pass", f"{image} is published in {cfg.region}")
 
 
-def suggestion(cfg: StageConfig, facts: Facts) -> Optional[str]:
+def suggestion(cfg: StageConfig, facts: Facts) -> str | None:
     """A corrected stage snippet (AZs, GPU AZ) when the GPU AZ or a stage AZ is the problem."""
     if not facts.zone_ids:
         return None
@@ -392,5 +493,6 @@ def suggestion(cfg: StageConfig, facts: Facts) -> Optional[str]:
     zones = sorted(zones)
     if zones == cfg.availability_zones and gpu_zone == cfg.gpu_availability_zone:
         return None
-    return yaml.safe_dump({"availability_zones": zones, "gpu_availability_zone": gpu_zone},
-                          default_flow_style=None, sort_keys=False)
+    return yaml.safe_dump(
+        {"availability_zones": zones, "gpu_availability_zone": gpu_zone}, default_flow_style=None, sort_keys=False
+    )

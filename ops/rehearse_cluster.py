@@ -10,6 +10,7 @@ proxy; no container, no AWS.
 
 Exit codes: 0 every check passed; 1 a check failed (the KubeRay operator blocked included) or the cluster did
 not start; 2 bad arguments or stage file, the pinned tools do not fit the stage, or Go is missing."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,13 +24,15 @@ HELP = "the stage's Kubernetes objects on a local kube-apiserver (built from sou
 
 
 def add_parser(sub) -> None:
-    cmd = sub.add_parser("rehearse-cluster", help=HELP, description=__doc__,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmd = sub.add_parser(
+        "rehearse-cluster", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
     cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
-    cmd.add_argument("--keep", action="store_true",
-                     help=f"leave the cluster running, without teardown, in {KEEP_DIR.name}/<stage>/")
+    cmd.add_argument(
+        "--keep", action="store_true", help=f"leave the cluster running, without teardown, in {KEEP_DIR.name}/<stage>/"
+    )
 
 
 def _progress(line: str) -> None:
@@ -55,8 +58,10 @@ def run(args) -> int:
         return 2
     keep = KEEP_DIR / cfg.stage if args.keep else None
     if keep is not None and keep.exists() and any(keep.iterdir()):
-        print(f"{label}: {keep} holds a kept cluster: stop it (kill $(cat {keep}/pids)) and remove the folder first",
-              file=sys.stderr)
+        print(
+            f"{label}: {keep} holds a kept cluster: stop it (kill $(cat {keep}/pids)) and remove the folder first",
+            file=sys.stderr,
+        )
         return 2
     try:
         report = rehearsal.run(cfg, keep=keep, progress=_progress)
@@ -74,6 +79,8 @@ def run(args) -> int:
         print(report.table())
         kept = report.extra.get("kept")
         if kept:
-            print(f"\nkept running: {kept['endpoint']}; kubectl --kubeconfig {kept['kubeconfig']} ...; "
-                  f"stop: kill $(cat {kept['folder']}/pids)")
+            print(
+                f"\nkept running: {kept['endpoint']}; kubectl --kubeconfig {kept['kubeconfig']} ...; "
+                f"stop: kill $(cat {kept['folder']}/pids)"
+            )
     return report.exit_code

@@ -3,6 +3,7 @@ stacks/verify_runner.py). Uploads the runner's source (the files git tracks unde
 .env, credentials, keys or any untracked or ignored file) to the runner's bucket, starts a build, waits
 for it and reports its outcome. What the pipeline runs after each stage; also the way to verify a
 private-only cluster without a bastion."""
+
 from __future__ import annotations
 
 import io
@@ -10,14 +11,19 @@ import os
 import subprocess
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import boto3
 
 from config.schema import StageConfig
-from config.topology import (VERIFY_CONSTRAINTS, VERIFY_REQUIREMENTS, VERIFY_SOURCE_KEY, verify_runner_name,
-                             verify_source_bucket)
+from config.topology import (
+    VERIFY_CONSTRAINTS,
+    VERIFY_REQUIREMENTS,
+    VERIFY_SOURCE_KEY,
+    verify_runner_name,
+    verify_source_bucket,
+)
 
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 from .report import Report
@@ -40,14 +46,18 @@ def _git(root: Path, *args: str) -> str:
     try:
         run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise SourceError("git is not installed (or not on PATH): install git; verify-remote uploads only the "
-                          "files git tracks, so it needs git to list them") from None
+        raise SourceError(
+            "git is not installed (or not on PATH): install git; verify-remote uploads only the "
+            "files git tracks, so it needs git to list them"
+        ) from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise SourceError(f"cannot run git in {root}: {exc}") from None
     if run.returncode != 0:
         if "not a git repository" in run.stderr:
-            raise SourceError(f"{root} is not a git checkout: run verify-remote from a git clone of the project "
-                              f"(it uploads only files git tracks, never local ones such as .env)")
+            raise SourceError(
+                f"{root} is not a git checkout: run verify-remote from a git clone of the project "
+                f"(it uploads only files git tracks, never local ones such as .env)"
+            )
         last = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
         raise SourceError(f"git {args[0]} failed in {root}: {last}")
     return run.stdout
@@ -65,8 +75,12 @@ def _pipeline_source(root: Path) -> list[str]:
         elif path.is_dir() and not path.is_symlink():
             for file in sorted(path.rglob("*")):
                 parts = file.relative_to(root).parts
-                if file.is_file() and not file.is_symlink() and file.suffix != ".pyc" and \
-                        not any(part.startswith(".") or part == "__pycache__" for part in parts):
+                if (
+                    file.is_file()
+                    and not file.is_symlink()
+                    and file.suffix != ".pyc"
+                    and not any(part.startswith(".") or part == "__pycache__" for part in parts)
+                ):
                     found.append(file.relative_to(root).as_posix())
     return found
 
@@ -88,8 +102,10 @@ def source_files(root: Path) -> list[str]:
     files = sorted({name for name in listed if name and (root / name).is_file() and not (root / name).is_symlink()})
     missing = [name for name in REQUIRED if name not in files]
     if missing:
-        raise SourceError(f"{', '.join(missing)} not tracked by git in {root}: run verify-remote from a clone of the "
-                          f"project (git ls-files must list them)")
+        raise SourceError(
+            f"{', '.join(missing)} not tracked by git in {root}: run verify-remote from a clone of the "
+            f"project (git ls-files must list them)"
+        )
     return files
 
 
@@ -111,14 +127,24 @@ def _start_fix(exc: BaseException, cfg: StageConfig, name: str, bucket: str) -> 
     if code in ("NoSuchBucket", "ResourceNotFoundException"):
         return f"deploy the stage first: the runner ({name}, bucket {bucket}) is part of {cfg.stage}/Cluster"
     if code in ("AccessDenied", "AccessDeniedException"):
-        return (f"the credentials may not use the runner: allow s3:PutObject on {bucket}/{SOURCE_KEY}, "
-                f"codebuild:StartBuild and codebuild:BatchGetBuilds on {name}")
+        return (
+            f"the credentials may not use the runner: allow s3:PutObject on {bucket}/{SOURCE_KEY}, "
+            f"codebuild:StartBuild and codebuild:BatchGetBuilds on {name}"
+        )
     return aws_fix(exc, "run again; if it persists, check the runner in the CodeBuild console")
 
 
-def run(cfg: StageConfig, session: boto3.session.Session, root: Path, *, poll: float = 20, timeout: float = 3600,
-        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-        clients: dict | None = None) -> Report:
+def run(
+    cfg: StageConfig,
+    session: boto3.session.Session,
+    root: Path,
+    *,
+    poll: float = 20,
+    timeout: float = 3600,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    clients: dict | None = None,
+) -> Report:
     clients = clients or {}
 
     def client(name: str):
@@ -144,15 +170,22 @@ def run(cfg: StageConfig, session: boto3.session.Session, root: Path, *, poll: f
             build = client("codebuild").batch_get_builds(ids=[build_id])["builds"][0]
             status = build["buildStatus"]
     except AWS_ERRORS as exc:
-        report.add("verify runner", "fail", f"{build_id}: {describe(exc)}",
-                   aws_fix(exc, f"the build may still run: see it in the CodeBuild console ({build_id})"))
+        report.add(
+            "verify runner",
+            "fail",
+            f"{build_id}: {describe(exc)}",
+            aws_fix(exc, f"the build may still run: see it in the CodeBuild console ({build_id})"),
+        )
         return report
     logs = build.get("logs", {}).get("deepLink", "")
     if status == "SUCCEEDED":
-        report.add("verify runner", "pass", f"{build_id} SUCCEEDED: every verify check passed in the VPC",
-                   logs=logs)
+        report.add("verify runner", "pass", f"{build_id} SUCCEEDED: every verify check passed in the VPC", logs=logs)
     else:
-        report.add("verify runner", "fail", f"{build_id} {status}" + (": still running at the time limit"
-                                                                     if status == "IN_PROGRESS" else ""),
-                   f"read the build's log for the verify table{': ' + logs if logs else ''}", logs=logs)
+        report.add(
+            "verify runner",
+            "fail",
+            f"{build_id} {status}" + (": still running at the time limit" if status == "IN_PROGRESS" else ""),
+            f"read the build's log for the verify table{': ' + logs if logs else ''}",
+            logs=logs,
+        )
     return report

@@ -1,9 +1,10 @@
 """A report is a list of checks: name, status, detail and what to do. Rendered as a table or JSON."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 Status = Literal["pass", "fail", "warn", "skip"]
 _MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
@@ -34,7 +35,7 @@ class Report:
     def ok(self) -> bool:
         return all(check.status != "fail" for check in self.checks)
 
-    def find(self, name: str) -> Optional[Check]:
+    def find(self, name: str) -> Check | None:
         return next((check for check in self.checks if check.name == name), None)
 
     def table(self) -> str:
@@ -46,13 +47,23 @@ class Report:
                 lines.append(f"{'':<{width}}  {'':<6}  -> {check.fix}")
         counts = {status: sum(c.status == status for c in self.checks) for status in _MARK}
         verdict = "OK" if self.ok else "FAILED"
-        lines.append(f"{verdict}: {counts['pass']} passed, {counts['fail']} failed, {counts['warn']} warnings, "
-                     f"{counts['skip']} skipped")
+        lines.append(
+            f"{verdict}: {counts['pass']} passed, {counts['fail']} failed, {counts['warn']} warnings, "
+            f"{counts['skip']} skipped"
+        )
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps({"command": self.command, "stage": self.stage, "ok": self.ok,
-                           "checks": [asdict(c) for c in self.checks], **self.extra}, indent=2)
+        return json.dumps(
+            {
+                "command": self.command,
+                "stage": self.stage,
+                "ok": self.ok,
+                "checks": [asdict(c) for c in self.checks],
+                **self.extra,
+            },
+            indent=2,
+        )
 
     @property
     def exit_code(self) -> int:

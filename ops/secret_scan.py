@@ -1,12 +1,13 @@
 """Find secret-shaped values in what a synth writes: AWS keys, Hugging Face tokens, private keys, and
 any value the caller says is secret. `python -m ops scan-secrets DIR [--secret VALUE ...]`."""
+
 from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from config.rules import SECRET_SHAPES
 
@@ -50,8 +51,9 @@ def scan(root: Path, secrets: Iterable[str] = ()) -> list[Finding]:
     for path, within in _text_files(root):
         name = str(path.relative_to(root))
         if not within:
-            findings.append(Finding(name, f"a text file over {MAX_BYTES} bytes, not scanned (allowed: up to "
-                                          f"{MAX_BYTES} bytes)", 0))
+            findings.append(
+                Finding(name, f"a text file over {MAX_BYTES} bytes, not scanned (allowed: up to {MAX_BYTES} bytes)", 0)
+            )
             continue
         text = path.read_text(errors="replace")
         newlines: list[int] = []

@@ -5,26 +5,37 @@ application RUNNING (waiting up to --wait seconds), NIXL on the stage's transpor
 (LIBFABRIC with provider=efa on an EFA stage; UCX or libfabric over TCP with `efa: false`; read through the
 Ray dashboard's log API), and the OpenAI endpoint answering.
 """
+
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, TextIO
+from typing import TextIO
 
 import boto3
 
 from charts.serve_config import APP_NAME
 from config.derived import worker_resources
 from config.schema import StageConfig
-from config.topology import (DASHBOARD_PORT_NAME, EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE,
-                             KUBERAY_RELEASE, SERVE_PORT_NAME, head_service, serve_service)
+from config.topology import (
+    DASHBOARD_PORT_NAME,
+    EFA_RESOURCE,
+    GPU_LABELS,
+    GPU_RESOURCE,
+    KUBERAY_NAMESPACE,
+    KUBERAY_RELEASE,
+    SERVE_PORT_NAME,
+    head_service,
+    serve_service,
+)
 
 from . import eks_token, nixl, telemetry
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
-from .kube import ANSWER_LIMIT, MiB, KubeApi, KubeError, endpoint_problem, unexpected
+from .kube import ANSWER_LIMIT, KubeApi, KubeError, MiB, endpoint_problem, unexpected
 from .report import Report
 
 DASHBOARD_PORT = DASHBOARD_PORT_NAME
@@ -37,7 +48,7 @@ CHAT_PROMPT = "Reply with one short sentence: what is prefill/decode disaggregat
 @dataclass(frozen=True)
 class ClusterAccess:
     endpoint: str
-    ca_data: Optional[str]
+    ca_data: str | None
     private_only: bool
 
 
@@ -61,41 +72,60 @@ def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterA
         answer = session.client("eks", region_name=cfg.region).describe_cluster(name=cfg.cluster_name)
     except AWS_ERRORS as exc:
         missing = error_code(exc) == "ResourceNotFoundException"
-        fix = aws_fix(exc, f"deploy the stage first (npx --no-install cdk deploy '{cfg.stage}/*'), or check the "
-                           f"stage's region" if missing else "")
+        fix = aws_fix(
+            exc,
+            f"deploy the stage first (npx --no-install cdk deploy '{cfg.stage}/*'), or check the stage's region"
+            if missing
+            else "",
+        )
         raise AccessError(f"cannot describe {where}: {describe(exc)}" + (f" -> {fix}" if fix else "")) from None
     cluster = answer.get("cluster") if isinstance(answer, dict) else None
     if not isinstance(cluster, dict):
-        raise AccessError(f"DescribeCluster answered without a cluster object for {where}: an endpoint that is not "
-                          f"EKS? (check AWS_ENDPOINT_URL)")
+        raise AccessError(
+            f"DescribeCluster answered without a cluster object for {where}: an endpoint that is not "
+            f"EKS? (check AWS_ENDPOINT_URL)"
+        )
     status = cluster.get("status", "UNKNOWN")
     endpoint = cluster.get("endpoint")
     if not isinstance(endpoint, str) or not endpoint:
-        raise AccessError(f"{where} has no API endpoint yet (status {status}): wait until it is ACTIVE "
-                          f"(aws eks describe-cluster --name {cfg.cluster_name} --region {cfg.region}) and run "
-                          f"again")
+        raise AccessError(
+            f"{where} has no API endpoint yet (status {status}): wait until it is ACTIVE "
+            f"(aws eks describe-cluster --name {cfg.cluster_name} --region {cfg.region}) and run "
+            f"again"
+        )
     problem = endpoint_problem(endpoint)
     if problem:
-        raise AccessError(f"DescribeCluster answered an API endpoint for {where} that verify does not send its token "
-                          f"to: {problem} (EKS endpoints are https:// with no userinfo, query or fragment: an endpoint "
-                          f"that is not EKS? check AWS_ENDPOINT_URL)")
+        raise AccessError(
+            f"DescribeCluster answered an API endpoint for {where} that verify does not send its token "
+            f"to: {problem} (EKS endpoints are https:// with no userinfo, query or fragment: an endpoint "
+            f"that is not EKS? check AWS_ENDPOINT_URL)"
+        )
     vpc = cluster.get("resourcesVpcConfig") or {}
     ca = cluster.get("certificateAuthority") or {}
-    return ClusterAccess(endpoint=endpoint, ca_data=ca.get("data") if isinstance(ca, dict) else None,
-                         private_only=isinstance(vpc, dict) and vpc.get("endpointPublicAccess", True) is False)
+    return ClusterAccess(
+        endpoint=endpoint,
+        ca_data=ca.get("data") if isinstance(ca, dict) else None,
+        private_only=isinstance(vpc, dict) and vpc.get("endpointPublicAccess", True) is False,
+    )
 
 
 def kube_fix(exc: KubeError, default: str = "") -> str:
     """The fix for a failed Kubernetes request, by its cause; `default` for a 404 (the object is missing)."""
     if exc.kind == "http" and exc.status == 401:
-        return ("the API server refused the token: these credentials need an EKS access entry "
-                "(cluster.admin_principal_arns) on this cluster")
+        return (
+            "the API server refused the token: these credentials need an EKS access entry "
+            "(cluster.admin_principal_arns) on this cluster"
+        )
     if exc.kind == "http" and exc.status == 403:
-        return ("the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
-                "(verify-remote), whose access entry has the read-only verify role")
+        return (
+            "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
+            "(verify-remote), whose access entry has the read-only verify role"
+        )
     if exc.kind == "http" and exc.status is not None and 300 <= exc.status < 400:
-        return ("verify follows no redirect (it would carry the token to another host): check what answers at "
-                "that address (a proxy in between? check HTTPS_PROXY)")
+        return (
+            "verify follows no redirect (it would carry the token to another host): check what answers at "
+            "that address (a proxy in between? check HTTPS_PROXY)"
+        )
     if exc.kind == "answer":
         return "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
     if exc.kind == "transport":
@@ -103,8 +133,9 @@ def kube_fix(exc: KubeError, default: str = "") -> str:
     return default
 
 
-def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAccess, *,
-            timeout: float = 30.0) -> KubeApi:
+def connect(
+    cfg: StageConfig, session: boto3.session.Session, access: ClusterAccess, *, timeout: float = 30.0
+) -> KubeApi:
     """A client for the cluster's API, once GET /version answers (each request within `timeout` s in all)."""
     try:
         token = eks_token.token(session, cfg.cluster_name, cfg.region)
@@ -116,26 +147,33 @@ def connect(cfg: StageConfig, session: boto3.session.Session, access: ClusterAcc
         api.get("/version")
     except KubeError as exc:
         if exc.kind == "transport" and access.private_only:
-            raise AccessError(f"{cfg.cluster_name} has a private-only API endpoint and it is not reachable from "
-                              f"here ({exc}): run verify inside the VPC (verify-remote, a bastion, or an SSM "
-                              f"session)") from None
+            raise AccessError(
+                f"{cfg.cluster_name} has a private-only API endpoint and it is not reachable from "
+                f"here ({exc}): run verify inside the VPC (verify-remote, a bastion, or an SSM "
+                f"session)"
+            ) from None
         if exc.kind == "transport":
-            raise AccessError(f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} -> is this machine's "
-                              f"address in cluster.endpoint.public_access_cidrs? (or run verify-remote)") from None
+            raise AccessError(
+                f"cannot reach the Kubernetes API of {cfg.cluster_name}: {exc} -> is this machine's "
+                f"address in cluster.endpoint.public_access_cidrs? (or run verify-remote)"
+            ) from None
         if exc.kind == "endpoint":
             raise AccessError(f"cannot use the API endpoint of {cfg.cluster_name}: {exc}") from None
         if exc.kind == "answer" or (exc.kind == "http" and exc.status is not None and 300 <= exc.status < 400):
-            raise AccessError(f"{access.endpoint} did not answer as the Kubernetes API of {cfg.cluster_name}: "
-                              f"{exc} -> {kube_fix(exc)}") from None
-        raise AccessError(f"the Kubernetes API of {cfg.cluster_name} refused verify: {exc} -> "
-                          f"{kube_fix(exc)}") from None
+            raise AccessError(
+                f"{access.endpoint} did not answer as the Kubernetes API of {cfg.cluster_name}: "
+                f"{exc} -> {kube_fix(exc)}"
+            ) from None
+        raise AccessError(
+            f"the Kubernetes API of {cfg.cluster_name} refused verify: {exc} -> {kube_fix(exc)}"
+        ) from None
     return api
 
 
 class Progress:
     """One line per poll on a stream (stderr by default): what is still awaited and the time left."""
 
-    def __init__(self, stream: Optional[TextIO] = None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
 
     def __call__(self, elapsed: float, budget: float, waiting_for: str) -> None:
@@ -143,10 +181,17 @@ class Progress:
         self.stream.flush()
 
 
-def run(cfg: StageConfig, api: KubeApi, *, wait: float = 0.0, poll: float = 10.0,
-        progress: Optional[Callable[[float, float, str], None]] = None,
-        cloudwatch: Optional[Clients] = None,
-        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
+def run(
+    cfg: StageConfig,
+    api: KubeApi,
+    *,
+    wait: float = 0.0,
+    poll: float = 10.0,
+    progress: Callable[[float, float, str], None] | None = None,
+    cloudwatch: Clients | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Report:
     report = Report("verify", cfg.stage)
     progress = progress or Progress()
     start = clock()
@@ -200,11 +245,15 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             if conditions.get("Ready") != "True":
                 problems.append(f"{node_name} not Ready")
             if _count(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
-                problems.append(f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
-                                "(NVIDIA device plugin running?)")
+                problems.append(
+                    f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
+                    "(NVIDIA device plugin running?)"
+                )
             if resources.efa_interfaces and _count(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
-                problems.append(f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
-                                "(EFA device plugin running?)")
+                problems.append(
+                    f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
+                    "(EFA device plugin running?)"
+                )
     except (KubeError, *SHAPE_ERRORS) as exc:
         _read_failed(report, name, "/api/v1/nodes", exc)
         return
@@ -212,8 +261,12 @@ def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     if len(nodes) < expected:
         problems.insert(0, f"{len(nodes)} of {expected} GPU nodes registered")
     if problems:
-        report.add(name, "fail", "; ".join(problems),
-                   "check the GPU nodegroup in the EKS console and the device plugin pods in kube-system")
+        report.add(
+            name,
+            "fail",
+            "; ".join(problems),
+            "check the GPU nodegroup in the EKS console and the device plugin pods in kube-system",
+        )
     else:
         devices = f"{resources.gpus} GPU" + (f", {resources.efa_interfaces} EFA" if resources.efa_interfaces else "")
         report.add(name, "pass", f"{len(nodes)} nodes Ready, each with {devices} allocatable")
@@ -226,14 +279,23 @@ def _operator(api: KubeApi, report: Report) -> None:
         deployment = api.get(path)
         available = _count((deployment.get("status") or {}).get("availableReplicas") or 0)
     except (KubeError, *SHAPE_ERRORS) as exc:
-        _read_failed(report, name, path, exc, f"the {KUBERAY_RELEASE} Helm release is missing: deploy the "
-                                              f"cluster stack (it installs the operator)")
+        _read_failed(
+            report,
+            name,
+            path,
+            exc,
+            f"the {KUBERAY_RELEASE} Helm release is missing: deploy the cluster stack (it installs the operator)",
+        )
         return
     if available >= 1:
         report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
     else:
-        report.add(name, "fail", "no available replica",
-                   f"see why the operator pod does not start: kubectl -n {KUBERAY_NAMESPACE} describe pods")
+        report.add(
+            name,
+            "fail",
+            "no available replica",
+            f"see why the operator pod does not start: kubectl -n {KUBERAY_NAMESPACE} describe pods",
+        )
 
 
 def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
@@ -246,23 +308,37 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
         app_status = str(app.get("status", "absent"))
     except (KubeError, *SHAPE_ERRORS) as exc:
-        _read_failed(report, name, path, exc, f"the RayService is missing: deploy the serving stack "
-                                              f"(npx --no-install cdk deploy '{cfg.stage}/Serving')")
+        _read_failed(
+            report,
+            name,
+            path,
+            exc,
+            f"the RayService is missing: deploy the serving stack (npx --no-install cdk deploy '{cfg.stage}/Serving')",
+        )
         return
     if ready and app_status == "RUNNING":
         report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
     else:
         message = " ".join(str(app.get("message", "")).split())[:200]
-        report.add(name, "fail", f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
-                                 + (f": {message}" if message else ""),
-                   f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}")
+        report.add(
+            name,
+            "fail",
+            f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
+            + (f": {message}" if message else ""),
+            f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}",
+        )
 
 
 def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> object:
     svc = head_service(cfg.serving.service_name)
     log = path.startswith("/api/v0/logs/")
-    return api.request("GET", api.service_path(cfg.serving.namespace, svc, DASHBOARD_PORT, path),
-                       query=query or None, raw=log, limit=LOG_LIMIT if log else ANSWER_LIMIT)
+    return api.request(
+        "GET",
+        api.service_path(cfg.serving.namespace, svc, DASHBOARD_PORT, path),
+        query=query or None,
+        raw=log,
+        limit=LOG_LIMIT if log else ANSWER_LIMIT,
+    )
 
 
 def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
@@ -272,8 +348,13 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         return
     try:
         nodes = _dashboard(cfg, api, "/api/v0/nodes")["data"]["result"]["result"]
-        workers = [n for n in nodes if not n.get("is_head_node") and n.get("state") == "ALIVE"
-                   and float(n.get("resources_total", {}).get("GPU", 0)) > 0]
+        workers = [
+            n
+            for n in nodes
+            if not n.get("is_head_node")
+            and n.get("state") == "ALIVE"
+            and float(n.get("resources_total", {}).get("GPU", 0)) > 0
+        ]
         if not workers:
             report.add(name, "fail", "no live GPU worker in the Ray cluster")
             return
@@ -283,29 +364,49 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         for node in workers:
             listing = _dashboard(cfg, api, "/api/v0/logs", node_id=node["node_id"], glob="worker-*")
             files = [f for group in listing["data"]["result"].values() for f in group]
-            text = "\n".join(_dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f,
-                                        lines=LOG_LINES) for f in sorted(files))
+            text = "\n".join(
+                _dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f, lines=LOG_LINES)
+                for f in sorted(files)
+            )
             findings[node["node_ip"]] = nixl.classify(text, expected)
     except KubeError as exc:
-        report.add(name, "fail", f"cannot read the workers' logs through the Ray dashboard: {exc}",
-                   kube_fix(exc, "the dashboard's log API is missing: is the head pod running? "
-                                 f"(kubectl -n {cfg.serving.namespace} get pods)"))
+        report.add(
+            name,
+            "fail",
+            f"cannot read the workers' logs through the Ray dashboard: {exc}",
+            kube_fix(
+                exc,
+                "the dashboard's log API is missing: is the head pod running? "
+                f"(kubectl -n {cfg.serving.namespace} get pods)",
+            ),
+        )
         return
     except SHAPE_ERRORS as exc:
-        report.add(name, "fail", "cannot read the workers' logs through the Ray dashboard: unexpected answer "
-                                 f"({'no field ' + str(exc) if isinstance(exc, KeyError) else exc})",
-                   "the dashboard's State API differs from Ray 2.58's: is serving.ray_version the image's Ray?")
+        report.add(
+            name,
+            "fail",
+            "cannot read the workers' logs through the Ray dashboard: unexpected answer "
+            f"({'no field ' + str(exc) if isinstance(exc, KeyError) else exc})",
+            "the dashboard's State API differs from Ray 2.58's: is serving.ray_version the image's Ray?",
+        )
         return
     bad = {ip: f for ip, f in findings.items() if not f.ok}
     if bad:
         first_ip, first = next(iter(bad.items()))
-        report.add(name, "fail", f"worker {first_ip}: {first.detail}" +
-                   (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
-                   nixl.advice(first),
-                   verdicts={ip: f.verdict for ip, f in findings.items()})
+        report.add(
+            name,
+            "fail",
+            f"worker {first_ip}: {first.detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+            nixl.advice(first),
+            verdicts={ip: f.verdict for ip, f in findings.items()},
+        )
     else:
-        report.add(name, "pass", "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items()),
-                   verdicts={ip: f.verdict for ip, f in findings.items()})
+        report.add(
+            name,
+            "pass",
+            "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items()),
+            verdicts={ip: f.verdict for ip, f in findings.items()},
+        )
 
 
 def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
@@ -316,34 +417,49 @@ def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         models = api.request("GET", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/models"))
         ids = [m.get("id") for m in models.get("data") or []]
     except KubeError as exc:
-        report.add("GET /v1/models", "fail", str(exc), kube_fix(exc, f"the Serve service {svc} is missing: is the "
-                                                                     f"RayService ready?"))
+        report.add(
+            "GET /v1/models",
+            "fail",
+            str(exc),
+            kube_fix(exc, f"the Serve service {svc} is missing: is the RayService ready?"),
+        )
         report.add("POST /v1/chat/completions", "skip", "/v1/models failed")
         return
     except SHAPE_ERRORS as exc:
-        report.add("GET /v1/models", "fail", f"unexpected answer ({exc}): not an OpenAI model list",
-                   "is the Serve application the OpenAI one (serving.mode's builder)?")
+        report.add(
+            "GET /v1/models",
+            "fail",
+            f"unexpected answer ({exc}): not an OpenAI model list",
+            "is the Serve application the OpenAI one (serving.mode's builder)?",
+        )
         report.add("POST /v1/chat/completions", "skip", "/v1/models failed")
         return
     if model not in ids:
-        report.add("GET /v1/models", "fail", f"{model!r} is not listed (listed: {', '.join(map(str, ids)) or 'none'})",
-                   "the application may still be loading, or serving.model.id differs from the deployed config")
+        report.add(
+            "GET /v1/models",
+            "fail",
+            f"{model!r} is not listed (listed: {', '.join(map(str, ids)) or 'none'})",
+            "the application may still be loading, or serving.model.id differs from the deployed config",
+        )
         report.add("POST /v1/chat/completions", "skip", "the model is not listed")
         return
     report.add("GET /v1/models", "pass", f"lists {model}")
-    body = {"model": model, "messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": 32,
-            "temperature": 0}
+    body = {"model": model, "messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": 32, "temperature": 0}
     started = time.perf_counter()
     try:
-        answer = api.request("POST", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/chat/completions"),
-                             body=body, timeout=300)
+        answer = api.request(
+            "POST", api.service_path(serving.namespace, svc, SERVE_PORT, "/v1/chat/completions"), body=body, timeout=300
+        )
         text = answer["choices"][0]["message"]["content"]
     except KubeError as exc:
         report.add("POST /v1/chat/completions", "fail", str(exc), kube_fix(exc))
         return
     except SHAPE_ERRORS as exc:
-        report.add("POST /v1/chat/completions", "fail", f"unexpected answer ({type(exc).__name__}: {exc}): not an "
-                                                        f"OpenAI chat completion")
+        report.add(
+            "POST /v1/chat/completions",
+            "fail",
+            f"unexpected answer ({type(exc).__name__}: {exc}): not an OpenAI chat completion",
+        )
         return
     latency = time.perf_counter() - started
     if not text or not str(text).strip():

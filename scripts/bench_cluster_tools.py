@@ -6,6 +6,7 @@ proxy into an empty cache) and the warm run of the cluster tests (tests/cluster/
 --cold-cache: build into DIR (default: a new temporary folder, removed afterwards), never the project's
 .cluster-tools/; the warm runs use the project's cache (built first if missing). Prints one line per
 figure; the warm figure is the median of --runs runs of `pytest tests/cluster`."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from localcluster import tools  # noqa: E402
+from localcluster import tools
 
 
 def download_bytes(cache: Path) -> int:
     """What the proxy sent: the module zips and go.mod files in the module cache's download folder."""
-    return sum(p.stat().st_size for p in (cache / "gomod" / "cache" / "download").rglob("*")
-               if p.is_file() and p.suffix in (".zip", ".mod"))
+    return sum(
+        p.stat().st_size
+        for p in (cache / "gomod" / "cache" / "download").rglob("*")
+        if p.is_file() and p.suffix in (".zip", ".mod")
+    )
 
 
 def cold(cache: Path) -> None:
@@ -34,9 +38,11 @@ def cold(cache: Path) -> None:
         record = tools.ensure(tool, cache=cache, progress=lambda line: print(f"  {line}", flush=True))
         print(f"  {tool.name} {record.version}: {record.seconds:.0f} s", flush=True)
     total = time.monotonic() - started
-    print(f"cold set-up (download + build, {len(tools.CONTROL_PLANE_TOOLS)} tools): {total:.0f} s; "
-          f"downloaded {download_bytes(cache) / 2**20:.0f} MiB; "
-          f"build cache {sum(p.stat().st_size for p in (cache / 'gobuild').rglob('*') if p.is_file()) / 2**20:.0f} MiB")
+    print(
+        f"cold set-up (download + build, {len(tools.CONTROL_PLANE_TOOLS)} tools): {total:.0f} s; "
+        f"downloaded {download_bytes(cache) / 2**20:.0f} MiB; "
+        f"build cache {sum(p.stat().st_size for p in (cache / 'gobuild').rglob('*') if p.is_file()) / 2**20:.0f} MiB"
+    )
     try:
         tools.ensure(tools.KUBERAY_OPERATOR, cache=cache)
         print("kuberay-operator: built")
@@ -50,11 +56,17 @@ def warm(runs: int) -> None:
     seconds = []
     for _ in range(runs):
         started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster"],
-                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster"],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         seconds.append(time.monotonic() - started)
-    print(f"warm run of tests/cluster (tools cached): median {statistics.median(seconds):.1f} s of {runs} "
-          f"({', '.join(f'{s:.1f}' for s in seconds)})")
+    print(
+        f"warm run of tests/cluster (tools cached): median {statistics.median(seconds):.1f} s of {runs} "
+        f"({', '.join(f'{s:.1f}' for s in seconds)})"
+    )
 
 
 def main() -> int:
@@ -69,8 +81,9 @@ def main() -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="cluster-tools-cold-") as folder:
                 cold(Path(folder))
-                subprocess.run(["go", "clean", "-modcache"], env=tools.go_environment(Path(folder)),
-                               capture_output=True)
+                subprocess.run(
+                    ["go", "clean", "-modcache"], env=tools.go_environment(Path(folder)), capture_output=True
+                )
     warm(args.runs)
     return 0
 

@@ -8,6 +8,7 @@ nothing about real hardware; they show what the report looks like and that it re
 
 (scripts/setup.sh --bench creates .venv-bench.) Takes about 5 minutes on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from config import load_stage_file  # noqa: E402
-from ops.bench import aiperf, offline_tokenizer, report, results, runner  # noqa: E402
-from ops.bench.fake_server import Delays, FakeOpenAIServer  # noqa: E402
+from config import load_stage_file
+from serving_lab.bench import aiperf, offline_tokenizer, report, results, runner
+from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
 
 NOTE = "SAMPLE: local fake server with injected latencies on 127.0.0.1, not real GPUs"
 # Colocated: prefill and decode share one engine, so queued prompts delay first tokens and every prefill
@@ -31,16 +32,22 @@ NOTE = "SAMPLE: local fake server with injected latencies on 127.0.0.1, not real
 # copies through host memory on g6: no GPUDirect RDMA), a fixed cost per prompt token in TTFT, but
 # decode runs undisturbed.
 PERSONAS = {
-    "colocated": Delays(ttft_ms=40, ttft_ms_per_prompt_token=0.06, ttft_ms_per_inflight=6, itl_ms=18,
-                        itl_ms_per_inflight=0.5),
-    "pd": Delays(ttft_ms=40, ttft_ms_per_prompt_token=0.11, ttft_ms_per_inflight=3, itl_ms=18,
-                 itl_ms_per_inflight=0.12),
+    "colocated": Delays(
+        ttft_ms=40, ttft_ms_per_prompt_token=0.06, ttft_ms_per_inflight=6, itl_ms=18, itl_ms_per_inflight=0.5
+    ),
+    "pd": Delays(
+        ttft_ms=40, ttft_ms_per_prompt_token=0.11, ttft_ms_per_inflight=3, itl_ms=18, itl_ms_per_inflight=0.12
+    ),
 }
 PROFILES = [
-    {"name": "chat", "input_tokens": 256, "output_tokens": 64, "concurrency": [1, 4, 16, 64],
-     "requests_per_stream": 2},
-    {"name": "long-prompt", "input_tokens": 3500, "output_tokens": 32, "concurrency": [1, 4, 16, 64],
-     "requests_per_stream": 2},
+    {"name": "chat", "input_tokens": 256, "output_tokens": 64, "concurrency": [1, 4, 16, 64], "requests_per_stream": 2},
+    {
+        "name": "long-prompt",
+        "input_tokens": 3500,
+        "output_tokens": 32,
+        "concurrency": [1, 4, 16, 64],
+        "requests_per_stream": 2,
+    },
 ]
 
 
@@ -63,9 +70,15 @@ def main() -> int:
             stage_file.write_text(yaml.safe_dump(data, sort_keys=False))
             cfg = load_stage_file(stage_file)
             with FakeOpenAIServer(cfg.serving.model.id, delays) as server:
-                run, path = runner.run_stage(cfg, url=server.url, executable=executable, out_dir=work / "runs",
-                                             tokenizer=str(tokenizer), note=NOTE,
-                                             endpoint_label="fake server on 127.0.0.1")
+                run, path = runner.run_stage(
+                    cfg,
+                    url=server.url,
+                    executable=executable,
+                    out_dir=work / "runs",
+                    tokenizer=str(tokenizer),
+                    note=NOTE,
+                    endpoint_label="fake server on 127.0.0.1",
+                )
             runs[mode] = path
         if out.exists():
             shutil.rmtree(out)

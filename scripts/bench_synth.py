@@ -10,6 +10,7 @@ cdk.json), and for comparison the empty app with app.py's process tuning (synth_
 is needed or used.
 Each run writes to its own temporary cdk.out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from synth_process import NODE_FLAGS  # noqa: E402 - the node flags app.py runs with; the floor gets the same
+from synth_process import NODE_FLAGS
+
 # The floor: an empty CDK app that loads what every synth of this app must load (the EKS module, cdk8s
 # and cdk8s-plus-28), so the ratio measures the app's own work.
 FLOOR_IMPORTS = "from aws_cdk import aws_eks_v2\nimport cdk8s\nimport cdk8s_plus_28\n"
@@ -53,11 +55,16 @@ app.synth()
 synth_process.exit_now(0)
 """
 
+
 def _env(outdir: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(CDK_OUTDIR=outdir, AWS_EC2_METADATA_DISABLED="true", CDK_DISABLE_CLI_TELEMETRY="true",
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-               NODE_OPTIONS=NODE_FLAGS)  # the app sets these node flags itself; the floor gets the same
+    env.update(
+        CDK_OUTDIR=outdir,
+        AWS_EC2_METADATA_DISABLED="true",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+        NODE_OPTIONS=NODE_FLAGS,
+    )  # the app sets these node flags itself; the floor gets the same
     return env
 
 
@@ -68,8 +75,7 @@ def _time(command: list[str], context: str | None = None) -> float:
         env["CDK_CONTEXT_JSON"] = context
     try:
         start = time.perf_counter()
-        subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
@@ -99,18 +105,28 @@ def main() -> int:
     fast_median = statistics.median(fast_times)
     stages = len(list((ROOT / "config").glob("*.yaml")))
     print(f"runs: {args.runs} each, interleaved")
-    print(f"all {stages} stages (python app.py): median {app_median:.2f} s  "
-          f"(min {min(app_times):.2f}, max {max(app_times):.2f})")
-    print(f"empty CDK app loading aws_eks_v2, cdk8s, cdk8s-plus-28 (floor): median {empty_median:.2f} s  "
-          f"(min {min(empty_times):.2f}, max {max(empty_times):.2f})")
-    print(f"empty CDK app, tuned as app.py: median {fast_median:.2f} s  "
-          f"(min {min(fast_times):.2f}, max {max(fast_times):.2f})")
+    print(
+        f"all {stages} stages (python app.py): median {app_median:.2f} s  "
+        f"(min {min(app_times):.2f}, max {max(app_times):.2f})"
+    )
+    print(
+        f"empty CDK app loading aws_eks_v2, cdk8s, cdk8s-plus-28 (floor): median {empty_median:.2f} s  "
+        f"(min {min(empty_times):.2f}, max {max(empty_times):.2f})"
+    )
+    print(
+        f"empty CDK app, tuned as app.py: median {fast_median:.2f} s  "
+        f"(min {min(fast_times):.2f}, max {max(fast_times):.2f})"
+    )
     nag_median = statistics.median(nag_times)
-    print(f"all stages + cdk-nag (as `cdk synth` runs it): median {nag_median:.2f} s  "
-          f"(min {min(nag_times):.2f}, max {max(nag_times):.2f})")
-    print(f"ratio: {app_median / empty_median:.2f}x the floor (target <= 1.5x); "
-          f"with cdk-nag {nag_median / empty_median:.2f}x; "
-          f"{app_median / fast_median:.2f}x the empty app tuned as app.py")
+    print(
+        f"all stages + cdk-nag (as `cdk synth` runs it): median {nag_median:.2f} s  "
+        f"(min {min(nag_times):.2f}, max {max(nag_times):.2f})"
+    )
+    print(
+        f"ratio: {app_median / empty_median:.2f}x the floor (target <= 1.5x); "
+        f"with cdk-nag {nag_median / empty_median:.2f}x; "
+        f"{app_median / fast_median:.2f}x the empty app tuned as app.py"
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ the pinned wheel, read with `ast` (nothing is imported); `ops rehearse` compares
 
     python scripts/record_vllm_engine_args.py [--wheel PATH]   # default: pip download vllm==<pin>
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from config.versions import VLLM_VERSION  # noqa: E402
+from config.versions import VLLM_VERSION
 
 OUT = ROOT / "config" / "vllm_engine_args.json"
 SOURCE = "vllm/engine/arg_utils.py"
@@ -51,8 +52,11 @@ def engine_args(source: str) -> dict[str, str]:
     tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "EngineArgs":
-            return {item.target.id: ast.unparse(item.annotation) for item in node.body
-                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+            return {
+                item.target.id: ast.unparse(item.annotation)
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            }
     raise LookupError(f"no EngineArgs class in {SOURCE}")
 
 
@@ -63,18 +67,42 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         wheel = args.wheel
         if not wheel:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                            "--platform", "manylinux_2_28_x86_64", "--python-version", "3.12", "-d", work,
-                            f"vllm=={VLLM_VERSION}"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--platform",
+                    "manylinux_2_28_x86_64",
+                    "--python-version",
+                    "3.12",
+                    "-d",
+                    work,
+                    f"vllm=={VLLM_VERSION}",
+                ],
+                check=True,
+            )
             (wheel,) = Path(work).glob("vllm-*.whl")
         with zipfile.ZipFile(wheel) as archive:
             fields = engine_args(archive.read(SOURCE).decode())
-            config_sources = {name: archive.read(name).decode() for name in archive.namelist()
-                              if name.startswith("vllm/config/") and name.endswith(".py")}
+            config_sources = {
+                name: archive.read(name).decode()
+                for name in archive.namelist()
+                if name.startswith("vllm/config/") and name.endswith(".py")
+            }
         aliases = literal_aliases({SOURCE: "", **config_sources})
         fields = {name: resolve(annotation, aliases) for name, annotation in fields.items()}
-    OUT.write_text(json.dumps({"vllm": VLLM_VERSION, "source": SOURCE, "class": "EngineArgs",
-                               "fields": dict(sorted(fields.items()))}, indent=1) + "\n")
+    OUT.write_text(
+        json.dumps(
+            {"vllm": VLLM_VERSION, "source": SOURCE, "class": "EngineArgs", "fields": dict(sorted(fields.items()))},
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"{OUT.relative_to(ROOT)}: {len(fields)} EngineArgs fields of vllm {VLLM_VERSION}")
     return 0
 

@@ -44,7 +44,7 @@ eval "$env_lines"
 
 results=$(mktemp -d /tmp/rehearsal-results.XXXXXX)
 # the newest lines of every worker log, for a run the limit cuts short: ops rehearse's Ray temp folders
-# (ops/rehearse/cli.py, mkdtemp prefix "rh-" in /tmp) and Ray's worker log names (ray_cluster.worker_logs)
+# (serving_lab/rehearse/cli.py, mkdtemp prefix "rh-" in /tmp) and Ray's worker log names (ray_cluster.worker_logs)
 watch_workers() {
   while true; do
     sleep 15 & wait $!  # a signal ends `wait` at once (a foreground sleep would hold off the kill)

@@ -19,6 +19,7 @@ $REHEARSAL_PYTHON, python3.12 on PATH or a pyenv 3.12, in a venv of its own (.re
 pinned). The machine's pip configuration (find-links, extra indexes, global constraints) is ignored.
 Exit codes: 0 done (--check: up to date), 1 stale lock (--check) or a failed resolution, 2 bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,6 +86,7 @@ def rel(path: Path) -> str:
 
 # ---------------------------------------------------------------------------------------------------------
 # Inputs
+
 
 @dataclass
 class Spec:
@@ -171,35 +173,55 @@ def read_host(path: Path = HOST_PACKAGES) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------------------
 # Resolving with pip
 
+
 def _clean_env() -> dict[str, str]:
     """This machine's pip settings (find-links, extra indexes, global constraints) must not leak in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in ("PIP_CERT", "PIP_CACHE_DIR")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
-               PIP_DEFAULT_TIMEOUT="180", PYTHONNOUSERSITE="1")
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        PIP_DEFAULT_TIMEOUT="180",
+        PYTHONNOUSERSITE="1",
+    )
     return env
 
 
 def _python_version(python: str) -> str | None:
     try:
-        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
 def find_python(explicit: str | None) -> str:
-    candidates = [explicit] if explicit else [
-        os.environ.get("REHEARSAL_PYTHON"), shutil.which(f"python{PYTHON_VERSION}"),
-        *sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}")),
-                reverse=True)]
+    candidates = (
+        [explicit]
+        if explicit
+        else [
+            os.environ.get("REHEARSAL_PYTHON"),
+            shutil.which(f"python{PYTHON_VERSION}"),
+            *sorted(
+                glob.glob(os.path.expanduser(f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}")),
+                reverse=True,
+            ),
+        ]
+    )
     for python in filter(None, candidates):
         if _python_version(python) == PYTHON_VERSION:
             return python
     if explicit:
         raise LockError(f"--python {explicit}: not a working Python {PYTHON_VERSION}", 2)
-    raise LockError(f"no Python {PYTHON_VERSION} found (pip evaluates markers with its own interpreter); "
-                    f"pass --python /path/to/python{PYTHON_VERSION} or set REHEARSAL_PYTHON")
+    raise LockError(
+        f"no Python {PYTHON_VERSION} found (pip evaluates markers with its own interpreter); "
+        f"pass --python /path/to/python{PYTHON_VERSION} or set REHEARSAL_PYTHON"
+    )
 
 
 def lock_venv(python: str) -> Path:
@@ -207,15 +229,25 @@ def lock_venv(python: str) -> Path:
     venv_python = LOCK_VENV / "bin" / "python"
     stamp = LOCK_VENV / ".lock-stamp"
     want = f"{PYTHON_VERSION} pip=={PIP_VERSION}"
-    if venv_python.exists() and stamp.exists() and stamp.read_text().strip() == want \
-            and _python_version(str(venv_python)) == PYTHON_VERSION:
+    if (
+        venv_python.exists()
+        and stamp.exists()
+        and stamp.read_text().strip() == want
+        and _python_version(str(venv_python)) == PYTHON_VERSION
+    ):
         return venv_python
     subprocess.run([python, "-m", "venv", "--clear", str(LOCK_VENV)], check=True)
-    result = subprocess.run([str(venv_python), "-m", "pip", "install", "--quiet", f"pip=={PIP_VERSION}",
-                             "--index-url", INDEX_URL], env=_clean_env(), capture_output=True, text=True)
+    result = subprocess.run(
+        [str(venv_python), "-m", "pip", "install", "--quiet", f"pip=={PIP_VERSION}", "--index-url", INDEX_URL],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
-        raise LockError(f"installing pip=={PIP_VERSION} into {rel(LOCK_VENV)} failed: "
-                        f"{(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise LockError(
+            f"installing pip=={PIP_VERSION} into {rel(LOCK_VENV)} failed: "
+            f"{(result.stderr.strip().splitlines() or ['?'])[-1]}"
+        )
     stamp.write_text(want + "\n")
     return venv_python
 
@@ -224,29 +256,55 @@ def resolve(venv_python: Path, spec: Spec, host: dict[str, str], work: Path) -> 
     """pip's installation report for the .in file, the host's packages as constraints."""
     free = spec.pinned | spec.names("host-wins") | spec.names("carry")
     constraints = work / "host-constraints.txt"
-    constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(host.items())
-                                   if name not in free))
+    constraints.write_text(
+        "".join(f"{name}=={version}\n" for name, version in sorted(host.items()) if name not in free)
+    )
     report = work / "report.json"
-    cmd = [str(venv_python), "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report", str(report), "--only-binary=:all:", *target_args(), "--target", str(work / "target"),
-           "--index-url", INDEX_URL, "--uploaded-prior-to", UPLOADED_PRIOR_TO,
-           "-r", str(spec.path), "-c", str(constraints)]
-    result = subprocess.run(cmd, env=_clean_env(), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = [
+        str(venv_python),
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--report",
+        str(report),
+        "--only-binary=:all:",
+        *target_args(),
+        "--target",
+        str(work / "target"),
+        "--index-url",
+        INDEX_URL,
+        "--uploaded-prior-to",
+        UPLOADED_PRIOR_TO,
+        "-r",
+        str(spec.path),
+        "-c",
+        str(constraints),
+    ]
+    result = subprocess.run(
+        cmd, env=_clean_env(), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     if result.returncode != 0:
-        tail = result.stdout[result.stdout.find("ERROR:"):] if "ERROR:" in result.stdout else result.stdout
+        tail = result.stdout[result.stdout.find("ERROR:") :] if "ERROR:" in result.stdout else result.stdout
         sys.stderr.write(tail[-6000:])
-        raise LockError(f"pip could not resolve {rel(spec.path)} with the host's packages as constraints "
-                        f"(above); name the conflicting host package on a `#: host-wins` or `#: carry` line")
+        raise LockError(
+            f"pip could not resolve {rel(spec.path)} with the host's packages as constraints "
+            f"(above); name the conflicting host package on a `#: host-wins` or `#: carry` line"
+        )
     data = json.loads(report.read_text())
     env = data.get("environment", {})
     if (env.get("python_version"), env.get("sys_platform")) != (PYTHON_VERSION, "linux"):
-        raise LockError(f"pip ran on Python {env.get('python_version')} / {env.get('sys_platform')}, "
-                        f"not {PYTHON_VERSION} / linux: markers would be evaluated for the wrong host")
+        raise LockError(
+            f"pip ran on Python {env.get('python_version')} / {env.get('sys_platform')}, "
+            f"not {PYTHON_VERSION} / linux: markers would be evaluated for the wrong host"
+        )
     return data
 
 
 # ---------------------------------------------------------------------------------------------------------
 # From pip's report to the lock
+
 
 @dataclass
 class Item:
@@ -276,8 +334,12 @@ def _items(report: dict) -> dict[str, Item]:
         sha = info.get("archive_info", {}).get("hashes", {}).get("sha256")
         if not sha:
             raise LockError(f"pip's report has no sha256 for {meta['name']} {meta['version']}")
-        items[canonicalize_name(meta["name"])] = Item(canonicalize_name(meta["name"]), meta["version"], sha,
-                                                      [Requirement(r) for r in meta.get("requires_dist") or []])
+        items[canonicalize_name(meta["name"])] = Item(
+            canonicalize_name(meta["name"]),
+            meta["version"],
+            sha,
+            [Requirement(r) for r in meta.get("requires_dist") or []],
+        )
     return items
 
 
@@ -295,8 +357,9 @@ def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Loc
             if directive != "skip" and pkg not in host:
                 raise LockError(f"{where}: `#: {directive} {pkg}`: not a host package (rehearsal/host-packages.txt)")
             if directive != "skip" and items[pkg].version == host[pkg]:
-                raise LockError(f"{where}: `#: {directive} {pkg}`: the resolver takes the host's "
-                                f"{host[pkg]} (drop the line)")
+                raise LockError(
+                    f"{where}: `#: {directive} {pkg}`: the resolver takes the host's {host[pkg]} (drop the line)"
+                )
 
     def kind(pkg: str) -> str:
         if pkg in skip:
@@ -332,8 +395,11 @@ def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Loc
             carried.add(pkg)
         for req in items[pkg].requires:
             base = req.marker is None or req.marker.evaluate({**env, "extra": ""})
-            via_extra = req.marker is not None and not base and any(
-                req.marker.evaluate({**env, "extra": e}) for e in new_extras)
+            via_extra = (
+                req.marker is not None
+                and not base
+                and any(req.marker.evaluate({**env, "extra": e}) for e in new_extras)
+            )
             # A first visit takes the plain requirements too; a host package only what an extra adds.
             if not (via_extra or (base and before is None and what == "carry")):
                 continue
@@ -342,8 +408,10 @@ def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Loc
             queue.append((canonicalize_name(req.name), set(req.extras)))
 
     if carried & NEVER_CARRY:
-        raise LockError(f"{where}: the lock would carry {', '.join(sorted(carried & NEVER_CARRY))}: never "
-                        f"carried (the host's own build); is it missing from rehearsal/host-packages.txt?")
+        raise LockError(
+            f"{where}: the lock would carry {', '.join(sorted(carried & NEVER_CARRY))}: never "
+            f"carried (the host's own build); is it missing from rehearsal/host-packages.txt?"
+        )
     unexplained, unmet = [], set()
     for pkg, req in edges:
         target = canonicalize_name(req.name)
@@ -360,10 +428,15 @@ def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Loc
     resolved_off_host = {p for p in items if p not in host}
     pruned = {p: items[p].version for p in sorted(resolved_off_host - carried - skip)}
     return Lock(
-        name=name, spec=spec, carried={p: items[p] for p in sorted(carried)},
+        name=name,
+        spec=spec,
+        carried={p: items[p] for p in sorted(carried)},
         host_kept=sorted(p for p in items if p in host and p not in carried and p not in host_wins),
         host_wins={p: items[p].version for p in sorted(host_wins)},
-        skipped={p: items[p].version for p in sorted(skip)}, pruned=pruned, unmet=sorted(unmet))
+        skipped={p: items[p].version for p in sorted(skip)},
+        pruned=pruned,
+        unmet=sorted(unmet),
+    )
 
 
 def render(lock: Lock, host: dict[str, str]) -> str:
@@ -371,17 +444,23 @@ def render(lock: Lock, host: dict[str, str]) -> str:
         text = f"{label}: {', '.join(words) if words else 'none'}."
         return ["# " + line for line in textwrap.wrap(text, 110, subsequent_indent="  ", break_on_hyphens=False)]
 
-    intro = (f"Generated by scripts/rehearsal_lock.py with pip {PIP_VERSION} on CPython {PYTHON_VERSION} (do not "
-             f"edit): binary wheels for cp312 manylinux_2_17..2_{HOST_GLIBC_MINOR} x86_64 from {INDEX_URL}, uploaded "
-             f"before {UPLOADED_PRIOR_TO}, with rehearsal/host-packages.txt as constraints. {len(lock.carried)} "
-             f"wheels; {len(lock.host_kept)} resolved packages are the host's own and not carried.")
+    intro = (
+        f"Generated by scripts/rehearsal_lock.py with pip {PIP_VERSION} on CPython {PYTHON_VERSION} (do not "
+        f"edit): binary wheels for cp312 manylinux_2_17..2_{HOST_GLIBC_MINOR} x86_64 from {INDEX_URL}, uploaded "
+        f"before {UPLOADED_PRIOR_TO}, with rehearsal/host-packages.txt as constraints. {len(lock.carried)} "
+        f"wheels; {len(lock.host_kept)} resolved packages are the host's own and not carried."
+    )
     out = [
         f"# rehearsal/{lock.name}.lock: the wheels carried to the rehearsal host for {rel(lock.spec.path)}.",
         *("# " + line for line in textwrap.wrap(intro, 110, break_on_hyphens=False)),
-        *wrapped("Carried over the host's own version (pinned, or #: carry)",
-                 [f"{p} {item.version} (host {host[p]})" for p, item in lock.carried.items() if p in host]),
-        *wrapped("The host's version stays (#: host-wins)",
-                 [f"{p} {host[p]} (resolved {v})" for p, v in lock.host_wins.items()]),
+        *wrapped(
+            "Carried over the host's own version (pinned, or #: carry)",
+            [f"{p} {item.version} (host {host[p]})" for p, item in lock.carried.items() if p in host],
+        ),
+        *wrapped(
+            "The host's version stays (#: host-wins)",
+            [f"{p} {host[p]} (resolved {v})" for p, v in lock.host_wins.items()],
+        ),
         *wrapped("Not carried (#: skip)", [f"{p} {v}" for p, v in lock.skipped.items()]),
         *wrapped("Not carried, needed only by those", [f"{p} {v}" for p, v in lock.pruned.items()]),
         "# Requirements knowingly unmet on the host:" if lock.unmet else "# Requirements unmet on the host: none.",
@@ -412,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         host = read_host()
         venv_python = lock_venv(find_python(args.python))
         stale = 0
-        for name in ([args.only] if args.only else LOCK_NAMES):
+        for name in [args.only] if args.only else LOCK_NAMES:
             path = REHEARSAL / f"{name}.lock"
             text = generate(name, venv_python, host)
             old = path.read_text() if path.exists() else ""
@@ -421,8 +500,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"rehearsal_lock: {rel(path)} is up to date")
                 else:
                     stale += 1
-                    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                                               f"{rel(path)} (committed)", f"{rel(path)} (resolved now)"))
+                    sys.stdout.writelines(
+                        difflib.unified_diff(
+                            old.splitlines(True),
+                            text.splitlines(True),
+                            f"{rel(path)} (committed)",
+                            f"{rel(path)} (resolved now)",
+                        )
+                    )
                     print(f"rehearsal_lock: {rel(path)} is stale: run scripts/rehearsal_lock.py")
             else:
                 path.write_text(text)

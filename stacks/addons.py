@@ -4,10 +4,12 @@ VPC CNI (an EKS managed add-on) with its network policy agent on.
 The values are plain functions so tests can check every key against the chart's default values.yaml
 (Helm ignores a misspelt value silently).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
@@ -32,9 +34,15 @@ class HelmRelease:
 
 
 def _select_gpu_nodes() -> dict[str, Any]:
-    return {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": key, "operator": "In", "values": [value]} for key, value in GPU_LABELS.items()
-    ]}]}
+    return {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": key, "operator": "In", "values": [value]} for key, value in GPU_LABELS.items()
+                ]
+            }
+        ]
+    }
 
 
 def nvidia_device_plugin_values() -> dict[str, Any]:
@@ -54,25 +62,49 @@ def kuberay_operator_values() -> dict[str, Any]:
 def helm_releases(addons: Addons, *, efa: bool) -> list[HelmRelease]:
     """The releases of a stage, in install order."""
     releases = [
-        HelmRelease("NvidiaDevicePlugin", "nvidia-device-plugin", "kube-system", versions.NVIDIA_DEVICE_PLUGIN,
-                    addons.nvidia_device_plugin, nvidia_device_plugin_values()),
+        HelmRelease(
+            "NvidiaDevicePlugin",
+            "nvidia-device-plugin",
+            "kube-system",
+            versions.NVIDIA_DEVICE_PLUGIN,
+            addons.nvidia_device_plugin,
+            nvidia_device_plugin_values(),
+        ),
     ]
     if efa:
-        releases.append(HelmRelease("EfaDevicePlugin", "aws-efa-k8s-device-plugin", "kube-system",
-                                    versions.EFA_DEVICE_PLUGIN, addons.efa_device_plugin,
-                                    efa_device_plugin_values()))
+        releases.append(
+            HelmRelease(
+                "EfaDevicePlugin",
+                "aws-efa-k8s-device-plugin",
+                "kube-system",
+                versions.EFA_DEVICE_PLUGIN,
+                addons.efa_device_plugin,
+                efa_device_plugin_values(),
+            )
+        )
     # wait: the RayService is applied only once the operator (and its CRDs) is up.
-    releases.append(HelmRelease("KubeRayOperator", KUBERAY_RELEASE, KUBERAY_NAMESPACE, versions.KUBERAY_OPERATOR,
-                                addons.kuberay_operator, kuberay_operator_values(), wait=True))
+    releases.append(
+        HelmRelease(
+            "KubeRayOperator",
+            KUBERAY_RELEASE,
+            KUBERAY_NAMESPACE,
+            versions.KUBERAY_OPERATOR,
+            addons.kuberay_operator,
+            kuberay_operator_values(),
+            wait=True,
+        )
+    )
     return releases
 
 
 # Namespaces the app creates for add-ons, with Pod Security admission labels. The operator's pods
 # (runAsNonRoot, no capabilities, RuntimeDefault seccomp in the chart's defaults) meet `restricted`.
 ADDON_NAMESPACES = {
-    KUBERAY_NAMESPACE: {"pod-security.kubernetes.io/enforce": "restricted",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                        "pod-security.kubernetes.io/audit": "restricted"},
+    KUBERAY_NAMESPACE: {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    },
 }
 
 
@@ -104,12 +136,20 @@ class ClusterAddons(Construct):
     would make CloudFormation install a second release of the same name before removing the first
     (docs/DECISIONS.md)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, releases: Sequence[HelmRelease],
-                 nodes: Sequence[IDependable]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        releases: Sequence[HelmRelease],
+        nodes: Sequence[IDependable],
+    ) -> None:
         super().__init__(scope, construct_id)
         self.releases = list(releases)
-        self.namespaces = {name: cluster.add_manifest(f"Namespace-{name}", namespace_manifest(name))
-                           for name in ADDON_NAMESPACES}
+        self.namespaces = {
+            name: cluster.add_manifest(f"Namespace-{name}", namespace_manifest(name)) for name in ADDON_NAMESPACES
+        }
         self.charts: dict[str, eks.HelmChart] = {}
         for release in self.releases:
             chart = install(cluster, release)
@@ -133,8 +173,9 @@ def vpc_cni(scope: Construct, cluster: eks.Cluster) -> eks.Addon:
     of the CfnAddon it replaces (a new one would create a second vpc-cni add-on: CloudFormation fails),
     and overwrites the self-managed CNI that a new cluster starts with (ResolveConflicts, which
     eks.Addon does not expose)."""
-    addon = eks.Addon(scope, "VpcCni", cluster=cluster, addon_name="vpc-cni",
-                      configuration_values=VPC_CNI_CONFIGURATION)
+    addon = eks.Addon(
+        scope, "VpcCni", cluster=cluster, addon_name="vpc-cni", configuration_values=VPC_CNI_CONFIGURATION
+    )
     resource = addon.node.default_child
     resource.override_logical_id("VpcCni")
     resource.add_property_override("ResolveConflicts", "OVERWRITE")

@@ -2,9 +2,8 @@
 topic when it names one. The NIXL alarm is built only where the GPU nodegroup has EFA: it fires on a
 line of the workers' log relay (charts/log_relay.py) that shows NIXL moving the KV cache over something
 else (stacks/log_patterns.py's terms, scoped to the relay's container by `relay_filter_pattern`)."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
@@ -36,8 +35,10 @@ def relay_filter_pattern(pattern: str) -> logs.IFilterPattern:
     unstructured pattern's substring test did, newline or not at the end. Without the container condition
     a Ray container or any other pod that prints such a line (a test, an echo of a fixture) would count."""
     conditions = [logs.FilterPattern.string_value("$.kubernetes.container_name", "=", RELAY_CONTAINER)]
-    conditions += [logs.FilterPattern.string_value("$.log", "!=" if excluded else "=", f"*{term}*")
-                   for excluded, term in parse(pattern)]
+    conditions += [
+        logs.FilterPattern.string_value("$.log", "!=" if excluded else "=", f"*{term}*")
+        for excluded, term in parse(pattern)
+    ]
     return logs.FilterPattern.all(*conditions)
 
 
@@ -46,13 +47,23 @@ def nixl_namespace(cluster_name: str) -> str:
 
 
 def ray_metric(name: str, cluster_name: str, statistic: str, **dimensions: str) -> cw.Metric:
-    return cw.Metric(namespace=RAY_METRICS_NAMESPACE, metric_name=check(name), statistic=statistic,
-                     period=cdk.Duration.minutes(1), dimensions_map={"ClusterName": cluster_name, **dimensions})
+    return cw.Metric(
+        namespace=RAY_METRICS_NAMESPACE,
+        metric_name=check(name),
+        statistic=statistic,
+        period=cdk.Duration.minutes(1),
+        dimensions_map={"ClusterName": cluster_name, **dimensions},
+    )
 
 
 def gpu_memory(cluster_name: str) -> cw.Metric:
-    return cw.Metric(namespace=CONTAINER_INSIGHTS, metric_name="node_gpu_memory_utilization", statistic="Maximum",
-                     period=cdk.Duration.minutes(1), dimensions_map={"ClusterName": cluster_name})
+    return cw.Metric(
+        namespace=CONTAINER_INSIGHTS,
+        metric_name="node_gpu_memory_utilization",
+        statistic="Maximum",
+        period=cdk.Duration.minutes(1),
+        dimensions_map={"ClusterName": cluster_name},
+    )
 
 
 def quantile_query(metric: str, cluster_name: str, quantile: str) -> str:
@@ -61,65 +72,128 @@ def quantile_query(metric: str, cluster_name: str, quantile: str) -> str:
 
 
 def ttft_p99_query(cluster_name: str, slo_seconds: float) -> str:
-    return f'{quantile_query("ray_vllm_time_to_first_token_seconds", cluster_name, "0.99")} > {slo_seconds:g}'
-
+    return f"{quantile_query('ray_vllm_time_to_first_token_seconds', cluster_name, '0.99')} > {slo_seconds:g}"
 
 
 class StageAlarms(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str,
-                 settings: Observability, application_logs: logs.ILogGroup, efa: bool) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        settings: Observability,
+        application_logs: logs.ILogGroup,
+        efa: bool,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.AlarmBase] = {}
 
         healthy = ray_metric("ray_serve_deployment_replica_healthy", cluster_name, "Minimum")
-        self._add("ServeUnhealthy", cw.Alarm(
-            self, "ServeUnhealthy", metric=healthy,
-            threshold=1, comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD, evaluation_periods=5,
-            datapoints_to_alarm=3, treat_missing_data=cw.TreatMissingData.BREACHING,
-            alarm_description="A Serve replica of the PD application is not healthy, or no Serve metrics arrive "
-                              "(the application is not RUNNING)."))
+        self._add(
+            "ServeUnhealthy",
+            cw.Alarm(
+                self,
+                "ServeUnhealthy",
+                metric=healthy,
+                threshold=1,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                treat_missing_data=cw.TreatMissingData.BREACHING,
+                alarm_description="A Serve replica of the PD application is not healthy, or no Serve metrics arrive "
+                "(the application is not RUNNING).",
+            ),
+        )
 
         total = ray_metric("ray_serve_num_http_requests_total", cluster_name, "Sum")
         errors = ray_metric("ray_serve_num_http_requests_total", cluster_name, "Sum", status_class="5xx")
-        rate = cw.MathExpression(expression="100 * FILL(errors, 0) / total", label="5xx %",
-                                 using_metrics={"errors": errors, "total": total}, period=cdk.Duration.minutes(1))
-        self._add("Http5xx", cw.Alarm(
-            self, "Http5xx", metric=rate, threshold=settings.error_rate_percent,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, evaluation_periods=5,
-            datapoints_to_alarm=3, treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"More than {settings.error_rate_percent:g}% of HTTP requests answered 5xx."))
+        rate = cw.MathExpression(
+            expression="100 * FILL(errors, 0) / total",
+            label="5xx %",
+            using_metrics={"errors": errors, "total": total},
+            period=cdk.Duration.minutes(1),
+        )
+        self._add(
+            "Http5xx",
+            cw.Alarm(
+                self,
+                "Http5xx",
+                metric=rate,
+                threshold=settings.error_rate_percent,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"More than {settings.error_rate_percent:g}% of HTTP requests answered 5xx.",
+            ),
+        )
 
-        self._add("TtftP99", cw.PromQLAlarm(
-            self, "TtftP99", query=ttft_p99_query(cluster_name,
-                                                                                   settings.ttft_p99_slo_seconds),
-            evaluation_interval=cdk.Duration.seconds(60), pending_period=cdk.Duration.seconds(300),
-            recovery_period=cdk.Duration.seconds(300),
-            alarm_description=f"p99 time to first token above the stage's SLO of "
-                              f"{settings.ttft_p99_slo_seconds:g} s for 5 minutes."))
+        self._add(
+            "TtftP99",
+            cw.PromQLAlarm(
+                self,
+                "TtftP99",
+                query=ttft_p99_query(cluster_name, settings.ttft_p99_slo_seconds),
+                evaluation_interval=cdk.Duration.seconds(60),
+                pending_period=cdk.Duration.seconds(300),
+                recovery_period=cdk.Duration.seconds(300),
+                alarm_description=f"p99 time to first token above the stage's SLO of "
+                f"{settings.ttft_p99_slo_seconds:g} s for 5 minutes.",
+            ),
+        )
 
-        self._add("GpuMemory", cw.Alarm(
-            self, "GpuMemory", metric=gpu_memory(cluster_name),
-            threshold=settings.gpu_memory_percent, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=10, datapoints_to_alarm=8, treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"A GPU node's memory is above {settings.gpu_memory_percent:g}% used."))
+        self._add(
+            "GpuMemory",
+            cw.Alarm(
+                self,
+                "GpuMemory",
+                metric=gpu_memory(cluster_name),
+                threshold=settings.gpu_memory_percent,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=10,
+                datapoints_to_alarm=8,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"A GPU node's memory is above {settings.gpu_memory_percent:g}% used.",
+            ),
+        )
 
         if efa:
             for name, pattern in NIXL_NOT_ON_EFA.items():
                 logs.MetricFilter(
-                    self, f"Nixl{name}", log_group=application_logs, filter_pattern=relay_filter_pattern(pattern),
-                    metric_namespace=nixl_namespace(cluster_name), metric_name=NIXL_METRIC, metric_value="1",
-                    default_value=0)
-            nixl = cw.Metric(namespace=nixl_namespace(cluster_name), metric_name=NIXL_METRIC, statistic="Sum",
-                             period=cdk.Duration.minutes(5))
-            self._add("NixlNotOnEfa", cw.Alarm(
-                self, "NixlNotOnEfa", metric=nixl, threshold=1,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description="NIXL moves the KV cache over a libfabric provider other than efa, or over UCX, "
-                                  "on a stage whose GPU nodes have EFA (TCP speed)."))
+                    self,
+                    f"Nixl{name}",
+                    log_group=application_logs,
+                    filter_pattern=relay_filter_pattern(pattern),
+                    metric_namespace=nixl_namespace(cluster_name),
+                    metric_name=NIXL_METRIC,
+                    metric_value="1",
+                    default_value=0,
+                )
+            nixl = cw.Metric(
+                namespace=nixl_namespace(cluster_name),
+                metric_name=NIXL_METRIC,
+                statistic="Sum",
+                period=cdk.Duration.minutes(5),
+            )
+            self._add(
+                "NixlNotOnEfa",
+                cw.Alarm(
+                    self,
+                    "NixlNotOnEfa",
+                    metric=nixl,
+                    threshold=1,
+                    comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                    evaluation_periods=1,
+                    treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                    alarm_description="NIXL moves the KV cache over a libfabric provider other than efa, or over UCX, "
+                    "on a stage whose GPU nodes have EFA (TCP speed).",
+                ),
+            )
 
-        topic: Optional[sns.ITopic] = (sns.Topic.from_topic_arn(self, "Topic", settings.alarm_topic_arn)
-                                       if settings.alarm_topic_arn else None)
+        topic: sns.ITopic | None = (
+            sns.Topic.from_topic_arn(self, "Topic", settings.alarm_topic_arn) if settings.alarm_topic_arn else None
+        )
         if topic is not None:
             for alarm in self.alarms.values():
                 alarm.add_alarm_action(cw_actions.SnsAction(topic))

@@ -1,10 +1,12 @@
 """Build every stage into a CDK app, with cdk-nag and its acknowledgments: shared by app.py and tests."""
+
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import aws_cdk as cdk
 
@@ -13,7 +15,6 @@ from config.schema import StageConfig
 
 from . import compliance
 from .stage import InferenceStage
-
 
 # CDK feature flags, in code rather than cdk.json so that `python app.py`, `cdk synth` and the tests
 # build the very same app. Context from the CLI still takes precedence.
@@ -35,18 +36,24 @@ FEATURE_FLAGS: dict[str, Any] = {
 NO_CREATION_STACKS = {"aws:cdk:disable-creation-stack-traces": True}
 
 
-def new_app(context: Optional[dict[str, Any]] = None, outdir: Optional[str] = None) -> cdk.App:
+def new_app(context: dict[str, Any] | None = None, outdir: str | None = None) -> cdk.App:
     """- builtin CloudFormation validation off: cfn-lint runs in the test suite with every rule, and CDK's
       built-in copy of it would add ~5 s a synth;
     - construct stack traces and creation stacks off: from Python they only ever show jsii's internals, and
       recording them costs time on every construct;
     - version reporting off: no AWS::CDK::Metadata resource (and no usage data sent to AWS)."""
-    return cdk.App(builtin_cloud_formation_validation=False, stack_traces=False, analytics_reporting=False,
-                   context={**FEATURE_FLAGS, **NO_CREATION_STACKS, **(context or {})}, outdir=outdir)
+    return cdk.App(
+        builtin_cloud_formation_validation=False,
+        stack_traces=False,
+        analytics_reporting=False,
+        context={**FEATURE_FLAGS, **NO_CREATION_STACKS, **(context or {})},
+        outdir=outdir,
+    )
 
 
-def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,
-          pipeline: Optional[PipelineConfig] = None) -> list[InferenceStage]:
+def build(
+    app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True, pipeline: PipelineConfig | None = None
+) -> list[InferenceStage]:
     """One InferenceStage per config (for `cdk deploy 'STAGE/*'`), the pipeline stack when configured
     (it holds its own instances of the pipeline's stages); with `nag`, cdk-nag checks the whole app."""
     stages = list(stages)
@@ -55,9 +62,14 @@ def build(app: cdk.App, stages: Iterable[StageConfig], *, nag: bool = True,
     if pipeline is not None:
         from .pipeline import PipelineStack  # CDK Pipelines and CodeBuild load only when a pipeline is configured
 
-        pipeline_stack = PipelineStack(app, "Pipeline", stack_name="pd-inference-pipeline", pipeline=pipeline,
-                                       stages={cfg.stage: cfg for cfg in stages},
-                                       env=cdk.Environment(account=pipeline.account, region=pipeline.region))
+        pipeline_stack = PipelineStack(
+            app,
+            "Pipeline",
+            stack_name="pd-inference-pipeline",
+            pipeline=pipeline,
+            stages={cfg.stage: cfg for cfg in stages},
+            env=cdk.Environment(account=pipeline.account, region=pipeline.region),
+        )
         checked += pipeline_stack.stages
         if nag:
             compliance.acknowledge_pipeline(pipeline_stack.pipeline)
@@ -77,9 +89,11 @@ def remove_stale_assemblies(outdir: str | Path) -> list[str]:
     manifest = root / "manifest.json"
     if not manifest.is_file():
         return []
-    keep = {artifact.get("properties", {}).get("directoryName", "")
-            for artifact in json.loads(manifest.read_text()).get("artifacts", {}).values()
-            if artifact.get("type") == "cdk:cloud-assembly"}
+    keep = {
+        artifact.get("properties", {}).get("directoryName", "")
+        for artifact in json.loads(manifest.read_text()).get("artifacts", {}).values()
+        if artifact.get("type") == "cdk:cloud-assembly"
+    }
     removed = []
     for path in sorted(root.glob("assembly-*")):
         if path.is_dir() and not path.is_symlink() and path.name not in keep:

@@ -1,8 +1,9 @@
 """The EKS cluster with its nodegroups and add-ons. Nothing here changes when the served model does."""
+
 from __future__ import annotations
 
 import importlib
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -12,20 +13,20 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import versions
+from config.derived import endpoint_wide_open
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, Observability, SystemNodegroup
-from config.derived import endpoint_wide_open
 
 from . import addons
-from .efa import EfaNetwork
-from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
-from .network import CONTROL_PLANE
-from .log_encryption import lambda_log_groups
-from .retention import retention
-from .verify_runner import VerifyRunner
-from .observability import Observability as ObservabilityAddon
 from .alarms import StageAlarms
 from .dashboard import StageDashboard
+from .efa import EfaNetwork
+from .log_encryption import lambda_log_groups
+from .network import CONTROL_PLANE
+from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
+from .observability import Observability as ObservabilityAddon
+from .retention import retention
+from .verify_runner import VerifyRunner
 
 # One kubectl layer per Kubernetes minor, imported on use; the schema admits exactly these minors.
 KUBECTL_LAYERS = versions.KUBECTL_LAYERS
@@ -34,9 +35,14 @@ KUBECTL_LAYERS = versions.KUBECTL_LAYERS
 def kubectl_layer(scope: Construct, version: str):
     module, name = KUBECTL_LAYERS[version]
     return getattr(importlib.import_module(module), name)(scope, "KubectlLayer")
+
+
 ALL_LOG_TYPES = [
-    eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
 ]
 
 
@@ -49,27 +55,47 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
 
 
 class ClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, vpc: ec2.IVpc, logs_key: kms.IKey,
-                 cluster_name: str, cluster: Cluster, system_nodegroup: SystemNodegroup,
-                 gpu_nodegroup: GpuNodegroup, gpu_zone: str, addon_versions: Addons,
-                 observability: Observability, serving_namespace: str, tags: Optional[Mapping[str, str]] = None,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        vpc: ec2.IVpc,
+        logs_key: kms.IKey,
+        cluster_name: str,
+        cluster: Cluster,
+        system_nodegroup: SystemNodegroup,
+        gpu_nodegroup: GpuNodegroup,
+        gpu_zone: str,
+        addon_versions: Addons,
+        observability: Observability,
+        serving_namespace: str,
+        tags: Mapping[str, str] | None = None,
+        **kwargs,
+    ) -> None:
         """`tags`: the stage's tags, for the template resources CDK's tagging does not model (the verify runner's
         project)."""
         super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
-            self, "SecretsKey", enable_key_rotation=True,
+            self,
+            "SecretsKey",
+            enable_key_rotation=True,
             description=f"EKS secrets envelope encryption for {cluster_name}",
         )
         self.logs_key = logs_key
         # Created before the cluster so EKS writes into a group with a retention, not a never-expiring one.
         control_plane_logs = logs.LogGroup(
-            self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
-            retention=retention(cluster.log_retention_days), encryption_key=self.logs_key,
+            self,
+            "ControlPlaneLogs",
+            log_group_name=f"/aws/eks/{cluster_name}/cluster",
+            retention=retention(cluster.log_retention_days),
+            encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.cluster = eks.Cluster(
-            self, "Cluster",
+            self,
+            "Cluster",
             cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(cluster.kubernetes_version),
             kubectl_provider_options=eks.KubectlProviderOptions(
@@ -90,53 +116,102 @@ class ClusterStack(cdk.Stack):
                 "pd-inference:open-endpoint",
                 f"{cluster_name}: the Kubernetes API endpoint is open to more than a /8 of the internet "
                 f"({', '.join(cluster.endpoint.public_access_cidrs)}), as the stage file allows with "
-                "allow_public_internet: true. Prefer a CIDR allow-list or private_access.")
+                "allow_public_internet: true. Prefer a CIDR allow-list or private_access.",
+            )
         for index, principal_arn in enumerate(cluster.admin_principal_arns):
-            self.cluster.grant_access(f"Admin{index}", principal_arn, [
-                eks.AccessPolicy.from_access_policy_name(
-                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER),
-            ])
+            self.cluster.grant_access(
+                f"Admin{index}",
+                principal_arn,
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                    ),
+                ],
+            )
 
         self.vpc_cni = addons.vpc_cni(self, self.cluster)
         self.system_nodegroup = add_system_nodegroup(self.cluster, group=system_nodegroup)
         efa_interfaces = INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces
-        self.efa = EfaNetwork(
-            self, "Efa", vpc=vpc, cluster_security_group_id=self.cluster.cluster_security_group_id,
-            interface_count=efa_interfaces,
-        ) if gpu_nodegroup.efa else None
+        self.efa = (
+            EfaNetwork(
+                self,
+                "Efa",
+                vpc=vpc,
+                cluster_security_group_id=self.cluster.cluster_security_group_id,
+                interface_count=efa_interfaces,
+            )
+            if gpu_nodegroup.efa
+            else None
+        )
         self.gpu_nodegroup = add_gpu_nodegroup(self.cluster, group=gpu_nodegroup, zone=gpu_zone, efa=self.efa)
 
         self.addons = addons.ClusterAddons(
-            self, "Addons", cluster=self.cluster, releases=addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa),
-            nodes=[self.system_nodegroup, self.gpu_nodegroup])
+            self,
+            "Addons",
+            cluster=self.cluster,
+            releases=addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa),
+            nodes=[self.system_nodegroup, self.gpu_nodegroup],
+        )
         self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
         self.kuberay_operator = self.addons.kuberay_operator
 
         self.observability = self.alarms = self.dashboard = None
         if observability.enabled:
-            self._observe(cluster_name, observability, serving_namespace, efa=gpu_nodegroup.efa,
-                          retention_days=cluster.log_retention_days)
+            self._observe(
+                cluster_name,
+                observability,
+                serving_namespace,
+                efa=gpu_nodegroup.efa,
+                retention_days=cluster.log_retention_days,
+            )
         self.verify_runner = VerifyRunner(
-            self, "VerifyRunner", stage=stage, cluster=self.cluster, vpc=vpc, logs_key=self.logs_key,
-            log_retention=retention(cluster.log_retention_days), tags=tags,
-            application_logs=self.observability.application_logs if self.observability else None)
+            self,
+            "VerifyRunner",
+            stage=stage,
+            cluster=self.cluster,
+            vpc=vpc,
+            logs_key=self.logs_key,
+            log_retention=retention(cluster.log_retention_days),
+            tags=tags,
+            application_logs=self.observability.application_logs if self.observability else None,
+        )
         lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)
-        cdk.CfnOutput(self, "UpdateKubeconfigCommand",
-                      value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}")
+        cdk.CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}",
+        )
 
-    def _observe(self, cluster_name: str, settings: Observability, serving_namespace: str,
-                 *, efa: bool, retention_days: int) -> None:
+    def _observe(
+        self, cluster_name: str, settings: Observability, serving_namespace: str, *, efa: bool, retention_days: int
+    ) -> None:
         """CloudWatch collection (the add-on), the stage's alarms and dashboard (docs/OBSERVABILITY.md)."""
         self.observability = ObservabilityAddon(
-            self, "Observability", cluster=self.cluster, cluster_name=cluster_name,
-            serving_namespace=serving_namespace, logs_key=self.logs_key, retention=retention(retention_days),
-            nodes=[self.system_nodegroup, self.gpu_nodegroup])
-        self.alarms = StageAlarms(self, "Alarms", cluster_name=cluster_name, settings=settings,
-                                  application_logs=self.observability.application_logs, efa=efa)
-        self.dashboard = StageDashboard(self, "Dashboard", cluster_name=cluster_name,
-                                        ttft_slo=settings.ttft_p99_slo_seconds,
-                                        alarms=self.alarms.alarms)
+            self,
+            "Observability",
+            cluster=self.cluster,
+            cluster_name=cluster_name,
+            serving_namespace=serving_namespace,
+            logs_key=self.logs_key,
+            retention=retention(retention_days),
+            nodes=[self.system_nodegroup, self.gpu_nodegroup],
+        )
+        self.alarms = StageAlarms(
+            self,
+            "Alarms",
+            cluster_name=cluster_name,
+            settings=settings,
+            application_logs=self.observability.application_logs,
+            efa=efa,
+        )
+        self.dashboard = StageDashboard(
+            self,
+            "Dashboard",
+            cluster_name=cluster_name,
+            ttft_slo=settings.ttft_p99_slo_seconds,
+            alarms=self.alarms.alarms,
+        )
         cdk.CfnOutput(self, "DashboardName", value=self.dashboard.dashboard_name)

@@ -1,5 +1,6 @@
 """cdk-nag (AwsSolutions, the v3 validation plugin) and the findings this app accepts, each on the
 narrowest construct it applies to, with the reason. Anything not listed here fails the synth."""
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -31,51 +32,92 @@ def enable_checks(app: cdk.App) -> None:
 
 def acknowledge_findings(cluster_stack: ClusterStack) -> None:
     cluster = cluster_stack.cluster
-    _ack(cluster.role, _MANAGED.format("AmazonEKSClusterPolicy"),
-         "The EKS service role needs AmazonEKSClusterPolicy; AWS maintains it as EKS gains features.")
+    _ack(
+        cluster.role,
+        _MANAGED.format("AmazonEKSClusterPolicy"),
+        "The EKS service role needs AmazonEKSClusterPolicy; AWS maintains it as EKS gains features.",
+    )
     for nodegroup in (cluster_stack.system_nodegroup, cluster_stack.gpu_nodegroup):
         role = nodegroup.role
-        _ack(role, _MANAGED.format("AmazonEKSWorkerNodePolicy"),
-             "EKS managed nodes must carry AmazonEKSWorkerNodePolicy to join the cluster.")
-        _ack(role, _MANAGED.format("AmazonEKS_CNI_Policy"),
-             "The VPC CNI on each node assigns pod IPs with AmazonEKS_CNI_Policy (EKS's documented setup).")
-        _ack(role, _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
-             "Nodes pull the DLC Ray image and EKS add-on images from ECR; read-only access only.")
+        _ack(
+            role,
+            _MANAGED.format("AmazonEKSWorkerNodePolicy"),
+            "EKS managed nodes must carry AmazonEKSWorkerNodePolicy to join the cluster.",
+        )
+        _ack(
+            role,
+            _MANAGED.format("AmazonEKS_CNI_Policy"),
+            "The VPC CNI on each node assigns pod IPs with AmazonEKS_CNI_Policy (EKS's documented setup).",
+        )
+        _ack(
+            role,
+            _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
+            "Nodes pull the DLC Ray image and EKS add-on images from ECR; read-only access only.",
+        )
     provider = cluster.kubectl_provider
     handler = _logical_id(provider, "Handler/Resource")
     has_ecr_public = _logical_id(provider, "Handler/HasEcrPublic")
-    _ack(provider, _MANAGED.format("service-role/AWSLambdaBasicExecutionRole"),
-         "The kubectl provider Lambda (CDK-owned) writes its own logs; CDK attaches this policy.")
-    _ack(provider, _MANAGED.format("service-role/AWSLambdaVPCAccessExecutionRole"),
-         "The kubectl provider runs in the private subnets to reach the private API endpoint.")
-    _ack(provider, _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
-         "CDK lets the kubectl provider pull Helm charts stored as OCI artifacts in ECR; read-only.")
-    _ack(provider, f'AwsSolutions::AwsSolutions-IAM4[Policy::{{"Fn::If":["{has_ecr_public}",{{"Fn::Join":["",["arn:",'
-                   '{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
-                   '{"Ref":"AWS::NoValue"}]}]',
-         "CDK grants the kubectl provider read access to public ECR only in partitions that have it.")
-    _ack(provider, f"AwsSolutions::AwsSolutions-IAM5[Resource::<{handler}.Arn>:*]",
-         "The CDK provider framework invokes any version of its own kubectl handler function (Arn:*).")
-    _ack(provider, "AwsSolutions::AwsSolutions-L1",
-         "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.")
+    _ack(
+        provider,
+        _MANAGED.format("service-role/AWSLambdaBasicExecutionRole"),
+        "The kubectl provider Lambda (CDK-owned) writes its own logs; CDK attaches this policy.",
+    )
+    _ack(
+        provider,
+        _MANAGED.format("service-role/AWSLambdaVPCAccessExecutionRole"),
+        "The kubectl provider runs in the private subnets to reach the private API endpoint.",
+    )
+    _ack(
+        provider,
+        _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
+        "CDK lets the kubectl provider pull Helm charts stored as OCI artifacts in ECR; read-only.",
+    )
+    _ack(
+        provider,
+        f'AwsSolutions::AwsSolutions-IAM4[Policy::{{"Fn::If":["{has_ecr_public}",{{"Fn::Join":["",["arn:",'
+        '{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
+        '{"Ref":"AWS::NoValue"}]}]',
+        "CDK grants the kubectl provider read access to public ECR only in partitions that have it.",
+    )
+    _ack(
+        provider,
+        f"AwsSolutions::AwsSolutions-IAM5[Resource::<{handler}.Arn>:*]",
+        "The CDK provider framework invokes any version of its own kubectl handler function (Arn:*).",
+    )
+    _ack(
+        provider,
+        "AwsSolutions::AwsSolutions-L1",
+        "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.",
+    )
 
     runner = cluster_stack.verify_runner
-    _ack(runner.bucket, "AwsSolutions::AwsSolutions-S1",
-         "The bucket holds only the project's source for the verify runner, expires it after 7 days, "
-         "and is KMS-encrypted and SSL-only; access logging would add a log bucket per stage for it.")
-    _ack(runner.role, "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-         "CodeBuild in a VPC must call ec2:Describe* and create its network interfaces, which have no "
-         "resource-level ARNs before they exist; cloudwatch:ListMetrics (verify's telemetry check) has no "
-         "resource-level permissions.")
+    _ack(
+        runner.bucket,
+        "AwsSolutions::AwsSolutions-S1",
+        "The bucket holds only the project's source for the verify runner, expires it after 7 days, "
+        "and is KMS-encrypted and SSL-only; access logging would add a log bucket per stage for it.",
+    )
+    _ack(
+        runner.role,
+        "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+        "CodeBuild in a VPC must call ec2:Describe* and create its network interfaces, which have no "
+        "resource-level ARNs before they exist; cloudwatch:ListMetrics (verify's telemetry check) has no "
+        "resource-level permissions.",
+    )
     region = cdk.Stack.of(runner).region  # literal: every stage names its region (partition literals on)
-    _ack(runner.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:ec2:{region}:{_account(runner)}:"
-                      "network-interface/*]",
-         "CodeBuild attaches permissions to the interfaces it creates; limited to CodeBuild and to the "
-         "stage's private subnets by conditions.")
+    _ack(
+        runner.role,
+        f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:aws:ec2:{region}:{_account(runner)}:network-interface/*]",
+        "CodeBuild attaches permissions to the interfaces it creates; limited to CodeBuild and to the "
+        "stage's private subnets by conditions.",
+    )
     if cluster_stack.observability is not None:
-        _ack(cluster_stack.observability.role, _MANAGED.format("CloudWatchAgentServerPolicy"),
-             "The CloudWatch agent and Fluent Bit (Pod Identity, their service account only) need AWS's "
-             "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.")
+        _ack(
+            cluster_stack.observability.role,
+            _MANAGED.format("CloudWatchAgentServerPolicy"),
+            "The CloudWatch agent and Fluent Bit (Pod Identity, their service account only) need AWS's "
+            "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.",
+        )
 
 
 def _account(scope: IConstruct) -> str:
@@ -84,7 +126,7 @@ def _account(scope: IConstruct) -> str:
     return stack.account if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
 
 
-def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePipeline, built
+def acknowledge_pipeline(pipeline) -> None:
     """CDK Pipelines' own build projects, roles and artifact bucket (not the stages: those are
     checked like any stage). Every finding is CDK Pipelines' fixed shape; the reasons say why each is
     acceptable. Needs the pipeline built (`build_pipeline()`) so its projects exist."""
@@ -103,10 +145,8 @@ def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePi
         "Action::s3:GetObject*": "CDK Pipelines' artifact-bucket read grant, on the pipeline's own bucket.",
         "Action::s3:List*": "CDK Pipelines' artifact-bucket list grant, on the pipeline's own bucket.",
         "Resource::*": "CodeBuild's report and VPC describe calls have no resource-level permissions.",
-        f"Resource::<{stack.resolve(pipeline.pipeline.artifact_bucket.node.default_child.logical_id)}.Arn>/*":
-            "Objects of the pipeline's own artifact bucket.",
-        f"Resource::arn:*:iam::{account}:role/*":
-            "The self-mutation step assumes the CDK bootstrap roles (cdk-hnb659fds-*) of the target account.",
+        f"Resource::<{stack.resolve(pipeline.pipeline.artifact_bucket.node.default_child.logical_id)}.Arn>/*": "Objects of the pipeline's own artifact bucket.",
+        f"Resource::arn:*:iam::{account}:role/*": "The self-mutation step assumes the CDK bootstrap roles (cdk-hnb659fds-*) of the target account.",
         f"Resource::arn:aws:codebuild:{region}:{account}:report-group/*": "CDK Pipelines' default report groups.",
         f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/*": "CodeBuild log groups of the pipeline.",
     }
@@ -115,14 +155,25 @@ def acknowledge_pipeline(pipeline) -> None:  # noqa: ANN001 - a pipelines.CodePi
     for construct in pipeline.node.find_all():
         if isinstance(construct, codebuild.CfnProject):
             project_id = stack.resolve(construct.logical_id)
-            _ack(pipeline, iam5.format(f"Resource::arn:aws:codebuild:{region}:{account}:report-group/<{project_id}>-*"),
-                 "The project's own report groups (CodeBuild's default grant).")
-            _ack(pipeline, iam5.format(f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/"
-                                       f"<{project_id}>:*"),
-                 "The project's own log streams (CodeBuild's default grant).")
-    _ack(pipeline, "AwsSolutions::AwsSolutions-CB4",
-         "CDK Pipelines' build projects write only to the artifact bucket, which is encrypted with the "
-         "pipeline's KMS key; their build environment holds no data at rest.")
-    _ack(pipeline.pipeline.artifact_bucket, "AwsSolutions::AwsSolutions-S1",
-         "The artifact bucket is written only by the pipeline's own roles (CloudTrail records them); an "
-         "access-log bucket for it would hold nothing more.")
+            _ack(
+                pipeline,
+                iam5.format(f"Resource::arn:aws:codebuild:{region}:{account}:report-group/<{project_id}>-*"),
+                "The project's own report groups (CodeBuild's default grant).",
+            )
+            _ack(
+                pipeline,
+                iam5.format(f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/<{project_id}>:*"),
+                "The project's own log streams (CodeBuild's default grant).",
+            )
+    _ack(
+        pipeline,
+        "AwsSolutions::AwsSolutions-CB4",
+        "CDK Pipelines' build projects write only to the artifact bucket, which is encrypted with the "
+        "pipeline's KMS key; their build environment holds no data at rest.",
+    )
+    _ack(
+        pipeline.pipeline.artifact_bucket,
+        "AwsSolutions::AwsSolutions-S1",
+        "The artifact bucket is written only by the pipeline's own roles (CloudTrail records them); an "
+        "access-log bucket for it would hold nothing more.",
+    )

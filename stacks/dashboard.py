@@ -2,6 +2,7 @@
 Per-node and per-pod series use SEARCH expressions (nodes and pods come and go); every metric name in them
 is checked against the names the real stack exports (stacks/observability_metrics.py) or is a Container
 Insights metric."""
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -20,8 +21,11 @@ PERIOD = cdk.Duration.minutes(1)
 def search(namespace: str, dimensions: list[str], metric: str, cluster_name: str, statistic: str) -> cw.MathExpression:
     schema = ",".join([namespace, *dimensions])
     return cw.MathExpression(
-        expression=f"SEARCH('{{{schema}}} MetricName=\"{metric}\" ClusterName=\"{cluster_name}\"', "
-                   f"'{statistic}', {PERIOD.to_seconds()})", label="", period=PERIOD)
+        expression=f'SEARCH(\'{{{schema}}} MetricName="{metric}" ClusterName="{cluster_name}"\', '
+        f"'{statistic}', {PERIOD.to_seconds()})",
+        label="",
+        period=PERIOD,
+    )
 
 
 def ray_search(name: str, by: str, cluster_name: str, statistic: str = "Average") -> cw.MathExpression:
@@ -40,56 +44,140 @@ def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidg
 
     latency_queries = "\n".join(
         f"- {what} p{q}: `{quantile_query(metric, cluster_name, f'0.{q}')}`"
-        for what, metric in (("TTFT", "ray_vllm_time_to_first_token_seconds"),
-                             ("ITL", "ray_vllm_inter_token_latency_seconds"),
-                             ("E2E", "ray_vllm_e2e_request_latency_seconds")) for q in ("50", "99"))
+        for what, metric in (
+            ("TTFT", "ray_vllm_time_to_first_token_seconds"),
+            ("ITL", "ray_vllm_inter_token_latency_seconds"),
+            ("E2E", "ray_vllm_e2e_request_latency_seconds"),
+        )
+        for q in ("50", "99")
+    )
     return [
-        [cw.GraphWidget(title="Requests by status class (per minute)", width=WIDTH, height=HEIGHT,
-                        left=[ray_search("ray_serve_num_http_requests_total", "status_class", cluster_name, "Sum")]),
-         cw.GraphWidget(title="Requests in flight", width=WIDTH, height=HEIGHT,
-                        left=[ray_metric("ray_serve_num_ongoing_http_requests", cluster_name, "Sum")]),
-         cw.AlarmWidget(title="5xx share of requests", width=WIDTH, height=HEIGHT, alarm=alarms["Http5xx"])],
-        [cw.AlarmWidget(title=f"TTFT p99 (SLO {ttft_slo:g} s)", width=WIDTH, height=HEIGHT, alarm=alarms["TtftP99"]),
-         cw.TextWidget(width=2 * WIDTH, height=HEIGHT, markdown=(
-             "### TTFT / ITL / E2E p50 and p99 (PromQL, Query Studio)\nThe latency histograms arrive over OTLP; "
-             "CloudWatch dashboards built by CDK have no PromQL graph, so the queries are here:\n"
-             + latency_queries))],
-        [cw.GraphWidget(title="Queued requests: prefill vs decode", width=WIDTH, height=HEIGHT,
-                        left=per_deployment("ray_serve_deployment_queued_queries")),
-         cw.GraphWidget(title="Processing requests: prefill vs decode", width=WIDTH, height=HEIGHT,
-                        left=per_deployment("ray_serve_replica_processing_queries", "Sum")),
-         cw.GraphWidget(title="Target replicas: prefill vs decode", width=WIDTH, height=HEIGHT,
-                        left=per_deployment("ray_serve_autoscaling_target_replicas", "Maximum"))],
-        [cw.GraphWidget(title="GPU utilization % per node", width=WIDTH, height=HEIGHT,
-                        left=[node_search("node_gpu_utilization", cluster_name)]),
-         cw.GraphWidget(title="GPU memory used % per node", width=WIDTH, height=HEIGHT,
-                        left=[node_search("node_gpu_memory_utilization", cluster_name)]),
-         cw.GraphWidget(title="Engine requests running / waiting per pod", width=WIDTH, height=HEIGHT,
-                        left=[ray_search("ray_vllm_num_requests_running", "pod_name", cluster_name)],
-                        right=[ray_search("ray_vllm_num_requests_waiting", "pod_name", cluster_name)])],
-        [cw.GraphWidget(title="EFA bytes received per node", width=WIDTH, height=HEIGHT,
-                        left=[node_search("node_efa_rx_bytes", cluster_name)]),
-         cw.GraphWidget(title="EFA bytes sent per node", width=WIDTH, height=HEIGHT,
-                        left=[node_search("node_efa_tx_bytes", cluster_name)]),
-         cw.AlarmStatusWidget(title="Alarms", width=WIDTH, height=HEIGHT, alarms=list(alarms.values()))],
-        [cw.GraphWidget(title="KV-cache usage per pod (0-1)", width=WIDTH, height=HEIGHT,
-                        left=[ray_search("ray_vllm_kv_cache_usage_perc", "pod_name", cluster_name)]),
-         cw.GraphWidget(title="Prefix-cache hit rate %", width=WIDTH, height=HEIGHT, left=[cw.MathExpression(
-             expression="100 * hits / prompt", label="cached prompt tokens %", period=PERIOD, using_metrics={
-                 "hits": ray_metric("ray_vllm_prompt_tokens_cached_total", cluster_name, "Sum"),
-                 "prompt": ray_metric("ray_vllm_prompt_tokens_total", cluster_name, "Sum")})]),
-         cw.TextWidget(width=WIDTH, height=HEIGHT, markdown=(
-             "### KV transfer (NIXL, PromQL)\n"
-             f"- time p99: `{quantile_query('ray_vllm_nixl_xfer_time_seconds', cluster_name, '0.99')}`\n"
-             f"- bytes/s: `sum(rate({check('ray_vllm_nixl_bytes_transferred')}{{ClusterName=\"{cluster_name}\"}}[5m]))`"
-             "\n- transport: alarm NIXL not on EFA (worker logs)"))],
+        [
+            cw.GraphWidget(
+                title="Requests by status class (per minute)",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[ray_search("ray_serve_num_http_requests_total", "status_class", cluster_name, "Sum")],
+            ),
+            cw.GraphWidget(
+                title="Requests in flight",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[ray_metric("ray_serve_num_ongoing_http_requests", cluster_name, "Sum")],
+            ),
+            cw.AlarmWidget(title="5xx share of requests", width=WIDTH, height=HEIGHT, alarm=alarms["Http5xx"]),
+        ],
+        [
+            cw.AlarmWidget(title=f"TTFT p99 (SLO {ttft_slo:g} s)", width=WIDTH, height=HEIGHT, alarm=alarms["TtftP99"]),
+            cw.TextWidget(
+                width=2 * WIDTH,
+                height=HEIGHT,
+                markdown=(
+                    "### TTFT / ITL / E2E p50 and p99 (PromQL, Query Studio)\nThe latency histograms arrive over OTLP; "
+                    "CloudWatch dashboards built by CDK have no PromQL graph, so the queries are here:\n"
+                    + latency_queries
+                ),
+            ),
+        ],
+        [
+            cw.GraphWidget(
+                title="Queued requests: prefill vs decode",
+                width=WIDTH,
+                height=HEIGHT,
+                left=per_deployment("ray_serve_deployment_queued_queries"),
+            ),
+            cw.GraphWidget(
+                title="Processing requests: prefill vs decode",
+                width=WIDTH,
+                height=HEIGHT,
+                left=per_deployment("ray_serve_replica_processing_queries", "Sum"),
+            ),
+            cw.GraphWidget(
+                title="Target replicas: prefill vs decode",
+                width=WIDTH,
+                height=HEIGHT,
+                left=per_deployment("ray_serve_autoscaling_target_replicas", "Maximum"),
+            ),
+        ],
+        [
+            cw.GraphWidget(
+                title="GPU utilization % per node",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[node_search("node_gpu_utilization", cluster_name)],
+            ),
+            cw.GraphWidget(
+                title="GPU memory used % per node",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[node_search("node_gpu_memory_utilization", cluster_name)],
+            ),
+            cw.GraphWidget(
+                title="Engine requests running / waiting per pod",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[ray_search("ray_vllm_num_requests_running", "pod_name", cluster_name)],
+                right=[ray_search("ray_vllm_num_requests_waiting", "pod_name", cluster_name)],
+            ),
+        ],
+        [
+            cw.GraphWidget(
+                title="EFA bytes received per node",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[node_search("node_efa_rx_bytes", cluster_name)],
+            ),
+            cw.GraphWidget(
+                title="EFA bytes sent per node",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[node_search("node_efa_tx_bytes", cluster_name)],
+            ),
+            cw.AlarmStatusWidget(title="Alarms", width=WIDTH, height=HEIGHT, alarms=list(alarms.values())),
+        ],
+        [
+            cw.GraphWidget(
+                title="KV-cache usage per pod (0-1)",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[ray_search("ray_vllm_kv_cache_usage_perc", "pod_name", cluster_name)],
+            ),
+            cw.GraphWidget(
+                title="Prefix-cache hit rate %",
+                width=WIDTH,
+                height=HEIGHT,
+                left=[
+                    cw.MathExpression(
+                        expression="100 * hits / prompt",
+                        label="cached prompt tokens %",
+                        period=PERIOD,
+                        using_metrics={
+                            "hits": ray_metric("ray_vllm_prompt_tokens_cached_total", cluster_name, "Sum"),
+                            "prompt": ray_metric("ray_vllm_prompt_tokens_total", cluster_name, "Sum"),
+                        },
+                    )
+                ],
+            ),
+            cw.TextWidget(
+                width=WIDTH,
+                height=HEIGHT,
+                markdown=(
+                    "### KV transfer (NIXL, PromQL)\n"
+                    f"- time p99: `{quantile_query('ray_vllm_nixl_xfer_time_seconds', cluster_name, '0.99')}`\n"
+                    f'- bytes/s: `sum(rate({check("ray_vllm_nixl_bytes_transferred")}{{ClusterName="{cluster_name}"}}[5m]))`'
+                    "\n- transport: alarm NIXL not on EFA (worker logs)"
+                ),
+            ),
+        ],
     ]
 
 
 class StageDashboard(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, ttft_slo: float,
-                 alarms: dict) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster_name: str, ttft_slo: float, alarms: dict
+    ) -> None:
         super().__init__(scope, construct_id)
-        self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3),
-                                      widgets=rows(cluster_name, ttft_slo, alarms))
+        self.dashboard = cw.Dashboard(
+            self, "Dashboard", default_interval=cdk.Duration.hours(3), widgets=rows(cluster_name, ttft_slo, alarms)
+        )
         self.dashboard_name = self.dashboard.dashboard_name  # CloudFormation's name, in the stack outputs

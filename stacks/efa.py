@@ -2,6 +2,7 @@
 
 No CDK construct knows EFA: the interfaces go into an L1 launch template (see nodegroups.py).
 """
+
 from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
@@ -12,17 +13,27 @@ class EfaNetwork(Construct):
     """The EFA security group (all traffic to and from itself) and the launch template's network
     interfaces: one EFA interface per network card that has one."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, cluster_security_group_id: str,
-                 interface_count: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        cluster_security_group_id: str,
+        interface_count: int,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
-            self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
             description="EFA - all traffic between the GPU nodes EFA interfaces and nothing else",
         )
-        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(),
-                                             "EFA traffic from the GPU nodes")
-        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(),
-                                            "EFA traffic to the GPU nodes")
+        self.security_group.add_ingress_rule(
+            self.security_group, ec2.Port.all_traffic(), "EFA traffic from the GPU nodes"
+        )
+        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "EFA traffic to the GPU nodes")
         self._groups = [self.security_group.security_group_id, cluster_security_group_id]
         self.interface_count = interface_count
 

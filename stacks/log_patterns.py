@@ -8,6 +8,7 @@ event text (for a Container Insights application log event, the JSON document Fl
 container's line in its `log` field). No `?` (OR), no JSON or space-delimited patterns, no regex: the
 evaluator refuses them, so a pattern outside the subset cannot be tested as if it were inside.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,7 +1,8 @@
 """The VPC: public and private subnets over the stage's AZs, NAT, flow logs, a closed default SG."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -14,8 +15,7 @@ from config.schema import Network
 from .log_encryption import lambda_log_groups, logs_key
 from .retention import retention
 
-
-PRIVATE = "private"             # nodes and pods
+PRIVATE = "private"  # nodes and pods
 CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
 # Only the EKS control plane's ENIs (and the kubectl provider) live in CONTROL_PLANE, so network policies
 # can tell the API server's service proxy apart from pods by source address.
@@ -25,32 +25,49 @@ CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
 # Subnet Determination"). A Service or Ingress that names its subnets explicitly bypasses discovery.
 ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
-_SUBNET_TYPES = {"public": ec2.SubnetType.PUBLIC, PRIVATE: ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                 CONTROL_PLANE: ec2.SubnetType.PRIVATE_WITH_EGRESS}
+_SUBNET_TYPES = {
+    "public": ec2.SubnetType.PUBLIC,
+    PRIVATE: ec2.SubnetType.PRIVATE_WITH_EGRESS,
+    CONTROL_PLANE: ec2.SubnetType.PRIVATE_WITH_EGRESS,
+}
 
 
 class NetworkStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, zones: Sequence[str], network: Network,
-                 log_retention_days: int, **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        zones: Sequence[str],
+        network: Network,
+        log_retention_days: int,
+        **kwargs,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         # One key for the stage's log groups (flow logs here; control plane, Lambda and runner logs in
         # the cluster stack).
-        self.logs_key = logs_key(self, "LogsKey", "CloudWatch Logs of the stage: flow logs, control plane, "
-                                                  "Lambda handlers, verify runner")
+        self.logs_key = logs_key(
+            self, "LogsKey", "CloudWatch Logs of the stage: flow logs, control plane, Lambda handlers, verify runner"
+        )
         flow_log_group = logs.LogGroup(
-            self, "FlowLogs",
-            retention=retention(log_retention_days), encryption_key=self.logs_key,
+            self,
+            "FlowLogs",
+            retention=retention(log_retention_days),
+            encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.vpc = ec2.Vpc(
-            self, "Vpc",
+            self,
+            "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
             availability_zones=list(zones),  # literal names from the stage file: no lookup
             nat_gateways=network.nat_gateways,
             restrict_default_security_group=True,
             # The layout config/derived.py checks the VPC CIDR against (SUBNET_LAYOUT: one place).
-            subnet_configuration=[ec2.SubnetConfiguration(name=group, subnet_type=_SUBNET_TYPES[group], cidr_mask=mask)
-                                  for group, mask in SUBNET_LAYOUT],
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name=group, subnet_type=_SUBNET_TYPES[group], cidr_mask=mask)
+                for group, mask in SUBNET_LAYOUT
+            ],
             flow_logs={
                 "all-traffic": ec2.FlowLogOptions(
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group),
@@ -79,4 +96,3 @@ class NetworkStack(cdk.Stack):
         # CDK's handler that empties the default security group: a singleton at the stack's root.
         handler = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
         lambda_log_groups([handler], self.logs_key, retention(log_retention_days))
-

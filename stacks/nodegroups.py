@@ -1,7 +1,6 @@
 """The two managed nodegroups: `system` (operator, Ray head) and `gpu-worker` (vLLM engines)."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -38,9 +37,15 @@ GPU_MAX_UNAVAILABLE = 1
 GPU_UPDATE_STRATEGY = "MINIMAL"
 
 
-def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib: int,
-                         instance_type: Optional[str] = None, network_interfaces: Optional[list] = None,
-                         placement_group: Optional[ec2.CfnPlacementGroup] = None) -> ec2.CfnLaunchTemplate:
+def node_launch_template(
+    scope: Construct,
+    construct_id: str,
+    *,
+    root_volume_gib: int,
+    instance_type: str | None = None,
+    network_interfaces: list | None = None,
+    placement_group: ec2.CfnPlacementGroup | None = None,
+) -> ec2.CfnLaunchTemplate:
     """IMDSv2 only, with a response hop limit of 1: the answer cannot cross the extra hop into a pod's
     network namespace, so a pod that stays in its own namespace cannot read the node role's credentials.
     (A privileged pod, root on its node, can: SECURITY.md says what contains the privileged GPU workers.)
@@ -50,19 +55,25 @@ def node_launch_template(scope: Construct, construct_id: str, *, root_volume_gib
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=IMDS_HOP_LIMIT,
         ),
         block_device_mappings=[
             ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
                 device_name="/dev/xvda",
                 ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                    volume_size=root_volume_gib, volume_type="gp3", encrypted=True, delete_on_termination=True,
+                    volume_size=root_volume_gib,
+                    volume_type="gp3",
+                    encrypted=True,
+                    delete_on_termination=True,
                 ),
             )
         ],
         network_interfaces=network_interfaces,
         placement=ec2.CfnLaunchTemplate.PlacementProperty(group_name=placement_group.ref)
-        if placement_group is not None else None,
+        if placement_group is not None
+        else None,
     )
     return ec2.CfnLaunchTemplate(scope, construct_id, launch_template_data=data)
 
@@ -77,24 +88,29 @@ def add_system_nodegroup(cluster: eks.Cluster, *, group: SystemNodegroup) -> eks
         "SystemNodegroup",
         ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
         instance_types=[ec2.InstanceType(group.instance_type)],
-        min_size=group.min_size, desired_size=group.desired_size, max_size=group.max_size,
+        min_size=group.min_size,
+        desired_size=group.desired_size,
+        max_size=group.max_size,
         labels=SYSTEM_LABELS,
         launch_template_spec=_spec(template),
         subnets=ec2.SubnetSelection(subnet_group_name=PRIVATE),
     )
 
 
-def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
-                      efa: Optional[EfaNetwork]) -> eks.Nodegroup:
+def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str, efa: EfaNetwork | None) -> eks.Nodegroup:
     """Pinned to exactly one private subnet, in the GPU AZ: EFA traffic cannot cross AZs. A cluster
     placement group (optional) packs the nodes closer, at the risk of InsufficientInstanceCapacity."""
-    placement_group = ec2.CfnPlacementGroup(cluster.stack, "GpuPlacementGroup", strategy="cluster") \
-        if group.placement_group else None
+    placement_group = (
+        ec2.CfnPlacementGroup(cluster.stack, "GpuPlacementGroup", strategy="cluster") if group.placement_group else None
+    )
     # The GPU instance type goes in the launch template, not the nodegroup: CDK's nodegroup checks the
     # AMI type against a GPU family list that lacks p5 and newer, and would refuse AL2023_X86_64_NVIDIA.
     template = node_launch_template(
-        cluster.stack, "GpuLaunchTemplate", root_volume_gib=group.root_volume_gib,
-        instance_type=group.instance_type, network_interfaces=efa.network_interfaces() if efa else None,
+        cluster.stack,
+        "GpuLaunchTemplate",
+        root_volume_gib=group.root_volume_gib,
+        instance_type=group.instance_type,
+        network_interfaces=efa.network_interfaces() if efa else None,
         placement_group=placement_group,
     )
     low, desired, high = group.sizes
@@ -102,7 +118,9 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str,
         "GpuNodegroup",
         ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
         capacity_type=_CAPACITY[group.capacity_type],
-        min_size=low, desired_size=desired, max_size=high,
+        min_size=low,
+        desired_size=desired,
+        max_size=high,
         labels=GPU_LABELS,
         taints=[GPU_TAINT],
         launch_template_spec=_spec(template),

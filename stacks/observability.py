@@ -17,9 +17,11 @@ IMDS_HOP_LIMIT), so it cannot find its region or mode in instance metadata; it g
 (`SCRAPER_ENV`, `agent.region`). docs/OBSERVABILITY.md, "The scraper's region, mode and credentials",
 has the agent source this follows.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -30,9 +32,17 @@ from constructs import Construct, IDependable
 
 from config import versions
 from config.names import CONTAINER_INSIGHTS_LOG_KINDS
-from config.topology import (CLOUDWATCH_NAMESPACE, CLOUDWATCH_OBSERVABILITY_ADDON, CLOUDWATCH_SERVICE_ACCOUNT,
-                             POD_IDENTITY_AGENT_ADDON, RAY_METRICS_NAMESPACE, RAY_METRICS_PORT_NAME, RAY_SCRAPER_NAME,
-                             SYSTEM_LABELS, container_insights_log_group)
+from config.topology import (
+    CLOUDWATCH_NAMESPACE,
+    CLOUDWATCH_OBSERVABILITY_ADDON,
+    CLOUDWATCH_SERVICE_ACCOUNT,
+    POD_IDENTITY_AGENT_ADDON,
+    RAY_METRICS_NAMESPACE,
+    RAY_METRICS_PORT_NAME,
+    RAY_SCRAPER_NAME,
+    SYSTEM_LABELS,
+    container_insights_log_group,
+)
 
 from .observability_metrics import EMF_METRICS, EMF_METRICS_BY_DIMENSION, HISTOGRAMS, check
 
@@ -76,10 +86,16 @@ def _ray_targets(cluster_name: str, namespace: str) -> dict[str, Any]:
         "scrape_interval": SCRAPE_INTERVAL,
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
         "relabel_configs": [
-            {"source_labels": ["__meta_kubernetes_pod_label_ray_io_node_type"], "regex": "head|worker",
-             "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": RAY_METRICS_PORT_NAME,
-             "action": "keep"},
+            {
+                "source_labels": ["__meta_kubernetes_pod_label_ray_io_node_type"],
+                "regex": "head|worker",
+                "action": "keep",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "regex": RAY_METRICS_PORT_NAME,
+                "action": "keep",
+            },
             {"target_label": "ClusterName", "replacement": cluster_name},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod_name"},
             {"source_labels": ["__meta_kubernetes_pod_label_ray_io_group"], "target_label": "ray_group"},
@@ -89,8 +105,7 @@ def _ray_targets(cluster_name: str, namespace: str) -> dict[str, Any]:
 
 
 def _keep(names: Sequence[str], suffix: str = "") -> dict[str, Any]:
-    return {"source_labels": ["__name__"], "regex": f"({'|'.join(check(n) for n in names)}){suffix}",
-            "action": "keep"}
+    return {"source_labels": ["__name__"], "regex": f"({'|'.join(check(n) for n in names)}){suffix}", "action": "keep"}
 
 
 def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
@@ -99,8 +114,12 @@ def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
     job = _ray_targets(cluster_name, namespace)
     job["metric_relabel_configs"] = [
         _keep(EMF_METRICS),
-        {"source_labels": ["status_code"], "regex": "([0-9])[0-9][0-9]", "target_label": "status_class",
-         "replacement": "${1}xx"},
+        {
+            "source_labels": ["status_code"],
+            "regex": "([0-9])[0-9][0-9]",
+            "target_label": "status_class",
+            "replacement": "${1}xx",
+        },
     ]
     return {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [job]}
 
@@ -114,25 +133,32 @@ def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
     calling config-modifier 197-204), and the agent asks metadata for one only in ec2 mode
     (translator/util/sdkutil.go:125-148); translator/translate/agent/ruleRegion.go:27-31 takes this value
     first, and without it fails with "Region info is missing for mode" (35-37)."""
+
     def declaration(names: tuple[str, ...], dimension: str) -> dict[str, Any]:
-        return {"source_labels": ["job"], "label_matcher": "^ray$",
-                "dimensions": [["ClusterName"], ["ClusterName", dimension]],
-                "metric_selectors": [f"^{check(n)}$" for n in names]}
+        return {
+            "source_labels": ["job"],
+            "label_matcher": "^ray$",
+            "dimensions": [["ClusterName"], ["ClusterName", dimension]],
+            "metric_selectors": [f"^{check(n)}$" for n in names],
+        }
 
     return {
         "agent": {"region": region},
         "logs": {
-            "metrics_collected": {"prometheus": {
-                "cluster_name": cluster_name,
-                "log_group_name": container_insights_log_group(cluster_name, "prometheus"),
-                "prometheus_config_path": PROMETHEUS_CONFIG_PATH,
-                "emf_processor": {
-                    "metric_declaration_dedup": True,
-                    "metric_namespace": RAY_METRICS_NAMESPACE,
-                    "metric_declaration": [declaration(names, dimension)
-                                           for dimension, names in EMF_METRICS_BY_DIMENSION.items()],
-                },
-            }},
+            "metrics_collected": {
+                "prometheus": {
+                    "cluster_name": cluster_name,
+                    "log_group_name": container_insights_log_group(cluster_name, "prometheus"),
+                    "prometheus_config_path": PROMETHEUS_CONFIG_PATH,
+                    "emf_processor": {
+                        "metric_declaration_dedup": True,
+                        "metric_namespace": RAY_METRICS_NAMESPACE,
+                        "metric_declaration": [
+                            declaration(names, dimension) for dimension, names in EMF_METRICS_BY_DIMENSION.items()
+                        ],
+                    },
+                }
+            },
             "force_flush_interval": 5,
         },
     }
@@ -147,11 +173,22 @@ def ray_histogram_otel_config(cluster_name: str, namespace: str, region: str) ->
     return {
         "extensions": {"sigv4auth/pd_ray_metrics": {"region": region, "service": "monitoring"}},
         "receivers": {"prometheus/pd_ray_histograms": {"config": {"scrape_configs": [job]}}},
-        "exporters": {"otlphttp/pd_ray_metrics": {
-            "endpoint": f"https://monitoring.{region}.amazonaws.com:443", "tls": {"insecure": False},
-            "auth": {"authenticator": "sigv4auth/pd_ray_metrics"}}},
-        "service": {"extensions": ["sigv4auth/pd_ray_metrics"], "pipelines": {"metrics/pd_ray_histograms": {
-            "receivers": ["prometheus/pd_ray_histograms"], "exporters": ["otlphttp/pd_ray_metrics"]}}},
+        "exporters": {
+            "otlphttp/pd_ray_metrics": {
+                "endpoint": f"https://monitoring.{region}.amazonaws.com:443",
+                "tls": {"insecure": False},
+                "auth": {"authenticator": "sigv4auth/pd_ray_metrics"},
+            }
+        },
+        "service": {
+            "extensions": ["sigv4auth/pd_ray_metrics"],
+            "pipelines": {
+                "metrics/pd_ray_histograms": {
+                    "receivers": ["prometheus/pd_ray_histograms"],
+                    "exporters": ["otlphttp/pd_ray_metrics"],
+                }
+            },
+        },
     }
 
 
@@ -183,10 +220,17 @@ def addon_configuration(cluster_name: str, namespace: str, region: str) -> dict[
         "manager": {"applicationSignals": {"autoMonitor": dict(AUTO_MONITOR)}},
         "agents": [
             {"name": "cloudwatch-agent"},  # the chart's default node agent, kept
-            {"name": RAY_SCRAPER_NAME, "mode": "deployment", "replicas": 1, "hostNetwork": False,
-             "nodeSelector": dict(SYSTEM_LABELS), "env": [dict(v) for v in SCRAPER_ENV], "config": config,
-             "otelConfig": ray_histogram_otel_config(cluster_name, namespace, region),
-             "prometheus": {"config": ray_scrape_config(cluster_name, namespace)}},
+            {
+                "name": RAY_SCRAPER_NAME,
+                "mode": "deployment",
+                "replicas": 1,
+                "hostNetwork": False,
+                "nodeSelector": dict(SYSTEM_LABELS),
+                "env": [dict(v) for v in SCRAPER_ENV],
+                "config": config,
+                "otelConfig": ray_histogram_otel_config(cluster_name, namespace, region),
+                "prometheus": {"config": ray_scrape_config(cluster_name, namespace)},
+            },
         ],
     }
 
@@ -209,40 +253,75 @@ def pod_identity_principal(cluster_arn: str, namespace: str, service_account: st
     condition on a key the service does not send would refuse every assumption.
     aws-cdk-lib 2.275.0 aws-iam/lib/principals.js: PrincipalWithConditions adds its conditions to the
     principal's statement, SessionTagsPrincipal adds sts:TagSession to that same statement."""
-    return iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({"StringEquals": {
-        "aws:RequestTag/eks-cluster-arn": cluster_arn,
-        "aws:RequestTag/kubernetes-namespace": namespace,
-        "aws:RequestTag/kubernetes-service-account": service_account,
-    }}).with_session_tags()
+    return (
+        iam.ServicePrincipal("pods.eks.amazonaws.com")
+        .with_conditions(
+            {
+                "StringEquals": {
+                    "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                    "aws:RequestTag/kubernetes-namespace": namespace,
+                    "aws:RequestTag/kubernetes-service-account": service_account,
+                }
+            }
+        )
+        .with_session_tags()
+    )
 
 
 class Observability(Construct):
     """The add-on, its Pod Identity role and association, the Pod Identity agent, and the log groups."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, cluster_name: str,
-                 serving_namespace: str, logs_key: kms.IKey, retention: logs.RetentionDays,
-                 nodes: Sequence[IDependable]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        cluster_name: str,
+        serving_namespace: str,
+        logs_key: kms.IKey,
+        retention: logs.RetentionDays,
+        nodes: Sequence[IDependable],
+    ) -> None:
         super().__init__(scope, construct_id)
         region = cdk.Stack.of(self).region
-        self.log_groups = {kind: logs.LogGroup(
-            self, f"Logs-{kind}", log_group_name=container_insights_log_group(cluster_name, kind), retention=retention,
-            encryption_key=logs_key, removal_policy=cdk.RemovalPolicy.DESTROY) for kind in LOG_KINDS}
+        self.log_groups = {
+            kind: logs.LogGroup(
+                self,
+                f"Logs-{kind}",
+                log_group_name=container_insights_log_group(cluster_name, kind),
+                retention=retention,
+                encryption_key=logs_key,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
+            )
+            for kind in LOG_KINDS
+        }
         self.application_logs = self.log_groups["application"]
 
-        self.role = iam.Role(self, "AgentRole",
-                             assumed_by=pod_identity_principal(cluster.cluster_arn, CLOUDWATCH_NAMESPACE,
-                                                               CLOUDWATCH_SERVICE_ACCOUNT),
-                             description=f"CloudWatch agent and Fluent Bit of {cluster_name} (Pod Identity)",
-                             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(
-                                 "CloudWatchAgentServerPolicy")])
+        self.role = iam.Role(
+            self,
+            "AgentRole",
+            assumed_by=pod_identity_principal(cluster.cluster_arn, CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT),
+            description=f"CloudWatch agent and Fluent Bit of {cluster_name} (Pod Identity)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")],
+        )
         self.agent = eks.Addon(self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON)
         self.association = eks.CfnPodIdentityAssociation(
-            self, "AgentAccess", cluster_name=cluster.cluster_name, namespace=CLOUDWATCH_NAMESPACE,
-            service_account=CLOUDWATCH_SERVICE_ACCOUNT, role_arn=self.role.role_arn)
-        self.addon = eks.Addon(self, "CloudWatchObservability", cluster=cluster,
-                               addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
-                               addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
-                               configuration_values=addon_configuration(cluster_name, serving_namespace, region))
+            self,
+            "AgentAccess",
+            cluster_name=cluster.cluster_name,
+            namespace=CLOUDWATCH_NAMESPACE,
+            service_account=CLOUDWATCH_SERVICE_ACCOUNT,
+            role_arn=self.role.role_arn,
+        )
+        self.addon = eks.Addon(
+            self,
+            "CloudWatchObservability",
+            cluster=cluster,
+            addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
+            addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
+            configuration_values=addon_configuration(cluster_name, serving_namespace, region),
+        )
         # Log groups first (or the agents create them, never expiring, and CloudFormation then fails);
         # credentials before the agents start; nodes to run on. The same DependsOn orders the destroy: "Resource
         # A is deleted before resource B" when A depends on B (CloudFormation Template Reference, DependsOn

@@ -3,9 +3,8 @@
 Its own stack, so that changing the model, the engine or the replicas changes only this stack's
 manifest resource: never the VPC, the cluster or a nodegroup.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import aws_cdk as cdk
 import cdk8s
@@ -21,16 +20,33 @@ from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, se
 from .observability import pod_identity_principal
 
 
-
 class ServingStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster,
-                 kuberay_operator: eks.HelmChart, serving: Serving, image: str,
-                 worker_resources: PodResources, worker_count: int, api_proxy_cidrs: list[str],
-                 pod_identity_agent: Optional[eks.Addon] = None, observed: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        kuberay_operator: eks.HelmChart,
+        serving: Serving,
+        image: str,
+        worker_resources: PodResources,
+        worker_count: int,
+        api_proxy_cidrs: list[str],
+        pod_identity_agent: eks.Addon | None = None,
+        observed: bool = False,
+        **kwargs,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.chart = InferenceChart(
-            cdk8s.App(), "inference", serving=serving, image=image, region=self.region,
-            worker_resources=worker_resources, worker_count=worker_count, api_proxy_cidrs=api_proxy_cidrs,
+            cdk8s.App(),
+            "inference",
+            serving=serving,
+            image=image,
+            region=self.region,
+            worker_resources=worker_resources,
+            worker_count=worker_count,
+            api_proxy_cidrs=api_proxy_cidrs,
             observed=observed,
         )
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
@@ -42,19 +58,20 @@ class ServingStack(cdk.Stack):
                 "pd-inference:unsafe-engine-args",
                 f"{serving.service_name}: vLLM runs with {', '.join(serving.allow_unsafe_engine_args)} turned on, as "
                 "the stage file allows with serving.allow_unsafe_engine_args (code from the model repository, or "
-                "inputs the server deserializes). Remove them unless the model needs them.")
+                "inputs the server deserializes). Remove them unless the model needs them.",
+            )
 
         if serving.hf_token_secret:
             self._grant_token(cluster, serving, pod_identity_agent)
 
-        cdk.CfnOutput(self, "ServeService",
-                      value=serve_address(serving.service_name, serving.namespace))
+        cdk.CfnOutput(self, "ServeService", value=serve_address(serving.service_name, serving.namespace))
 
-    def _grant_token(self, cluster: eks.Cluster, serving: Serving, pod_identity_agent: Optional[eks.Addon]) -> None:
+    def _grant_token(self, cluster: eks.Cluster, serving: Serving, pod_identity_agent: eks.Addon | None) -> None:
         """Pod Identity: the Ray pods' service account may read exactly the token secret. The agent add-on
         is the cluster stack's when it has one (observability on): EKS allows one per cluster."""
-        agent = pod_identity_agent or eks.Addon(self, "PodIdentityAgent", cluster=cluster,
-                                                addon_name=POD_IDENTITY_AGENT_ADDON)
+        agent = pod_identity_agent or eks.Addon(
+            self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON
+        )
         provider = eks.Addon(self, "SecretsProvider", cluster=cluster, addon_name=SECRETS_PROVIDER_ADDON)
         # Trusted for the Ray pods' service account of this cluster only (stacks/observability.py,
         # pod_identity_principal, has the EKS documentation). The cluster's ARN from its name, which this stack
@@ -62,21 +79,34 @@ class ServingStack(cdk.Stack):
         # arn:${Partition}:eks:${Region}:${Account}:cluster/${ClusterName} (Service Authorization Reference,
         # "Actions, resources, and condition keys for Amazon Elastic Kubernetes Service"), and this stack shares
         # the cluster stack's account and region (one cdk.Stage). No new export from the cluster stack.
-        cluster_arn = cdk.Arn.format(cdk.ArnComponents(
-            service="eks", resource="cluster", resource_name=cluster.cluster_name,
-            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME), self)
+        cluster_arn = cdk.Arn.format(
+            cdk.ArnComponents(
+                service="eks",
+                resource="cluster",
+                resource_name=cluster.cluster_name,
+                arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+            ),
+            self,
+        )
         role = iam.Role(
-            self, "HfTokenReader",
+            self,
+            "HfTokenReader",
             assumed_by=pod_identity_principal(cluster_arn, serving.namespace, serving.service_name),
             description=f"Ray pods of {serving.service_name} read the Hugging Face token",
         )
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-            resources=[self.secret_arn(serving.hf_token_secret)],
-        ))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[self.secret_arn(serving.hf_token_secret)],
+            )
+        )
         association = eks.CfnPodIdentityAssociation(
-            self, "HfTokenAccess", cluster_name=cluster.cluster_name, namespace=serving.namespace,
-            service_account=serving.service_name, role_arn=role.role_arn,
+            self,
+            "HfTokenAccess",
+            cluster_name=cluster.cluster_name,
+            namespace=serving.namespace,
+            service_account=serving.service_name,
+            role_arn=role.role_arn,
         )
         self.manifest.node.add_dependency(agent, provider, association)
 
@@ -85,6 +115,12 @@ class ServingStack(cdk.Stack):
         a random 6-character suffix to every secret's ARN)."""
         if secret.startswith("arn:"):
             return secret
-        return cdk.Arn.format(cdk.ArnComponents(
-            service="secretsmanager", resource="secret", resource_name=f"{secret}-??????",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME), self)
+        return cdk.Arn.format(
+            cdk.ArnComponents(
+                service="secretsmanager",
+                resource="secret",
+                resource_name=f"{secret}-??????",
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            self,
+        )

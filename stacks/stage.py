@@ -1,4 +1,5 @@
 """One deployable environment: a cdk.Stage holding the network, cluster and serving stacks of a stage."""
+
 from __future__ import annotations
 
 import aws_cdk as cdk
@@ -25,27 +26,47 @@ class InferenceStage(cdk.Stage):
             # account the stacks are account-agnostic and the VPC takes the names as given.
             self.node.set_context(f"availability-zones:account={cfg.account}:region={cfg.region}", list(zones))
         self.network = NetworkStack(
-            self, "Network", stack_name=f"{cfg.stage}-network", zones=zones, network=cfg.network,
+            self,
+            "Network",
+            stack_name=f"{cfg.stage}-network",
+            zones=zones,
+            network=cfg.network,
             log_retention_days=cfg.cluster.log_retention_days,
             description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
         )
         self.cluster = ClusterStack(
-            self, "Cluster", stack_name=f"{cfg.stage}-cluster", stage=cfg.stage, vpc=self.network.vpc,
+            self,
+            "Cluster",
+            stack_name=f"{cfg.stage}-cluster",
+            stage=cfg.stage,
+            vpc=self.network.vpc,
             logs_key=self.network.logs_key,
-            cluster_name=cfg.cluster_name, cluster=cfg.cluster, system_nodegroup=cfg.system_nodegroup,
-            gpu_nodegroup=cfg.gpu_nodegroup, gpu_zone=cfg.gpu_availability_zone, addon_versions=cfg.addons,
-            observability=cfg.observability, serving_namespace=cfg.serving.namespace, tags=cfg.tags,
+            cluster_name=cfg.cluster_name,
+            cluster=cfg.cluster,
+            system_nodegroup=cfg.system_nodegroup,
+            gpu_nodegroup=cfg.gpu_nodegroup,
+            gpu_zone=cfg.gpu_availability_zone,
+            addon_versions=cfg.addons,
+            observability=cfg.observability,
+            serving_namespace=cfg.serving.namespace,
+            tags=cfg.tags,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
         self.serving = ServingStack(
-            self, "Serving", stack_name=f"{cfg.stage}-serving", cluster=self.cluster.cluster,
-            kuberay_operator=self.cluster.kuberay_operator, serving=cfg.serving, image=cfg.image,
-            worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
+            self,
+            "Serving",
+            stack_name=f"{cfg.stage}-serving",
+            cluster=self.cluster.cluster,
+            kuberay_operator=self.cluster.kuberay_operator,
+            serving=cfg.serving,
+            image=cfg.image,
+            worker_resources=worker_resources(cfg),
+            worker_count=cfg.gpu_nodegroup.count,
             api_proxy_cidrs=self.network.control_plane_cidrs,
             pod_identity_agent=self.cluster.observability.agent if self.cluster.observability else None,
             observed=cfg.observability.enabled,
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
-                        f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
+            f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )
         self.stacks: list[cdk.Stack] = [self.network, self.cluster, self.serving]
         for key, value in cfg.tags.items():
@@ -54,9 +75,19 @@ class InferenceStage(cdk.Stage):
     def rendering(self) -> StageRendering:
         """What this stage applies to Kubernetes, for the readable copy under cdk.out/k8s/."""
         releases = [
-            {"release": r.release, "namespace": r.namespace, "chart": r.pin.chart, "repository": r.pin.repository,
-             "version": r.version, "values": r.values}
+            {
+                "release": r.release,
+                "namespace": r.namespace,
+                "chart": r.pin.chart,
+                "repository": r.pin.repository,
+                "version": r.version,
+                "values": r.values,
+            }
             for r in self.cluster.helm_releases
         ]
-        return StageRendering(stage=self.cfg.stage, objects=self.serving.objects,
-                              serve_config=build_serve_config(self.cfg.serving), helm_releases=releases)
+        return StageRendering(
+            stage=self.cfg.stage,
+            objects=self.serving.objects,
+            serve_config=build_serve_config(self.cfg.serving),
+            helm_releases=releases,
+        )

@@ -6,10 +6,11 @@ operator without a bastion) uploads the project's source to its bucket and start
 The project is a plain CloudFormation resource with a hand-written, least-privilege role: loading the
 CodeBuild L2 module alone costs about 0.12 s on every synth of every stage.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -20,8 +21,13 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.topology import (VERIFY_GROUP, VERIFY_INSTALL_COMMANDS, VERIFY_SOURCE_KEY, verify_runner_name,
-                             verify_source_bucket)
+from config.topology import (
+    VERIFY_GROUP,
+    VERIFY_INSTALL_COMMANDS,
+    VERIFY_SOURCE_KEY,
+    verify_runner_name,
+    verify_source_bucket,
+)
 
 from .log_encryption import lambda_log_groups
 from .network import PRIVATE
@@ -41,17 +47,29 @@ def buildspec(stage: str) -> dict:
         "version": "0.2",
         "phases": {
             "install": {"runtime-versions": {"python": "3.11"}, "commands": list(VERIFY_INSTALL_COMMANDS)},
-            "build": {"commands": [
-                f"/tmp/ops/bin/python -m ops verify --stage {stage} --wait {VERIFY_WAIT_SECONDS}",
-            ]},
+            "build": {
+                "commands": [
+                    f"/tmp/ops/bin/python -m ops verify --stage {stage} --wait {VERIFY_WAIT_SECONDS}",
+                ]
+            },
         },
     }
 
 
 class VerifyRunner(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, cluster: eks.Cluster, vpc: ec2.IVpc,
-                 logs_key: kms.IKey, log_retention: logs.RetentionDays,
-                 application_logs: Optional[logs.ILogGroup] = None, tags: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        cluster: eks.Cluster,
+        vpc: ec2.IVpc,
+        logs_key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        application_logs: logs.ILogGroup | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
         """`application_logs`: the cluster's container log group when the stage collects them (verify reads it).
         `tags`: the stage's tags, written on the project in the template: CDK's tagging reaches only the resources
         it models, and the project is a plain CloudFormation resource. (Stack tags that a deployment passes,
@@ -80,18 +98,25 @@ class VerifyRunner(Construct):
         # s3:PutObject in the bucket policy, then lists every object version and delete marker
         # (ListObjectVersions) and deletes them (DeleteObjects) until none is left.
         self.bucket = s3.Bucket(
-            self, "Source", bucket_name=verify_source_bucket(stage, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION),
+            self,
+            "Source",
+            bucket_name=verify_source_bucket(stage, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION),
             encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True, versioned=True,
-            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(7),
-                                              noncurrent_version_expiration=cdk.Duration.days(1))],
-            removal_policy=cdk.RemovalPolicy.DESTROY, auto_delete_objects=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=cdk.Duration.days(7), noncurrent_version_expiration=cdk.Duration.days(1))
+            ],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            auto_delete_objects=True,
         )
         # The emptier's Lambda (CDK's singleton provider at the stack's root) logs into a group with a
         # retention and the stage's logs key, like every CDK handler here (tests/stacks/test_hardening.py).
         lambda_log_groups([stack.node.find_child(AUTO_DELETE_PROVIDER)], logs_key, log_retention)
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, encryption_key=logs_key,
-                                       removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, encryption_key=logs_key, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
         subnets = vpc.select_subnets(subnet_group_name=PRIVATE)
         prefix = f"arn:aws:ec2:{stack.region}:{stack.account}"
         statements = [
@@ -102,45 +127,83 @@ class VerifyRunner(Construct):
             {"Action": "eks:DescribeCluster", "Resource": cluster.cluster_arn},
             # CodeBuild in a VPC: describe calls have no resource-level permissions; the interface
             # permission is limited to CodeBuild and to this stage's private subnets.
-            {"Action": ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeDhcpOptions",
-                        "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets",
-                        "ec2:DescribeVpcs"], "Resource": "*"},
-            {"Action": "ec2:CreateNetworkInterfacePermission", "Resource": f"{prefix}:network-interface/*",
-             "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"},
-                           "ArnEquals": {"ec2:Subnet": [f"{prefix}:subnet/{s}" for s in subnets.subnet_ids]}}},
+            {
+                "Action": [
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeVpcs",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Action": "ec2:CreateNetworkInterfacePermission",
+                "Resource": f"{prefix}:network-interface/*",
+                "Condition": {
+                    "StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"},
+                    "ArnEquals": {"ec2:Subnet": [f"{prefix}:subnet/{s}" for s in subnets.subnet_ids]},
+                },
+            },
         ]
         if application_logs is not None:
             # verify's telemetry check (ops/telemetry.py): ListMetrics has no resource-level permissions;
             # the log streams of the cluster's application log group only.
-            statements += [{"Action": "cloudwatch:ListMetrics", "Resource": "*"},
-                           {"Action": "logs:DescribeLogStreams", "Resource": application_logs.log_group_arn}]
+            statements += [
+                {"Action": "cloudwatch:ListMetrics", "Resource": "*"},
+                {"Action": "logs:DescribeLogStreams", "Resource": application_logs.log_group_arn},
+            ]
         self.role = iam.Role(  # the policy as one document: one jsii call, not one per statement
-            self, "Role", assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
             description=f"The {name} CodeBuild project",
-            inline_policies={"verify-runner": iam.PolicyDocument.from_json({
-                "Version": "2012-10-17", "Statement": [{"Effect": "Allow", **s} for s in statements]})},
+            inline_policies={
+                "verify-runner": iam.PolicyDocument.from_json(
+                    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", **s} for s in statements]}
+                )
+            },
         )
         project_arn = f"arn:aws:codebuild:{stack.region}:{stack.account}:project/{name}"
-        self.project = cdk.CfnResource(self, "Project", type="AWS::CodeBuild::Project", properties={
-            "Name": name,
-            "Description": f"python -m ops verify --stage {stage}, from inside the VPC",
-            "ServiceRole": self.role.role_arn,
-            "Source": {"Type": "S3", "Location": f"{self.bucket.bucket_name}/{SOURCE_KEY}",
-                       "BuildSpec": json.dumps(buildspec(stage), indent=2)},
-            # No EncryptionKey: it is the key for the build's output artifacts, and the project has none
-            # (NO_ARTIFACTS); without one CodeBuild uses the AWS managed key for Amazon S3 (CodeBuild User Guide,
-            # "Encrypt build outputs using a customer managed key", setting-up-kms.html). The build's logs go to
-            # the log group below, under the stage's logs key.
-            "Artifacts": {"Type": "NO_ARTIFACTS"},
-            "Environment": {"Type": "LINUX_CONTAINER", "Image": BUILD_IMAGE, "ComputeType": "BUILD_GENERAL1_SMALL"},
-            # The cluster security group (as the kubectl provider uses): reaches the private endpoint.
-            "VpcConfig": {"VpcId": vpc.vpc_id, "Subnets": subnets.subnet_ids,
-                          "SecurityGroupIds": [cluster.cluster_security_group_id]},
-            "TimeoutInMinutes": 45,
-            **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
-            "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
-        })
+        self.project = cdk.CfnResource(
+            self,
+            "Project",
+            type="AWS::CodeBuild::Project",
+            properties={
+                "Name": name,
+                "Description": f"python -m ops verify --stage {stage}, from inside the VPC",
+                "ServiceRole": self.role.role_arn,
+                "Source": {
+                    "Type": "S3",
+                    "Location": f"{self.bucket.bucket_name}/{SOURCE_KEY}",
+                    "BuildSpec": json.dumps(buildspec(stage), indent=2),
+                },
+                # No EncryptionKey: it is the key for the build's output artifacts, and the project has none
+                # (NO_ARTIFACTS); without one CodeBuild uses the AWS managed key for Amazon S3 (CodeBuild User Guide,
+                # "Encrypt build outputs using a customer managed key", setting-up-kms.html). The build's logs go to
+                # the log group below, under the stage's logs key.
+                "Artifacts": {"Type": "NO_ARTIFACTS"},
+                "Environment": {"Type": "LINUX_CONTAINER", "Image": BUILD_IMAGE, "ComputeType": "BUILD_GENERAL1_SMALL"},
+                # The cluster security group (as the kubectl provider uses): reaches the private endpoint.
+                "VpcConfig": {
+                    "VpcId": vpc.vpc_id,
+                    "Subnets": subnets.subnet_ids,
+                    "SecurityGroupIds": [cluster.cluster_security_group_id],
+                },
+                "TimeoutInMinutes": 45,
+                **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
+                "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
+            },
+        )
         self.project_arn = project_arn
         # Kubernetes permissions come from RBAC bound to this group (the inference chart), not a policy.
-        eks.CfnAccessEntry(self, "Access", cluster_name=cluster.cluster_name, principal_arn=self.role.role_arn,
-                           kubernetes_groups=[VERIFY_GROUP], type="STANDARD")
+        eks.CfnAccessEntry(
+            self,
+            "Access",
+            cluster_name=cluster.cluster_name,
+            principal_arn=self.role.role_arn,
+            kubernetes_groups=[VERIFY_GROUP],
+            type="STANDARD",
+        )

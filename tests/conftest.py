@@ -1,4 +1,5 @@
 """Session fixtures: the real stage files synthesized once (with cdk-nag), shared by all tests."""
+
 from __future__ import annotations
 
 import pytest

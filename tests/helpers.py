@@ -1,4 +1,5 @@
 """Shared test helpers: stage configs with overrides, in-process synth, template access."""
+
 from __future__ import annotations
 
 import copy
@@ -27,6 +28,7 @@ def data_file(path: Path) -> Path:
     config.json) that these checks validate against. Missing is a failure with a clear reason, not a skip."""
     if not path.is_file():
         import pytest
+
         pytest.fail(f"{path} is missing: it is committed data of this repository (its source is recorded beside it)")
     return path
 
@@ -34,8 +36,9 @@ def data_file(path: Path) -> Path:
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without AWS or CDK variables (no credentials, no context), plus extra."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null",
-               AWS_SHARED_CREDENTIALS_FILE="/dev/null", **extra)
+    env.update(
+        AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null", **extra
+    )
     return env
 
 
@@ -90,8 +93,11 @@ class Synth:
 
     def one(self, stage: str, stack: str, kind: str, **match: Any) -> dict[str, Any]:
         """The single resource of `kind` whose Properties contain `match` (top-level keys)."""
-        found = [res for res in self.resources(stage, stack, kind).values()
-                 if all(res.get("Properties", {}).get(k) == v for k, v in match.items())]
+        found = [
+            res
+            for res in self.resources(stage, stack, kind).values()
+            if all(res.get("Properties", {}).get(k) == v for k, v in match.items())
+        ]
         assert len(found) == 1, f"expected one {kind} matching {match}, found {len(found)}"
         return found[0]
 

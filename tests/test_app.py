@@ -1,5 +1,6 @@
 """app.py: every stage file by default, one with `-c stage=NAME`; a bad stage file stops synth with
 the validator's one line and exit code 2, and nothing is written."""
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,14 @@ def test_synth_of_unknown_stage_names_the_stages_there(tmp_path, capsys):
 
 def test_python_app_exits_2_on_bad_stage_without_traceback(tmp_path):
     folder = _bad_dir(tmp_path, {"gpu_nodegroup": {"instance_type": "g6.xlarge"}})
-    run = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=clean_env(CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder)}),
-                                        CDK_OUTDIR=str(tmp_path / "out")))
+    run = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder)}), CDK_OUTDIR=str(tmp_path / "out")),
+    )
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
     assert run.stderr.strip().startswith(f"{folder / 'dev.yaml'}: gpu_nodegroup.efa: g6.xlarge has no EFA interface")
@@ -63,8 +69,14 @@ def test_python_app_exits_2_on_bad_stage_without_traceback(tmp_path):
 def test_cdk_cli_synth_of_one_stage_needs_no_credentials(tmp_path):
     """The pinned CDK CLI, `cdk synth -c stage=prod`, with every AWS variable unset: only prod's stacks."""
     outdir = tmp_path / "cdk.out"
-    run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", "stage=prod", "-o", str(outdir)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=clean_env())
+    run = subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "--quiet", "-c", "stage=prod", "-o", str(outdir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     manifest = json.loads((outdir / "manifest.json").read_text())
     nested = sorted(name for name, art in manifest["artifacts"].items() if art["type"] == "cdk:cloud-assembly")
@@ -73,10 +85,17 @@ def test_cdk_cli_synth_of_one_stage_needs_no_credentials(tmp_path):
 
 
 def test_cdk_cli_synth_fails_on_bad_stage(tmp_path):
-    folder = _bad_dir(tmp_path, {"availability_zones": ["us-west-2a", "us-west-2b"], "gpu_availability_zone": "us-west-2c"})
-    run = subprocess.run(["npx", "--no-install", "cdk", "synth", "--quiet", "-c", f"config_dir={folder}",
-                          "-o", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=clean_env())
+    folder = _bad_dir(
+        tmp_path, {"availability_zones": ["us-west-2a", "us-west-2b"], "gpu_availability_zone": "us-west-2c"}
+    )
+    run = subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "--quiet", "-c", f"config_dir={folder}", "-o", str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
     assert run.returncode != 0
     assert f"{folder / 'dev.yaml'}: gpu_availability_zone: 'us-west-2c' is not one of the stage's" in run.stderr
     assert "Traceback" not in run.stderr
@@ -96,8 +115,9 @@ def test_a_secret_shaped_value_in_the_output_fails_synth_without_showing_it(tmp_
 
     monkeypatch.setattr(render, "write", write_with_a_leak)
     folder = _bad_dir(tmp_path, {})  # the real dev stage file, unchanged
-    assert app.main(context={"config_dir": str(folder), "stage": "dev", "nag": "false"},
-                    outdir=str(tmp_path / "out")) == 1
+    assert (
+        app.main(context={"config_dir": str(folder), "stage": "dev", "nag": "false"}, outdir=str(tmp_path / "out")) == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "k8s/leak.yaml:1: AWS access key id in the output" in err[0]
     assert planted not in err[0]

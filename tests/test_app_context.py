@@ -1,6 +1,7 @@
 """app.py's CDK context (`stage`, `config_dir`, `nag`) comes from JSON (CDK_CONTEXT_JSON, cdk.json) or
 `-c key=value` strings: a number, a list or an object where a name belongs, a path of another form, a nag
 flag that is neither true nor false is one line naming the context key, exit 2, and nothing written."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,15 @@ from .helpers import ROOT, clean_env
 
 # jsii prints a banner about the Node.js version on stderr (not the app's): silenced, so that stderr
 # holds the app's own lines only.
-QUIET_JSII = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": ",".join(str(v) for v in range(14, 40)),
-              "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1", "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
-              "JSII_SILENCE_WARNING_KNOWN_BROKEN_NODE_VERSION": "1"}
+QUIET_JSII = {
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": ",".join(str(v) for v in range(14, 40)),
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_KNOWN_BROKEN_NODE_VERSION": "1",
+}
 
 STAGE = "is not a stage name (allowed: a <stage>.yaml's name: lowercase letters, digits and '-', e.g. -c stage=dev)"
-CONFIG_DIR = ("is not a folder path (allowed: the path of a folder of stage files, e.g. -c "
-              "config_dir=config)")
+CONFIG_DIR = "is not a folder path (allowed: the path of a folder of stage files, e.g. -c config_dir=config)"
 NAG = "is not true or false (allowed: true, false, 1, 0, yes, no, e.g. -c nag=false)"
 
 # (context, the one line)
@@ -58,8 +61,14 @@ SUBPROCESS = [BAD[0], BAD[1], BAD[5], BAD[12], BAD[19], BAD[18]]  # the CDK CLI'
 
 
 def _run_app(context: dict, outdir):
-    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=clean_env(CDK_CONTEXT_JSON=json.dumps(context), CDK_OUTDIR=str(outdir), **QUIET_JSII))
+    return subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(CDK_CONTEXT_JSON=json.dumps(context), CDK_OUTDIR=str(outdir), **QUIET_JSII),
+    )
 
 
 @pytest.mark.parametrize("context, line", SUBPROCESS, ids=[json.dumps(c)[:40] for c, _ in SUBPROCESS])
@@ -81,10 +90,24 @@ def test_main_exits_2_with_one_line_naming_the_key(context, line, tmp_path, caps
     assert not outdir.exists() or not any(outdir.iterdir())
 
 
-@pytest.mark.parametrize("value, expected", [
-    (True, True), (False, False), ("true", True), ("TRUE", True), ("false", False), ("False", False),
-    ("1", True), ("0", False), ("yes", True), ("no", False), (1, True), (0, False), (None, False),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (True, True),
+        (False, False),
+        ("true", True),
+        ("TRUE", True),
+        ("false", False),
+        ("False", False),
+        ("1", True),
+        ("0", False),
+        ("yes", True),
+        ("no", False),
+        (1, True),
+        (0, False),
+        (None, False),
+    ],
+)
 def test_nag_accepts_what_cdk_json_and_dash_c_pass(value, expected):
     context = {"nag": value}
     assert app._context(context.get)[2] is expected

@@ -1,6 +1,7 @@
 """checkov on every synthesized template and on the rendered Kubernetes YAML of every stage, plus the
 RayService's head and worker pod templates scanned as Pods (checkov skips custom kinds). Zero failed
 checks except those in security/checkov-acknowledgments.yaml, each with its reason; no stale ones."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,13 @@ ACKS = yaml.safe_load((ROOT / "security" / "checkov-acknowledgments.yaml").read_
 
 def _checkov(directory: Path, framework: str) -> dict:
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
-    run = subprocess.run([str(CHECKOV), "-d", str(directory), "--framework", framework, "--compact", "--quiet",
-                          "-o", "json"], capture_output=True, text=True, timeout=600, env=env)
+    run = subprocess.run(
+        [str(CHECKOV), "-d", str(directory), "--framework", framework, "--compact", "--quiet", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert run.stdout.strip(), run.stderr[-2000:]
     result = json.loads(run.stdout)
     result = result[0] if isinstance(result, list) else result
@@ -36,10 +42,15 @@ def pods_of(ray_service: dict) -> list[dict]:
     cluster = ray_service["spec"]["rayClusterConfig"]
     groups = [("head", cluster["headGroupSpec"])] + [("worker", g) for g in cluster["workerGroupSpecs"]]
     name, namespace = ray_service["metadata"]["name"], ray_service["metadata"]["namespace"]
-    return [{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": f"{name}-{kind}", "namespace": namespace,
-                          **group["template"].get("metadata", {})},
-             "spec": group["template"]["spec"]} for kind, group in groups]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{kind}", "namespace": namespace, **group["template"].get("metadata", {})},
+            "spec": group["template"]["spec"],
+        }
+        for kind, group in groups
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +70,11 @@ def scans(app_synth, tmp_path_factory):
 
 def _unacknowledged(result: dict, framework: str) -> list[str]:
     acks = ACKS[framework]
-    return [f"{f['check_id']} {f['resource']} ({f['file_path']})" for f in result["results"]["failed_checks"]
-            if not any(a["check"] == f["check_id"] and re.search(a["resource"], f["resource"]) for a in acks)]
+    return [
+        f"{f['check_id']} {f['resource']} ({f['file_path']})"
+        for f in result["results"]["failed_checks"]
+        if not any(a["check"] == f["check_id"] and re.search(a["resource"], f["resource"]) for a in acks)
+    ]
 
 
 @pytest.mark.parametrize("framework", ["cloudformation", "kubernetes"])
@@ -68,15 +82,20 @@ def test_no_unacknowledged_checkov_failures(scans, framework):
     result = scans[framework]
     assert _unacknowledged(result, framework) == []
     assert result["summary"]["parsing_errors"] == 0
-    print(f"checkov {framework}: {result['summary']['passed']} passed, {result['summary']['failed']} failed "
-          f"(all acknowledged)")
+    print(
+        f"checkov {framework}: {result['summary']['passed']} passed, {result['summary']['failed']} failed "
+        f"(all acknowledged)"
+    )
 
 
 @pytest.mark.parametrize("framework", ["cloudformation", "kubernetes"])
 def test_every_acknowledgment_still_matches_a_finding(scans, framework):
     failed = scans[framework]["results"]["failed_checks"]
-    stale = [a for a in ACKS[framework] if not any(
-        a["check"] == f["check_id"] and re.search(a["resource"], f["resource"]) for f in failed)]
+    stale = [
+        a
+        for a in ACKS[framework]
+        if not any(a["check"] == f["check_id"] and re.search(a["resource"], f["resource"]) for f in failed)
+    ]
     assert stale == []
     assert all(len(a["reason"]) > 40 for a in ACKS[framework])
 
@@ -88,7 +107,10 @@ def test_the_pods_are_actually_scanned(scans):
 
 
 def test_checkov_fails_a_planted_finding(tmp_path):
-    (tmp_path / "bad.template.json").write_text(json.dumps({"Resources": {"Bucket": {
-        "Type": "AWS::S3::Bucket", "Properties": {"AccessControl": "PublicReadWrite"}}}}))
+    (tmp_path / "bad.template.json").write_text(
+        json.dumps(
+            {"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"AccessControl": "PublicReadWrite"}}}}
+        )
+    )
     result = _checkov(tmp_path, "cloudformation")
     assert "CKV_AWS_20" in {f["check_id"] for f in result["results"]["failed_checks"]}

@@ -7,6 +7,7 @@ its release in a comment, no `${{ }}` expression inside a `run:` script (values 
 `env:`), no persisted git credentials, the OIDC token only in the deploy job, Node.js 24 LTS, and zizmor
 (offline, auditor persona, no ignore comments or config honoured) reporting nothing at high severity.
 A planted bad workflow shows that both the pin check and zizmor do find what they look for."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,12 @@ jobs:
 
 def _check(paths):
     tool = Path(sys.executable).parent / "check-jsonschema"
-    return subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _zizmor(paths, min_severity="high"):
@@ -56,18 +61,44 @@ def _zizmor(paths, min_severity="high"):
     audit, false positives included), ignore comments and config files not honoured, and a file that
     does not parse is an error rather than a skipped input."""
     tool = Path(sys.executable).parent / "zizmor"
-    run = subprocess.run([str(tool), "--offline", "--persona=auditor", f"--min-severity={min_severity}",
-                          "--no-config", "--no-ignores", "--strict-collection", "--format=json",
-                          "--no-exit-codes", "--no-progress", "--color=never", *map(str, paths)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            str(tool),
+            "--offline",
+            "--persona=auditor",
+            f"--min-severity={min_severity}",
+            "--no-config",
+            "--no-ignores",
+            "--strict-collection",
+            "--format=json",
+            "--no-exit-codes",
+            "--no-progress",
+            "--color=never",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(run.stdout)
 
 
 def _summary(findings):
-    return [(f["ident"], f["determinations"]["severity"],
-             sorted({loc["symbolic"]["key"]["Local"]["verbatim_path"] for loc in f["locations"]
-                     if "Local" in loc["symbolic"]["key"]})) for f in findings]
+    return [
+        (
+            f["ident"],
+            f["determinations"]["severity"],
+            sorted(
+                {
+                    loc["symbolic"]["key"]["Local"]["verbatim_path"]
+                    for loc in f["locations"]
+                    if "Local" in loc["symbolic"]["key"]
+                }
+            ),
+        )
+        for f in findings
+    ]
 
 
 def _steps(name):
@@ -161,7 +192,7 @@ def test_the_danger_gate_runs_the_base_branchs_diff_code_not_the_pull_requests()
     assert "cd " not in diff["run"] and "PYTHONPATH" not in diff["run"] and "PYTHONPATH" not in diff["env"]
     assert ".venv/bin/python -m ops" not in diff["run"].replace('"$GITHUB_WORKSPACE/.venv/bin/python" -m ops', "")
     # and no later step runs `ops diff` from the PR's checkout
-    assert all("ops diff" not in step.get("run", "") for step in steps[runs + 1:])
+    assert all("ops diff" not in step.get("run", "") for step in steps[runs + 1 :])
 
 
 def test_the_danger_gate_reads_the_tree_option_that_ops_diff_has():
@@ -172,20 +203,31 @@ def test_the_danger_gate_reads_the_tree_option_that_ops_diff_has():
 
     parser = argparse.ArgumentParser()
     diff_module.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["diff", "--base", "abc123", "--tree", "/checkout", "--markdown", "/tmp/d.md",
-                              "--fail-on-danger"])
+    args = parser.parse_args(
+        ["diff", "--base", "abc123", "--tree", "/checkout", "--markdown", "/tmp/d.md", "--fail-on-danger"]
+    )
     assert (args.base, args.tree, args.markdown, args.fail_on_danger) == ("abc123", "/checkout", "/tmp/d.md", True)
 
 
-@pytest.mark.parametrize("command", [".venv/bin/python -m ops preflight --stage dev",
-                                     "npx --no-install cdk deploy -c stage=dev 'dev/*' --require-approval never",
-                                     ".venv/bin/python -m ops verify-remote --stage dev"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ".venv/bin/python -m ops preflight --stage dev",
+        "npx --no-install cdk deploy -c stage=dev 'dev/*' --require-approval never",
+        ".venv/bin/python -m ops verify-remote --stage dev",
+    ],
+)
 def test_main_job_deploys_dev_between_preflight_and_verify(command):
     _, runs = _steps("deploy.yml")
     assert command in runs
-    order = [runs.index(c) for c in (".venv/bin/python -m ops preflight --stage dev",
-                                     "npx --no-install cdk deploy -c stage=dev 'dev/*' --require-approval never",
-                                     ".venv/bin/python -m ops verify-remote --stage dev")]
+    order = [
+        runs.index(c)
+        for c in (
+            ".venv/bin/python -m ops preflight --stage dev",
+            "npx --no-install cdk deploy -c stage=dev 'dev/*' --require-approval never",
+            ".venv/bin/python -m ops verify-remote --stage dev",
+        )
+    ]
     assert order == sorted(order)
 
 
@@ -200,10 +242,14 @@ def test_every_action_is_pinned_to_a_commit_with_its_release(path):
 
 
 def test_pin_check_rejects_a_tag_a_short_sha_and_a_missing_release():
-    problems = _uses_problems(BAD_WORKFLOW.replace(
-        "      - run:", "      - uses: actions/setup-node@49933ea\n"
-                        "      - uses: actions/setup-python@5fda3b95a4ea91299a34e894583c3862153e4b97\n"
-                        "      - run:"))
+    problems = _uses_problems(
+        BAD_WORKFLOW.replace(
+            "      - run:",
+            "      - uses: actions/setup-node@49933ea\n"
+            "      - uses: actions/setup-python@5fda3b95a4ea91299a34e894583c3862153e4b97\n"
+            "      - run:",
+        )
+    )
     assert len(problems) == 3, problems
     assert "actions/checkout@v4 is not pinned" in problems[0]
 
@@ -220,14 +266,16 @@ def test_each_action_is_pinned_to_one_commit_everywhere():
 def test_no_expression_is_expanded_inside_a_run_script():
     """`${{ }}` in a script is substituted into its text before the shell sees it; values go through
     `env:` and are read as variables."""
-    offending = [(name, job, step.get("name", step["run"][:40])) for name, job, step in _all_steps()
-                 if "${{" in step.get("run", "")]
+    offending = [
+        (name, job, step.get("name", step["run"][:40]))
+        for name, job, step in _all_steps()
+        if "${{" in step.get("run", "")
+    ]
     assert offending == []
 
 
 def test_checkouts_do_not_persist_git_credentials():
-    checkouts = [(name, step) for name, _, step in _all_steps()
-                 if step.get("uses", "").startswith("actions/checkout@")]
+    checkouts = [(name, step) for name, _, step in _all_steps() if step.get("uses", "").startswith("actions/checkout@")]
     assert {name for name, _ in checkouts} == {"deploy.yml", "pr.yml"}
     assert all(step.get("with", {}).get("persist-credentials") is False for _, step in checkouts), checkouts
 
@@ -242,8 +290,11 @@ def test_only_the_deploy_job_can_get_an_oidc_token():
 
 
 def test_ci_runs_node_24_lts_as_the_readme_says():
-    versions = {(name, str(step["with"]["node-version"])) for name, _, step in _all_steps()
-                if step.get("uses", "").startswith("actions/setup-node@")}
+    versions = {
+        (name, str(step["with"]["node-version"]))
+        for name, _, step in _all_steps()
+        if step.get("uses", "").startswith("actions/setup-node@")
+    }
     assert {name for name, _ in versions} >= {"deploy.yml", "pr.yml"}
     assert {version for _, version in versions} == {NODE_LTS}, versions
     assert f"CI uses {NODE_LTS} LTS" in (ROOT / "README.md").read_text()

@@ -1,5 +1,6 @@
 """Every script's --help (and -h) prints its usage and exits 0 without running anything: no installer, no
 interpreter, no package manager is called (each is a stand-in on PATH that records a call)."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,11 @@ import pytest
 
 from tests.helpers import ROOT
 
-SCRIPTS = sorted(p for p in (ROOT / "scripts").iterdir()
-                 if p.is_file() and p.read_text(errors="replace").startswith("#!/usr/bin/env bash")
-                 and p.name != "env.sh")  # env.sh is sourced, not run
+SCRIPTS = sorted(
+    p
+    for p in (ROOT / "scripts").iterdir()
+    if p.is_file() and p.read_text(errors="replace").startswith("#!/usr/bin/env bash") and p.name != "env.sh"
+)  # env.sh is sourced, not run
 TOOLS = ("python", "python3", "pip", "npm", "npx", "node", "go", "git", "ray", "rm", "tar", "xz", "kubectl", "aiperf")
 
 
@@ -22,7 +25,7 @@ def stand_ins(tmp_path_factory) -> tuple[Path, Path]:
     calls = folder / "calls"
     for tool in TOOLS:
         path = folder / tool
-        path.write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\nexit 97\n")
+        path.write_text(f'#!/bin/sh\necho {tool} "$@" >> {calls}\nexit 97\n')
         path.chmod(0o755)
     return folder, calls
 
@@ -37,8 +40,7 @@ def test_help_prints_the_usage_and_runs_nothing(script, flag, stand_ins):
     folder, calls = stand_ins
     calls.unlink(missing_ok=True)
     env = {"PATH": f"{folder}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
-    result = subprocess.run(["bash", str(script), flag], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run(["bash", str(script), flag], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     first_comment = script.read_text().splitlines()[1].lstrip("# ").strip()
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines()[0].strip() == first_comment

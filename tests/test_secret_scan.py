@@ -1,6 +1,7 @@
 """Secrets never land in artifacts: everything a synth writes (templates, asset manifests and handler
 code, rendered YAML) is scanned for secret-shaped values and for canary values planted in the synth's
 environment. The token path stays Secrets Manager -> CSI mount -> HF_TOKEN_PATH."""
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,25 @@ def synth_with_canaries(tmp_path_factory):
     folder = tmp_path_factory.mktemp("config")
     for stage in ("dev", "prod"):
         shutil.copy(ROOT / "config" / f"{stage}.yaml", folder)
-    write_stage(folder, merge(stage_data("dev"), {"stage": "gated", "serving": {
-        "hf_token_secret": "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf"}}))
+    write_stage(
+        folder,
+        merge(
+            stage_data("dev"),
+            {
+                "stage": "gated",
+                "serving": {"hf_token_secret": "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf"},
+            },
+        ),
+    )
     out = tmp_path_factory.mktemp("cdk.out")
-    env = clean_env(CDK_OUTDIR=str(out), CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder), "nag": True}),
-                    HF_TOKEN=CANARY_HF, HUGGING_FACE_HUB_TOKEN=CANARY_HF, AWS_ACCESS_KEY_ID=CANARY_KEY_ID,
-                    AWS_SECRET_ACCESS_KEY=CANARY_SECRET)
+    env = clean_env(
+        CDK_OUTDIR=str(out),
+        CDK_CONTEXT_JSON=json.dumps({"config_dir": str(folder), "nag": True}),
+        HF_TOKEN=CANARY_HF,
+        HUGGING_FACE_HUB_TOKEN=CANARY_HF,
+        AWS_ACCESS_KEY_ID=CANARY_KEY_ID,
+        AWS_SECRET_ACCESS_KEY=CANARY_SECRET,
+    )
     subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     return out
 
@@ -59,16 +73,29 @@ def test_scan_finds_a_planted_secret(synth_with_canaries, tmp_path):
 
 
 def test_scan_finds_the_new_shapes_on_their_lines(tmp_path):
-    (tmp_path / "a.yaml").write_text("one\n" + "token: gl" + "pat-" + "aB3dE5gH7jK9mN1pQ3sT\n" + "three\n"
-                                     + "-----BEGIN PGP " + "PRIVATE KEY BLOCK-----\n" + "x: xo" + "xb-1234567890-abcdefghijkl\n")
-    assert [str(f) for f in scan(tmp_path)] == ["a.yaml:4: private key", "a.yaml:2: GitLab token", "a.yaml:5: Slack token"]
+    (tmp_path / "a.yaml").write_text(
+        "one\n"
+        + "token: gl"
+        + "pat-"
+        + "aB3dE5gH7jK9mN1pQ3sT\n"
+        + "three\n"
+        + "-----BEGIN PGP "
+        + "PRIVATE KEY BLOCK-----\n"
+        + "x: xo"
+        + "xb-1234567890-abcdefghijkl\n"
+    )
+    assert [str(f) for f in scan(tmp_path)] == [
+        "a.yaml:4: private key",
+        "a.yaml:2: GitLab token",
+        "a.yaml:5: Slack token",
+    ]
 
 
 def test_scan_is_linear_in_the_matches(tmp_path):
     """Line numbers from the newline offsets (bisect), not a count from the start of the file per match: 100,000
     matches in 7.7 MB took 159 s before (measured on this project's CI-sized host), 1.7 s after."""
     canary = "canary-" + "Q" * 20
-    (tmp_path / "big.txt").write_text((("x" * 50 + canary + "\n") * 100_000))
+    (tmp_path / "big.txt").write_text(("x" * 50 + canary + "\n") * 100_000)
     start = time.perf_counter()
     findings = scan(tmp_path, secrets=[canary])
     elapsed = time.perf_counter() - start
@@ -77,11 +104,13 @@ def test_scan_is_linear_in_the_matches(tmp_path):
 
 
 def test_a_text_file_over_the_cap_is_reported_not_skipped(tmp_path, monkeypatch):
-    import ops.secret_scan as secret_scan
+    from ops import secret_scan
+
     monkeypatch.setattr(secret_scan, "MAX_BYTES", 1000)
     (tmp_path / "small.txt").write_text("fine\n")
     (tmp_path / "large.txt").write_text("x" * 1001)
     (tmp_path / "blob.bin").write_bytes(b"\0" * 2000)  # not text: not scanned, as before
     assert [str(f) for f in scan(tmp_path)] == [
-        "large.txt:0: a text file over 1000 bytes, not scanned (allowed: up to 1000 bytes)"]
+        "large.txt:0: a text file over 1000 bytes, not scanned (allowed: up to 1000 bytes)"
+    ]
     assert scanned_files(tmp_path) == 1

@@ -7,6 +7,7 @@ The check reads every file git knows here (tracked, and new files not ignored, s
 it is committed) and looks for a path into that folder: written out (dot-dot, slash, the folder's name; or
 the absolute path of the development host), or built in Python from a parent directory and the folder's name.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,10 +28,18 @@ PATTERNS = [
 ]
 
 
-
 def _files() -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     return sorted({name for name in listed if name and (ROOT / name).is_file()})
 
 
@@ -43,19 +52,34 @@ def _text(name: str) -> str | None:
 
 def mentions(text: str) -> list[tuple[int, str]]:
     """(line number, line) of every line with a path into the folder."""
-    return [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
-            if any(pattern.search(line) for pattern in PATTERNS)]
+    return [
+        (number, line.strip())
+        for number, line in enumerate(text.splitlines(), 1)
+        if any(pattern.search(line) for pattern in PATTERNS)
+    ]
 
 
 def test_the_detector_finds_each_way_of_naming_the_folder():
     up, name = "..", FOLDER
-    found = [f"crd={up}/{name}/crds/x.yaml", f"/work/{name}/helm-values", f'SHARED = ROOT.parent / "{name}"',
-             f"base = Path(__file__).parents[2] / '{name}'", f'ROOT.parent / "{up}" / "{name}" / "x"',
-             f'here.parent.joinpath("{name}")', f'os.path.join(ROOT, "{up}", "{name}")', f'Path("{up}") / "{name}"']
+    found = [
+        f"crd={up}/{name}/crds/x.yaml",
+        f"/work/{name}/helm-values",
+        f'SHARED = ROOT.parent / "{name}"',
+        f"base = Path(__file__).parents[2] / '{name}'",
+        f'ROOT.parent / "{up}" / "{name}" / "x"',
+        f'here.parent.joinpath("{name}")',
+        f'os.path.join(ROOT, "{up}", "{name}")',
+        f'Path("{up}") / "{name}"',
+    ]
     missed = [line for line in found if not mentions(line)]
     assert missed == []
-    harmless = ['{"cluster": {"name": "shared"}}', "shared = draw(st.sampled_from(paths))", "shared memory / TCP",
-                'ROOT / "config" / "shared_names.py"', "AWS_SHARED_CREDENTIALS_FILE=/dev/null"]
+    harmless = [
+        '{"cluster": {"name": "shared"}}',
+        "shared = draw(st.sampled_from(paths))",
+        "shared memory / TCP",
+        'ROOT / "config" / "shared_names.py"',
+        "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+    ]
     assert [line for line in harmless if mentions(line)] == []
 
 
@@ -67,5 +91,7 @@ def test_no_file_of_the_repository_reads_the_folder_beside_it():
         text = _text(name)
         if text is not None and (hits := mentions(text)):
             counts[name] = hits
-    assert counts == {}, "files with a path into the folder beside the checkout (commit the data instead):\n" + \
-        "\n".join(f"{name}:{number}: {line}" for name, hits in counts.items() for number, line in hits)
+    assert counts == {}, (
+        "files with a path into the folder beside the checkout (commit the data instead):\n"
+        + "\n".join(f"{name}:{number}: {line}" for name, hits in counts.items() for number, line in hits)
+    )

@@ -1,6 +1,7 @@
 """One home for what several modules must agree on (config/topology.py, config/names.py): no other module
 of charts/, stacks/, ops/ or config/ may repeat a Ray port number or a KubeRay Service-name suffix in its
 code (numbers and strings, f-strings included; comments and docstrings may cite them)."""
+
 from __future__ import annotations
 
 import ast
@@ -18,8 +19,10 @@ HOMES = {Path("config/topology.py"), Path("config/names.py")}
 PORTS = (8000, 8265, 6379, 52365, 20000, 22000)
 SUFFIXES = ("-serve-svc", "-head-svc")
 # A number that happens to equal a port and means something else, with the reason.
-NOT_PORTS = {("ops/verify.py", "LOG_LINES"): "the most log lines `ops verify` reads, not a port",
-             ("config/loader.py", "MAX_NODES"): "the most YAML nodes a stage file may hold, not a port"}
+NOT_PORTS = {
+    ("ops/verify.py", "LOG_LINES"): "the most log lines `ops verify` reads, not a port",
+    ("config/loader.py", "MAX_NODES"): "the most YAML nodes a stage file may hold, not a port",
+}
 PORT_TEXT = re.compile(r"(?<![\d.])(" + "|".join(str(port) for port in PORTS) + r")(?![\d.])")
 
 
@@ -28,8 +31,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.add(id(first.value))
     return found
 
@@ -88,8 +94,13 @@ def test_the_check_finds_a_repeated_port_and_suffix(tmp_path):
 
 @pytest.mark.parametrize("port", PORTS)
 def test_every_checked_port_has_its_home(port):
-    homes = {topology.GCS_PORT, topology.DASHBOARD_PORT, topology.SERVE_PORT, topology.DASHBOARD_AGENT_PORT,
-             *topology.NIXL_PORT_BASE.values()}
+    homes = {
+        topology.GCS_PORT,
+        topology.DASHBOARD_PORT,
+        topology.SERVE_PORT,
+        topology.DASHBOARD_AGENT_PORT,
+        *topology.NIXL_PORT_BASE.values(),
+    }
     assert port in homes
 
 

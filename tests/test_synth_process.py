@@ -1,5 +1,6 @@
 """The synth process's start and end (synth_process.py): the exit still runs exit handlers and flushes
 output, the collector is back on after the imports, and the caller's environment wins."""
+
 from __future__ import annotations
 
 import gc
@@ -23,8 +24,9 @@ def test_exit_now_runs_exit_handlers_flushes_output_and_keeps_the_code(tmp_path)
         sys.stdout.write("buffered line, no newline")
         synth_process.exit_now(3)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+    )
     assert proc.returncode == 3
     assert proc.stdout == "buffered line, no newline"
     assert marker.read_text() == "yes"

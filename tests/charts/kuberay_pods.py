@@ -13,6 +13,7 @@ every Ray container (pod.go) and serves the dashboard agent on 52365 (dashboard-
 The operator pod's labels come from helm-chart/kuberay-operator/templates/deployment.yaml and
 _helpers.tpl (v1.7.0): name, instance (the release) and component.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,18 +34,36 @@ def _ports(template: dict[str, Any]) -> dict[str, int]:
     return ports
 
 
-def kuberay_pod(template: dict[str, Any], *, name: str, namespace: str, node_type: str, group: str, ip: str,
-                node: str) -> Pod:
-    defaults = {"ray.io/is-ray-node": "yes", "app.kubernetes.io/name": "kuberay",
-                "app.kubernetes.io/created-by": "kuberay-operator", "ray.io/identifier": f"{CLUSTER}-{node_type}",
-                "ray.io/serve": "true"}
-    labels = {**defaults, **template["metadata"].get("labels", {}),
-              "ray.io/cluster": CLUSTER, "ray.io/node-type": node_type, "ray.io/group": group}
+def kuberay_pod(
+    template: dict[str, Any], *, name: str, namespace: str, node_type: str, group: str, ip: str, node: str
+) -> Pod:
+    defaults = {
+        "ray.io/is-ray-node": "yes",
+        "app.kubernetes.io/name": "kuberay",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+        "ray.io/identifier": f"{CLUSTER}-{node_type}",
+        "ray.io/serve": "true",
+    }
+    labels = {
+        **defaults,
+        **template["metadata"].get("labels", {}),
+        "ray.io/cluster": CLUSTER,
+        "ray.io/node-type": node_type,
+        "ray.io/group": group,
+    }
     return Pod(name, namespace, labels, ip, _ports(template), node)
 
 
 def operator_pod(release: str, namespace: str, ip: str) -> Pod:
-    return Pod("kuberay-operator", namespace, {"app.kubernetes.io/name": "kuberay-operator",
-                                               "app.kubernetes.io/instance": release,
-                                               "app.kubernetes.io/component": "kuberay-operator"}, ip, {"http": 8080},
-               "system-node")
+    return Pod(
+        "kuberay-operator",
+        namespace,
+        {
+            "app.kubernetes.io/name": "kuberay-operator",
+            "app.kubernetes.io/instance": release,
+            "app.kubernetes.io/component": "kuberay-operator",
+        },
+        ip,
+        {"http": 8080},
+        "system-node",
+    )

@@ -24,11 +24,13 @@ https://kubernetes.io/docs/concepts/services-networking/network-policies/):
 Sources outside the pod network (the API server's ENIs) are `External` endpoints: only `ipBlock` peers
 can match them. Pods carry an IP so ipBlock peers can match them too.
 """
+
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Union
 
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
@@ -62,7 +64,7 @@ class Node:
 Endpoint = Union[Pod, External, Node]
 
 
-def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """A LabelSelector; an empty (or missing) selector matches everything."""
     if not selector:
         return True
@@ -89,8 +91,7 @@ def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str,
 class Cluster:
     """Namespaces (with their labels) and the policies in force, by namespace."""
 
-    def __init__(self, namespaces: Mapping[str, Mapping[str, str]],
-                 policies: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, namespaces: Mapping[str, Mapping[str, str]], policies: Iterable[Mapping[str, Any]]) -> None:
         # The API server sets kubernetes.io/metadata.name on every namespace.
         self.namespace_labels = {name: {**labels, NAMESPACE_NAME: name} for name, labels in namespaces.items()}
         self.policies = list(policies)
@@ -102,16 +103,20 @@ class Cluster:
     def allows(self, source: Endpoint, destination: Pod, port: int, protocol: str = "TCP") -> bool:
         if isinstance(source, Node) and source.name == destination.node:
             return True
-        return (self._egress_allows(source, destination, port, protocol)
-                and self._ingress_allows(source, destination, port, protocol))
+        return self._egress_allows(source, destination, port, protocol) and self._ingress_allows(
+            source, destination, port, protocol
+        )
 
     def why(self, source: Endpoint, destination: Pod, port: int, protocol: str = "TCP") -> str:
         """Which policies admit the flow, for failure messages."""
         selecting = self._selecting(destination, "Ingress")
         if not selecting:
             return f"{destination.name} is not isolated for ingress"
-        admitting = [p["metadata"]["name"] for p in selecting
-                     if self._rules_admit(p, "ingress", source, destination, port, protocol)]
+        admitting = [
+            p["metadata"]["name"]
+            for p in selecting
+            if self._rules_admit(p, "ingress", source, destination, port, protocol)
+        ]
         return f"selected by {[p['metadata']['name'] for p in selecting]}, admitted by {admitting}"
 
     # -- semantics -------------------------------------------------------------------------------
@@ -123,25 +128,31 @@ class Cluster:
         return ["Ingress", "Egress"] if "egress" in spec else ["Ingress"]
 
     def _selecting(self, pod: Pod, direction: str) -> list[Mapping[str, Any]]:
-        return [p for p in self.policies
-                if p["metadata"]["namespace"] == pod.namespace
-                and direction in self._types(p)
-                and selector_matches(p["spec"].get("podSelector"), pod.labels)]
+        return [
+            p
+            for p in self.policies
+            if p["metadata"]["namespace"] == pod.namespace
+            and direction in self._types(p)
+            and selector_matches(p["spec"].get("podSelector"), pod.labels)
+        ]
 
     def _ingress_allows(self, source: Endpoint, destination: Pod, port: int, protocol: str) -> bool:
         selecting = self._selecting(destination, "Ingress")
-        return not selecting or any(self._rules_admit(p, "ingress", source, destination, port, protocol)
-                                    for p in selecting)
+        return not selecting or any(
+            self._rules_admit(p, "ingress", source, destination, port, protocol) for p in selecting
+        )
 
     def _egress_allows(self, source: Endpoint, destination: Pod, port: int, protocol: str) -> bool:
         if not isinstance(source, Pod):
             return True  # not a pod: no NetworkPolicy applies on its side
         selecting = self._selecting(source, "Egress")
-        return not selecting or any(self._rules_admit(p, "egress", destination, destination, port, protocol)
-                                    for p in selecting)
+        return not selecting or any(
+            self._rules_admit(p, "egress", destination, destination, port, protocol) for p in selecting
+        )
 
-    def _rules_admit(self, policy: Mapping[str, Any], direction: str, peer: Endpoint, destination: Pod,
-                     port: int, protocol: str) -> bool:
+    def _rules_admit(
+        self, policy: Mapping[str, Any], direction: str, peer: Endpoint, destination: Pod, port: int, protocol: str
+    ) -> bool:
         peers_key = "from" if direction == "ingress" else "to"
         namespace = policy["metadata"]["namespace"]
         for rule in policy["spec"].get(direction) or []:

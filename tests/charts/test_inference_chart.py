@@ -1,5 +1,6 @@
 """The inference chart: the RayService of DESIGN.md section 5, one test per reference point, validated
 strictly against KubeRay v1.7.0's CRD and, for plain objects and the pod templates, Kubernetes 1.35."""
+
 from __future__ import annotations
 
 import cdk8s
@@ -17,9 +18,16 @@ K8S_VERSION = "1.35.0"
 
 
 def chart_objects(cfg) -> list[dict]:
-    chart = InferenceChart(cdk8s.App(), "inference", serving=cfg.serving, image=cfg.image, region=cfg.region,
-                           worker_resources=worker_resources(cfg), worker_count=cfg.gpu_nodegroup.count,
-                           api_proxy_cidrs=["10.0.192.0/28", "10.0.192.16/28"])
+    chart = InferenceChart(
+        cdk8s.App(),
+        "inference",
+        serving=cfg.serving,
+        image=cfg.image,
+        region=cfg.region,
+        worker_resources=worker_resources(cfg),
+        worker_count=cfg.gpu_nodegroup.count,
+        api_proxy_cidrs=["10.0.192.0/28", "10.0.192.16/28"],
+    )
     return render(chart)
 
 
@@ -76,6 +84,7 @@ def env(group):
 
 # --- schemas ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 def test_rayservice_validates_strictly_against_the_kuberay_crd(stages, stage):
     assert crd_errors(ray_service(chart_objects(stages[stage]))) == []
@@ -117,6 +126,7 @@ def test_no_deprecated_kuberay_fields(dev_objects):
 
 # --- the reference deployment, point by point ---------------------------------------------------------
 
+
 def test_rayservice_is_ray_llm_in_namespace_inference(dev_objects):
     assert ray_service(dev_objects)["metadata"] == {"name": "ray-llm", "namespace": "inference"}
 
@@ -133,6 +143,7 @@ def test_upgrade_strategy_is_explicit(dev_objects):
 
 def test_serve_config_is_embedded_as_yaml(dev_objects, dev):
     from charts.serve_config import build_serve_config
+
     assert yaml.safe_load(ray_service(dev_objects)["spec"]["serveConfigV2"]) == build_serve_config(dev.serving)
 
 
@@ -150,8 +161,10 @@ def test_head_ports(dev_objects):
 
 
 def test_head_resources(dev_objects):
-    assert container(head(dev_objects))["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
-                                                          "limits": {"cpu": "3", "memory": "12Gi"}}
+    assert container(head(dev_objects))["resources"] == {
+        "requests": {"cpu": "2", "memory": "8Gi"},
+        "limits": {"cpu": "3", "memory": "12Gi"},
+    }
 
 
 def test_head_hides_gpus(dev_objects):
@@ -185,8 +198,10 @@ def test_worker_is_privileged_by_default(dev_objects):
 
 def test_ipc_lock_mode_adds_only_that_capability(variants):
     group = workers(chart_objects(variants["ipc-lock"]))
-    assert container(group)["securityContext"] == {"allowPrivilegeEscalation": False,
-                                                   "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+    assert container(group)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+    }
 
 
 def test_dev_shm_is_an_8gi_memory_volume(dev_objects):
@@ -241,11 +256,14 @@ def test_colocated_mode_runs_on_the_same_nodes(dev_objects, variants):
 
 # --- namespace, service account, token -----------------------------------------------------------------
 
+
 def test_namespace_admits_privileged_pods_and_warns_at_baseline(dev_objects):
     labels = by_kind(dev_objects, "Namespace")["metadata"]["labels"]
-    assert labels == {"pod-security.kubernetes.io/enforce": "privileged",
-                      "pod-security.kubernetes.io/warn": "baseline",
-                      "pod-security.kubernetes.io/audit": "baseline"}
+    assert labels == {
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/warn": "baseline",
+        "pod-security.kubernetes.io/audit": "baseline",
+    }
 
 
 def test_ray_pods_do_not_mount_a_service_account_token(dev_objects):
@@ -266,22 +284,30 @@ def test_token_is_a_csi_mounted_file_named_by_hf_token_path(variants):
     assert provider["spec"]["provider"] == "aws"
     assert provider["spec"]["parameters"]["usePodIdentity"] == "true"
     assert yaml.safe_load(provider["spec"]["parameters"]["objects"]) == [
-        {"objectName": "hf/token", "objectType": "secretsmanager", "objectAlias": "token"}]
+        {"objectName": "hf/token", "objectType": "secretsmanager", "objectAlias": "token"}
+    ]
     for group in (head(objects), workers(objects)):
         assert env(group)["HF_TOKEN_PATH"] == "/var/run/secrets/huggingface/token"
         volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
-        assert volumes["hf-token"]["csi"] == {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
-                                              "volumeAttributes": {"secretProviderClass": "ray-llm-hf-token"}}
+        assert volumes["hf-token"]["csi"] == {
+            "driver": "secrets-store.csi.k8s.io",
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": "ray-llm-hf-token"},
+        }
 
 
 def test_verify_group_may_read_nodes_cluster_wide_only(dev_objects):
     role = by_kind(dev_objects, "ClusterRole")
     binding = by_kind(dev_objects, "ClusterRoleBinding")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": "pd-inference-verify"}
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                                    "name": "pd-inference-verify"}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "pd-inference-verify",
+    }
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "pd-inference-verify"}
+    ]
 
 
 def _roles(objects):
@@ -290,7 +316,8 @@ def _roles(objects):
 
 def test_verify_group_reads_exactly_the_operator_deployment_in_its_namespace(dev_objects):
     assert _roles(dev_objects)["kuberay-system"]["rules"] == [
-        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["kuberay-operator"], "verbs": ["get"]}]
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["kuberay-operator"], "verbs": ["get"]}
+    ]
 
 
 def test_verify_group_posts_only_to_the_serve_port_and_reads_the_dashboard(dev_objects):
@@ -298,10 +325,18 @@ def test_verify_group_posts_only_to_the_serve_port_and_reads_the_dashboard(dev_o
     # the workers, so only Serve's port takes a POST (verify's chat completion).
     assert _roles(dev_objects)["inference"]["rules"] == [
         {"apiGroups": ["ray.io"], "resources": ["rayservices"], "resourceNames": ["ray-llm"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["services/proxy"],
-         "resourceNames": ["ray-llm-head-svc:dashboard", "ray-llm-serve-svc:serve"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": ["ray-llm-serve-svc:serve"],
-         "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["services/proxy"],
+            "resourceNames": ["ray-llm-head-svc:dashboard", "ray-llm-serve-svc:serve"],
+            "verbs": ["get"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["services/proxy"],
+            "resourceNames": ["ray-llm-serve-svc:serve"],
+            "verbs": ["create"],
+        },
     ]
 
 
@@ -309,10 +344,14 @@ def test_each_verify_role_is_bound_to_the_verify_group_in_its_namespace(dev_obje
     bindings = {o["metadata"]["namespace"]: o for o in dev_objects if o["kind"] == "RoleBinding"}
     assert set(bindings) == {"kuberay-system", "inference"}
     for binding in bindings.values():
-        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                      "name": "pd-inference-verify"}
-        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                                        "name": "pd-inference-verify"}]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "pd-inference-verify",
+        }
+        assert binding["subjects"] == [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "pd-inference-verify"}
+        ]
 
 
 def test_nothing_in_the_chart_needs_imds_under_hop_limit_1(variants):

@@ -4,6 +4,7 @@ NIXL verdict (ops/nixl.py) and the same alarm matches (stacks/log_patterns.py) a
 later, lines written in pieces, and a file that starts over. It reads in bounded chunks (a 300 MB log
 within the container's 128Mi), starts at the end of the files already there (a restart forwards no line
 twice), follows a rotated file by its inode, and cuts an over-long line."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,14 @@ class Relay:
 
         self.sync = logs / SYNC
         self.sync.touch()
-        self.proc = subprocess.Popen([sys.executable, "-B", "-u", "-c", RELAY_PROGRAM], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-B", "-u", "-c", RELAY_PROGRAM],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=limit,
+        )
         self.lines: list[str] = []
         self.synced = 0
         threading.Thread(target=self._read, daemon=True).start()
@@ -148,16 +155,19 @@ def test_what_is_relayed_classifies_and_alarms_like_the_whole_log(tmp_path, rela
     running = relay()  # before the files: those already there at its start it follows from their end
     for name, text in logs.items():
         (tmp_path / name).write_text(text)
-    wanted = {name: [l for l in text.splitlines() if nixl.classify(l).verdict != "no-nixl" or " ERROR " in " " + l]
-              for name, text in logs.items()}
+    wanted = {
+        name: [l for l in text.splitlines() if nixl.classify(l).verdict != "no-nixl" or " ERROR " in " " + l]
+        for name, text in logs.items()
+    }
     out = _by_file(running.read_until(lambda lines: len(lines) >= sum(map(len, wanted.values()))))
     assert set(out) <= set(logs)
     for name, text in logs.items():
         relayed = "\n".join(out.get(name, []))
         assert nixl.classify(relayed).verdict == nixl.classify(text).verdict, name
         for pattern in NIXL_NOT_ON_EFA.values():
-            assert any(matches(pattern, l) for l in out.get(name, [])) == \
-                any(matches(pattern, l) for l in text.splitlines()), (name, pattern)
+            assert any(matches(pattern, l) for l in out.get(name, [])) == any(
+                matches(pattern, l) for l in text.splitlines()
+            ), (name, pattern)
     # and it is a filter: the real workers' logs had many more lines than it forwards
     assert sum(map(len, out.values())) < sum(len(t.splitlines()) for t in logs.values())
 
@@ -190,8 +200,11 @@ def test_the_container_reads_a_read_only_ray_tmp_with_no_privileges():
     assert container["name"] == CONTAINER and container["image"] == "image:tag"
     assert container["command"][:4] == ["python3", "-B", "-u", "-c"] and container["command"][4] == RELAY_PROGRAM
     assert container["volumeMounts"] == [{"name": VOLUME, "mountPath": RAY_TMP, "readOnly": True}]
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "capabilities": {"drop": ["ALL"]}}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def _noise_block(index: int, size: int = 2**20) -> bytes:
@@ -220,8 +233,10 @@ def test_a_300_mb_log_stays_within_the_containers_memory_and_only_new_lines_come
         done = "[worker-big.err] NIXL INFO Created 2 rails using provider=efa"
         running.read_until(lambda lines: done in lines, timeout=300)
         out = running.settled()
-        assert out == [f"[worker-big.err] (RayWorkerWrapper pid=7027) ERROR 11-30 12:00:01 engine step {index} failed"
-                       for index in range(blocks)] + [done]
+        assert out == [
+            f"[worker-big.err] (RayWorkerWrapper pid=7027) ERROR 11-30 12:00:01 engine step {index} failed"
+            for index in range(blocks)
+        ] + [done]
         assert big.stat().st_size > 600 * 10**6
         peak = running.peak_rss()
         print(f"relay peak RSS (VmHWM) over {big.stat().st_size / 2**20:.0f} MiB: {peak / 2**20:.1f} MiB")
@@ -261,9 +276,12 @@ def test_a_rotated_file_is_followed_to_its_end_and_the_new_one_from_its_start(tm
         writer.close()
         path.write_text("(pid=1) ERROR 4 in the new file\n")
         assert path.stat().st_ino != inode
-    wanted = ["[worker-r.err] (pid=1) ERROR 1", "[worker-r.err] (pid=1) ERROR 2 before the rename",
-              "[worker-r.err] (pid=1) ERROR 3 after the rename, into the old file",
-              "[worker-r.err] (pid=1) ERROR 4 in the new file"]
+    wanted = [
+        "[worker-r.err] (pid=1) ERROR 1",
+        "[worker-r.err] (pid=1) ERROR 2 before the rename",
+        "[worker-r.err] (pid=1) ERROR 3 after the rename, into the old file",
+        "[worker-r.err] (pid=1) ERROR 4 in the new file",
+    ]
     running.read_until(lambda lines: len(lines) >= 4)
     with path.open("a") as log:
         log.write("(pid=1) ERROR 5 the new file goes on\n")
@@ -283,8 +301,11 @@ def test_a_file_renamed_to_another_followed_name_is_not_read_again(tmp_path, rel
         writer.close()
         path.write_text("(pid=1) ERROR 3\n")
     running.read_until(lambda lines: len(lines) >= 3)
-    assert sorted(running.settled()) == ["[worker-m-1.out] (pid=1) ERROR 2", "[worker-m.out] (pid=1) ERROR 1",
-                                         "[worker-m.out] (pid=1) ERROR 3"]
+    assert sorted(running.settled()) == [
+        "[worker-m-1.out] (pid=1) ERROR 2",
+        "[worker-m.out] (pid=1) ERROR 1",
+        "[worker-m.out] (pid=1) ERROR 3",
+    ]
 
 
 def test_a_truncated_file_is_read_again_from_its_start(tmp_path, relay):
@@ -303,9 +324,11 @@ def test_a_truncated_file_is_read_again_from_its_start(tmp_path, relay):
         with path.open("a") as log:
             log.write("(pid=1) ERROR after copytruncate\n")
     running.read_until(lambda lines: len(lines) >= 3)
-    assert running.settled() == ["[worker-t.err] (pid=1) ERROR before the truncation",
-                                 "[worker-t.err] (pid=1) ERROR after the truncation",
-                                 "[worker-t.err] (pid=1) ERROR after copytruncate"]
+    assert running.settled() == [
+        "[worker-t.err] (pid=1) ERROR before the truncation",
+        "[worker-t.err] (pid=1) ERROR after the truncation",
+        "[worker-t.err] (pid=1) ERROR after copytruncate",
+    ]
 
 
 def test_an_over_long_line_is_cut_and_the_relay_goes_on(tmp_path, relay):
@@ -357,5 +380,6 @@ def test_it_holds_at_most_200_files_open_and_opens_again_one_that_grows(tmp_path
         with (tmp_path / name).open("a") as log:
             log.write("(pid=1) ERROR second\n")
     running.read_until(lambda lines: len(lines) >= 2 * len(names), timeout=60)
-    assert sorted(running.settled()) == sorted(f"[{name}] (pid=1) ERROR {which}"
-                                               for name in names for which in ("first", "second"))
+    assert sorted(running.settled()) == sorted(
+        f"[{name}] (pid=1) ERROR {which}" for name in names for which in ("first", "second")
+    )

@@ -1,4 +1,5 @@
 """NetworkPolicies: what the flow matrix (test_network_flows.py) does not show by itself."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 see every change to what is applied. Regenerate after an intended change with:
     UPDATE_SNAPSHOTS=1 scripts/test.sh tests/charts/test_render.py
 """
+
 from __future__ import annotations
 
 import os
@@ -52,11 +53,13 @@ def test_helm_releases_list_chart_version_and_values(rendered):
 
 def test_rendered_objects_equal_what_the_manifest_applies(app_synth, rendered):
     import json
+
     (manifest,) = app_synth.resources("dev", "serving", "Custom::AWSCDK-EKS-KubernetesResource").values()
     applied = json.loads(manifest["Properties"]["Manifest"])
     for obj in applied:  # the kubectl provider's prune label is the only addition
-        obj["metadata"]["labels"] = {k: v for k, v in obj["metadata"].get("labels", {}).items()
-                                     if not k.startswith("aws.cdk.eks/prune-")} or None
+        obj["metadata"]["labels"] = {
+            k: v for k, v in obj["metadata"].get("labels", {}).items() if not k.startswith("aws.cdk.eks/prune-")
+        } or None
         if obj["metadata"]["labels"] is None:
             del obj["metadata"]["labels"]
     assert applied == list(yaml.safe_load_all((rendered / "dev" / "inference.yaml").read_text()))

@@ -1,5 +1,6 @@
 """serveConfigV2 as Ray 2.58 expects it, validated with Ray's own models (ServeDeploySchema, LLMConfig,
 and the PD / OpenAI app args' fields)."""
+
 from __future__ import annotations
 
 import pytest
@@ -65,8 +66,9 @@ def test_pd_app_is_build_pd_openai_app_on_route_root(dev):
 def test_both_sides_serve_the_same_model(dev):
     args = _app(dev)["args"]
     ids = {side: args[side]["model_loading_config"] for side in ("prefill_config", "decode_config")}
-    assert ids["prefill_config"] == ids["decode_config"] == {"model_id": "qwen3.5-9b",
-                                                             "model_source": "Qwen/Qwen3.5-9B"}
+    assert (
+        ids["prefill_config"] == ids["decode_config"] == {"model_id": "qwen3.5-9b", "model_source": "Qwen/Qwen3.5-9B"}
+    )
 
 
 def test_kv_transfer_is_nixl_over_libfabric_on_both_sides_with_distinct_engine_ids(dev):
@@ -81,17 +83,25 @@ def test_kv_transfer_is_nixl_over_libfabric_on_both_sides_with_distinct_engine_i
 def test_each_side_names_its_kv_role(dev):
     # vLLM 0.26 deprecates kv_both with NixlConnector; Ray 2.58 passes the role through unchanged.
     args = _app(dev)["args"]
-    roles = [args[side]["engine_kwargs"]["kv_transfer_config"]["kv_role"] for side in ("prefill_config", "decode_config")]
+    roles = [
+        args[side]["engine_kwargs"]["kv_transfer_config"]["kv_role"] for side in ("prefill_config", "decode_config")
+    ]
     assert roles == ["kv_producer", "kv_consumer"]
 
 
 def test_engine_settings_are_the_reference_values(dev):
     for side in ("prefill_config", "decode_config"):
         engine = _app(dev)["args"][side]["engine_kwargs"]
-        assert {k: engine[k] for k in ("max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager",
-                                       "tensor_parallel_size")} == \
-            {"max_model_len": 4096, "dtype": "bfloat16", "gpu_memory_utilization": 0.90, "enforce_eager": True,
-             "tensor_parallel_size": 1}
+        assert {
+            k: engine[k]
+            for k in ("max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size")
+        } == {
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+            "gpu_memory_utilization": 0.90,
+            "enforce_eager": True,
+            "tensor_parallel_size": 1,
+        }
 
 
 def test_one_prefill_and_one_decode_replica(dev):
@@ -102,13 +112,14 @@ def test_one_prefill_and_one_decode_replica(dev):
 
 def test_prod_sides_autoscale(stages):
     args = _app(stages["prod"])["args"]
-    assert args["decode_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 1,
-                                                                                  "max_replicas": 2}}
+    assert args["decode_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 2}}
 
 
 def test_nixl_side_channels_do_not_collide(dev):
     args = _app(dev)["args"]
-    bases = [args[s]["experimental_configs"]["NIXL_SIDE_CHANNEL_PORT_BASE"] for s in ("prefill_config", "decode_config")]
+    bases = [
+        args[s]["experimental_configs"]["NIXL_SIDE_CHANNEL_PORT_BASE"] for s in ("prefill_config", "decode_config")
+    ]
     assert bases == [20000, 22000]
 
 
@@ -122,8 +133,13 @@ def test_colocated_is_build_openai_app_with_the_same_gpu_budget(colocated):
     assert "kv_transfer_config" not in llm["engine_kwargs"]
 
 
-ENGINE_SETTINGS = {"max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_prefix_caching": True,
-                   "gdn_prefill_backend": "triton", "extra_args": {"enable_chunked_prefill": True, "block_size": 16}}
+ENGINE_SETTINGS = {
+    "max_num_seqs": 64,
+    "max_num_batched_tokens": 8192,
+    "enable_prefix_caching": True,
+    "gdn_prefill_backend": "triton",
+    "extra_args": {"enable_chunked_prefill": True, "block_size": 16},
+}
 
 
 def test_engine_settings_of_the_stage_file_reach_both_sides_as_vllm_engine_kwargs(tmp_path):
@@ -131,10 +147,24 @@ def test_engine_settings_of_the_stage_file_reach_both_sides_as_vllm_engine_kwarg
     args = _app(cfg)["args"]
     for side in ("prefill_config", "decode_config"):
         kwargs = args[side]["engine_kwargs"]
-        assert {k: kwargs[k] for k in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
-                                       "gdn_prefill_backend", "enable_chunked_prefill", "block_size")} == {
-            "max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_prefix_caching": True,
-            "gdn_prefill_backend": "triton", "enable_chunked_prefill": True, "block_size": 16}
+        assert {
+            k: kwargs[k]
+            for k in (
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "enable_prefix_caching",
+                "gdn_prefill_backend",
+                "enable_chunked_prefill",
+                "block_size",
+            )
+        } == {
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 8192,
+            "enable_prefix_caching": True,
+            "gdn_prefill_backend": "triton",
+            "enable_chunked_prefill": True,
+            "block_size": 16,
+        }
         LLMConfig.model_validate(args[side])
 
 

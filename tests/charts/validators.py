@@ -1,5 +1,6 @@
 """Validators built from the real schemas and models available offline: KubeRay's CRDs (made strict),
 kubernetes-validate for core objects, and Ray 2.58's own config models."""
+
 from __future__ import annotations
 
 import ast
@@ -21,8 +22,11 @@ def strict(schema: Any) -> Any:
     does not preserve unknown fields (a CRD schema otherwise accepts any misspelt field)."""
     if isinstance(schema, dict):
         out = {k: strict(v) for k, v in schema.items()}
-        if "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
-                and "additionalProperties" not in out:
+        if (
+            "properties" in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+            and "additionalProperties" not in out
+        ):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
@@ -30,7 +34,7 @@ def strict(schema: Any) -> Any:
     return schema
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def crd_validator(kind: str) -> jsonschema.Draft7Validator:
     path = data_file(KUBERAY_CRDS / f"ray.io_{kind.lower()}s.yaml")
     crd = yaml.safe_load(path.read_text())
@@ -46,8 +50,10 @@ def crd_errors(obj: dict[str, Any]) -> list[str]:
 
 # --- Ray ---------------------------------------------------------------------------------------
 
+
 def _ray_source(relative: str) -> Path:
     import ray
+
     return Path(ray.__file__).parent / relative
 
 
@@ -57,8 +63,11 @@ def class_fields(relative: str, class_name: str) -> set[str]:
     tree = ast.parse(_ray_source(relative).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return {item.target.id for item in node.body
-                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+            return {
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            }
     raise LookupError(f"{class_name} not in {relative}")
 
 

@@ -1,6 +1,7 @@
 """One real control plane for the cluster tests: kube-apiserver, kube-controller-manager, kube-scheduler,
 etcd and kwok, built from the Go module proxy (cached in .cluster-tools/; scripts/setup.sh --dev builds them)
 and started on loopback, with the dev stage's nodes Ready and the dev stage applied as a deploy applies it."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,5 +1,6 @@
 """Every object the dev stage applies is admitted by the real kube-apiserver 1.35 (server-side apply,
 strict field validation), the RayService against the KubeRay CRDs; a broken object is refused."""
+
 from __future__ import annotations
 
 import copy
@@ -36,8 +37,10 @@ def test_the_stored_pod_templates_keep_every_field_we_set(installed, dev_steps):
         want, got = rendered["spec"]["rayClusterConfig"], stored["spec"]["rayClusterConfig"]
         for key in path:
             want, got = want[key], got[key]
-        assert got["template"]["spec"]["containers"][0]["securityContext"] == \
-            want["template"]["spec"]["containers"][0]["securityContext"]
+        assert (
+            got["template"]["spec"]["containers"][0]["securityContext"]
+            == want["template"]["spec"]["containers"][0]["securityContext"]
+        )
         assert got["template"]["spec"].get("volumes") == want["template"]["spec"].get("volumes")
 
 
@@ -65,7 +68,9 @@ def test_an_unknown_field_in_the_rayservice_is_refused_on_create_too(installed, 
 
 def test_a_misspelt_field_in_a_pod_template_is_refused(installed, admin, dev_steps):
     broken = _ray_service(dev_steps)
-    broken["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["securityContxt"] = {}
+    broken["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0][
+        "securityContxt"
+    ] = {}
     with pytest.raises(ApplyError, match=r"securityContxt: field not declared in schema"):
         admin.apply(broken, dry_run=True)
 
@@ -73,7 +78,9 @@ def test_a_misspelt_field_in_a_pod_template_is_refused(installed, admin, dev_ste
 def test_a_value_of_the_wrong_type_is_refused(installed, admin, dev_steps):
     broken = _ray_service(dev_steps)
     broken["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] = "two"
-    with pytest.raises(ApplyError, match=r"workerGroupSpecs\[0\]\.replicas: expected numeric \(int or float\), got string"):
+    with pytest.raises(
+        ApplyError, match=r"workerGroupSpecs\[0\]\.replicas: expected numeric \(int or float\), got string"
+    ):
         admin.apply(broken, dry_run=True)
 
 

@@ -1,4 +1,5 @@
 """The committed KubeRay CRDs are the files SOURCE.md names, byte for byte (digests)."""
+
 from __future__ import annotations
 
 import hashlib

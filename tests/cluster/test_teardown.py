@@ -1,5 +1,6 @@
 """Teardown deletes what the deploy applied in destroy order, on a cluster of its own, and the namespace
 controller removes the namespaces."""
+
 from __future__ import annotations
 
 from localcluster import deploy_order, rehearsal
@@ -11,8 +12,10 @@ def test_teardown_deletes_in_reverse_deploy_order_and_the_namespaces_go(tmp_path
     try:
         rehearsal.install(cluster, dev_steps)
         deleted = rehearsal.teardown(cluster, dev_steps)
-        applied = [f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
-                   for o in deploy_order.objects(dev_steps)]
+        applied = [
+            f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
+            for o in deploy_order.objects(dev_steps)
+        ]
         assert deleted == list(reversed(applied))
         assert deleted.index("RayService/inference/ray-llm") < deleted.index("Namespace//inference")
         for namespace in ("inference", "kuberay-system"):

@@ -1,5 +1,6 @@
 """The verify group's rights on a real RBAC authorizer (SubjectAccessReviews), and `ops verify`'s
 Kubernetes checks run with a real token bound to that group, over TLS."""
+
 from __future__ import annotations
 
 import copy
@@ -21,14 +22,16 @@ def dev_requests(dev_cfg):
 
 def test_every_request_verify_makes_is_allowed(cluster, installed, dev_requests):
     allowed, _ = dev_requests
-    assert {checks.describe_request(r): checks.access_review(cluster, VERIFY_GROUP, r) for r in allowed} == \
-        {checks.describe_request(r): True for r in allowed}
+    assert {checks.describe_request(r): checks.access_review(cluster, VERIFY_GROUP, r) for r in allowed} == {
+        checks.describe_request(r): True for r in allowed
+    }
 
 
 def test_secrets_exec_writes_and_the_dashboard_post_are_denied(cluster, installed, dev_requests):
     _, forbidden = dev_requests
-    assert {checks.describe_request(r): checks.access_review(cluster, VERIFY_GROUP, r) for r in forbidden} == \
-        {checks.describe_request(r): False for r in forbidden}
+    assert {checks.describe_request(r): checks.access_review(cluster, VERIFY_GROUP, r) for r in forbidden} == {
+        checks.describe_request(r): False for r in forbidden
+    }
 
 
 def test_rbac_names_a_proxied_port_as_service_colon_port(cluster, installed, dev_cfg):
@@ -52,8 +55,13 @@ def test_verify_may_read_the_operator_and_the_rayservice(cluster, installed, dev
 
 
 def test_verify_fails_when_the_serving_role_loses_its_rayservice_rule(cluster, installed, admin, dev_cfg):
-    role = copy.deepcopy(next(o for o in installed.objects if o["kind"] == "Role"
-                              and o["metadata"]["namespace"] == dev_cfg.serving.namespace))
+    role = copy.deepcopy(
+        next(
+            o
+            for o in installed.objects
+            if o["kind"] == "Role" and o["metadata"]["namespace"] == dev_cfg.serving.namespace
+        )
+    )
     original = copy.deepcopy(role)
     for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
         role["metadata"].pop(key, None)
@@ -66,5 +74,7 @@ def test_verify_fails_when_the_serving_role_loses_its_rayservice_rule(cluster, i
         assert check.status == "fail" and "HTTP 403" in check.detail
     finally:
         admin.apply(original)
-    assert checks.verify_checks(dev_cfg, cluster).find("RayService").detail == \
-        "ray-llm ready=False, application llm absent"
+    assert (
+        checks.verify_checks(dev_cfg, cluster).find("RayService").detail
+        == "ray-llm ready=False, application llm absent"
+    )

@@ -1,6 +1,7 @@
 """Who can use kubectl: an empty cluster.admin_principal_arns (no person gets a cluster-admin access
 entry) is refused unless cluster.allow_no_admin_principals: true says so on purpose; the opt-out together
 with a list of admins is refused as a contradiction; the opt-out is a real boolean."""
+
 from __future__ import annotations
 
 import pytest
@@ -59,13 +60,17 @@ def test_admins_and_the_opt_out_together_are_refused_as_contradictory(tmp_path, 
     path = _stage(tmp_path, {"admin_principal_arns": [ADMIN], "allow_no_admin_principals": True})
     code, line = _one_line(path, capsys)
     assert code == 2
-    assert line == (f"{path}: cluster.allow_no_admin_principals: true, but cluster.admin_principal_arns lists "
-                    "1 principal(s) that get cluster admin: the two contradict each other (allowed: false or "
-                    "unset when the list names admins; true only with an empty list)")
+    assert line == (
+        f"{path}: cluster.allow_no_admin_principals: true, but cluster.admin_principal_arns lists "
+        "1 principal(s) that get cluster admin: the two contradict each other (allowed: false or "
+        "unset when the list names admins; true only with an empty list)"
+    )
 
 
-@pytest.mark.parametrize("value, shown", [("yes", "str 'yes'"), ("true", "str 'true'"), (1, "int 1"),
-                                          (0, "int 0"), ("", "str ''"), (None, "NoneType None")])
+@pytest.mark.parametrize(
+    "value, shown",
+    [("yes", "str 'yes'"), ("true", "str 'true'"), (1, "int 1"), (0, "int 0"), ("", "str ''"), (None, "NoneType None")],
+)
 def test_the_opt_out_is_a_real_boolean(value, shown, tmp_path, capsys):
     path = _stage(tmp_path, {"admin_principal_arns": [], "allow_no_admin_principals": value})
     code, line = _one_line(path, capsys)
@@ -74,8 +79,11 @@ def test_the_opt_out_is_a_real_boolean(value, shown, tmp_path, capsys):
 
 
 def test_a_quoted_true_in_the_yaml_text_is_refused(tmp_path, capsys):
-    text = (CONFIG_DIR / "dev.yaml").read_text().replace("allow_no_admin_principals: true",
-                                                         'allow_no_admin_principals: "true"')
+    text = (
+        (CONFIG_DIR / "dev.yaml")
+        .read_text()
+        .replace("allow_no_admin_principals: true", 'allow_no_admin_principals: "true"')
+    )
     assert 'allow_no_admin_principals: "true"' in text
     path = write_stage(tmp_path, text, name="dev")
     code, line = _one_line(path, capsys)

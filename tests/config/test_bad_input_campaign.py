@@ -7,6 +7,7 @@ The unsafe-input rules get their own generators: endpoint allow-lists (public, p
 the internet), secret-shaped strings anywhere (the line must never contain one), system namespaces and
 host paths, tags, long stage names and regions, VPC sizes, models of every size, whitespace around
 identifiers, and hostile YAML (alias bombs, deep nesting, huge numbers) that must end quickly."""
+
 from __future__ import annotations
 
 import copy
@@ -26,20 +27,65 @@ from .cases import FAKE_GITHUB_TOKEN, FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_PRIVATE_K
 
 CASES = {"ran": 0, "valid": 0, "rejected": 0}
 SECRETS = [FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_SECRET_KEY, FAKE_GITHUB_TOKEN, FAKE_PRIVATE_KEY]
-HOSTILE_STRINGS = ["dev\n", "inference ", "\tx", "kube-system", "kuberay-system", "default", "/", "//", "/etc",
-                   "/var/lib/kubelet/x", "/tmp/m", "/data/../etc", "::/0", "0.0.0.0/1", "10.0.0.0/8", "2001:db8::/32",
-                   "11.0.0.0/8", "aws:owner", "Qwen/Qwen3.5-72B", "meta-llama/Llama-3.1-70B", "10.0.0.0/20",
-                   "a" * 300, "line\u2028sep"] + SECRETS
+HOSTILE_STRINGS = [
+    "dev\n",
+    "inference ",
+    "\tx",
+    "kube-system",
+    "kuberay-system",
+    "default",
+    "/",
+    "//",
+    "/etc",
+    "/var/lib/kubelet/x",
+    "/tmp/m",
+    "/data/../etc",
+    "::/0",
+    "0.0.0.0/1",
+    "10.0.0.0/8",
+    "2001:db8::/32",
+    "11.0.0.0/8",
+    "aws:owner",
+    "Qwen/Qwen3.5-72B",
+    "meta-llama/Llama-3.1-70B",
+    "10.0.0.0/20",
+    "a" * 300,
+    "line\u2028sep",
+] + SECRETS
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(10 ** 30), max_value=10 ** 30),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
-    st.sampled_from(["us-west-2z", "us-east-1a", "g6.xlarge", "p5.48xlarge", "0.0.0.0/0", "1.34", "UCX",
-                     "colocated", "ipc_lock", "NewCluster", "-1", "", "\u0000", "é", "🚀", "~", "null"]
-                    + HOSTILE_STRINGS),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "us-west-2z",
+            "us-east-1a",
+            "g6.xlarge",
+            "p5.48xlarge",
+            "0.0.0.0/0",
+            "1.34",
+            "UCX",
+            "colocated",
+            "ipc_lock",
+            "NewCluster",
+            "-1",
+            "",
+            "\u0000",
+            "é",
+            "🚀",
+            "~",
+            "null",
+        ]
+        + HOSTILE_STRINGS
+    ),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=10), inner, max_size=4)),
-                      max_leaves=8)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=8,
+)
 
 
 def _paths(data, prefix=()):
@@ -81,44 +127,110 @@ def _delete(data, path):
     return data
 
 
-IPV4 = st.builds(lambda a, p: str(__import__("ipaddress").ip_network(f"{a}/{p}", strict=False)),
-                 st.ip_addresses(v=4), st.integers(min_value=0, max_value=32))
-IPV6 = st.builds(lambda a, p: str(__import__("ipaddress").ip_network(f"{a}/{p}", strict=False)),
-                 st.ip_addresses(v=6), st.integers(min_value=0, max_value=128))
-PATH_PART = st.sampled_from(["", ".", "..", "etc", "var", "lib", "kubelet", "containerd", "tmp", "run", "data",
-                             "model-cache", "proc", "usr", "home", "opt"])
+IPV4 = st.builds(
+    lambda a, p: str(__import__("ipaddress").ip_network(f"{a}/{p}", strict=False)),
+    st.ip_addresses(v=4),
+    st.integers(min_value=0, max_value=32),
+)
+IPV6 = st.builds(
+    lambda a, p: str(__import__("ipaddress").ip_network(f"{a}/{p}", strict=False)),
+    st.ip_addresses(v=6),
+    st.integers(min_value=0, max_value=128),
+)
+PATH_PART = st.sampled_from(
+    [
+        "",
+        ".",
+        "..",
+        "etc",
+        "var",
+        "lib",
+        "kubelet",
+        "containerd",
+        "tmp",
+        "run",
+        "data",
+        "model-cache",
+        "proc",
+        "usr",
+        "home",
+        "opt",
+    ]
+)
 RULE_CHANGES = st.one_of(
-    st.builds(lambda cidrs, allow, private: {"cluster": {"endpoint": {
-        "public_access_cidrs": cidrs, "allow_public_internet": allow, "private_access": private}}},
-        st.lists(st.one_of(IPV4, IPV4, IPV6), max_size=6), st.booleans(), st.booleans()),
-    st.builds(lambda value, key: {"serving": {"hf_token_secret": value}} if key == "secret" else {"tags": {key: value}},
-              st.sampled_from(SECRETS), st.sampled_from(["secret", "owner", "api-key", "token"])),
+    st.builds(
+        lambda cidrs, allow, private: {
+            "cluster": {
+                "endpoint": {"public_access_cidrs": cidrs, "allow_public_internet": allow, "private_access": private}
+            }
+        },
+        st.lists(st.one_of(IPV4, IPV4, IPV6), max_size=6),
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda value, key: {"serving": {"hf_token_secret": value}} if key == "secret" else {"tags": {key: value}},
+        st.sampled_from(SECRETS),
+        st.sampled_from(["secret", "owner", "api-key", "token"]),
+    ),
     st.builds(lambda secret: {"tags": {secret: "x"}}, st.sampled_from(SECRETS)),
-    st.builds(lambda ns, clients: {"serving": {"namespace": ns, "client_namespaces": clients}},
-              st.sampled_from(["inference", "kube-system", "default", "kuberay-system", "kube-x", "gateway"]),
-              st.lists(st.sampled_from(["inference", "kube-system", "gateway", "default"]), max_size=3)),
-    st.builds(lambda parts, slash: {"serving": {"weight_cache": {"host_path": "/" + "/".join(parts) + slash}}},
-              st.lists(PATH_PART, max_size=4), st.sampled_from(["", "/", "//"])),
-    st.builds(lambda count, key, value: {"tags": {**{f"t{i}": "v" for i in range(count)}, key: value}},
-              st.integers(min_value=0, max_value=60), st.sampled_from(["aws:x", "AWS:y", "ok", "k" * 129, "é"]),
-              st.sampled_from(["", "v" * 257, "a<b", "fine", "x\n"])),
-    st.builds(lambda length, region: {"region": region, "availability_zones": [f"{region}a", f"{region}b"],
-                                      "gpu_availability_zone": f"{region}a", "network": {"vpc_cidr": "10.0.0.0/17"},
-                                      "cluster": {"name": "c" * length}},
-              st.integers(min_value=1, max_value=101), st.sampled_from(["us-west-2", "ap-southeast-5", "us-northwestcentralsouthern-1"])),
-    st.builds(lambda prefix, zones: {"network": {"vpc_cidr": f"10.0.0.0/{prefix}"},
-                                     "availability_zones": [f"us-west-2{z}" for z in "abcd"[:zones]]},
-              st.integers(min_value=14, max_value=28), st.integers(min_value=2, max_value=4)),
-    st.builds(lambda size, quant, tp, ctx, declared: {"serving": {
-        "model": {"source": f"org/Model-{size}B{quant}", **({"parameters_billion": declared} if declared else {})},
-        "engine": {"tensor_parallel_size": tp, "max_model_len": ctx}}},
-        st.sampled_from(["0.5", "7", "9", "27", "72", "405"]), st.sampled_from(["", "-AWQ", "-FP8"]),
-        st.integers(min_value=1, max_value=2), st.sampled_from([512, 4096, 131072]),
-        st.one_of(st.none(), st.floats(min_value=0.1, max_value=2000))),
-    st.builds(lambda field, value, pad: {field: pad.format(value)},
-              st.sampled_from(["stage", "region", "account", "gpu_availability_zone"]),
-              st.sampled_from(["dev", "us-west-2", "123456789012", "us-west-2a"]),
-              st.sampled_from(["{}\n", "{} ", "\t{}", "{}\r\n"])),
+    st.builds(
+        lambda ns, clients: {"serving": {"namespace": ns, "client_namespaces": clients}},
+        st.sampled_from(["inference", "kube-system", "default", "kuberay-system", "kube-x", "gateway"]),
+        st.lists(st.sampled_from(["inference", "kube-system", "gateway", "default"]), max_size=3),
+    ),
+    st.builds(
+        lambda parts, slash: {"serving": {"weight_cache": {"host_path": "/" + "/".join(parts) + slash}}},
+        st.lists(PATH_PART, max_size=4),
+        st.sampled_from(["", "/", "//"]),
+    ),
+    st.builds(
+        lambda count, key, value: {"tags": {**{f"t{i}": "v" for i in range(count)}, key: value}},
+        st.integers(min_value=0, max_value=60),
+        st.sampled_from(["aws:x", "AWS:y", "ok", "k" * 129, "é"]),
+        st.sampled_from(["", "v" * 257, "a<b", "fine", "x\n"]),
+    ),
+    st.builds(
+        lambda length, region: {
+            "region": region,
+            "availability_zones": [f"{region}a", f"{region}b"],
+            "gpu_availability_zone": f"{region}a",
+            "network": {"vpc_cidr": "10.0.0.0/17"},
+            "cluster": {"name": "c" * length},
+        },
+        st.integers(min_value=1, max_value=101),
+        st.sampled_from(["us-west-2", "ap-southeast-5", "us-northwestcentralsouthern-1"]),
+    ),
+    st.builds(
+        lambda prefix, zones: {
+            "network": {"vpc_cidr": f"10.0.0.0/{prefix}"},
+            "availability_zones": [f"us-west-2{z}" for z in "abcd"[:zones]],
+        },
+        st.integers(min_value=14, max_value=28),
+        st.integers(min_value=2, max_value=4),
+    ),
+    st.builds(
+        lambda size, quant, tp, ctx, declared: {
+            "serving": {
+                "model": {
+                    "source": f"org/Model-{size}B{quant}",
+                    **({"parameters_billion": declared} if declared else {}),
+                },
+                "engine": {"tensor_parallel_size": tp, "max_model_len": ctx},
+            }
+        },
+        st.sampled_from(["0.5", "7", "9", "27", "72", "405"]),
+        st.sampled_from(["", "-AWQ", "-FP8"]),
+        st.integers(min_value=1, max_value=2),
+        st.sampled_from([512, 4096, 131072]),
+        st.one_of(st.none(), st.floats(min_value=0.1, max_value=2000)),
+    ),
+    st.builds(
+        lambda field, value, pad: {field: pad.format(value)},
+        st.sampled_from(["stage", "region", "account", "gpu_availability_zone"]),
+        st.sampled_from(["dev", "us-west-2", "123456789012", "us-west-2a"]),
+        st.sampled_from(["{}\n", "{} ", "\t{}", "{}\r\n"]),
+    ),
 )
 
 
@@ -146,8 +258,9 @@ def hostile_yaml(draw):
 def mutated_files(draw):
     base = {"dev": stage_data("dev"), "prod": stage_data("prod")}[draw(st.sampled_from(["dev", "prod"]))]
     base["stage"] = "dev"  # the file is written as dev.yaml
-    kind = draw(st.sampled_from(["replace", "delete", "add", "alias", "wrap", "raw", "several", "rule", "rule",
-                                 "hostile"]))
+    kind = draw(
+        st.sampled_from(["replace", "delete", "add", "alias", "wrap", "raw", "several", "rule", "rule", "hostile"])
+    )
     if kind == "raw":
         return draw(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
     if kind == "hostile":
@@ -174,7 +287,7 @@ def mutated_files(draw):
                     target[draw(st.text(min_size=1, max_size=12))] = draw(VALUES)
             elif action == "alias" and isinstance(data, dict):
                 shared = draw(st.sampled_from(list(_paths(data))[1:] or [()]))
-                if path[:len(shared)] == shared or shared[:len(path)] == path:
+                if path[: len(shared)] == shared or shared[: len(path)] == path:
                     continue  # an alias inside itself would make a cycle, not a stage file
                 source = data
                 for part in shared:
@@ -192,8 +305,13 @@ def mutated_files(draw):
         return b"stage: [unterminated"
 
 
-@settings(max_examples=1800, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=1800,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(content=mutated_files())
 def test_every_mutation_loads_or_fails_with_one_line(content, tmp_path_factory):
     path = Path(tmp_path_factory.mktemp("stage")) / "dev.yaml"

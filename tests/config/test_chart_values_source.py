@@ -1,5 +1,6 @@
 """config/chart_values/ holds the Helm charts' default values as committed data: every file there is listed in
 its SOURCE.md with the sha256 it was taken with, and every listed file is there, unchanged."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +10,11 @@ from config import versions
 
 from ..helpers import CHART_VALUES
 
-ROW = re.compile(r"^\| `(?P<file>[^`]+\.values\.yaml)` \| (?P<chart>[^|]+?) \| (?P<version>[^|]+?) \| "
-                 r"`(?P<sha256>[0-9a-f]{64})` \|$", re.MULTILINE)
+ROW = re.compile(
+    r"^\| `(?P<file>[^`]+\.values\.yaml)` \| (?P<chart>[^|]+?) \| (?P<version>[^|]+?) \| "
+    r"`(?P<sha256>[0-9a-f]{64})` \|$",
+    re.MULTILINE,
+)
 
 
 def _rows() -> dict[str, dict[str, str]]:
@@ -32,5 +36,6 @@ def test_every_values_file_is_listed_with_its_digest_and_nothing_else_is_there()
 def test_the_files_are_those_of_the_pinned_chart_versions():
     rows = {(r["chart"], r["version"]): r["file"] for r in _rows().values()}
     for pin in (versions.KUBERAY_OPERATOR, versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN):
-        assert rows.get((pin.chart, pin.version)) == f"{pin.chart}-{pin.version}.values.yaml", \
+        assert rows.get((pin.chart, pin.version)) == f"{pin.chart}-{pin.version}.values.yaml", (
             f"no defaults for {pin.chart} {pin.version} in config/chart_values/SOURCE.md"
+        )

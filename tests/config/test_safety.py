@@ -1,6 +1,7 @@
 """Unsafe and undeployable stage files are refused at validate time, with one line naming the file and the
 field (the shared invalid-case tables in cases.py run every class through the validator and through synth;
 these tests add the boundaries, the accepted variants, and what needs more than one file or a process)."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,16 @@ from pydantic import BaseModel
 import app
 from config import ConfigError, load_stage_file, load_stages, names
 from config.__main__ import main
-from config.derived import (KNOWN_MODELS, PUBLIC_ENDPOINT_LIMIT, SUBNET_LAYOUT, endpoint_wide_open,
-                            model_memory_floor, public_addresses, smallest_vpc_prefix, subnet_plan)
+from config.derived import (
+    KNOWN_MODELS,
+    PUBLIC_ENDPOINT_LIMIT,
+    SUBNET_LAYOUT,
+    endpoint_wide_open,
+    model_memory_floor,
+    public_addresses,
+    smallest_vpc_prefix,
+    subnet_plan,
+)
 from config.errors import short
 from config.loader import CONFIG_DIR, MAX_FILE_BYTES
 from config.rules import secret_kind
@@ -27,10 +36,13 @@ from ..helpers import REHEARSAL, ROOT, config_with, data_file, merge, stage_data
 from .cases import FAKE_GITHUB_TOKEN, FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_PRIVATE_KEY, FAKE_SECRET_KEY
 
 # Hopper nodes for models too big for an L4 (the GDN backend and resources as a p5 stage needs them).
-P5 = {"gpu_nodegroup": {"instance_type": "p5.48xlarge"},
-      "serving": {"engine": {"gdn_prefill_backend": "triton"},
-                  "worker_resources": {"cpu_request": 8, "cpu_limit": 16, "memory_request_gib": 32,
-                                       "memory_limit_gib": 64}}}
+P5 = {
+    "gpu_nodegroup": {"instance_type": "p5.48xlarge"},
+    "serving": {
+        "engine": {"gdn_prefill_backend": "triton"},
+        "worker_resources": {"cpu_request": 8, "cpu_limit": 16, "memory_request_gib": 32, "memory_limit_gib": 64},
+    },
+}
 
 
 def _refusal(tmp_path, change, name="dev") -> str:
@@ -41,16 +53,23 @@ def _refusal(tmp_path, change, name="dev") -> str:
 
 
 def _validate(*args, cwd=ROOT, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "config", "validate", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "config", "validate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 # --- 1. the public endpoint: the union of the allow-list ----------------------------------------------
 
+
 def test_public_address_count_is_the_union_without_special_ranges():
     assert public_addresses(["203.0.114.0/24", "203.0.114.0/25"]) == 256  # overlaps counted once
-    assert public_addresses(["10.0.0.0/8"]) == 0                            # private: never public
-    assert public_addresses(["10.0.0.0/7"]) == 2 ** 24                      # 10/8 private, 11/8 public
+    assert public_addresses(["10.0.0.0/8"]) == 0  # private: never public
+    assert public_addresses(["10.0.0.0/7"]) == 2**24  # 10/8 private, 11/8 public
     assert public_addresses(["0.0.0.0/1", "128.0.0.0/1"]) == public_addresses(["0.0.0.0/0"])
 
 
@@ -60,8 +79,15 @@ def test_exactly_a_slash_8_of_public_addresses_is_accepted(tmp_path):
     assert public_addresses(cfg.cluster.endpoint.public_access_cidrs) == PUBLIC_ENDPOINT_LIMIT
 
 
-@pytest.mark.parametrize("cidrs", [["11.0.0.0/8", "12.0.0.0/24"], ["11.0.0.0/9", "12.0.0.0/9", "13.0.0.0/9"],
-                                   ["0.0.0.0/2"], ["64.0.0.0/3", "203.0.114.0/24"]])
+@pytest.mark.parametrize(
+    "cidrs",
+    [
+        ["11.0.0.0/8", "12.0.0.0/24"],
+        ["11.0.0.0/9", "12.0.0.0/9", "13.0.0.0/9"],
+        ["0.0.0.0/2"],
+        ["64.0.0.0/3", "203.0.114.0/24"],
+    ],
+)
 def test_more_than_a_slash_8_is_refused_in_one_range_or_in_pieces(tmp_path, cidrs):
     line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": cidrs}}})
     assert ": cluster.endpoint.public_access_cidrs" in line and "more than a /8's worth" in line
@@ -82,8 +108,18 @@ def test_ipv6_is_refused_even_with_allow_public_internet(tmp_path, cidr):
     assert "public_access_cidrs[0]: " in line and "is IPv6" in line
 
 
-@pytest.mark.parametrize("cidr", ["10.1.0.0/16", "172.16.0.0/12", "192.168.1.0/24", "127.0.0.1/32", "169.254.0.0/16",
-                                  "100.64.0.0/10", "224.0.0.0/4"])
+@pytest.mark.parametrize(
+    "cidr",
+    [
+        "10.1.0.0/16",
+        "172.16.0.0/12",
+        "192.168.1.0/24",
+        "127.0.0.1/32",
+        "169.254.0.0/16",
+        "100.64.0.0/10",
+        "224.0.0.0/4",
+    ],
+)
 def test_ranges_that_never_reach_a_public_endpoint_are_refused(tmp_path, cidr):
     line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": ["203.0.114.0/24", cidr]}}})
     assert "public_access_cidrs[1]: " in line and "private or reserved range" in line
@@ -97,20 +133,35 @@ def test_documentation_ranges_stay_allowed_as_placeholders(tmp_path, cidr):
 
 # --- 2. secret values, in any string of the file, never echoed --------------------------------------
 
-@pytest.mark.parametrize("kind, value", [
-    ("a Hugging Face token", FAKE_HF_TOKEN), ("an AWS access key id", FAKE_KEY_ID),
-    ("an AWS access key id", "ASIA" + "Q" * 16), ("a private key", FAKE_PRIVATE_KEY),
-    ("a private key", "-----BEGIN " + "OPENSSH PRIVATE KEY-----"), ("a GitHub token", FAKE_GITHUB_TOKEN),
-    ("a Hugging Face token", "token=" + FAKE_HF_TOKEN + " trailing"),
-])
+
+@pytest.mark.parametrize(
+    "kind, value",
+    [
+        ("a Hugging Face token", FAKE_HF_TOKEN),
+        ("an AWS access key id", FAKE_KEY_ID),
+        ("an AWS access key id", "ASIA" + "Q" * 16),
+        ("a private key", FAKE_PRIVATE_KEY),
+        ("a private key", "-----BEGIN " + "OPENSSH PRIVATE KEY-----"),
+        ("a GitHub token", FAKE_GITHUB_TOKEN),
+        ("a Hugging Face token", "token=" + FAKE_HF_TOKEN + " trailing"),
+    ],
+)
 def test_secret_shapes_are_recognised(kind, value):
     assert secret_kind(value) == kind
 
 
-@pytest.mark.parametrize("value", [
-    "hf/token", "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf", "Qwen/Qwen3.5-9B",
-    "hf_short", "AKIA-not-a-key", "/var/lib/model-cache", "pd-inference/HuggingFaceToken/prod",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "hf/token",
+        "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf",
+        "Qwen/Qwen3.5-9B",
+        "hf_short",
+        "AKIA-not-a-key",
+        "/var/lib/model-cache",
+        "pd-inference/HuggingFaceToken/prod",
+    ],
+)
 def test_names_and_paths_are_not_secrets(value):
     assert secret_kind(value, "hf_token_secret") is None
 
@@ -123,16 +174,28 @@ def test_a_secret_key_is_found_under_any_key_and_a_long_name_only_under_a_key_li
     assert secret_kind("ProjectAlphaBetaGammaDeltaEpsilonZeta123", "owner") is None
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"serving": {"hf_token_secret": FAKE_HF_TOKEN}}, "serving.hf_token_secret"),
-    ({"tags": {"owner": FAKE_KEY_ID}}, "tags.owner"),
-    ({"serving": {"model": {"id": FAKE_GITHUB_TOKEN}}}, "serving.model.id"),
-    ({"cluster": {"admin_principal_arns": [FAKE_HF_TOKEN]}}, "cluster.admin_principal_arns[0]"),
-    ({"benchmark": {"profiles": [{"name": FAKE_HF_TOKEN, "input_tokens": 1, "output_tokens": 1, "concurrency": [1]}]}},
-     "benchmark.profiles[0].name"),
-    ({"serving": {"engine": {"extra_args": {"served_model_name": FAKE_HF_TOKEN}}}}, "serving.engine.extra_args.served_model_name"),
-    ({"unknown_section": {"nested": [FAKE_HF_TOKEN]}}, "unknown_section.nested[0]"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"serving": {"hf_token_secret": FAKE_HF_TOKEN}}, "serving.hf_token_secret"),
+        ({"tags": {"owner": FAKE_KEY_ID}}, "tags.owner"),
+        ({"serving": {"model": {"id": FAKE_GITHUB_TOKEN}}}, "serving.model.id"),
+        ({"cluster": {"admin_principal_arns": [FAKE_HF_TOKEN]}}, "cluster.admin_principal_arns[0]"),
+        (
+            {
+                "benchmark": {
+                    "profiles": [{"name": FAKE_HF_TOKEN, "input_tokens": 1, "output_tokens": 1, "concurrency": [1]}]
+                }
+            },
+            "benchmark.profiles[0].name",
+        ),
+        (
+            {"serving": {"engine": {"extra_args": {"served_model_name": FAKE_HF_TOKEN}}}},
+            "serving.engine.extra_args.served_model_name",
+        ),
+        ({"unknown_section": {"nested": [FAKE_HF_TOKEN]}}, "unknown_section.nested[0]"),
+    ],
+)
 def test_a_secret_anywhere_is_refused_by_field_without_its_value(tmp_path, change, field):
     line = _refusal(tmp_path, change)
     assert f": {field}: looks like " in line
@@ -142,6 +205,7 @@ def test_a_secret_anywhere_is_refused_by_field_without_its_value(tmp_path, chang
 
 def test_a_secret_in_the_pipeline_file_is_refused_too(tmp_path):
     from config.pipeline import load_pipeline
+
     (tmp_path / "_pipeline.yaml").write_text(yaml.safe_dump({"region": "us-west-2", "repository": FAKE_HF_TOKEN}))
     with pytest.raises(ConfigError) as caught:
         load_pipeline(tmp_path, ["dev"])
@@ -150,8 +214,10 @@ def test_a_secret_in_the_pipeline_file_is_refused_too(tmp_path):
 
 # --- 3. namespaces and the weight cache's host path ---------------------------------------------------
 
-@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "default", "kuberay-system",
-                                       "kube-anything"])
+
+@pytest.mark.parametrize(
+    "namespace", ["kube-system", "kube-public", "kube-node-lease", "default", "kuberay-system", "kube-anything"]
+)
 def test_the_serving_namespace_is_never_a_system_one(tmp_path, namespace):
     assert f": serving.namespace: {namespace} is" in _refusal(tmp_path, {"serving": {"namespace": namespace}})
 
@@ -162,9 +228,28 @@ def test_kube_system_may_be_a_client_namespace(tmp_path):
     assert cfg.serving.client_namespaces == ["kube-system", "gateway"]
 
 
-@pytest.mark.parametrize("host_path", ["//", "/etc", "/etc/model-cache", "/var", "/var/lib", "/var/lib/", "/usr/local",
-                                       "/var/lib/kubelet", "/var/lib/containerd/x", "/run/cache", "/dev/shm/x",
-                                       "/sys/fs", "/boot/x", "/home", "/root/cache", "/var/run/x", "/tmp"])
+@pytest.mark.parametrize(
+    "host_path",
+    [
+        "//",
+        "/etc",
+        "/etc/model-cache",
+        "/var",
+        "/var/lib",
+        "/var/lib/",
+        "/usr/local",
+        "/var/lib/kubelet",
+        "/var/lib/containerd/x",
+        "/run/cache",
+        "/dev/shm/x",
+        "/sys/fs",
+        "/boot/x",
+        "/home",
+        "/root/cache",
+        "/var/run/x",
+        "/tmp",
+    ],
+)
 def test_the_host_path_is_never_a_system_directory(tmp_path, host_path):
     # an allowlist now (config/rules_workload.py): outside /var/lib/model-cache, or not in normal form
     line = _refusal(tmp_path, {"serving": {"weight_cache": {"host_path": host_path}}})
@@ -180,13 +265,21 @@ def test_the_host_path_has_no_dot_segments(tmp_path, host_path):
 
 # The weight cache's own folder and folders below it; any other folder of the node is refused
 # (tests/config/test_workload_rules.py).
-@pytest.mark.parametrize("host_path", ["/var/lib/model-cache", "/var/lib/model-cache/models",
-                                       "/var/lib/model-cache/Qwen3.5-9B", "/var/lib/model-cache/a..b"])
+@pytest.mark.parametrize(
+    "host_path",
+    [
+        "/var/lib/model-cache",
+        "/var/lib/model-cache/models",
+        "/var/lib/model-cache/Qwen3.5-9B",
+        "/var/lib/model-cache/a..b",
+    ],
+)
 def test_directories_of_their_own_are_accepted(tmp_path, host_path):
     assert config_with(tmp_path, serving={"weight_cache": {"host_path": host_path}}).serving.weight_cache.host_path
 
 
 # --- 4. tags ------------------------------------------------------------------------------------------
+
 
 def test_the_app_adds_at_most_its_reserved_number_of_tags_to_a_resource(app_synth, stages):
     """MAX_STAGE_TAGS = 50 - APP_TAGS_PER_RESOURCE: the reserve must cover what the stacks add."""
@@ -206,8 +299,16 @@ def test_the_most_tags_a_stage_may_add_are_accepted(tmp_path):
     assert len(load_stage_file(write_stage(tmp_path, data)).tags) == names.MAX_STAGE_TAGS == 46
 
 
-@pytest.mark.parametrize("key, value", [("Kostenstelle", "Forschung und Entwicklung"), ("owner", "équipe-ML"),
-                                        ("a/b:c=d+e@f", ""), ("k" * 128, "v" * 256), ("awsome", "aws:fine as a value")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("Kostenstelle", "Forschung und Entwicklung"),
+        ("owner", "équipe-ML"),
+        ("a/b:c=d+e@f", ""),
+        ("k" * 128, "v" * 256),
+        ("awsome", "aws:fine as a value"),
+    ],
+)
 def test_tags_within_the_aws_rules_are_accepted(tmp_path, key, value):
     assert config_with(tmp_path, tags={key: value}).tags[key] == value
 
@@ -217,35 +318,58 @@ def test_the_reserved_prefix_is_refused_in_any_case(tmp_path, key):
     assert "the aws: prefix is reserved" in _refusal(tmp_path, {"tags": {key: "x"}})
 
 
-@pytest.mark.parametrize("value", ["a\nb", "tab\there", "semi;colon", "quote\"", "line\u2028sep", "star*"])
+@pytest.mark.parametrize("value", ["a\nb", "tab\there", "semi;colon", 'quote"', "line\u2028sep", "star*"])
 def test_tag_values_outside_the_aws_characters_are_refused(tmp_path, value):
     assert ": tags.owner: " in _refusal(tmp_path, {"tags": {"owner": value}})
 
 
 # --- 5. every derived name within AWS's limits, and in one place --------------------------------------
 
+
 def test_every_explicit_name_in_the_templates_comes_from_names_py(app_synth, stages):
     for stage, cfg in stages.items():
         derived = {n.kind: n.value for n in names.for_stage(cfg)}
         built = app_synth.stages[stage]
-        assert sorted([built.network.stack_name, built.cluster.stack_name, built.serving.stack_name]) == \
-            sorted(n.value for n in names.for_stage(cfg) if n.kind == "cloudformation-stack")
+        assert sorted([built.network.stack_name, built.cluster.stack_name, built.serving.stack_name]) == sorted(
+            n.value for n in names.for_stage(cfg) if n.kind == "cloudformation-stack"
+        )
         cluster = app_synth.one(stage, "cluster", "AWS::EKS::Cluster")["Properties"]["Name"]
-        groups = [g["Properties"].get("LogGroupName") for g in
-                  app_synth.resources(stage, "cluster", "AWS::Logs::LogGroup").values()]
+        groups = [
+            g["Properties"].get("LogGroupName")
+            for g in app_synth.resources(stage, "cluster", "AWS::Logs::LogGroup").values()
+        ]
         project = app_synth.one(stage, "cluster", "AWS::CodeBuild::Project")["Properties"]["Name"]
         bucket = app_synth.one(stage, "cluster", "AWS::S3::Bucket")["Properties"]["BucketName"]["Fn::Join"][1]
-        bucket = "".join(names.ACCOUNT_PLACEHOLDER if part == {"Ref": "AWS::AccountId"} else
-                         cfg.region if part == {"Ref": "AWS::Region"} else part for part in bucket)
-        assert (cluster, project, bucket) == (derived["eks-cluster"], derived["codebuild-project"], derived["s3-bucket"])
-        insights = [names.container_insights_log_group(cfg.cluster_name, kind)
-                    for kind in names.CONTAINER_INSIGHTS_LOG_KINDS] if cfg.observability.enabled else []
+        bucket = "".join(
+            names.ACCOUNT_PLACEHOLDER
+            if part == {"Ref": "AWS::AccountId"}
+            else cfg.region
+            if part == {"Ref": "AWS::Region"}
+            else part
+            for part in bucket
+        )
+        assert (cluster, project, bucket) == (
+            derived["eks-cluster"],
+            derived["codebuild-project"],
+            derived["s3-bucket"],
+        )
+        insights = (
+            [names.container_insights_log_group(cfg.cluster_name, kind) for kind in names.CONTAINER_INSIGHTS_LOG_KINDS]
+            if cfg.observability.enabled
+            else []
+        )
         assert sorted(g for g in groups if g) == sorted([derived["log-group"], *insights])
 
 
 # `*_name=` arguments in stacks/ that pick or reference something rather than name a new resource
-NOT_NAMING = ("subnet_group_name", "device_name", "group_name", "addon_name", "resource_name",
-              "metric_name")  # a metric's name within its namespace, not a resource
+NOT_NAMING = (
+    "subnet_group_name",
+    "device_name",
+    "group_name",
+    "addon_name",
+    "resource_name",
+    "metric_name",
+)  # a metric's name within its namespace, not a resource
 
 
 def test_the_stacks_name_nothing_that_names_py_does_not_know():
@@ -257,18 +381,21 @@ def test_the_stacks_name_nothing_that_names_py_does_not_know():
             if arg not in NOT_NAMING and not value.endswith(".cluster_name"):
                 found.add(f"{path.name}: {arg}={value}")
         found |= {f"{path.name}: Name: {value}" for value in re.findall(r'"Name": (\w+)', text)}
-    assert found == {
-        'assembly.py: stack_name="pd-inference-pipeline"',            # names.PIPELINE_STACK
-        'pipeline.py: pipeline_name=PIPELINE_NAME',                   # names.PIPELINE_NAME
-        'stage.py: stack_name=f"{cfg.stage}-network"',                # names.stack_name
-        'stage.py: stack_name=f"{cfg.stage}-cluster"',
-        'stage.py: stack_name=f"{cfg.stage}-serving"',
-        "cluster.py: cluster_name=cluster_name",                      # names.cluster_name (via StageConfig)
-        'cluster.py: log_group_name=f"/aws/eks/{cluster_name}/cluster"',  # names.control_plane_log_group
-        'observability.py: log_group_name=container_insights_log_group(cluster_name',  # names.container_insights_log_group
-        'verify_runner.py: bucket_name=verify_source_bucket(stage',    # names.verify_source_bucket
-        "verify_runner.py: Name: name",                               # names.verify_runner_name
-    }, found
+    assert (
+        found
+        == {
+            'assembly.py: stack_name="pd-inference-pipeline"',  # names.PIPELINE_STACK
+            "pipeline.py: pipeline_name=PIPELINE_NAME",  # names.PIPELINE_NAME
+            'stage.py: stack_name=f"{cfg.stage}-network"',  # names.stack_name
+            'stage.py: stack_name=f"{cfg.stage}-cluster"',
+            'stage.py: stack_name=f"{cfg.stage}-serving"',
+            "cluster.py: cluster_name=cluster_name",  # names.cluster_name (via StageConfig)
+            'cluster.py: log_group_name=f"/aws/eks/{cluster_name}/cluster"',  # names.control_plane_log_group
+            "observability.py: log_group_name=container_insights_log_group(cluster_name",  # names.container_insights_log_group
+            "verify_runner.py: bucket_name=verify_source_bucket(stage",  # names.verify_source_bucket
+            "verify_runner.py: Name: name",  # names.verify_runner_name
+        }
+    ), found
 
 
 def test_a_stage_name_too_long_for_the_bucket_names_stage_and_the_room(tmp_path):
@@ -280,7 +407,8 @@ def test_a_stage_name_too_long_for_the_bucket_names_stage_and_the_room(tmp_path)
     assert str(caught.value) == (
         f"{path}: stage: '{stage}' makes the verify runner's S3 bucket name "
         f"'pd-inference-{stage}-verify-<account-id>-us-west-2' 64 characters long (allowed: at most 63, so stage "
-        "of at most 20 characters here)")
+        "of at most 20 characters here)"
+    )
 
 
 def test_a_stage_name_at_the_limit_is_accepted(tmp_path):
@@ -288,8 +416,15 @@ def test_a_stage_name_at_the_limit_is_accepted(tmp_path):
     assert load_stage_file(write_stage(tmp_path, data)).stage == "a" * 20
 
 
-@pytest.mark.parametrize("stage, region, ok", [("a" * 15, "ap-southeast-5", True), ("a" * 16, "ap-southeast-5", False),
-                                                ("a" * 16, "us-gov-west-1", True), ("a" * 17, "us-gov-west-1", False)])
+@pytest.mark.parametrize(
+    "stage, region, ok",
+    [
+        ("a" * 15, "ap-southeast-5", True),
+        ("a" * 16, "ap-southeast-5", False),
+        ("a" * 16, "us-gov-west-1", True),
+        ("a" * 17, "us-gov-west-1", False),
+    ],
+)
 def test_the_bucket_limit_depends_on_the_region(stage, region, ok):
     (bucket,) = [n for n in names.derived_names(stage, None, None, region) if n.kind == "s3-bucket"]
     assert (not bucket.too_long) is ok
@@ -301,6 +436,7 @@ def test_every_derived_name_of_the_longest_legal_inputs_is_well_formed():
 
 
 # --- 6. the VPC must hold the subnet layout -----------------------------------------------------------
+
 
 def test_subnet_layout_is_what_the_network_stack_builds(app_synth, stages):
     for stage, cfg in stages.items():
@@ -314,8 +450,10 @@ def test_subnet_layout_is_what_the_network_stack_builds(app_synth, stages):
         assert sorted(built) == sorted(subnet_plan(cfg.network.vpc_cidr, len(cfg.availability_zones)))
 
 
-@pytest.mark.parametrize("cidr, zones, fits", [("10.0.0.0/17", 2, True), ("10.0.0.0/18", 2, False),
-                                               ("10.0.0.0/17", 3, False), ("172.20.0.0/16", 6, True)])
+@pytest.mark.parametrize(
+    "cidr, zones, fits",
+    [("10.0.0.0/17", 2, True), ("10.0.0.0/18", 2, False), ("10.0.0.0/17", 3, False), ("172.20.0.0/16", 6, True)],
+)
 def test_subnet_plan_agrees_with_cdk_at_the_boundaries(cidr, zones, fits):
     """The prediction against CDK's own allocator: the network stack alone, synthesized in memory."""
     import aws_cdk as cdk
@@ -326,15 +464,23 @@ def test_subnet_plan_agrees_with_cdk_at_the_boundaries(cidr, zones, fits):
     zone_names = [f"us-west-2{letter}" for letter in "abcdef"[:zones]]
     app_ = cdk.App()
     try:
-        stack = NetworkStack(app_, "N", zones=zone_names, network=Network(vpc_cidr=cidr), log_retention_days=7,
-                             env=cdk.Environment(region="us-west-2"))
+        stack = NetworkStack(
+            app_,
+            "N",
+            zones=zone_names,
+            network=Network(vpc_cidr=cidr),
+            log_retention_days=7,
+            env=cdk.Environment(region="us-west-2"),
+        )
         template = app_.synth().get_stack_by_name(stack.stack_name).template
     except Exception as exc:  # noqa: BLE001 - jsii's error for "exceeds remaining space"
         assert not fits, exc
         assert subnet_plan(cidr, zones) is None
         return
     assert fits
-    built = sorted(r["Properties"]["CidrBlock"] for r in template["Resources"].values() if r["Type"] == "AWS::EC2::Subnet")
+    built = sorted(
+        r["Properties"]["CidrBlock"] for r in template["Resources"].values() if r["Type"] == "AWS::EC2::Subnet"
+    )
     assert built == sorted(cidr for _, cidr in subnet_plan(cidr, zones))
 
 
@@ -343,6 +489,7 @@ def test_smallest_vpc_per_az_count():
 
 
 # --- 7. patterns are anchored at both ends ------------------------------------------------------------
+
 
 def _patterns(model: type[BaseModel], seen=None):
     seen = set() if seen is None else seen
@@ -371,11 +518,19 @@ def test_every_schema_pattern_is_anchored_at_start_and_end_of_text():
         assert pattern.startswith(r"\A") and pattern.endswith(r"\z"), (where, pattern)
 
 
-@pytest.mark.parametrize("field, valid", [
-    (("stage",), "dev"), (("region",), "us-west-2"), (("serving", "namespace"), "inference"),
-    (("serving", "service_name"), "ray-llm"), (("serving", "model", "id"), "qwen3.5-9b"),
-    (("cluster", "name"), "pd-dev"), (("addons", "kuberay_operator"), "1.7.0"), (("serving", "ray_version"), "2.58.0"),
-])
+@pytest.mark.parametrize(
+    "field, valid",
+    [
+        (("stage",), "dev"),
+        (("region",), "us-west-2"),
+        (("serving", "namespace"), "inference"),
+        (("serving", "service_name"), "ray-llm"),
+        (("serving", "model", "id"), "qwen3.5-9b"),
+        (("cluster", "name"), "pd-dev"),
+        (("addons", "kuberay_operator"), "1.7.0"),
+        (("serving", "ray_version"), "2.58.0"),
+    ],
+)
 @pytest.mark.parametrize("variant", ["{}\n", "{} ", "\t{}", "{}\r\n", " {}"])
 def test_whitespace_around_an_identifier_is_refused(tmp_path, field, valid, variant):
     data = stage_data("dev")
@@ -390,6 +545,7 @@ def test_whitespace_around_an_identifier_is_refused(tmp_path, field, valid, vari
 
 
 # --- 8. two stage files that collide in one account and region ----------------------------------------
+
 
 def _two_stages(tmp_path, a=None, b=None):
     folder = tmp_path / "config"
@@ -406,7 +562,8 @@ def test_two_stages_with_one_cluster_name_are_refused_naming_both_files(tmp_path
     assert str(caught.value) == (
         f"{folder}/beta.yaml: cluster.name: the EKS cluster name 'pd-inference-alpha' is also the EKS cluster name "
         f"of {folder}/alpha.yaml, in the same account and region (any account: account is unset, us-west-2) "
-        "(allowed: a cluster.name that gives no name another stage file there gives)")
+        "(allowed: a cluster.name that gives no name another stage file there gives)"
+    )
 
 
 def test_the_collision_is_reported_where_the_name_was_set(tmp_path):
@@ -418,21 +575,40 @@ def test_the_collision_is_reported_where_the_name_was_set(tmp_path):
     assert f"of {folder}/beta.yaml" in str(caught.value)
 
 
-@pytest.mark.parametrize("a, b", [
-    ({"account": "111111111111", "cluster": {"name": "shared"}}, {"account": "111111111111", "cluster": {"name": "shared"}}),
-    ({"account": "111111111111", "cluster": {"name": "shared"}}, {"cluster": {"name": "shared"}}),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (
+            {"account": "111111111111", "cluster": {"name": "shared"}},
+            {"account": "111111111111", "cluster": {"name": "shared"}},
+        ),
+        ({"account": "111111111111", "cluster": {"name": "shared"}}, {"cluster": {"name": "shared"}}),
+    ],
+)
 def test_same_or_unknown_account_collides(tmp_path, a, b):
     with pytest.raises(ConfigError, match="is also the EKS cluster name of"):
         load_stages(_two_stages(tmp_path, a, b))
 
 
-@pytest.mark.parametrize("a, b", [
-    ({"account": "111111111111", "cluster": {"name": "shared"}}, {"account": "222222222222", "cluster": {"name": "shared"}}),
-    ({"cluster": {"name": "shared"}}, {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"],
-                                       "gpu_availability_zone": "us-east-1a", "network": {"vpc_cidr": "10.0.0.0/17"},
-                                       "cluster": {"name": "shared"}}),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (
+            {"account": "111111111111", "cluster": {"name": "shared"}},
+            {"account": "222222222222", "cluster": {"name": "shared"}},
+        ),
+        (
+            {"cluster": {"name": "shared"}},
+            {
+                "region": "us-east-1",
+                "availability_zones": ["us-east-1a", "us-east-1b"],
+                "gpu_availability_zone": "us-east-1a",
+                "network": {"vpc_cidr": "10.0.0.0/17"},
+                "cluster": {"name": "shared"},
+            },
+        ),
+    ],
+)
 def test_other_account_or_region_does_not_collide(tmp_path, a, b):
     assert [cfg.stage for cfg in load_stages(_two_stages(tmp_path, a, b))] == ["alpha", "beta"]
 
@@ -450,6 +626,7 @@ def test_the_validator_and_synth_refuse_the_collision_with_one_line(tmp_path, ca
 
 # --- 9. no traceback, no hang ------------------------------------------------------------------------
 
+
 def _one_line_exit_2(run, path, phrase):
     assert run.returncode == 2, run.stderr
     assert run.stdout == "" and "Traceback" not in run.stderr
@@ -457,17 +634,24 @@ def _one_line_exit_2(run, path, phrase):
     assert len(lines) == 1 and lines[0].startswith(f"{path}: ") and phrase in lines[0], lines
 
 
-@pytest.mark.parametrize("content, phrase", [
-    ("stage: dev\nnetwork: {nat_gateways: " + "1" * 100_000 + "}\n", "a number of 100000 characters"),
-    ("stage: dev\nx: 1.0e+" + "9" * 100 + "\n", "a number of 105 characters"),
-    ("".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9 if i else ["x"] * 9) + "]\n" for i in range(9)),
-     "more than 64 YAML aliases"),
-    ("".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 7 if i else ["x"] * 7) + "]\n" for i in range(10)),
-     "the YAML expands to more than 20000 values"),
-    ("stage: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 20 levels deep"),
-    ("stage: " + "{a: " * 20_000 + "1" + "}" * 20_000 + "\n", "nested more than 20 levels deep"),
-    ("- " * 5000 + "x\n", "nested more than 20 levels deep"),
-])
+@pytest.mark.parametrize(
+    "content, phrase",
+    [
+        ("stage: dev\nnetwork: {nat_gateways: " + "1" * 100_000 + "}\n", "a number of 100000 characters"),
+        ("stage: dev\nx: 1.0e+" + "9" * 100 + "\n", "a number of 105 characters"),
+        (
+            "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9 if i else ["x"] * 9) + "]\n" for i in range(9)),
+            "more than 64 YAML aliases",
+        ),
+        (
+            "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 7 if i else ["x"] * 7) + "]\n" for i in range(10)),
+            "the YAML expands to more than 20000 values",
+        ),
+        ("stage: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 20 levels deep"),
+        ("stage: " + "{a: " * 20_000 + "1" + "}" * 20_000 + "\n", "nested more than 20 levels deep"),
+        ("- " * 5000 + "x\n", "nested more than 20 levels deep"),
+    ],
+)
 def test_hostile_yaml_ends_fast_with_one_line(tmp_path, content, phrase):
     path = tmp_path / "dev.yaml"
     path.write_text(content)
@@ -494,7 +678,8 @@ def test_a_folder_as_the_stage_file_is_one_line(tmp_path):
 
 
 def test_a_file_larger_than_the_limit_is_refused_even_if_stat_says_otherwise(tmp_path, monkeypatch):
-    import config.loader as loader
+    from config import loader
+
     path = tmp_path / "dev.yaml"
     path.write_text("# " + "x" * (MAX_FILE_BYTES * 4) + "\n")
     real = os.stat
@@ -509,13 +694,14 @@ def test_a_file_larger_than_the_limit_is_refused_even_if_stat_says_otherwise(tmp
 
 
 def test_messages_never_repr_a_whole_structure_or_a_huge_integer():
-    assert short(10 ** 5000) == "<an integer of about 5001 digits>"
-    assert short(list(range(10 ** 6))) == "<a list of 1000000 items>"
+    assert short(10**5000) == "<an integer of about 5001 digits>"
+    assert short(list(range(10**6))) == "<a list of 1000000 items>"
     assert short({str(i): i for i in range(1000)}) == "<a mapping of 1000 keys>"
-    assert len(short("x" * 10 ** 6)) <= 40
+    assert len(short("x" * 10**6)) <= 40
 
 
 # --- 10. the validator's messages and its folder mode ---------------------------------------------------
+
 
 def test_an_unknown_key_is_reported_before_the_missing_key_it_hides(tmp_path):
     data = stage_data("dev")
@@ -524,7 +710,8 @@ def test_an_unknown_key_is_reported_before_the_missing_key_it_hides(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_stage_file(path)
     assert str(caught.value).startswith(
-        f"{path}: serving.upgrade_strategie: unknown key, did you mean upgrade_strategy? (allowed: ")
+        f"{path}: serving.upgrade_strategie: unknown key, did you mean upgrade_strategy? (allowed: "
+    )
     assert str(caught.value).endswith("[+1 more]")
 
 
@@ -550,8 +737,13 @@ def test_validate_by_the_package_path_and_relative_paths_as_typed(tmp_path):
     folder = tmp_path / "stages"
     folder.mkdir()
     write_stage(folder, stage_data("dev"))
-    run = subprocess.run([sys.executable, str(ROOT / "config"), "validate", "./stages/dev.yaml", "stages/"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "config"), "validate", "./stages/dev.yaml", "stages/"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert [line.split(": ok:")[0] for line in run.stdout.splitlines()] == ["./stages/dev.yaml", "stages/dev.yaml"]
 
@@ -567,6 +759,7 @@ def test_a_folder_with_a_bad_pipeline_file_fails_validation_like_synth(tmp_path,
 
 # --- 11. a model that cannot fit ------------------------------------------------------------------------
 
+
 def test_qwen35_9b_parameter_count_is_computed_from_its_config():
     """KNOWN_MODELS' 9.65e9: every weight of Qwen3.5-9B's config.json (text, MTP layer, vision tower)."""
     config = json.loads(data_file(REHEARSAL / "qwen3.5-9b-config.json").read_text())
@@ -575,8 +768,16 @@ def test_qwen35_9b_parameter_count_is_computed_from_its_config():
     full = t["layer_types"].count("full_attention")
     hd, heads, kv_heads = t["head_dim"], t["num_attention_heads"], t["num_key_value_heads"]
     attention = h * heads * hd * 2 + 2 * h * kv_heads * hd + heads * hd * h  # q with its output gate, k, v, o
-    qk, vv = t["linear_num_key_heads"] * t["linear_key_head_dim"], t["linear_num_value_heads"] * t["linear_value_head_dim"]
-    deltanet = h * (2 * qk + 2 * vv) + h * 2 * t["linear_num_value_heads"] + (2 * qk + vv) * t["linear_conv_kernel_dim"] + vv * h
+    qk, vv = (
+        t["linear_num_key_heads"] * t["linear_key_head_dim"],
+        t["linear_num_value_heads"] * t["linear_value_head_dim"],
+    )
+    deltanet = (
+        h * (2 * qk + 2 * vv)
+        + h * 2 * t["linear_num_value_heads"]
+        + (2 * qk + vv) * t["linear_conv_kernel_dim"]
+        + vv * h
+    )
     mlp = 3 * h * t["intermediate_size"]
     text = 2 * t["vocab_size"] * h + full * attention + (layers - full) * deltanet + layers * mlp
     mtp = attention + mlp + 2 * h * h
@@ -593,15 +794,26 @@ def test_the_reference_deployment_fits_with_its_margin(dev):
     assert floor.needed_gib < floor.available_gib
 
 
-@pytest.mark.parametrize("source", ["openai/gpt-oss-20b", "Qwen/Qwen3.5-27B-AWQ", "Qwen/Qwen2.5-14B-Instruct-FP8",
-                                    "mistralai/Mixtral-8x7B-Instruct", "my-org/house-model", "my-org/no-size-here"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "openai/gpt-oss-20b",
+        "Qwen/Qwen3.5-27B-AWQ",
+        "Qwen/Qwen2.5-14B-Instruct-FP8",
+        "mistralai/Mixtral-8x7B-Instruct",
+        "my-org/house-model",
+        "my-org/no-size-here",
+    ],
+)
 def test_quantized_or_unsized_models_are_not_refused_on_an_l4(tmp_path, source):
     assert config_with(tmp_path, serving={"model": {"source": source}}).serving.model.source == source
 
 
 def test_a_large_model_fits_with_enough_gpus_per_engine(tmp_path):
-    cfg = config_with(tmp_path, **merge(P5, {"serving": {"model": {"source": "Qwen/Qwen3.5-72B"},
-                                                         "engine": {"tensor_parallel_size": 2}}}))
+    cfg = config_with(
+        tmp_path,
+        **merge(P5, {"serving": {"model": {"source": "Qwen/Qwen3.5-72B"}, "engine": {"tensor_parallel_size": 2}}}),
+    )
     assert model_memory_floor(cfg).available_gib > model_memory_floor(cfg).needed_gib
 
 

@@ -3,6 +3,7 @@ than by a list of known bad values: vLLM engine arguments (every recorded field 
 (and no parser or validation message that echoes one), a secret scan linear in its input, places that do not
 exist (regions, AZs, ARN partitions, reserved VPC ranges, tag keys that collide), and alarm thresholds that
 could never fire or would always fire. Secret-shaped values are assembled from pieces, never written out whole."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from config import ConfigError, load_stage_file
-from config import engine_args, rules, rules_safety, secret_shapes
+from config import ConfigError, engine_args, load_stage_file, rules, rules_safety, secret_shapes
 from config.errors import from_validation_error, short
 from config.rules_safety import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
 from config.schema import StageConfig
@@ -38,6 +38,7 @@ def _extra(**args):
 
 # --- 12. engine arguments: every recorded field in one class -------------------------------------------
 
+
 def test_every_recorded_engine_arg_is_in_exactly_one_class():
     recorded = set(engine_args.recorded())
     classes = [set(ENGINE_ARGS_ALLOWED), set(ENGINE_ARGS_RESERVED), set(ENGINE_ARGS_OPT_IN)]
@@ -58,46 +59,71 @@ def test_every_reserved_engine_arg_is_refused_whatever_its_value(name):
         assert engine_args.check_extra(name, value).startswith(f"{name} is reserved: "), (name, value)
 
 
-@pytest.mark.parametrize("name, value, why", [
-    ("worker_cls", "my.module.Worker", "imports and runs code"),
-    ("worker_extension_cls", "evil.Ext", "imports and runs code"),
-    ("scheduler_cls", "x.Scheduler", "imports and runs code"),
-    ("io_processor_plugin", "p", "imports and runs code"),
-    ("reasoning_parser_plugin", "/tmp/p.py", "imports and runs code"),
-    ("hf_config_path", "/etc", "replaces the weights, the model's configuration"),
-    ("config_format", "mistral", "replaces the weights, the model's configuration"),
-    ("model_weights", "/x", "replaces the weights"),
-    ("spec_model", "org/draft", "loads a second model"),
-    ("kv_transfer_config", "x", "set by the project: the KV connector"),
-    ("kv_offloading_backend", "lmcache", "replaces or adds a connector"),
-    ("otlp_traces_endpoint", "http://collector:4317", "sends data out"),
-    ("allowed_local_media_path", "/", "opens the node's file system"),
-    ("download_dir", "/tmp", "opens the node's file system"),
-    ("hf_token", True, "carries a secret"),
-    ("pipeline_parallel_size", 2, "spans tensor_parallel_size GPUs of one node"),
-    ("master_addr", "10.0.0.1", "spans tensor_parallel_size GPUs of one node"),
-])
+@pytest.mark.parametrize(
+    "name, value, why",
+    [
+        ("worker_cls", "my.module.Worker", "imports and runs code"),
+        ("worker_extension_cls", "evil.Ext", "imports and runs code"),
+        ("scheduler_cls", "x.Scheduler", "imports and runs code"),
+        ("io_processor_plugin", "p", "imports and runs code"),
+        ("reasoning_parser_plugin", "/tmp/p.py", "imports and runs code"),
+        ("hf_config_path", "/etc", "replaces the weights, the model's configuration"),
+        ("config_format", "mistral", "replaces the weights, the model's configuration"),
+        ("model_weights", "/x", "replaces the weights"),
+        ("spec_model", "org/draft", "loads a second model"),
+        ("kv_transfer_config", "x", "set by the project: the KV connector"),
+        ("kv_offloading_backend", "lmcache", "replaces or adds a connector"),
+        ("otlp_traces_endpoint", "http://collector:4317", "sends data out"),
+        ("allowed_local_media_path", "/", "opens the node's file system"),
+        ("download_dir", "/tmp", "opens the node's file system"),
+        ("hf_token", True, "carries a secret"),
+        ("pipeline_parallel_size", 2, "spans tensor_parallel_size GPUs of one node"),
+        ("master_addr", "10.0.0.1", "spans tensor_parallel_size GPUs of one node"),
+    ],
+)
 def test_reserved_engine_args_are_refused_by_field_with_the_reason(tmp_path, name, value, why):
     line = _refusal(tmp_path, _extra(**{name: value}))
     assert f": serving.engine.extra_args: {name} is reserved: " in line and why in line
 
 
-@pytest.mark.parametrize("name, value", [
-    ("load_format", "pt"), ("load_format", "dummy"), ("load_format", "tensorizer"), ("load_format", "runai_streamer"),
-    ("load_format", "npcache"), ("load_format", "gguf"), ("load_format", "sharded_state"), ("load_format", "Auto"),
-    ("model_impl", "terratorch"), ("generation_config", "/models/other"), ("quantization", "my_plugin_quant"),
-    ("quantization", True), ("tokenizer_mode", "my_registered_mode"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("load_format", "pt"),
+        ("load_format", "dummy"),
+        ("load_format", "tensorizer"),
+        ("load_format", "runai_streamer"),
+        ("load_format", "npcache"),
+        ("load_format", "gguf"),
+        ("load_format", "sharded_state"),
+        ("load_format", "Auto"),
+        ("model_impl", "terratorch"),
+        ("generation_config", "/models/other"),
+        ("quantization", "my_plugin_quant"),
+        ("quantization", True),
+        ("tokenizer_mode", "my_registered_mode"),
+    ],
+)
 def test_string_values_that_name_code_or_files_are_refused(tmp_path, name, value):
     line = _refusal(tmp_path, _extra(**{name: value}))
     assert f": serving.engine.extra_args: {name}: {value!r} (allowed: " in line
 
 
-@pytest.mark.parametrize("name, value", [
-    ("quantization", "fp8"), ("load_format", "safetensors"), ("load_format", "fastsafetensors"),
-    ("model_impl", "transformers"), ("generation_config", "vllm"), ("tokenizer_mode", "hf"), ("kv_cache_dtype", "fp8"),
-    ("revision", "0123456789abcdef0123456789abcdef01234567"), ("seed", 7), ("trust_remote_code", False),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("quantization", "fp8"),
+        ("load_format", "safetensors"),
+        ("load_format", "fastsafetensors"),
+        ("model_impl", "transformers"),
+        ("generation_config", "vllm"),
+        ("tokenizer_mode", "hf"),
+        ("kv_cache_dtype", "fp8"),
+        ("revision", "0123456789abcdef0123456789abcdef01234567"),
+        ("seed", 7),
+        ("trust_remote_code", False),
+    ],
+)
 def test_tuning_arguments_are_allowed(tmp_path, name, value):
     cfg = config_with(tmp_path, **_extra(**{name: value}))
     assert cfg.serving.engine.vllm_kwargs()[name] == value
@@ -113,31 +139,48 @@ def test_an_opt_in_argument_needs_its_name_in_the_opt_in_list(tmp_path):
     line = _refusal(tmp_path, _extra(trust_remote_code=True))
     assert ": serving.engine.extra_args.trust_remote_code: True: trust_remote_code runs the Python code" in line
     assert "allowed: only with serving.allow_unsafe_engine_args: [trust_remote_code]" in line
-    cfg = config_with(tmp_path, serving={"engine": {"extra_args": {"trust_remote_code": True}},
-                                         "allow_unsafe_engine_args": ["trust_remote_code"]})
+    cfg = config_with(
+        tmp_path,
+        serving={
+            "engine": {"extra_args": {"trust_remote_code": True}},
+            "allow_unsafe_engine_args": ["trust_remote_code"],
+        },
+    )
     assert cfg.serving.engine.vllm_kwargs()["trust_remote_code"] is True
     assert "allow_unsafe_engine_args" not in cfg.serving.engine.vllm_kwargs()
 
 
-@pytest.mark.parametrize("listed, extra, phrase", [
-    (["worker_cls"], {}, "worker_cls is reserved"),
-    (["seed"], {"seed": 1}, "seed needs no opt-in"),
-    (["no_such_arg"], {}, "is not an opt-in engine argument"),
-    (["trust_remote_code"], {}, "is not turned on in serving.engine.extra_args"),
-    (["trust_remote_code"], {"trust_remote_code": False}, "is not turned on"),
-    (["enable_prompt_embeds", "enable_prompt_embeds"], {"enable_prompt_embeds": True}, "listed twice"),
-])
+@pytest.mark.parametrize(
+    "listed, extra, phrase",
+    [
+        (["worker_cls"], {}, "worker_cls is reserved"),
+        (["seed"], {"seed": 1}, "seed needs no opt-in"),
+        (["no_such_arg"], {}, "is not an opt-in engine argument"),
+        (["trust_remote_code"], {}, "is not turned on in serving.engine.extra_args"),
+        (["trust_remote_code"], {"trust_remote_code": False}, "is not turned on"),
+        (["enable_prompt_embeds", "enable_prompt_embeds"], {"enable_prompt_embeds": True}, "listed twice"),
+    ],
+)
 def test_the_opt_in_list_names_only_opt_in_arguments_that_are_turned_on(tmp_path, listed, extra, phrase):
     line = _refusal(tmp_path, {"serving": {"allow_unsafe_engine_args": listed, "engine": {"extra_args": extra}}})
     assert ": serving.allow_unsafe_engine_args[" in line and phrase in line
 
 
 def test_an_opted_in_argument_is_a_synth_warning(tmp_path):
-    cfg = config_with(tmp_path, serving={"engine": {"extra_args": {"trust_remote_code": True}},
-                                         "allow_unsafe_engine_args": ["trust_remote_code"]})
+    cfg = config_with(
+        tmp_path,
+        serving={
+            "engine": {"extra_args": {"trust_remote_code": True}},
+            "allow_unsafe_engine_args": ["trust_remote_code"],
+        },
+    )
     result = synth([cfg], tmp_path / "out")
-    warnings = [str(e.data) for c in result.stages["dev"].node.find_all() for e in c.node.metadata
-                if e.type == "aws:cdk:warning"]
+    warnings = [
+        str(e.data)
+        for c in result.stages["dev"].node.find_all()
+        for e in c.node.metadata
+        if e.type == "aws:cdk:warning"
+    ]
     assert len(warnings) == 1 and "vLLM runs with trust_remote_code turned on" in warnings[0]
 
 
@@ -166,7 +209,7 @@ SHAPES = [
     ("an OpenAI API key", "sk-proj-" + TOKEN_BODY[:20] + "T3Blbk" + "FJ" + TOKEN_BODY[:20]),
     ("a Google API key", "AI" + "za" + TOKEN_BODY[:35]),
     ("a JSON Web Token", "ey" + "JhbGciOiJIUzI1NiJ9.ey" + "JzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r"),
-    ("an AWS secret access key", FAKE_SECRET_KEY),                     # under no key-like key at all
+    ("an AWS secret access key", FAKE_SECRET_KEY),  # under no key-like key at all
     ("an AWS secret access key", "line one\n" + FAKE_SECRET_KEY + "\nline three"),  # on its own line
     ("a random-looking token (an API key or password)", "Zq8" + TOKEN_BODY[:32]),  # an unknown service's key
 ]
@@ -177,23 +220,35 @@ def test_secret_shapes_are_recognised_under_any_key(kind, value):
     assert secret_kind(value, "owner") == kind
 
 
-@pytest.mark.parametrize("value", [
-    "ProjectAlphaBetaGammaDeltaEpsilonZeta123", "HuggingFaceTokenForQwenModelsProdUsWest2",
-    "0123456789abcdef0123456789abcdef01234567",  # a commit id: revision pins are allowed
-    "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray@sha256:" + "ab12" * 16, "Qwen/Qwen3.5-9B",
-    "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf", "pd-inference/HuggingFaceToken/prod",
-    "glass-production-cluster-blue-2025", "sk-not-a-key", "team platform engineering", "/var/lib/model-cache",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ProjectAlphaBetaGammaDeltaEpsilonZeta123",
+        "HuggingFaceTokenForQwenModelsProdUsWest2",
+        "0123456789abcdef0123456789abcdef01234567",  # a commit id: revision pins are allowed
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray@sha256:" + "ab12" * 16,
+        "Qwen/Qwen3.5-9B",
+        "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf",
+        "pd-inference/HuggingFaceToken/prod",
+        "glass-production-cluster-blue-2025",
+        "sk-not-a-key",
+        "team platform engineering",
+        "/var/lib/model-cache",
+    ],
+)
 def test_names_ids_and_paths_are_not_secrets(value):
     assert secret_kind(value, "owner") is None
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"tags": {"owner": FAKE_SECRET_KEY}}, "tags.owner"),
-    ({"tags": {"team": SHAPES[1][1]}}, "tags.team"),
-    ({"serving": {"image": SHAPES[6][1]}}, "serving.image"),
-    ({"benchmark": {"tokenizer": SHAPES[11][1]}}, "benchmark.tokenizer"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"tags": {"owner": FAKE_SECRET_KEY}}, "tags.owner"),
+        ({"tags": {"team": SHAPES[1][1]}}, "tags.team"),
+        ({"serving": {"image": SHAPES[6][1]}}, "serving.image"),
+        ({"benchmark": {"tokenizer": SHAPES[11][1]}}, "benchmark.tokenizer"),
+    ],
+)
 def test_new_shapes_are_refused_anywhere_in_a_stage_file_tags_included(tmp_path, change, field):
     line = _refusal(tmp_path, change)
     assert f": {field}: looks like " in line
@@ -201,15 +256,19 @@ def test_new_shapes_are_refused_anywhere_in_a_stage_file_tags_included(tmp_path,
 
 
 def _secret_free(line: str, secret: str) -> bool:
-    return all(secret[i:i + 16] not in line for i in range(len(secret) - 15))
+    return all(secret[i : i + 16] not in line for i in range(len(secret) - 15))
 
 
-@pytest.mark.parametrize("text", [
-    f"stage: dev\nregion: *{FAKE_HF_TOKEN}\n",                   # an undefined alias: PyYAML names it
-    f"stage: dev\nregion: !{FAKE_HF_TOKEN} us-west-2\n",        # an unknown tag: PyYAML names it
-    f"stage: dev\n{FAKE_HF_TOKEN}: 1\n{FAKE_HF_TOKEN}: 2\n",     # a duplicate key: the loader names it
-    f"stage: dev\ntags: {{owner: {FAKE_HF_TOKEN}, x: [\n",        # a token inside a malformed line
-], ids=["undefined-alias", "unknown-tag", "duplicate-key", "malformed-line"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"stage: dev\nregion: *{FAKE_HF_TOKEN}\n",  # an undefined alias: PyYAML names it
+        f"stage: dev\nregion: !{FAKE_HF_TOKEN} us-west-2\n",  # an unknown tag: PyYAML names it
+        f"stage: dev\n{FAKE_HF_TOKEN}: 1\n{FAKE_HF_TOKEN}: 2\n",  # a duplicate key: the loader names it
+        f"stage: dev\ntags: {{owner: {FAKE_HF_TOKEN}, x: [\n",  # a token inside a malformed line
+    ],
+    ids=["undefined-alias", "unknown-tag", "duplicate-key", "malformed-line"],
+)
 def test_a_yaml_error_never_echoes_a_secret(tmp_path, text):
     path = write_stage(tmp_path, text, name="dev")
     with pytest.raises(ConfigError) as caught:
@@ -262,7 +321,7 @@ def test_an_aliased_string_is_scanned_once_and_the_file_loads_fast(tmp_path, mon
     real = rules.secret_kind
     monkeypatch.setattr(rules, "secret_kind", lambda text, key="": calls.append(len(text)) or real(text, key))
     big = (WORDY_RUN + " ") * 1500
-    text = f"stage: dev\nblob: &b \"{big}\"\nmore: [{', '.join(['*b'] * 63)}]\n"  # 64 visits of 61,500 characters
+    text = f'stage: dev\nblob: &b "{big}"\nmore: [{", ".join(["*b"] * 63)}]\n'  # 64 visits of 61,500 characters
     path = write_stage(tmp_path, text, name="dev")
     start = time.perf_counter()
     with pytest.raises(ConfigError, match=": blob: unknown key"):
@@ -273,36 +332,51 @@ def test_an_aliased_string_is_scanned_once_and_the_file_loads_fast(tmp_path, mon
 
 
 def test_a_string_over_64_kib_is_refused_in_one_line(tmp_path):
-    path = write_stage(tmp_path, f"stage: dev\nblob: \"{'a' * (64 * 1024 + 1)}\"\n", name="dev")
+    path = write_stage(tmp_path, f'stage: dev\nblob: "{"a" * (64 * 1024 + 1)}"\n', name="dev")
     with pytest.raises(ConfigError) as caught:
         load_stage_file(path)
-    assert str(caught.value) == (f"{path}: blob: a string of 65537 characters (allowed: up to 65536; no setting of a "
-                                 "stage file is that long)")
+    assert str(caught.value) == (
+        f"{path}: blob: a string of 65537 characters (allowed: up to 65536; no setting of a stage file is that long)"
+    )
 
 
 # --- 15. places that do not exist ------------------------------------------------------------------------
 
+
 def test_the_committed_regions_are_botocores_of_the_pinned_version():
     import botocore
+
     pinned = re.search(r"^botocore==(\S+)$", (ROOT / "constraints.txt").read_text(), re.MULTILINE).group(1)
     table = json.loads((ROOT / "config" / "regions.json").read_text())
     assert table["botocore"] == pinned == botocore.__version__, "re-record config/regions.json for the new pin"
     data = json.loads((Path(botocore.__file__).parent / "data" / "endpoints.json").read_text())
-    assert table["partitions"] == {p["partition"]: {"regionRegex": p["regionRegex"], "regions": sorted(p["regions"])}
-                                   for p in data["partitions"]}
+    assert table["partitions"] == {
+        p["partition"]: {"regionRegex": p["regionRegex"], "regions": sorted(p["regions"])} for p in data["partitions"]
+    }
     assert "us-west-2" in table["partitions"]["aws"]["regions"] and table["stage_partitions"] == ["aws"]
 
 
-@pytest.mark.parametrize("region, phrase", [
-    ("us-west-3", "'us-west-3' is not an AWS region, did you mean us-west-2?"),
-    ("eu-west-9", "is not an AWS region"), ("mx-central-2", "is not an AWS region"),
-    ("cn-north-1", "cn-north-1 is a region of the aws-cn partition; this app deploys to aws only"),
-    ("us-gov-west-1", "is a region of the aws-us-gov partition"),
-])
+@pytest.mark.parametrize(
+    "region, phrase",
+    [
+        ("us-west-3", "'us-west-3' is not an AWS region, did you mean us-west-2?"),
+        ("eu-west-9", "is not an AWS region"),
+        ("mx-central-2", "is not an AWS region"),
+        ("cn-north-1", "cn-north-1 is a region of the aws-cn partition; this app deploys to aws only"),
+        ("us-gov-west-1", "is a region of the aws-us-gov partition"),
+    ],
+)
 def test_a_region_that_does_not_exist_here_is_refused(tmp_path, region, phrase):
-    line = _refusal(tmp_path, {"region": region, "availability_zones": [f"{region}a", f"{region}b"],
-                               "gpu_availability_zone": f"{region}a", "network": {"vpc_cidr": "10.0.0.0/17"}})
-    assert f": region: " in line and phrase in line and "(allowed: af-south-1, " in line
+    line = _refusal(
+        tmp_path,
+        {
+            "region": region,
+            "availability_zones": [f"{region}a", f"{region}b"],
+            "gpu_availability_zone": f"{region}a",
+            "network": {"vpc_cidr": "10.0.0.0/17"},
+        },
+    )
+    assert ": region: " in line and phrase in line and "(allowed: af-south-1, " in line
 
 
 def test_every_region_of_the_table_is_accepted():
@@ -320,39 +394,75 @@ def test_an_az_letter_beyond_f_names_no_az(tmp_path, zone, ok):
         assert f": availability_zones[2]: '{zone}' names AZ letter" in line and "us-west-2a to us-west-2f" in line
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"cluster": {"admin_principal_arns": ["arn:aws-cn:iam::123456789012:role/Admin"],
-                  "allow_no_admin_principals": False}}, "cluster.admin_principal_arns[0]"),
-    ({"observability": {"alarm_topic_arn": "arn:aws-us-gov:sns:us-west-2:123456789012:alarms"}},
-     "observability.alarm_topic_arn"),
-    ({"serving": {"hf_token_secret": "arn:aws-cn:secretsmanager:us-west-2:123456789012:secret:hf-AbCdEf"}},
-     "serving.hf_token_secret"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (
+            {
+                "cluster": {
+                    "admin_principal_arns": ["arn:aws-cn:iam::123456789012:role/Admin"],
+                    "allow_no_admin_principals": False,
+                }
+            },
+            "cluster.admin_principal_arns[0]",
+        ),
+        (
+            {"observability": {"alarm_topic_arn": "arn:aws-us-gov:sns:us-west-2:123456789012:alarms"}},
+            "observability.alarm_topic_arn",
+        ),
+        (
+            {"serving": {"hf_token_secret": "arn:aws-cn:secretsmanager:us-west-2:123456789012:secret:hf-AbCdEf"}},
+            "serving.hf_token_secret",
+        ),
+    ],
+)
 def test_every_arn_is_in_the_partition_of_the_region(tmp_path, change, field):
     line = _refusal(tmp_path, change)
     assert f": {field}: the ARN is in partition aws-" in line and "the stage's region us-west-2 in aws" in line
 
 
-@pytest.mark.parametrize("cidr, what", [
-    ("169.254.0.0/16", "link-local"), ("127.0.0.0/16", "loopback"), ("0.0.0.0/16", "'this network'"),
-    ("172.17.0.0/16", "used by AWS services"),
-    ("224.0.0.0/16", "multicast"), ("240.0.0.0/16", "reserved for future use"),
-    ("198.18.0.0/16", "benchmarking"), ("192.0.0.0/16", "IETF protocol assignments"),
-])
+@pytest.mark.parametrize(
+    "cidr, what",
+    [
+        ("169.254.0.0/16", "link-local"),
+        ("127.0.0.0/16", "loopback"),
+        ("0.0.0.0/16", "'this network'"),
+        ("172.17.0.0/16", "used by AWS services"),
+        ("224.0.0.0/16", "multicast"),
+        ("240.0.0.0/16", "reserved for future use"),
+        ("198.18.0.0/16", "benchmarking"),
+        ("192.0.0.0/16", "IETF protocol assignments"),
+    ],
+)
 def test_a_reserved_range_is_no_vpc(tmp_path, cidr, what):
     line = _refusal(tmp_path, {"network": {"vpc_cidr": cidr}})
     assert f": network.vpc_cidr: {cidr} overlaps " in line and what in line
 
 
-@pytest.mark.parametrize("cidr", ["10.0.0.0/16", "172.16.0.0/16", "172.18.0.0/16", "192.168.0.0/16", "100.64.0.0/16",
-                                  "198.19.0.0/16", "44.0.0.0/16"])
+@pytest.mark.parametrize(
+    "cidr",
+    [
+        "10.0.0.0/16",
+        "172.16.0.0/16",
+        "172.18.0.0/16",
+        "192.168.0.0/16",
+        "100.64.0.0/16",
+        "198.19.0.0/16",
+        "44.0.0.0/16",
+    ],
+)
 def test_private_cgnat_and_public_ranges_may_be_a_vpc(tmp_path, cidr):
     assert config_with(tmp_path, network={"vpc_cidr": cidr}).network.vpc_cidr == cidr
 
 
-@pytest.mark.parametrize("tags, field", [({"Team": "a", "team": "b"}, "tags.team"),
-                                         ({"owner": "a", "x": "b", "OWNER": "c"}, "tags.OWNER"),
-                                         ({"Straße": "a", "STRASSE": "b"}, "tags.STRASSE")])
+@pytest.mark.parametrize(
+    "tags, field",
+    [
+        ({"Team": "a", "team": "b"}, "tags.team"),
+        ({"owner": "a", "x": "b", "OWNER": "c"}, "tags.OWNER"),
+        ({"Straße": "a", "STRASSE": "b"}, "tags.STRASSE"),
+    ],
+)
 def test_tag_keys_that_differ_only_in_case_are_refused(tmp_path, tags, field):
     line = _refusal(tmp_path, {"tags": tags})
     assert f": {field}: differs from tags." in line and "only in case" in line
@@ -360,29 +470,46 @@ def test_tag_keys_that_differ_only_in_case_are_refused(tmp_path, tags, field):
 
 # --- 17. alarm thresholds ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("settings, field, phrase", [
-    ({"error_rate_percent": 100}, "error_rate_percent", "(allowed: more than 0 and less than 100)"),
-    ({"gpu_memory_percent": 100}, "gpu_memory_percent", "never more than 100% used (allowed: more than 90 and less"),
-    ({"gpu_memory_percent": 90}, "gpu_memory_percent", "vLLM holds 90% of each GPU's memory from the start"),
-    ({"gpu_memory_percent": 50}, "gpu_memory_percent", "so the alarm would always fire (allowed: more than 90"),
-    ({"ttft_p99_slo_seconds": 0.0009}, "ttft_p99_slo_seconds", "below vLLM's smallest time-to-first-token bucket"),
-])
+
+@pytest.mark.parametrize(
+    "settings, field, phrase",
+    [
+        ({"error_rate_percent": 100}, "error_rate_percent", "(allowed: more than 0 and less than 100)"),
+        (
+            {"gpu_memory_percent": 100},
+            "gpu_memory_percent",
+            "never more than 100% used (allowed: more than 90 and less",
+        ),
+        ({"gpu_memory_percent": 90}, "gpu_memory_percent", "vLLM holds 90% of each GPU's memory from the start"),
+        ({"gpu_memory_percent": 50}, "gpu_memory_percent", "so the alarm would always fire (allowed: more than 90"),
+        ({"ttft_p99_slo_seconds": 0.0009}, "ttft_p99_slo_seconds", "below vLLM's smallest time-to-first-token bucket"),
+    ],
+)
 def test_an_alarm_that_can_never_fire_or_always_fires_is_refused(tmp_path, settings, field, phrase):
     line = _refusal(tmp_path, {"observability": settings})
     assert f": observability.{field}: " in line and phrase in line
 
 
 def test_a_ttft_slo_at_the_request_timeout_never_fires(tmp_path):
-    line = _refusal(tmp_path, {"benchmark": {"request_timeout_seconds": 60}, "observability": {"ttft_p99_slo_seconds": 60}})
+    line = _refusal(
+        tmp_path, {"benchmark": {"request_timeout_seconds": 60}, "observability": {"ttft_p99_slo_seconds": 60}}
+    )
     assert ": observability.ttft_p99_slo_seconds: 60 s is not below benchmark.request_timeout_seconds (60)" in line
     assert "(allowed: 0.001 s or more, and less than 60 s)" in line
 
 
-@pytest.mark.parametrize("settings, engine", [
-    ({"error_rate_percent": 99.9}, {}), ({"error_rate_percent": 0.01}, {}), ({"gpu_memory_percent": 90.5}, {}),
-    ({"gpu_memory_percent": 99.99}, {}), ({"gpu_memory_percent": 96}, {"gpu_memory_utilization": 0.95}),
-    ({"ttft_p99_slo_seconds": 0.001}, {}), ({"ttft_p99_slo_seconds": 599}, {}),
-])
+@pytest.mark.parametrize(
+    "settings, engine",
+    [
+        ({"error_rate_percent": 99.9}, {}),
+        ({"error_rate_percent": 0.01}, {}),
+        ({"gpu_memory_percent": 90.5}, {}),
+        ({"gpu_memory_percent": 99.99}, {}),
+        ({"gpu_memory_percent": 96}, {"gpu_memory_utilization": 0.95}),
+        ({"ttft_p99_slo_seconds": 0.001}, {}),
+        ({"ttft_p99_slo_seconds": 599}, {}),
+    ],
+)
 def test_thresholds_just_inside_the_range_are_accepted(tmp_path, settings, engine):
     cfg = config_with(tmp_path, observability=settings, serving={"engine": engine})
     assert all(getattr(cfg.observability, k) == v for k, v in settings.items())

@@ -1,5 +1,6 @@
 """`python -m config validate`: exit 0 and one summary line per valid file; exit 2 and exactly one
 `PATH: field: problem (allowed)` line for every invalid file, never a traceback."""
+
 from __future__ import annotations
 
 import subprocess
@@ -28,8 +29,11 @@ def test_shipped_stage_files_are_valid(stage, capsys):
     assert len(out) == 1 and out[0].startswith(f"{path}: ok: stage {stage}:")
 
 
-@pytest.mark.parametrize("case_id, change, field, phrase", FOUNDATION + SERVING + BENCHMARK + RAW,
-                         ids=[case[0] for case in FOUNDATION + SERVING + BENCHMARK + RAW])
+@pytest.mark.parametrize(
+    "case_id, change, field, phrase",
+    FOUNDATION + SERVING + BENCHMARK + RAW,
+    ids=[case[0] for case in FOUNDATION + SERVING + BENCHMARK + RAW],
+)
 def test_invalid_file_gets_one_line_naming_file_and_field(case_id, change, field, phrase, tmp_path, capsys):
     path = _bad_file(tmp_path, change)
     assert main(["validate", str(path)]) == 2
@@ -48,8 +52,9 @@ def test_at_least_fifteen_foundation_and_ten_serving_cases():
 
 def test_validator_as_a_process_exits_2_without_traceback(tmp_path):
     path = _bad_file(tmp_path, {"gpu_nodegroup": {"count": "two"}})
-    run = subprocess.run([sys.executable, "-m", "config", "validate", str(path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "config", "validate", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
     assert run.stderr.strip() == f"{path}: gpu_nodegroup.count: expected integer, got str 'two'"

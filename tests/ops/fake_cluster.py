@@ -23,6 +23,7 @@ from a proxy, JSON of the wrong shape, a redirect), for the tests of answers no 
 answers every request by trickling its bytes (headers or body), for the per-request deadline.
 `CountingServer` is http.server with TLS or without, counting the connections it accepts.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,7 +40,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN = "k8s-aws-v1.test-token"
@@ -51,18 +52,32 @@ def node(name: str, *, ready: bool = True, gpus: str = "1", efa: str = "1") -> d
     allocatable = {"cpu": "31850m", "memory": "127Gi", "nvidia.com/gpu": gpus}
     if efa is not None:
         allocatable["vpc.amazonaws.com/efa"] = efa
-    return {"metadata": {"name": name, "labels": {"role": "gpu-worker"}},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-                       "allocatable": allocatable}}
+    return {
+        "metadata": {"name": name, "labels": {"role": "gpu-worker"}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "allocatable": allocatable,
+        },
+    }
 
 
 def ray_service_status(app_status: str = "RUNNING", ready: bool = True, message: str = "") -> dict:
-    return {"conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "x",
-                            "lastTransitionTime": "2026-11-30T04:00:00Z", "message": ""}],
-            "serviceStatus": "Running" if ready else "",
-            "activeServiceStatus": {"rayClusterName": "ray-llm-x7k2p",
-                                    "applicationStatuses": {"llm": {"status": app_status, "message": message,
-                                                                    "serveDeploymentStatuses": {}}}}}
+    return {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "x",
+                "lastTransitionTime": "2026-11-30T04:00:00Z",
+                "message": "",
+            }
+        ],
+        "serviceStatus": "Running" if ready else "",
+        "activeServiceStatus": {
+            "rayClusterName": "ray-llm-x7k2p",
+            "applicationStatuses": {"llm": {"status": app_status, "message": message, "serveDeploymentStatuses": {}}},
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -82,7 +97,7 @@ class Tls:
         return context
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tls() -> Tls:
     """A CA and a server certificate for 127.0.0.1, made once per test run (with the `cryptography` package,
     else the openssl command) in a temporary folder removed at exit."""
@@ -106,51 +121,122 @@ def _cryptography_certificates(folder: Path) -> None:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-cluster-ca")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-          .not_valid_after(now + dt.timedelta(days=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    server = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")]))
-              .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-              .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
-              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                          x509.DNSName("localhost")]), critical=False)
-              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-              .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-              .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     pem = serialization.Encoding.PEM
     (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
     (folder / "server.pem").write_bytes(server.public_bytes(pem))
-    (folder / "server.key").write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
+    (folder / "server.key").write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
 
 
 def _openssl_certificates(folder: Path) -> None:
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
 
-    (folder / "server.ext").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n"
-                                       "basicConstraints = critical, CA:FALSE\n"
-                                       "extendedKeyUsage = serverAuth\n"
-                                       "authorityKeyIdentifier = keyid\n")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
-            "-out", "ca.pem", "-days", "2", "-subj", "/CN=fake-cluster-ca",
-            "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
-            "-out", "server.csr", "-subj", "/CN=kubernetes")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.pem", "-days", "2", "-extfile", "server.ext")
+    (folder / "server.ext").write_text(
+        "subjectAltName = IP:127.0.0.1, DNS:localhost\n"
+        "basicConstraints = critical, CA:FALSE\n"
+        "extendedKeyUsage = serverAuth\n"
+        "authorityKeyIdentifier = keyid\n"
+    )
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=fake-cluster-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE,pathlen:0",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=kubernetes",
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    )
 
 
 class CountingServer(ThreadingHTTPServer):
@@ -160,7 +246,7 @@ class CountingServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, handler: type, *, tls: Optional[Tls] = None) -> None:
+    def __init__(self, handler: type, *, tls: Tls | None = None) -> None:
         self.connections = 0
         self.context = tls.server_context() if tls else None
         super().__init__(("127.0.0.1", 0), handler)
@@ -170,12 +256,12 @@ class CountingServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"{'https' if self.context else 'http'}://{host}:{port}"
 
-    def get_request(self):  # noqa: ANN201 - socketserver's signature
+    def get_request(self):
         request = super().get_request()
         self.connections += 1
         return request
 
-    def finish_request(self, request, client_address) -> None:  # noqa: ANN001
+    def finish_request(self, request, client_address) -> None:
         if self.context is None:
             return super().finish_request(request, client_address)
         try:
@@ -186,7 +272,7 @@ class CountingServer(ThreadingHTTPServer):
             super().finish_request(wrapped, client_address)
         return None
 
-    def __enter__(self) -> "CountingServer":
+    def __enter__(self) -> CountingServer:
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
@@ -211,7 +297,7 @@ class Scenario:
 class FakeCluster:
     """The fake API server over HTTPS; `api()` is a KubeApi that trusts its CA."""
 
-    def __init__(self, scenario: Optional[Scenario] = None) -> None:
+    def __init__(self, scenario: Scenario | None = None) -> None:
         self.scenario = scenario or Scenario()
         self.server = CountingServer(_handler(self), tls=tls())
 
@@ -223,11 +309,12 @@ class FakeCluster:
     def ca_data(self) -> str:
         return tls().ca_data
 
-    def api(self, token: str = TOKEN, **kwargs: Any):  # noqa: ANN201 - a KubeApi
+    def api(self, token: str = TOKEN, **kwargs: Any):
         from ops.kube import KubeApi
+
         return KubeApi(self.endpoint, token, ca_data=self.ca_data, **kwargs)
 
-    def __enter__(self) -> "FakeCluster":
+    def __enter__(self) -> FakeCluster:
         self.server.__enter__()
         return self
 
@@ -248,39 +335,84 @@ class FakeCluster:
         if path == "/apis/ray.io/v1/namespaces/inference/rayservices/ray-llm":
             status = s.statuses[min(s.polls, len(s.statuses) - 1)]
             s.polls += 1
-            return 200, {"apiVersion": "ray.io/v1", "kind": "RayService",
-                         "metadata": {"name": "ray-llm", "namespace": "inference"}, "status": status}
+            return 200, {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayService",
+                "metadata": {"name": "ray-llm", "namespace": "inference"},
+                "status": status,
+            }
         if path == f"{HEAD}/api/v0/nodes":
-            nodes = [{"node_id": "head0", "node_ip": "10.0.8.4", "is_head_node": True, "state": "ALIVE",
-                      "node_name": "10.0.8.4", "resources_total": {"CPU": 3.0}, "labels": {}}]
-            nodes += [{"node_id": f"node-{ip}", "node_ip": ip, "is_head_node": False, "state": "ALIVE",
-                       "node_name": ip, "resources_total": {"CPU": 16.0, "GPU": 1.0}, "labels": {}}
-                      for ip in s.worker_logs]
-            return 200, _envelope({"total": len(nodes), "num_after_truncation": len(nodes),
-                                   "num_filtered": len(nodes), "result": nodes,
-                                   "partial_failure_warning": "", "warnings": None})
+            nodes = [
+                {
+                    "node_id": "head0",
+                    "node_ip": "10.0.8.4",
+                    "is_head_node": True,
+                    "state": "ALIVE",
+                    "node_name": "10.0.8.4",
+                    "resources_total": {"CPU": 3.0},
+                    "labels": {},
+                }
+            ]
+            nodes += [
+                {
+                    "node_id": f"node-{ip}",
+                    "node_ip": ip,
+                    "is_head_node": False,
+                    "state": "ALIVE",
+                    "node_name": ip,
+                    "resources_total": {"CPU": 16.0, "GPU": 1.0},
+                    "labels": {},
+                }
+                for ip in s.worker_logs
+            ]
+            return 200, _envelope(
+                {
+                    "total": len(nodes),
+                    "num_after_truncation": len(nodes),
+                    "num_filtered": len(nodes),
+                    "result": nodes,
+                    "partial_failure_warning": "",
+                    "warnings": None,
+                }
+            )
         if path == f"{HEAD}/api/v0/logs":
             ip = query["node_id"][0].removeprefix("node-")
             assert query.get("glob") == ["worker-*"]
-            return 200, _envelope({"worker_err": [f"worker-{ip}-01000000-1234.err"],
-                                   "worker_out": [f"worker-{ip}-01000000-1234.out"]})
+            return 200, _envelope(
+                {"worker_err": [f"worker-{ip}-01000000-1234.err"], "worker_out": [f"worker-{ip}-01000000-1234.out"]}
+            )
         if path == f"{HEAD}/api/v0/logs/file":
             ip = query["node_id"][0].removeprefix("node-")
             if query["filename"][0].endswith(".err"):
                 return 200, (FIXTURES / s.worker_logs[ip]).read_text()
             return 200, "INFO replica started\n"
         if path == f"{SERVE}/v1/models":
-            return 200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "organization",
-                                                     "created": 1764476000} for m in s.models]}
+            return 200, {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "owned_by": "organization", "created": 1764476000} for m in s.models
+                ],
+            }
         if path == f"{SERVE}/v1/chat/completions" and method == "POST":
             assert body["model"] in s.models and body["messages"][0]["role"] == "user"
-            return 200, {"id": "chatcmpl-1", "object": "chat.completion", "created": 1764476400,
-                         "model": body["model"],
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": s.completion},
-                                      "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32}}
-        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                     "message": f"the server could not find the requested resource ({path})", "code": 404}
+            return 200, {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1764476400,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": s.completion}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32},
+            }
+        return 404, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "reason": "NotFound",
+            "message": f"the server could not find the requested resource ({path})",
+            "code": 404,
+        }
 
 
 def _envelope(result: Any) -> dict:
@@ -305,8 +437,17 @@ def _handler(cluster: FakeCluster):
                 self.wfile.write(data)
                 return
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                return self._send(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                        "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+                return self._send(
+                    401,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "message": "Unauthorized",
+                        "reason": "Unauthorized",
+                        "code": 401,
+                    },
+                )
             status, payload = cluster.answer(method, parsed.path, urllib.parse.parse_qs(parsed.query), body)
             self._send(status, payload)
 
@@ -318,10 +459,10 @@ def _handler(cluster: FakeCluster):
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             self._serve("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._serve("POST")
 
         def log_message(self, *args) -> None:
@@ -352,7 +493,7 @@ class SlowServer:
     def ca_data(self) -> str:
         return tls().ca_data
 
-    def __enter__(self) -> "SlowServer":
+    def __enter__(self) -> SlowServer:
         self.thread.start()
         return self
 
@@ -383,7 +524,7 @@ class SlowServer:
                     connection.sendall(head)
                     chunks = iter(lambda: b" ", None)
                 else:
-                    chunks = (head[i:i + 1] for i in range(len(head)))
+                    chunks = (head[i : i + 1] for i in range(len(head)))
                 for chunk in chunks:
                     if self.stopping.wait(self.interval):
                         return

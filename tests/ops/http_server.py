@@ -1,5 +1,6 @@
 """A local HTTP(S) server on 127.0.0.1 whose every answer a test chooses, counting its connections: for the
-tests of ops/'s HTTP clients (tests/ops/test_kube_http.py, tests/ops/rehearse/test_rehearse_http.py)."""
+tests of ops/'s HTTP clients (tests/ops/test_kube_http.py, tests/serving_lab/rehearse/test_rehearse_http.py)."""
+
 from __future__ import annotations
 
 import threading
@@ -51,7 +52,7 @@ class Server(CountingServer):
                 except OSError:
                     return
 
-            do_GET = do_POST = do_PUT = _serve  # noqa: N815 - http.server's naming
+            do_GET = do_POST = do_PUT = _serve
 
             def log_message(self, *args) -> None:
                 pass

@@ -1,6 +1,7 @@
 """A broken local AWS set-up (a profile that does not exist, a config file that does not parse, an endpoint
 URL that is not a URL) is one line with the fix and exit 2 for every command that talks to AWS, before
 any AWS call; only a real bug is an internal error (exit 3). No AWS access: botocore fails locally."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,9 +17,18 @@ GARBAGE = "[default\nregion = us-west-2\n[[[ not an ini file\n"
 @pytest.fixture
 def local_aws(monkeypatch, tmp_path):
     """No credentials, no profile, no endpoint override: each test adds the one thing it breaks."""
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL_EKS",
-                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_STS",
+        "AWS_ENDPOINT_URL_EKS",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
@@ -34,9 +44,11 @@ _one_line = one_error_line
 def test_missing_profile_is_one_line_and_exit_2(command, variable, local_aws, monkeypatch, capsys):
     monkeypatch.setenv(variable, "nope")
     assert main([command, "--stage", "dev"]) == 2
-    assert _one_line(capsys) == (f"{command} --stage dev: AWS profile 'nope' (from AWS_PROFILE or AWS_DEFAULT_PROFILE) "
-                                 f"is in no AWS config file: use one that `aws configure list-profiles` lists, or "
-                                 f"unset the variable")
+    assert _one_line(capsys) == (
+        f"{command} --stage dev: AWS profile 'nope' (from AWS_PROFILE or AWS_DEFAULT_PROFILE) "
+        f"is in no AWS config file: use one that `aws configure list-profiles` lists, or "
+        f"unset the variable"
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -46,21 +58,27 @@ def test_unparsable_config_file_is_one_line_and_exit_2(command, variable, local_
     garbage.write_text(GARBAGE)
     monkeypatch.setenv(variable, str(garbage))
     assert main([command, "--stage", "dev"]) == 2
-    assert _one_line(capsys) == (f"{command} --stage dev: cannot parse the AWS config file {garbage}: fix its syntax "
-                                 f"([profile NAME] sections of key = value lines), or point AWS_CONFIG_FILE / "
-                                 f"AWS_SHARED_CREDENTIALS_FILE at a valid file")
+    assert _one_line(capsys) == (
+        f"{command} --stage dev: cannot parse the AWS config file {garbage}: fix its syntax "
+        f"([profile NAME] sections of key = value lines), or point AWS_CONFIG_FILE / "
+        f"AWS_SHARED_CREDENTIALS_FILE at a valid file"
+    )
 
 
-@pytest.mark.parametrize("command, variable", [(command, "AWS_ENDPOINT_URL") for command in COMMANDS]
-                         + [("verify", "AWS_ENDPOINT_URL_EKS"), ("preflight", "AWS_ENDPOINT_URL_STS")])
+@pytest.mark.parametrize(
+    "command, variable",
+    [(command, "AWS_ENDPOINT_URL") for command in COMMANDS]
+    + [("verify", "AWS_ENDPOINT_URL_EKS"), ("preflight", "AWS_ENDPOINT_URL_STS")],
+)
 @pytest.mark.parametrize("url", ["not a url", "ftp//nothing"])
-def test_endpoint_url_that_is_not_a_url_is_one_line_and_exit_2(command, variable, url, local_aws, monkeypatch,
-                                                                capsys):
+def test_endpoint_url_that_is_not_a_url_is_one_line_and_exit_2(command, variable, url, local_aws, monkeypatch, capsys):
     monkeypatch.setenv(variable, url)
     assert main([command, "--stage", "dev"]) == 2
-    assert _one_line(capsys) == (f"{command} --stage dev: the AWS endpoint URL {url!r} is not a URL (AWS_ENDPOINT_URL, "
-                                 f"AWS_ENDPOINT_URL_<SERVICE> or endpoint_url in the AWS config): unset it, or give a "
-                                 f"full URL such as https://host:port")
+    assert _one_line(capsys) == (
+        f"{command} --stage dev: the AWS endpoint URL {url!r} is not a URL (AWS_ENDPOINT_URL, "
+        f"AWS_ENDPOINT_URL_<SERVICE> or endpoint_url in the AWS config): unset it, or give a "
+        f"full URL such as https://host:port"
+    )
 
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), ValueError("not about an endpoint"), KeyError("x")])

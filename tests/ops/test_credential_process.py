@@ -3,6 +3,7 @@ command would hang. The credentials are resolved once, within ops.aws_clients.CR
 past it the command prints one line naming the profile and exits 2, and the process it started is ended
 (SIGTERM, then SIGKILL), not left behind. One that fails (or is missing, or prints no JSON) is one line
 and exit 2 too: the local set-up, before any AWS call. Real processes, real AWS config files."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,17 @@ DEADLINE_S = 1.0
 @pytest.fixture
 def aws_config(monkeypatch, tmp_path):
     """write(profiles: {name: {key: value}}, use=name): an AWS config file, AWS_PROFILE set to `use`."""
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE",
-                "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -34,11 +43,15 @@ def aws_config(monkeypatch, tmp_path):
 
     def write(profiles: dict, use: str):
         path = tmp_path / "aws-config"
-        path.write_text("".join(f"[profile {name}]\nregion = us-west-2\n"
-                                + "".join(f"{key} = {value}\n" for key, value in keys.items())
-                                for name, keys in profiles.items()))
+        path.write_text(
+            "".join(
+                f"[profile {name}]\nregion = us-west-2\n" + "".join(f"{key} = {value}\n" for key, value in keys.items())
+                for name, keys in profiles.items()
+            )
+        )
         monkeypatch.setenv("AWS_CONFIG_FILE", str(path))
         monkeypatch.setenv("AWS_PROFILE", use)
+
     return write
 
 
@@ -48,10 +61,12 @@ _one_line = one_error_line
 def _hanging(tmp_path, ignore_term: bool = False) -> str:
     """A credential_process that writes its pid to tmp_path/pid and then waits 30 s (ignoring SIGTERM)."""
     script = tmp_path / "hang.py"
-    script.write_text("import os, signal, sys, time\n"
-                      + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
-                      + f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n"
-                      "time.sleep(30)\n")
+    script.write_text(
+        "import os, signal, sys, time\n"
+        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
+        + f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(30)\n"
+    )
     return f"{sys.executable} {script}"
 
 
@@ -72,10 +87,12 @@ def test_a_credential_process_that_sleeps_is_one_line_and_exit_2(command, aws_co
     assert main([command, "--stage", "dev"]) == 2
     assert time.monotonic() - started < 10
     line = _one_line(capsys)
-    assert line.startswith(f"{command} --stage dev: the AWS credential_process of profile 'hang' did not answer "
-                           f"within 1 s (process ")
-    assert line.endswith("ended): run it yourself to see what it waits for (a prompt, a login, a lock), fix it or "
-                         "use another profile")
+    assert line.startswith(
+        f"{command} --stage dev: the AWS credential_process of profile 'hang' did not answer within 1 s (process "
+    )
+    assert line.endswith(
+        "ended): run it yourself to see what it waits for (a prompt, a login, a lock), fix it or use another profile"
+    )
     assert not any(_cmdline(pid) == ["sleep", "30"] for pid in aws_clients._children())
 
 
@@ -99,27 +116,43 @@ def test_the_process_does_not_outlive_the_deadline(ignore_term, aws_config, tmp_
 
 
 def test_a_source_profile_whose_process_hangs_names_that_profile(aws_config, tmp_path, capsys):
-    aws_config({"base": {"credential_process": _hanging(tmp_path)},
-                "deploy": {"role_arn": "arn:aws:iam::123456789012:role/deploy", "source_profile": "base"}},
-               use="deploy")
+    aws_config(
+        {
+            "base": {"credential_process": _hanging(tmp_path)},
+            "deploy": {"role_arn": "arn:aws:iam::123456789012:role/deploy", "source_profile": "base"},
+        },
+        use="deploy",
+    )
     assert main(["verify", "--stage", "dev"]) == 2
     line = _one_line(capsys)
-    assert ("the AWS credential_process of profile 'base' (the source_profile of 'deploy') did not answer within "
-            "1 s") in line
+    assert (
+        "the AWS credential_process of profile 'base' (the source_profile of 'deploy') did not answer within 1 s"
+    ) in line
     assert _gone(int((tmp_path / "pid").read_text()))
 
 
-@pytest.mark.parametrize("process, detail", [
-    ("sh -c 'echo first >&2; echo second >&2; exit 3'",
-     "failed: Error when retrieving credentials from custom-process: first second -> run it yourself"),
-    ("/nonexistent/credential-helper", "failed: FileNotFoundError: [Errno 2] No such file or directory"),
-    ("echo not-json", "failed: JSONDecodeError: Expecting value"),
-    ("echo []", "failed: AttributeError: 'list' object has no attribute 'get'"),
-    ("echo '{\"Version\": 2}'", "failed: Error when retrieving credentials from custom-process: Unsupported version"),
-    ("echo '{\"Version\": 1}'", "Missing required key in response"),
-    (f"{sys.executable} -c \"import sys; sys.stderr.buffer.write(b'\\xff'); sys.exit(1)\"",
-     "failed: UnicodeDecodeError"),
-], ids=["exits-3", "missing", "not-json", "json-list", "version-2", "no-keys", "stderr-not-utf-8"])
+@pytest.mark.parametrize(
+    "process, detail",
+    [
+        (
+            "sh -c 'echo first >&2; echo second >&2; exit 3'",
+            "failed: Error when retrieving credentials from custom-process: first second -> run it yourself",
+        ),
+        ("/nonexistent/credential-helper", "failed: FileNotFoundError: [Errno 2] No such file or directory"),
+        ("echo not-json", "failed: JSONDecodeError: Expecting value"),
+        ("echo []", "failed: AttributeError: 'list' object has no attribute 'get'"),
+        (
+            "echo '{\"Version\": 2}'",
+            "failed: Error when retrieving credentials from custom-process: Unsupported version",
+        ),
+        ("echo '{\"Version\": 1}'", "Missing required key in response"),
+        (
+            f"{sys.executable} -c \"import sys; sys.stderr.buffer.write(b'\\xff'); sys.exit(1)\"",
+            "failed: UnicodeDecodeError",
+        ),
+    ],
+    ids=["exits-3", "missing", "not-json", "json-list", "version-2", "no-keys", "stderr-not-utf-8"],
+)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_credential_process_that_fails_is_one_line_and_exit_2(command, process, detail, aws_config, capsys):
     aws_config({"broken": {"credential_process": process}}, use="broken")

@@ -1,6 +1,7 @@
 """`python -m ops diff --base REF`: each test changes a temporary clone of this repository, commits or
 leaves the change in the working tree, and reads the summary: what changed, what is replaced, dangers
 first, and the exit code under --fail-on-danger. No AWS access: both synths run without credentials."""
+
 from __future__ import annotations
 
 import subprocess
@@ -49,11 +50,13 @@ class Run:
 @pytest.fixture
 def diff(monkeypatch, capsys):
     """`python -m ops diff --base HEAD ...` run in the clone (this checkout's code, the clone's tree)."""
+
     def run(repo: Path, *extra: str, base: str = "HEAD") -> Run:
         monkeypatch.chdir(repo)
         code = main(["diff", "--base", base, *extra])
         out = capsys.readouterr()
         return Run(code, out.out, out.err)
+
     return run
 
 
@@ -70,8 +73,11 @@ def test_unchanged_tree_has_no_changes_and_no_dangers(clone, diff):
 
 
 def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
-    _edit_stage(clone, "dev", lambda d: d["serving"]["model"].update(id="llama-3.1-8b",
-                                                                      source="meta-llama/Llama-3.1-8B-Instruct"))
+    _edit_stage(
+        clone,
+        "dev",
+        lambda d: d["serving"]["model"].update(id="llama-3.1-8b", source="meta-llama/Llama-3.1-8B-Instruct"),
+    )
     markdown = tmp_path / "diff.md"
     run = diff(clone, "--markdown", str(markdown), "--fail-on-danger")
     assert run.returncode == 0, run.stderr
@@ -81,7 +87,7 @@ def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
     assert _summary(run.stdout, "prod/Serving") == "no changes"
     assert "+            model_id: llama-3.1-8b" in run.stdout  # the readable YAML diff
     assert "MANUAL STEP" not in run.stdout and "IDLE GPUs" not in run.stdout  # serveConfigV2: applied in place
-    assert "--- CloudFormation: dev/Serving" in run.stdout      # `cdk diff --template` output ...
+    assert "--- CloudFormation: dev/Serving" in run.stdout  # `cdk diff --template` output ...
     assert max(len(line) for line in run.stdout.splitlines()) < 400  # ... without the manifest's one-line JSON
     text = markdown.read_text()
     assert "| dev | `dev/Serving` | 0 | 1 | 0 | 0 |" in text and "```diff" in text
@@ -96,11 +102,14 @@ def test_gpu_count_changes_the_nodegroup_in_place_and_the_ray_workers(clone, dif
     assert "+      replicas: 3" in run.stdout
     # KubeRay leaves replica counts out of the spec hash it compares: under None the third worker pod
     # does not start by itself, and prefill + decode (1 + 1) leave one of the three GPUs idle.
-    assert "  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0].maxReplicas, " \
-           "workerGroupSpecs[0].minReplicas, workerGroupSpecs[0].replicas)" in run.stdout
-    assert "IDLE GPUs: dev: 1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x " \
-           "TP 1 + decode 1 x TP 1 = 2; base: 0 idle): raise the replica counts or lower gpu_nodegroup.count" \
-           in run.stdout
+    assert (
+        "  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0].maxReplicas, "
+        "workerGroupSpecs[0].minReplicas, workerGroupSpecs[0].replicas)" in run.stdout
+    )
+    assert (
+        "IDLE GPUs: dev: 1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x "
+        "TP 1 + decode 1 x TP 1 = 2; base: 0 idle): raise the replica counts or lower gpu_nodegroup.count" in run.stdout
+    )
 
 
 def test_kubernetes_upgrade_updates_the_cluster_in_place(clone, diff):
@@ -132,8 +141,10 @@ def test_gpu_instance_type_change_rolls_every_gpu_node(clone, diff):
     _edit_stage(clone, "dev", lambda d: d["gpu_nodegroup"].update(instance_type="g6.16xlarge"))
     run = diff(clone, "--fail-on-danger")
     assert run.returncode == 1
-    assert "nodegroup ClusterNodegroupGpuNodegroup8D13555C: every node is replaced (rolling) " \
-           "(launch template GpuLaunchTemplate)" in run.stdout
+    assert (
+        "nodegroup ClusterNodegroupGpuNodegroup8D13555C: every node is replaced (rolling) "
+        "(launch template GpuLaunchTemplate)" in run.stdout
+    )
 
 
 def test_unknown_base_is_one_line_and_exit_2(clone, diff):
@@ -144,17 +155,26 @@ def test_unknown_base_is_one_line_and_exit_2(clone, diff):
 
 # --- the replacement analysis on its own ----------------------------------------------------------------
 
+
 def _template(resource_type, **props):
     return {"Resources": {"R": {"Type": resource_type, "Properties": props}}}
 
 
-@pytest.mark.parametrize("resource_type, before, after, action", [
-    ("AWS::EKS::Cluster", {"Version": "1.34"}, {"Version": "1.35"}, "changed"),
-    ("AWS::EKS::Cluster", {"Name": "a"}, {"Name": "b"}, "replaced"),
-    ("AWS::EC2::VPC", {"CidrBlock": "10.0.0.0/16"}, {"CidrBlock": "10.1.0.0/16"}, "replaced"),
-    ("AWS::EKS::Nodegroup", {"ScalingConfig": {"DesiredSize": 2}}, {"ScalingConfig": {"DesiredSize": 3}}, "changed"),
-    ("AWS::EKS::Nodegroup", {"Subnets": ["a"]}, {"Subnets": ["b"]}, "replaced"),
-])
+@pytest.mark.parametrize(
+    "resource_type, before, after, action",
+    [
+        ("AWS::EKS::Cluster", {"Version": "1.34"}, {"Version": "1.35"}, "changed"),
+        ("AWS::EKS::Cluster", {"Name": "a"}, {"Name": "b"}, "replaced"),
+        ("AWS::EC2::VPC", {"CidrBlock": "10.0.0.0/16"}, {"CidrBlock": "10.1.0.0/16"}, "replaced"),
+        (
+            "AWS::EKS::Nodegroup",
+            {"ScalingConfig": {"DesiredSize": 2}},
+            {"ScalingConfig": {"DesiredSize": 3}},
+            "changed",
+        ),
+        ("AWS::EKS::Nodegroup", {"Subnets": ["a"]}, {"Subnets": ["b"]}, "replaced"),
+    ],
+)
 def test_replacement_follows_cloudformation_create_only_properties(resource_type, before, after, action):
     (change,) = resource_changes(_template(resource_type, **before), _template(resource_type, **after))
     assert change.action == action
@@ -167,8 +187,10 @@ def test_removing_the_kms_key_is_a_danger():
 
 # --- Ray pods under upgradeStrategy None, idle GPUs, a stage of one side only -------------------------
 
-KUBECTL = ("kubectl -n inference delete raycluster -l "
-           "ray.io/originated-from-cr-name=ray-llm,ray.io/originated-from-crd=RayService")
+KUBECTL = (
+    "kubectl -n inference delete raycluster -l "
+    "ray.io/originated-from-cr-name=ray-llm,ray.io/originated-from-crd=RayService"
+)
 
 
 def test_a_ray_pod_change_under_none_prints_the_manual_step(clone, diff, tmp_path):
@@ -179,8 +201,10 @@ def test_a_ray_pod_change_under_none_prints_the_manual_step(clone, diff, tmp_pat
     lines = run.stdout.splitlines()
     assert lines[2] == "MANUAL STEP: 1 change(s) the deploy does not roll out"
     step = lines[3]
-    assert step.startswith("  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0]"
-                           ".template.spec.containers[0].securityContext.")
+    assert step.startswith(
+        "  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0]"
+        ".template.spec.containers[0].securityContext."
+    )
     assert "under upgradeStrategy None: KubeRay 1.7.0 neither updates nor replaces the running Ray pods" in step
     assert f"After the deploy, run `{KUBECTL}`" in step
     assert "> [!WARNING]" in markdown.read_text() and KUBECTL in markdown.read_text()
@@ -204,36 +228,61 @@ def _ray_service(documents):
 SNAPSHOT = ROOT / "tests" / "snapshots" / "dev" / "inference.yaml"
 
 
-@pytest.mark.parametrize("change, path", [
-    (lambda spec: spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(image="x:2"),
-     "headGroupSpec.template.spec.containers[0].image"),
-    (lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
-     ["limits"].update(memory="100Gi"),
-     "workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory"),
-    (lambda spec: spec["rayClusterConfig"].update(rayVersion="2.59.0"), "rayVersion"),
-    (lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0].update(replicas=3), "workerGroupSpecs[0].replicas"),
-])
+@pytest.mark.parametrize(
+    "change, path",
+    [
+        (
+            lambda spec: spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(
+                image="x:2"
+            ),
+            "headGroupSpec.template.spec.containers[0].image",
+        ),
+        (
+            lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0][
+                "resources"
+            ]["limits"].update(memory="100Gi"),
+            "workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory",
+        ),
+        (lambda spec: spec["rayClusterConfig"].update(rayVersion="2.59.0"), "rayVersion"),
+        (
+            lambda spec: spec["rayClusterConfig"]["workerGroupSpecs"][0].update(replicas=3),
+            "workerGroupSpecs[0].replicas",
+        ),
+    ],
+)
 def test_every_ray_cluster_change_under_none_is_a_manual_step(change, path, tmp_path):
     base = _documents(SNAPSHOT)
     head = _documents(SNAPSHOT)
     change(_ray_service(head)["spec"])
-    (step,) = diff_module._manual_steps(_k8s_out(tmp_path, "base", "dev", base),
-                                        _k8s_out(tmp_path, "head", "dev", head), "dev")
-    assert step.startswith(f"RayService inference/ray-llm: rayClusterConfig changed ({path}) under upgradeStrategy "
-                           f"None") and KUBECTL in step
+    (step,) = diff_module._manual_steps(
+        _k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev"
+    )
+    assert (
+        step.startswith(f"RayService inference/ray-llm: rayClusterConfig changed ({path}) under upgradeStrategy None")
+        and KUBECTL in step
+    )
 
 
-@pytest.mark.parametrize("change", [
-    lambda spec: spec.update(serveConfigV2=spec["serveConfigV2"].replace("qwen3.5-9b", "llama")),  # in place
-    lambda spec: (spec.update(upgradeStrategy={"type": "NewCluster"}),  # KubeRay rolls it out itself
-                  spec["rayClusterConfig"].update(rayVersion="2.59.0")),
-    lambda spec: None,
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda spec: spec.update(serveConfigV2=spec["serveConfigV2"].replace("qwen3.5-9b", "llama")),  # in place
+        lambda spec: (
+            spec.update(upgradeStrategy={"type": "NewCluster"}),  # KubeRay rolls it out itself
+            spec["rayClusterConfig"].update(rayVersion="2.59.0"),
+        ),
+        lambda spec: None,
+    ],
+)
 def test_no_manual_step_when_kuberay_applies_the_change(change, tmp_path):
     base, head = _documents(SNAPSHOT), _documents(SNAPSHOT)
     change(_ray_service(head)["spec"])
-    assert diff_module._manual_steps(_k8s_out(tmp_path, "base", "dev", base),
-                                     _k8s_out(tmp_path, "head", "dev", head), "dev") == []
+    assert (
+        diff_module._manual_steps(
+            _k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev"
+        )
+        == []
+    )
 
 
 def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
@@ -245,8 +294,9 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
     args = config["applications"][0]["args"]
     for side, count in (("prefill_config", prefill), ("decode_config", decode)):
         if isinstance(count, tuple):
-            args[side]["deployment_config"] = {"autoscaling_config": {"min_replicas": count[0],
-                                                                      "max_replicas": count[1]}}
+            args[side]["deployment_config"] = {
+                "autoscaling_config": {"min_replicas": count[0], "max_replicas": count[1]}
+            }
         elif count is not None:
             args[side]["deployment_config"] = {"num_replicas": count}
         args[side]["engine_kwargs"]["tensor_parallel_size"] = tp
@@ -254,20 +304,45 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
     return documents
 
 
-@pytest.mark.parametrize("workers, gpus, prefill, decode, tp, idle", [
-    (3, 1, 1, 1, 1, "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
-                    "decode 1 x TP 1 = 2"),
-    (4, 1, (1, 2), (1, 1), 1, "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
-                              "TP 1 + decode 1 x TP 1 = 3"),
-    (2, 4, 1, 1, 2, "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
-                    "decode 1 x TP 2 = 4"),
-    (2, 1, 1, 1, 1, ""),
-    (4, 1, (1, 2), (1, 2), 1, ""),
-])
+@pytest.mark.parametrize(
+    "workers, gpus, prefill, decode, tp, idle",
+    [
+        (
+            3,
+            1,
+            1,
+            1,
+            1,
+            "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
+            "decode 1 x TP 1 = 2",
+        ),
+        (
+            4,
+            1,
+            (1, 2),
+            (1, 1),
+            1,
+            "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
+            "TP 1 + decode 1 x TP 1 = 3",
+        ),
+        (
+            2,
+            4,
+            1,
+            1,
+            2,
+            "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
+            "decode 1 x TP 2 = 4",
+        ),
+        (2, 1, 1, 1, 1, ""),
+        (4, 1, (1, 2), (1, 2), 1, ""),
+    ],
+)
 def test_idle_gpus_are_counted_from_nodes_replicas_and_tp(workers, gpus, prefill, decode, tp, idle, tmp_path):
     head = _with_replicas(_documents(SNAPSHOT), workers, prefill, decode, tp, gpus)
-    found = diff_module._idle_gpus(_k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)),
-                                   _k8s_out(tmp_path, "head", "dev", head), "dev")
+    found = diff_module._idle_gpus(
+        _k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)), _k8s_out(tmp_path, "head", "dev", head), "dev"
+    )
     assert found.startswith(idle) if idle else found == ""
 
 
@@ -276,13 +351,16 @@ def test_idle_gpus_of_a_colocated_stage(tmp_path):
     spec = _ray_service(prod)["spec"]
     config = yaml.safe_load(spec["serveConfigV2"])
     application = config["applications"][0]
-    llm = dict(application["args"]["prefill_config"],
-               deployment_config={"autoscaling_config": {"min_replicas": 2, "max_replicas": 3}})
+    llm = dict(
+        application["args"]["prefill_config"],
+        deployment_config={"autoscaling_config": {"min_replicas": 2, "max_replicas": 3}},
+    )
     application["args"] = {"llm_configs": [llm]}
     spec["serveConfigV2"] = yaml.safe_dump(config)
     assert diff_module._idle_gpus(tmp_path / "no-base", _k8s_out(tmp_path, "head", "prod", prod), "prod") == (
         "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: engine 3 x TP 1 = 3): raise the "
-        "replica counts or lower gpu_nodegroup.count")
+        "replica counts or lower gpu_nodegroup.count"
+    )
 
 
 def test_a_stage_only_in_the_working_tree_is_new_with_every_resource_added(clone, diff):
@@ -308,13 +386,19 @@ def test_a_stage_in_neither_tree_is_one_line_and_exit_2(clone, diff):
 
 # --- local problems: one line, exit 2, before any synth -------------------------------------------------
 
-@pytest.mark.parametrize("target, message", [
-    ("missing/diff.md", "--markdown {path}: the folder {parent} does not exist: create it, or give a path in an "
-                        "existing folder"),
-    ("folder", "--markdown {path}: is a folder: give a file path (e.g. {path}/diff.md)"),
-    ("file.txt/diff.md", "--markdown {path}: {parent} is a file, not a folder: give a path in an existing folder"),
-    ("/proc/version", "--markdown {path}: cannot write it ("),
-])
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (
+            "missing/diff.md",
+            "--markdown {path}: the folder {parent} does not exist: create it, or give a path in an existing folder",
+        ),
+        ("folder", "--markdown {path}: is a folder: give a file path (e.g. {path}/diff.md)"),
+        ("file.txt/diff.md", "--markdown {path}: {parent} is a file, not a folder: give a path in an existing folder"),
+        ("/proc/version", "--markdown {path}: cannot write it ("),
+    ],
+)
 def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone, diff, tmp_path, monkeypatch):
     (tmp_path / "folder").mkdir()
     (tmp_path / "file.txt").write_text("x")
@@ -323,8 +407,9 @@ def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone,
     monkeypatch.setattr(diff_module, "compute", lambda *a, **k: called.append(1))
     run = diff(clone, "--markdown", str(path))
     assert run.returncode == 2 and not called and run.stdout == ""
-    assert run.stderr.startswith("diff: " + message.format(path=path, parent=path.parent)) and \
-        run.stderr.count("\n") == 1, run.stderr
+    assert (
+        run.stderr.startswith("diff: " + message.format(path=path, parent=path.parent)) and run.stderr.count("\n") == 1
+    ), run.stderr
 
 
 def test_git_missing_is_one_line_and_exit_2(clone, diff, tmp_path, monkeypatch):
@@ -333,8 +418,9 @@ def test_git_missing_is_one_line_and_exit_2(clone, diff, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(empty))
     run = diff(clone)
     assert run.returncode == 2
-    assert run.stderr == ("diff: git is not installed (or not on PATH): install git; diff builds the base revision in "
-                          "a git worktree\n")
+    assert run.stderr == (
+        "diff: git is not installed (or not on PATH): install git; diff builds the base revision in a git worktree\n"
+    )
 
 
 def test_outside_a_checkout_is_one_line_and_exit_2(diff, tmp_path):

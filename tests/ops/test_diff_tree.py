@@ -1,6 +1,7 @@
 """`python -m ops diff --base REF --tree PATH`: the diff code that runs judges the working tree of another
 checkout. CI runs the base branch's `ops diff` this way with the pull request's checkout as PATH, so a pull
 request that edits ops/diff.py cannot switch off the danger gate that judges it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -54,8 +55,9 @@ def test_a_tree_that_is_no_folder_is_one_line_and_exit_2_before_any_synth(tmp_pa
     assert captured.err == f"diff: --tree {missing}: no such folder: give the path of a git checkout\n"
 
 
-def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_running_code(pull_request, tmp_path,
-                                                                                        monkeypatch, capsys):
+def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_running_code(
+    pull_request, tmp_path, monkeypatch, capsys
+):
     # the pull request: a destructive change (the system nodegroup is replaced) and a disabled gate
     path = pull_request / "config" / "dev.yaml"
     data = yaml.safe_load(path.read_text())
@@ -63,9 +65,17 @@ def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_runnin
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with (pull_request / "ops" / "diff.py").open("a") as handle:
         handle.write(DISABLE_THE_GATE)
-    own = subprocess.run([sys.executable, "-c", "from ops.diff import ResourceChange as R; "
-                          "print(R('x', 'AWS::EKS::Nodegroup', 'replaced').dangerous)"],
-                         cwd=pull_request, capture_output=True, text=True, timeout=120)
+    own = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ops.diff import ResourceChange as R; print(R('x', 'AWS::EKS::Nodegroup', 'replaced').dangerous)",
+        ],
+        cwd=pull_request,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert own.stdout.strip() == "False", own.stderr  # its own gate would let anything through
 
     monkeypatch.chdir(tmp_path)  # as in CI: the gate's code is elsewhere, the PR is only --tree

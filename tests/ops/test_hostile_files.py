@@ -2,6 +2,7 @@
 (nested without end, gigabytes, a FIFO no one writes to, a device, a socket, a folder, a symlink loop,
 not UTF-8, JSON of another shape), the command ends at once with one line that names the file and the
 problem, exit 2, and writes nothing; never a hang, never a traceback or an internal error (exit 3)."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from ops.__main__ import main
-from ops.bench import results
+from serving_lab.bench import results
 
 from ..helpers import ROOT
-from .bench.runs import make_run
+from tests.serving_lab.bench.runs import make_run
 
 DEADLINE_S = 30  # far above what any of these takes; a hang fails the test instead of blocking the suite
 
@@ -152,8 +153,10 @@ def _level(data) -> dict:
 
 
 VALID_TEXT = json.dumps(_valid())
-assert all(part in VALID_TEXT for part in ('"label": "pd"', '"requests_per_s": 0.5', '"duration_s": 10.0',
-                                           '"requests": 5', '"ttft_ms": ['))
+assert all(
+    part in VALID_TEXT
+    for part in ('"label": "pd"', '"requests_per_s": 0.5', '"duration_s": 10.0', '"requests": 5', '"ttft_ms": [')
+)
 
 # (id, make(tmp_path) -> path, a phrase of the one line)
 HOSTILE = [
@@ -161,8 +164,11 @@ HOSTILE = [
     ("deep-arrays", _text("[" * 200_000), "nested more than 32 levels deep"),
     ("deep-objects", _text('{"a":' * 100_000 + "1" + "}" * 100_000), "nested more than 32 levels deep"),
     ("deep-in-settings", _json(_nested(40)), "nested more than 32 levels deep"),
-    ("deep-in-samples", _text(VALID_TEXT.replace('"ttft_ms": [', '"ttft_ms": [' + "[" * 40 + "1.0" + "]" * 40
-                                                 + ", ", 1)), "nested more than 32 levels deep"),
+    (
+        "deep-in-samples",
+        _text(VALID_TEXT.replace('"ttft_ms": [', '"ttft_ms": [' + "[" * 40 + "1.0" + "]" * 40 + ", ", 1)),
+        "nested more than 32 levels deep",
+    ),
     # large: by size, and by what is read when the size is not known (or lies)
     ("2-GiB-sparse-file", _sparse, "too large for a results file (more than 64 MiB)"),
     ("64-MiB-plus-one", _padded, "too large for a results file"),
@@ -176,13 +182,19 @@ HOSTILE = [
     ("unix-socket", _socket, "a socket"),
     ("symlink-loop", _symlink_loop, "a symbolic link loop"),
     ("symlink-to-itself", _self_loop, "a symbolic link loop"),
-    ("dangling-symlink", lambda tmp_path: (tmp_path / "d.json").symlink_to(tmp_path / "gone") or tmp_path / "d.json",
-     "no such results file"),
+    (
+        "dangling-symlink",
+        lambda tmp_path: (tmp_path / "d.json").symlink_to(tmp_path / "gone") or tmp_path / "d.json",
+        "no such results file",
+    ),
     ("missing", lambda tmp_path: tmp_path / "nope.json", "no such results file"),
     # not UTF-8
     ("utf-16", _bytes(VALID_TEXT.encode("utf-16")), "not UTF-8: byte 0xff at offset 0"),
-    ("latin-1-label", _bytes(VALID_TEXT.replace('"label": "pd"', '"label": "caf\u00e9"').encode("latin-1")),
-     "not UTF-8: byte 0xe9"),
+    (
+        "latin-1-label",
+        _bytes(VALID_TEXT.replace('"label": "pd"', '"label": "caf\u00e9"').encode("latin-1")),
+        "not UTF-8: byte 0xe9",
+    ),
     ("binary", _bytes(bytes(range(256)) * 8), "not UTF-8"),
     ("utf-8-bom", _bytes(b"\xef\xbb\xbf" + VALID_TEXT.encode()), "not a results JSON file (Unexpected UTF-8 BOM"),
     # JSON of the wrong shape
@@ -195,57 +207,132 @@ HOSTILE = [
     ("empty-object", _json({}), "schema: None is not a benchmark run"),
     ("other-schema", _json(_changed(lambda d: d.update(schema="aiperf/v2"))), "schema: 'aiperf/v2' is not a"),
     ("schema-as-list", _json(_changed(lambda d: d.update(schema=[results.SCHEMA]))), "schema: <a list of 1 items>"),
-    ("concurrency-as-string", _json(_changed(lambda d: _level(d).update(concurrency="1"))),
-     "profiles.0.levels.0.concurrency: Input should be a valid integer"),
-    ("ms-as-string", _json(_changed(lambda d: _level(d)["ttft_ms"].update(p50="100.0"))),
-     "profiles.0.levels.0.ttft_ms.p50: Input should be a valid number"),
-    ("sample-as-string", _json(_changed(lambda d: _level(d)["samples"]["itl_ms"].__setitem__(0, "20"))),
-     "profiles.0.levels.0.samples.itl_ms.0: Input should be a valid number"),
-    ("count-as-bool", _json(_changed(lambda d: _level(d).update(requests=True))),
-     "profiles.0.levels.0.requests: Input should be a valid integer"),
-    ("count-as-float", _json(_changed(lambda d: d["hardware"].update(gpu_nodes=2.5))),
-     "hardware.gpu_nodes: Input should be a valid integer"),
+    (
+        "concurrency-as-string",
+        _json(_changed(lambda d: _level(d).update(concurrency="1"))),
+        "profiles.0.levels.0.concurrency: Input should be a valid integer",
+    ),
+    (
+        "ms-as-string",
+        _json(_changed(lambda d: _level(d)["ttft_ms"].update(p50="100.0"))),
+        "profiles.0.levels.0.ttft_ms.p50: Input should be a valid number",
+    ),
+    (
+        "sample-as-string",
+        _json(_changed(lambda d: _level(d)["samples"]["itl_ms"].__setitem__(0, "20"))),
+        "profiles.0.levels.0.samples.itl_ms.0: Input should be a valid number",
+    ),
+    (
+        "count-as-bool",
+        _json(_changed(lambda d: _level(d).update(requests=True))),
+        "profiles.0.levels.0.requests: Input should be a valid integer",
+    ),
+    (
+        "count-as-float",
+        _json(_changed(lambda d: d["hardware"].update(gpu_nodes=2.5))),
+        "hardware.gpu_nodes: Input should be a valid integer",
+    ),
     ("label-as-number", _json(_changed(lambda d: d.update(label=5))), "label: Input should be a valid string"),
-    ("NaN", _text(VALID_TEXT.replace('"requests_per_s": 0.5', '"requests_per_s": NaN', 1)),
-     "NaN is not a number (JSON has no NaN or Infinity)"),
-    ("Infinity", _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": Infinity', 1)),
-     "Infinity is not a number"),
-    ("-Infinity", _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": -Infinity', 1)),
-     "-Infinity is not a number"),
-    ("1e999", _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": 1e999', 1)),
-     "profiles.0.levels.0.duration_s: the number inf is out of range"),
-    ("1e300", _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": -1e300', 1)),
-     "profiles.0.levels.0.duration_s: the number -1e+300 is out of range"),
-    ("huge-integer", _text(VALID_TEXT.replace('"requests": 5', '"requests": ' + "9" * 400, 1)),
-     "profiles.0.levels.0.requests: the number <an integer of more than 19 digits> is out of range"),
-    ("5000-digit-integer", _text(VALID_TEXT.replace('"requests": 5', '"requests": ' + "9" * 5000, 1)),
-     "not a results JSON file (Exceeds the limit (4300 digits)"),
+    (
+        "NaN",
+        _text(VALID_TEXT.replace('"requests_per_s": 0.5', '"requests_per_s": NaN', 1)),
+        "NaN is not a number (JSON has no NaN or Infinity)",
+    ),
+    (
+        "Infinity",
+        _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": Infinity', 1)),
+        "Infinity is not a number",
+    ),
+    (
+        "-Infinity",
+        _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": -Infinity', 1)),
+        "-Infinity is not a number",
+    ),
+    (
+        "1e999",
+        _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": 1e999', 1)),
+        "profiles.0.levels.0.duration_s: the number inf is out of range",
+    ),
+    (
+        "1e300",
+        _text(VALID_TEXT.replace('"duration_s": 10.0', '"duration_s": -1e300', 1)),
+        "profiles.0.levels.0.duration_s: the number -1e+300 is out of range",
+    ),
+    (
+        "huge-integer",
+        _text(VALID_TEXT.replace('"requests": 5', '"requests": ' + "9" * 400, 1)),
+        "profiles.0.levels.0.requests: the number <an integer of more than 19 digits> is out of range",
+    ),
+    (
+        "5000-digit-integer",
+        _text(VALID_TEXT.replace('"requests": 5', '"requests": ' + "9" * 5000, 1)),
+        "not a results JSON file (Exceeds the limit (4300 digits)",
+    ),
     ("missing-label", _json(_changed(lambda d: d.pop("label"))), "label: Field required"),
-    ("missing-samples", _json(_changed(lambda d: _level(d).pop("samples"))),
-     "profiles.0.levels.0.samples: Field required"),
+    (
+        "missing-samples",
+        _json(_changed(lambda d: _level(d).pop("samples"))),
+        "profiles.0.levels.0.samples: Field required",
+    ),
     ("hardware-null", _json(_changed(lambda d: d.update(hardware=None))), "hardware: Input should be"),
-    ("profiles-as-object", _json(_changed(lambda d: d.update(profiles={"chat": {}}))),
-     "profiles: Input should be a valid list"),
+    (
+        "profiles-as-object",
+        _json(_changed(lambda d: d.update(profiles={"chat": {}}))),
+        "profiles: Input should be a valid list",
+    ),
     ("extra-field", _json(_changed(lambda d: d.update(surprise=1))), "surprise: Extra inputs are not permitted"),
-    ("settings-as-list", _json(_changed(lambda d: d.update(settings=[]))),
-     "settings: Input should be a valid dictionary"),
+    (
+        "settings-as-list",
+        _json(_changed(lambda d: d.update(settings=[]))),
+        "settings: Input should be a valid dictionary",
+    ),
     # types right, values the report or merge cannot use
-    ("profile-name-path", _json(_changed(lambda d: d["profiles"][0].update(name="../../etc/x"))),
-     "profiles.0.name: '../../etc/x' is not a profile name"),
-    ("concurrency-0", _json(_changed(lambda d: _level(d).update(concurrency=0))),
-     "profiles.0.levels.0.concurrency: 0 (allowed: 1 or more)"),
-    ("negative-requests", _json(_changed(lambda d: _level(d).update(requests=-1))),
-     "profiles.0.levels.0.requests: -1 (allowed: 0 or more)"),
+    (
+        "profile-name-path",
+        _json(_changed(lambda d: d["profiles"][0].update(name="../../etc/x"))),
+        "profiles.0.name: '../../etc/x' is not a profile name",
+    ),
+    (
+        "concurrency-0",
+        _json(_changed(lambda d: _level(d).update(concurrency=0))),
+        "profiles.0.levels.0.concurrency: 0 (allowed: 1 or more)",
+    ),
+    (
+        "negative-requests",
+        _json(_changed(lambda d: _level(d).update(requests=-1))),
+        "profiles.0.levels.0.requests: -1 (allowed: 0 or more)",
+    ),
     ("tex-in-label", _json(_changed(lambda d: d.update(label="$\\frac{$"))), "label: '$\\\\frac{$' has a '$'"),
-    ("engine-as-string", _json(_changed(lambda d: d["settings"].update(engine="vllm"))),
-     "settings.engine: 'vllm' (allowed: an object)"),
-    ("skipped-of-objects", _json(_changed(lambda d: d["settings"].update(skipped=[{}]))),
-     "settings.skipped: <a list of 1 items> (allowed: a list of strings)"),
-    ("overrides-as-string", _json(_changed(lambda d: d["settings"].update(rehearsal={"overrides": "x"}))),
-     "settings.rehearsal.overrides: 'x' (allowed: a list of strings)"),
-    ("kv-override-not-a-literal", _json(_changed(lambda d: d["settings"].update(rehearsal={"overrides": [
-        "override a.kv_connector_extra_config.backends: ['LIBFABRIC'] -> __import__('os') (why)"]}))),
-     "settings.rehearsal.overrides.0: the new value of 'a.kv_connector_extra_config.backends' is not a list"),
+    (
+        "engine-as-string",
+        _json(_changed(lambda d: d["settings"].update(engine="vllm"))),
+        "settings.engine: 'vllm' (allowed: an object)",
+    ),
+    (
+        "skipped-of-objects",
+        _json(_changed(lambda d: d["settings"].update(skipped=[{}]))),
+        "settings.skipped: <a list of 1 items> (allowed: a list of strings)",
+    ),
+    (
+        "overrides-as-string",
+        _json(_changed(lambda d: d["settings"].update(rehearsal={"overrides": "x"}))),
+        "settings.rehearsal.overrides: 'x' (allowed: a list of strings)",
+    ),
+    (
+        "kv-override-not-a-literal",
+        _json(
+            _changed(
+                lambda d: d["settings"].update(
+                    rehearsal={
+                        "overrides": [
+                            "override a.kv_connector_extra_config.backends: ['LIBFABRIC'] -> __import__('os') (why)"
+                        ]
+                    }
+                )
+            )
+        ),
+        "settings.rehearsal.overrides.0: the new value of 'a.kv_connector_extra_config.backends' is not a list",
+    ),
 ]
 
 
@@ -302,16 +389,22 @@ def test_a_size_unknown_up_front_is_counted_while_reading(monkeypatch):
 def test_dev_stdin_of_an_idle_pipe_does_not_block(stdin_path, tmp_path):
     """A real process whose stdin is a pipe nobody writes to: reading it would block forever."""
     good = make_run("pd", {"chat": {1: (100, 20, 900)}}).save(tmp_path / "good.json")
-    with subprocess.Popen([sys.executable, "-m", "ops", "bench", "--compare", stdin_path, str(good), "--out",
-                           str(tmp_path / "out")], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "ops", "bench", "--compare", stdin_path, str(good), "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             out, err = proc.communicate(timeout=60)  # stdin stays open and empty until it ends
         finally:
             proc.kill()
     assert proc.returncode == 2, err
-    assert err.splitlines() == [f"bench --compare: {stdin_path}: a FIFO (named pipe), not a regular file: not a "
-                                f"results file"]
+    assert err.splitlines() == [
+        f"bench --compare: {stdin_path}: a FIFO (named pipe), not a regular file: not a results file"
+    ]
 
 
 def _linked_run(tmp_path):
@@ -319,11 +412,15 @@ def _linked_run(tmp_path):
     return tmp_path / "link.json"
 
 
-@pytest.mark.parametrize("make", [
-    lambda tmp_path: make_run("pd", {"chat": {1: (100, 20, 900)}}).save(tmp_path / "run.json"),
-    _linked_run,
-    lambda tmp_path: make_run("pd", {"chat": {1: (9e14, 0.0, -9e14)}}).save(tmp_path / "edge.json"),
-], ids=["run", "symlink-to-a-run", "numbers-at-the-limit"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp_path: make_run("pd", {"chat": {1: (100, 20, 900)}}).save(tmp_path / "run.json"),
+        _linked_run,
+        lambda tmp_path: make_run("pd", {"chat": {1: (9e14, 0.0, -9e14)}}).save(tmp_path / "edge.json"),
+    ],
+    ids=["run", "symlink-to-a-run", "numbers-at-the-limit"],
+)
 def test_a_real_run_still_loads(make, tmp_path):
     path = make(tmp_path)
     assert results.load(path).profiles[0].name == "chat"

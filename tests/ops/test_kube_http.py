@@ -1,6 +1,7 @@
 """The HTTP clients of ops/ against real local servers on 127.0.0.1: no redirect is followed (the server a
 Location names receives no connection at all), a bearer token goes only to an https:// endpoint without
 userinfo, query or fragment (anything else is refused before a connection), and every body is capped."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ from botocore.stub import Stubber
 
 from ops import verify
 from ops.__main__ import main
-from ops.bench.aiperf import BenchError
-from ops.bench.endpoint import check_models
-from ops.kube import ANSWER_LIMIT, MiB, AnswerTooLarge, KubeApi, KubeError, fetch
+from ops.kube import ANSWER_LIMIT, AnswerTooLarge, KubeApi, KubeError, MiB, fetch
+from serving_lab.bench.aiperf import BenchError
+from serving_lab.bench.endpoint import check_models
 
 from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, tls
 from .http_server import Server
@@ -52,6 +53,7 @@ def _redirector(status: int, location: str, *, https: bool = True) -> Server:
 
 # --- no redirect is followed ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("status", REDIRECTS)
 @pytest.mark.parametrize("scheme", ["https", "http"])
 def test_kube_api_follows_no_redirect_and_the_target_sees_no_connection(status, scheme, target, plain_target):
@@ -59,23 +61,26 @@ def test_kube_api_follows_no_redirect_and_the_target_sees_no_connection(status, 
     port = host.server_address[1]
     with _redirector(status, f"{scheme}://127.0.0.1:{port}/steal?token=secret-in-location") as redirector:
         with pytest.raises(KubeError) as err:
-            _api(redirector).request("POST" if status in (307, 308) else "GET", "/version",
-                                     body={"x": 1} if status in (307, 308) else None)
+            _api(redirector).request(
+                "POST" if status in (307, 308) else "GET", "/version", body={"x": 1} if status in (307, 308) else None
+            )
     assert host.connections == 0 and host.requests == []
     assert [auth for _, _, auth in redirector.requests] == [f"Bearer {TOKEN}"]
     method = "POST" if status in (307, 308) else "GET"
-    assert str(err.value) == (f"{method} /version: the server answered a redirect (HTTP {status}) to 127.0.0.1:{port}; "
-                              f"not followed")
+    assert str(err.value) == (
+        f"{method} /version: the server answered a redirect (HTTP {status}) to 127.0.0.1:{port}; not followed"
+    )
     assert (err.value.kind, err.value.status) == ("http", status)
 
 
 def test_a_relative_redirect_names_the_same_host_and_is_not_followed():
-    with _redirector(302, "/elsewhere") as redirector:
-        with pytest.raises(KubeError) as err:
-            _api(redirector).get("/version")
+    with _redirector(302, "/elsewhere") as redirector, pytest.raises(KubeError) as err:
+        _api(redirector).get("/version")
     assert len(redirector.requests) == 1
     port = redirector.server_address[1]
-    assert str(err.value) == f"GET /version: the server answered a redirect (HTTP 302) to 127.0.0.1:{port}; not followed"
+    assert (
+        str(err.value) == f"GET /version: the server answered a redirect (HTTP 302) to 127.0.0.1:{port}; not followed"
+    )
 
 
 def test_a_redirect_without_location_is_a_failed_request():
@@ -87,15 +92,17 @@ def test_a_redirect_without_location_is_a_failed_request():
 
 def test_a_redirect_behind_the_service_proxy_fails_its_check_and_reaches_no_one(dev, target):
     port = target.server_address[1]
-    scenario = Scenario(raw={f"{SERVE}/v1/models": (302, "text/plain", b"",
-                                                    {"Location": f"https://127.0.0.1:{port}/v1/models"})})
+    scenario = Scenario(
+        raw={f"{SERVE}/v1/models": (302, "text/plain", b"", {"Location": f"https://127.0.0.1:{port}/v1/models"})}
+    )
     with FakeCluster(scenario) as fake:
         report = verify.run(dev, fake.api(), progress=lambda *a: None)
     check = report.find("GET /v1/models")
     assert target.connections == 0
     assert check.status == "fail"
-    assert check.detail == (f"GET {SERVE}/v1/models: the server answered a redirect (HTTP 302) to 127.0.0.1:{port}; "
-                            f"not followed")
+    assert check.detail == (
+        f"GET {SERVE}/v1/models: the server answered a redirect (HTTP 302) to 127.0.0.1:{port}; not followed"
+    )
     assert check.fix.startswith("verify follows no redirect (it would carry the token to another host)")
 
 
@@ -109,9 +116,11 @@ def test_connect_to_an_api_server_that_redirects_is_one_line_and_reaches_no_one(
     assert target.connections == 0
     line = str(err.value)
     assert "\n" not in line
-    assert line.startswith(f"{redirector.endpoint} did not answer as the Kubernetes API of pd-inference-dev: GET "
-                           f"/version: the server answered a redirect (HTTP 307) to 127.0.0.1:{port}; not followed -> "
-                           f"verify follows no redirect")
+    assert line.startswith(
+        f"{redirector.endpoint} did not answer as the Kubernetes API of pd-inference-dev: GET "
+        f"/version: the server answered a redirect (HTTP 307) to 127.0.0.1:{port}; not followed -> "
+        f"verify follows no redirect"
+    )
 
 
 @pytest.mark.parametrize("status", REDIRECTS)
@@ -130,23 +139,29 @@ def test_bench_endpoint_check_follows_no_redirect(status, plain_target):
         with pytest.raises(BenchError) as err:
             check_models(redirector.endpoint, "qwen3.5-9b")
     assert plain_target.connections == 0
-    assert str(err.value) == (f"endpoint {redirector.endpoint}: GET /v1/models: the server answered a redirect "
-                              f"(HTTP {status}) to 127.0.0.1:{port}; not followed (pass --url with the Serve endpoint "
-                              f"itself, port 8000)")
+    assert str(err.value) == (
+        f"endpoint {redirector.endpoint}: GET /v1/models: the server answered a redirect "
+        f"(HTTP {status}) to 127.0.0.1:{port}; not followed (pass --url with the Serve endpoint "
+        f"itself, port 8000)"
+    )
 
 
 # --- the token goes only to https:// ------------------------------------------------------------------
 
-@pytest.mark.parametrize("endpoint, problem", [
-    ("http://127.0.0.1:{port}", "it is not https:// (scheme 'http')"),
-    ("HTTP://127.0.0.1:{port}", "it is not https:// (scheme 'http')"),
-    ("https://admin:hunter2@127.0.0.1:{port}", "it carries userinfo (user@ before the host)"),
-    ("https://127.0.0.1:{port}?x=1", "it has a query (?...)"),
-    ("https://127.0.0.1:{port}/?", "it has a query (?...)"),
-    ("https://127.0.0.1:{port}#frag", "it has a fragment (#...)"),
-    ("https://:{port}", "it names no host"),
-    ("https://127.0.0.1:{port}\r\nX: y", "it contains spaces or control characters"),
-])
+
+@pytest.mark.parametrize(
+    "endpoint, problem",
+    [
+        ("http://127.0.0.1:{port}", "it is not https:// (scheme 'http')"),
+        ("HTTP://127.0.0.1:{port}", "it is not https:// (scheme 'http')"),
+        ("https://admin:hunter2@127.0.0.1:{port}", "it carries userinfo (user@ before the host)"),
+        ("https://127.0.0.1:{port}?x=1", "it has a query (?...)"),
+        ("https://127.0.0.1:{port}/?", "it has a query (?...)"),
+        ("https://127.0.0.1:{port}#frag", "it has a fragment (#...)"),
+        ("https://:{port}", "it names no host"),
+        ("https://127.0.0.1:{port}\r\nX: y", "it contains spaces or control characters"),
+    ],
+)
 @pytest.mark.parametrize("https", [True, False])
 def test_an_endpoint_the_token_must_not_go_to_is_refused_before_any_connection(endpoint, problem, https):
     with Server(lambda method, path: _json({"major": "1"}), https=https) as server:
@@ -156,8 +171,10 @@ def test_an_endpoint_the_token_must_not_go_to_is_refused_before_any_connection(e
         time.sleep(0.05)  # a connection attempt, had one been made, is accepted by now
     assert server.connections == 0 and server.requests == []
     assert err.value.kind == "endpoint"
-    assert str(err.value) == (f"GET /version: the cluster endpoint is refused, {problem}: the token is sent only to an "
-                              f"https:// URL with no userinfo, query or fragment")
+    assert str(err.value) == (
+        f"GET /version: the cluster endpoint is refused, {problem}: the token is sent only to an "
+        f"https:// URL with no userinfo, query or fragment"
+    )
     assert "hunter2" not in str(err.value)
 
 
@@ -167,37 +184,48 @@ def test_connect_refuses_an_http_endpoint_in_one_line_and_connects_nowhere(dev, 
     with pytest.raises(verify.AccessError) as err:
         verify.connect(dev, None, access)
     assert plain_target.connections == 0
-    assert str(err.value) == ("cannot use the API endpoint of pd-inference-dev: GET /version: the cluster endpoint is "
-                              "refused, it is not https:// (scheme 'http'): the token is sent only to an https:// URL "
-                              "with no userinfo, query or fragment")
+    assert str(err.value) == (
+        "cannot use the API endpoint of pd-inference-dev: GET /version: the cluster endpoint is "
+        "refused, it is not https:// (scheme 'http'): the token is sent only to an https:// URL "
+        "with no userinfo, query or fragment"
+    )
 
 
 def _stubbed_eks(monkeypatch, endpoint: str) -> boto3.session.Session:
-    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                    region_name="us-west-2")
+    session = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
+    )
     eks = session.client("eks", region_name="us-west-2")
     stub = Stubber(eks)
-    stub.add_response("describe_cluster", {"cluster": {"name": "pd-inference-dev", "status": "ACTIVE",
-                                                       "endpoint": endpoint}}, {"name": "pd-inference-dev"})
+    stub.add_response(
+        "describe_cluster",
+        {"cluster": {"name": "pd-inference-dev", "status": "ACTIVE", "endpoint": endpoint}},
+        {"name": "pd-inference-dev"},
+    )
     stub.activate()
     real = session.client
     monkeypatch.setattr(session, "client", lambda name, **kw: eks if name == "eks" else real(name, **kw))
     return session
 
 
-@pytest.mark.parametrize("endpoint, problem", [
-    ("http://ABC.gr7.us-west-2.eks.amazonaws.com", "it is not https:// (scheme 'http')"),
-    ("https://user:pw@ABC.gr7.us-west-2.eks.amazonaws.com", "it carries userinfo (user@ before the host)"),
-    ("https://ABC.gr7.us-west-2.eks.amazonaws.com?redirect=1", "it has a query (?...)"),
-    ("https://ABC.gr7.us-west-2.eks.amazonaws.com#x", "it has a fragment (#...)"),
-])
+@pytest.mark.parametrize(
+    "endpoint, problem",
+    [
+        ("http://ABC.gr7.us-west-2.eks.amazonaws.com", "it is not https:// (scheme 'http')"),
+        ("https://user:pw@ABC.gr7.us-west-2.eks.amazonaws.com", "it carries userinfo (user@ before the host)"),
+        ("https://ABC.gr7.us-west-2.eks.amazonaws.com?redirect=1", "it has a query (?...)"),
+        ("https://ABC.gr7.us-west-2.eks.amazonaws.com#x", "it has a fragment (#...)"),
+    ],
+)
 def test_cluster_access_refuses_an_endpoint_that_is_not_plain_https(endpoint, problem, dev, monkeypatch):
     session = _stubbed_eks(monkeypatch, endpoint)
     with pytest.raises(verify.AccessError) as err:
         verify.cluster_access(dev, session)
-    assert str(err.value) == ("DescribeCluster answered an API endpoint for cluster pd-inference-dev in us-west-2 that "
-                              f"verify does not send its token to: {problem} (EKS endpoints are https:// with no "
-                              "userinfo, query or fragment: an endpoint that is not EKS? check AWS_ENDPOINT_URL)")
+    assert str(err.value) == (
+        "DescribeCluster answered an API endpoint for cluster pd-inference-dev in us-west-2 that "
+        f"verify does not send its token to: {problem} (EKS endpoints are https:// with no "
+        "userinfo, query or fragment: an endpoint that is not EKS? check AWS_ENDPOINT_URL)"
+    )
 
 
 def test_verify_cli_with_an_http_endpoint_exits_1_with_one_line(monkeypatch, capsys):
@@ -205,11 +233,14 @@ def test_verify_cli_with_an_http_endpoint_exits_1_with_one_line(monkeypatch, cap
     assert main(["verify", "--stage", "dev"], session=session) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
-    assert err.startswith("verify --stage dev: DescribeCluster answered an API endpoint for cluster pd-inference-dev "
-                          "in us-west-2 that verify does not send its token to: it is not https://")
+    assert err.startswith(
+        "verify --stage dev: DescribeCluster answered an API endpoint for cluster pd-inference-dev "
+        "in us-west-2 that verify does not send its token to: it is not https://"
+    )
 
 
 # --- every body is capped -----------------------------------------------------------------------------
+
 
 def test_a_normal_json_answer_over_https_still_works():
     with Server(lambda method, path: _json({"major": "1", "minor": "35"}), https=True) as server:
@@ -251,8 +282,12 @@ def test_an_endless_chunked_body_stops_at_the_cap(https):
     endless = (b"x" * 65536 for _ in range(100_000))
     with Server(lambda method, path: (200, {"Content-Type": "text/plain"}, endless), https=https) as server:
         with pytest.raises(AnswerTooLarge) as err:
-            fetch(server.endpoint + "/logs", timeout=60, limit=MiB,
-                  context=ssl.create_default_context(cadata=tls().ca_pem) if https else None)
+            fetch(
+                server.endpoint + "/logs",
+                timeout=60,
+                limit=MiB,
+                context=ssl.create_default_context(cadata=tls().ca_pem) if https else None,
+            )
     assert str(err.value) == "the answer exceeds 1 MiB"
 
 
@@ -261,8 +296,10 @@ def test_bench_endpoint_check_refuses_an_answer_over_the_cap():
     with Server(lambda method, path: (200, {"Content-Type": "application/json"}, body), https=False) as server:
         with pytest.raises(BenchError) as err:
             check_models(server.endpoint, "qwen3.5-9b")
-    assert str(err.value) == f"endpoint {server.endpoint}: GET /v1/models: the answer exceeds 8 MiB (is " \
-                             f"{server.endpoint} the Serve endpoint, port 8000?)"
+    assert (
+        str(err.value) == f"endpoint {server.endpoint}: GET /v1/models: the answer exceeds 8 MiB (is "
+        f"{server.endpoint} the Serve endpoint, port 8000?)"
+    )
 
 
 def test_bench_endpoint_check_over_plain_http_without_a_token_still_works(plain_target):

@@ -3,6 +3,7 @@ portal, a proxy's error page, bytes of no protocol): botocore parses an HTML pag
 (a KeyError later) or raises parser errors no caller expects. Every client of the command's session
 refuses such an answer: one line naming the endpoint and the call, exit 2 (the local set-up: the
 endpoint or proxy configuration), never an internal error. A real local HTTP server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import http.server
@@ -13,14 +14,18 @@ import pytest
 from ops.__main__ import main
 
 COMMANDS = ["preflight", "verify", "verify-remote"]
-NOT_AWS = ("not an AWS API answer: check AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config "
-           "and HTTPS_PROXY")
+NOT_AWS = (
+    "not an AWS API answer: check AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the AWS config "
+    "and HTTPS_PROXY"
+)
 
-STS_IDENTITY = (b'<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
-                b'<GetCallerIdentityResult>'
-                b'<Arn>arn:aws:iam::123456789012:user/t</Arn><UserId>AIDA</UserId><Account>123456789012</Account>'
-                b'</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>'
-                b'</GetCallerIdentityResponse>')
+STS_IDENTITY = (
+    b'<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+    b"<GetCallerIdentityResult>"
+    b"<Arn>arn:aws:iam::123456789012:user/t</Arn><UserId>AIDA</UserId><Account>123456789012</Account>"
+    b"</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
+    b"</GetCallerIdentityResponse>"
+)
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -51,8 +56,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def endpoint(monkeypatch):
     """answer(*answers) -> the URL of a server on 127.0.0.1 that answers them, AWS_ENDPOINT_URL pointing at it."""
-    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_STS",
-                "AWS_ENDPOINT_URL_EKS", "HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+    for var in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL_STS",
+        "AWS_ENDPOINT_URL_EKS",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -71,6 +85,7 @@ def endpoint(monkeypatch):
     def answer(*answers):
         server.answers[:] = answers
         return url
+
     yield answer
     server.shutdown()
     server.server_close()
@@ -91,46 +106,80 @@ NOT_XML, NOT_JSON = "an answer that is not XML", "an answer that is not JSON"
 # (id, (status, content type, body), the problem in the line's words: STS/EC2 (XML) and EKS (JSON) may differ)
 NOT_AWS_ANSWERS = [
     ("html-200", (200, "text/html; charset=utf-8", HTML), "an HTML page", "an HTML page"),
-    ("html-403-doctype", (403, "text/html", b"<!DOCTYPE html><html><body>Forbidden</body></html>"),
-     "an HTML page", "an HTML page"),
+    (
+        "html-403-doctype",
+        (403, "text/html", b"<!DOCTYPE html><html><body>Forbidden</body></html>"),
+        "an HTML page",
+        "an HTML page",
+    ),
     ("html-as-text-plain", (200, "text/plain", b"  <HTML><body>hi</body></HTML>"), "an HTML page", "an HTML page"),
     ("broken-html-404", (404, "text/html", b"<html><body>hello<br></body>"), "an HTML page", "an HTML page"),
-    ("html-407-proxy", (407, "text/html", b"<html>Proxy Authentication Required</html>"), "an HTML page",
-     "an HTML page"),
+    (
+        "html-407-proxy",
+        (407, "text/html", b"<html>Proxy Authentication Required</html>"),
+        "an HTML page",
+        "an HTML page",
+    ),
     ("binary-200", (200, "application/octet-stream", BINARY), NOT_XML, NOT_JSON),
     ("binary-403", (403, "application/octet-stream", BINARY), NOT_XML, NOT_JSON),
     ("binary-500", (500, "application/octet-stream", BINARY), NOT_XML, NOT_JSON),
     ("plain-text", (200, "text/plain", b"hello"), NOT_XML, NOT_JSON),
     ("deep-json", (200, "application/json", b"[" * 100_000), NOT_XML, NOT_JSON),
-    ("json-array", (200, "application/json", b"[1, 2]"), "an answer that is not XML",
-     "JSON that is not an object (a list)"),
-    ("json-string", (200, "application/json", b'"cluster"'), "an answer that is not XML",
-     "JSON that is not an object (a str)"),
-    ("json-of-another-api", (200, "application/json", b'{"status": "ok", "version": 3}'), "an answer that is not XML",
-     "a JSON object with none of the fields of an AWS answer to DescribeCluster"),
-    ("xml-of-another-api", (200, "text/xml", b'<?xml version="1.0"?><rss><channel/></rss>'),
-     "XML whose root is <rss> (an AWS answer to GetCallerIdentity is <GetCallerIdentityResponse>)",
-     "an answer that is not JSON"),
-    ("xml-right-root-no-result", (200, "text/xml", b"<GetCallerIdentityResponse></GetCallerIdentityResponse>"),
-     "XML without the <GetCallerIdentityResult> an AWS answer to GetCallerIdentity has", "an answer that is not JSON"),
-    ("xml-error-of-another-kind", (400, "text/xml", b"<error><message>no</message></error>"),
-     "XML whose root is <error> (an AWS answer to GetCallerIdentity is <ErrorResponse>)",
-     "an answer that is not JSON"),
+    (
+        "json-array",
+        (200, "application/json", b"[1, 2]"),
+        "an answer that is not XML",
+        "JSON that is not an object (a list)",
+    ),
+    (
+        "json-string",
+        (200, "application/json", b'"cluster"'),
+        "an answer that is not XML",
+        "JSON that is not an object (a str)",
+    ),
+    (
+        "json-of-another-api",
+        (200, "application/json", b'{"status": "ok", "version": 3}'),
+        "an answer that is not XML",
+        "a JSON object with none of the fields of an AWS answer to DescribeCluster",
+    ),
+    (
+        "xml-of-another-api",
+        (200, "text/xml", b'<?xml version="1.0"?><rss><channel/></rss>'),
+        "XML whose root is <rss> (an AWS answer to GetCallerIdentity is <GetCallerIdentityResponse>)",
+        "an answer that is not JSON",
+    ),
+    (
+        "xml-right-root-no-result",
+        (200, "text/xml", b"<GetCallerIdentityResponse></GetCallerIdentityResponse>"),
+        "XML without the <GetCallerIdentityResult> an AWS answer to GetCallerIdentity has",
+        "an answer that is not JSON",
+    ),
+    (
+        "xml-error-of-another-kind",
+        (400, "text/xml", b"<error><message>no</message></error>"),
+        "XML whose root is <error> (an AWS answer to GetCallerIdentity is <ErrorResponse>)",
+        "an answer that is not JSON",
+    ),
 ]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("case_id, answer, xml_problem, json_problem", NOT_AWS_ANSWERS,
-                         ids=[case[0] for case in NOT_AWS_ANSWERS])
-def test_an_answer_that_is_not_aws_is_one_line_and_exit_2(command, case_id, answer, xml_problem, json_problem,
-                                                          endpoint, capsys):
+@pytest.mark.parametrize(
+    "case_id, answer, xml_problem, json_problem", NOT_AWS_ANSWERS, ids=[case[0] for case in NOT_AWS_ANSWERS]
+)
+def test_an_answer_that_is_not_aws_is_one_line_and_exit_2(
+    command, case_id, answer, xml_problem, json_problem, endpoint, capsys
+):
     url = endpoint(answer)
     assert main([command, "--stage", "dev"]) == 2
     line = _one_line(capsys)
-    call, problem = ("eks DescribeCluster", json_problem) if command == "verify" else \
-        ("sts GetCallerIdentity", xml_problem)
-    assert line == (f"{command} --stage dev: the AWS endpoint {url} answered {call} with {problem} (HTTP "
-                    f"{answer[0]}), {NOT_AWS}")
+    call, problem = (
+        ("eks DescribeCluster", json_problem) if command == "verify" else ("sts GetCallerIdentity", xml_problem)
+    )
+    assert line == (
+        f"{command} --stage dev: the AWS endpoint {url} answered {call} with {problem} (HTTP {answer[0]}), {NOT_AWS}"
+    )
 
 
 def test_a_later_call_answered_by_something_else_is_refused_too(endpoint, capsys):
@@ -140,7 +189,8 @@ def test_a_later_call_answered_by_something_else_is_refused_too(endpoint, capsys
     assert _one_line(capsys) == (
         f"preflight --stage dev: the AWS endpoint {url} answered ec2 DescribeAvailabilityZones with XML whose root is "
         f"<GetCallerIdentityResponse> (an AWS answer to DescribeAvailabilityZones is "
-        f"<DescribeAvailabilityZonesResponse>) (HTTP 200), {NOT_AWS}")
+        f"<DescribeAvailabilityZonesResponse>) (HTTP 200), {NOT_AWS}"
+    )
 
 
 # Answers that may be AWS's: botocore's own reading of them stands (a failed check, exit 1), never exit 3.

@@ -1,6 +1,7 @@
 """`python -m ops` must start in the ops-only venv (requirements-ops.txt: boto3, pydantic, PyYAML), the one
 the in-VPC verify runner and the pipeline's verify steps install: the benchmark's heavier packages are
 imported only when `bench` runs."""
+
 from __future__ import annotations
 
 import subprocess
@@ -12,9 +13,11 @@ BENCH_ONLY = ("aiohttp", "matplotlib", "tokenizers", "transformers", "numpy")
 
 
 def test_ops_cli_loads_without_the_benchmark_packages():
-    probe = ("import sys, runpy; sys.argv = ['ops', 'verify', '--help']\n"
-             "try:\n    runpy.run_module('ops', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             f"print(sorted(m for m in {BENCH_ONLY!r} if m in sys.modules))")
+    probe = (
+        "import sys, runpy; sys.argv = ['ops', 'verify', '--help']\n"
+        "try:\n    runpy.run_module('ops', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {BENCH_ONLY!r} if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "usage: python -m ops verify" in proc.stdout

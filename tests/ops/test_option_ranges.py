@@ -1,6 +1,7 @@
 """Every number option of `python -m ops`: inf, nan, negative, huge or not a number is argparse's one
 error line and exit 2, before anything runs (a `--wait inf` would wait forever, a `--poll nan` crash in
 time.sleep: an internal error); numbers in range parse as before."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,12 +12,34 @@ from ops.__main__ import COMMANDS, _parser, main
 
 # The fewest arguments each command parses with (argparse only: nothing runs).
 MINIMAL = {
-    "preflight": ["--stage", "dev"], "verify": ["--stage", "dev"], "verify-remote": ["--stage", "dev"],
-    "bench": ["--calibrate"], "rehearse": ["--stage", "dev"], "rehearse-cluster": ["--stage", "dev"],
+    "preflight": ["--stage", "dev"],
+    "verify": ["--stage", "dev"],
+    "verify-remote": ["--stage", "dev"],
+    "bench": ["--calibrate"],
+    "rehearse": ["--stage", "dev"],
+    "rehearse-cluster": ["--stage", "dev"],
     "diff": ["--base", "HEAD"],
 }
-NEVER = ["inf", "-inf", "+inf", "Infinity", "nan", "-nan", "NaN", "1e400", "-1e400", "-1", "-0.5", "1e300",
-         "9" * 5000, "ten", "", " ", "0x10", "1,5"]
+NEVER = [
+    "inf",
+    "-inf",
+    "+inf",
+    "Infinity",
+    "nan",
+    "-nan",
+    "NaN",
+    "1e400",
+    "-1e400",
+    "-1",
+    "-0.5",
+    "1e300",
+    "9" * 5000,
+    "ten",
+    "",
+    " ",
+    "0x10",
+    "1,5",
+]
 
 
 def _refused(argv, capsys) -> str:
@@ -55,9 +78,14 @@ def test_every_command_has_its_minimal_arguments():
 
 def test_no_number_option_keeps_a_bare_float_or_int_type():
     options = list(_number_options())
-    assert {(c, o) for c, o, _ in options} >= {("verify", "--wait"), ("verify", "--poll"),
-                                              ("bench", "--concurrency"), ("rehearse", "--deploy-timeout"),
-                                              ("rehearse", "--gpus"), ("rehearse", "--budget")}
+    assert {(c, o) for c, o, _ in options} >= {
+        ("verify", "--wait"),
+        ("verify", "--poll"),
+        ("bench", "--concurrency"),
+        ("rehearse", "--deploy-timeout"),
+        ("rehearse", "--gpus"),
+        ("rehearse", "--budget"),
+    }
     assert all(action.type not in (float, int) for _, _, action in options)
 
 
@@ -90,16 +118,21 @@ def test_bench_concurrency_is_1_to_4096(value, capsys):
     assert line.endswith("(allowed: an integer from 1 to 4096)")
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["verify", "--stage", "dev"], {"wait": 0, "poll": 10}),
-    (["verify", "--stage", "dev", "--wait", "1800", "--poll", "0.1"], {"wait": 1800.0, "poll": 0.1}),
-    (["verify", "--stage", "dev", "--wait=86400", "--poll=3600"], {"wait": 86400.0, "poll": 3600.0}),
-    (["verify", "--stage", "dev", "--wait", "0", "--poll", " 5 "], {"wait": 0.0, "poll": 5.0}),
-    (["bench", "--calibrate", "--concurrency", "4096"], {"concurrency": 4096}),
-    (["bench", "--calibrate"], {"concurrency": 64}),
-    (["rehearse", "--stage", "dev", "--deploy-timeout", "1800", "--gpus", "2", "--budget", "0"],
-     {"deploy_timeout": 1800.0, "gpus": 2, "budget": 0.0}),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["verify", "--stage", "dev"], {"wait": 0, "poll": 10}),
+        (["verify", "--stage", "dev", "--wait", "1800", "--poll", "0.1"], {"wait": 1800.0, "poll": 0.1}),
+        (["verify", "--stage", "dev", "--wait=86400", "--poll=3600"], {"wait": 86400.0, "poll": 3600.0}),
+        (["verify", "--stage", "dev", "--wait", "0", "--poll", " 5 "], {"wait": 0.0, "poll": 5.0}),
+        (["bench", "--calibrate", "--concurrency", "4096"], {"concurrency": 4096}),
+        (["bench", "--calibrate"], {"concurrency": 64}),
+        (
+            ["rehearse", "--stage", "dev", "--deploy-timeout", "1800", "--gpus", "2", "--budget", "0"],
+            {"deploy_timeout": 1800.0, "gpus": 2, "budget": 0.0},
+        ),
+    ],
+)
 def test_numbers_in_range_parse_as_before(argv, expected):
     args = _parser().parse_args(argv)
     assert {key: getattr(args, key) for key in expected} == expected

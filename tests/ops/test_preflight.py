@@ -1,6 +1,7 @@
 """preflight against moto (EC2, STS, SSM, Secrets Manager, ECR), with botocore's Stubber only where moto
 lacks the API (Service Quotas for EC2, EKS DescribeClusterVersions / DescribeAddonVersions) or where the
 DLC registry (another account's ECR) must answer. Each failing check: exact message and exit code."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from moto import mock_aws
 
 from config.instance_types import INSTANCE_TYPES, InstanceSpec
 from ops import preflight
-from ops.aws_clients import Clients
 from ops.__main__ import main
+from ops.aws_clients import Clients
 
 from ..helpers import merge, stage_data, write_stage
 
@@ -45,27 +46,40 @@ class Fake:
 
     def quota(self, code, value):
         self.stubs["service-quotas"].add_response(
-            "get_service_quota", {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": float(value)}},
-            {"ServiceCode": "ec2", "QuotaCode": code})
+            "get_service_quota",
+            {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": float(value)}},
+            {"ServiceCode": "ec2", "QuotaCode": code},
+        )
 
     def k8s_version(self, offered=True):
         versions = [{"clusterVersion": "1.35", "status": "STANDARD_SUPPORT"}] if offered else []
-        self.stubs["eks"].add_response("describe_cluster_versions", {"clusterVersions": versions},
-                                       {"clusterVersions": ["1.35"]})
+        self.stubs["eks"].add_response(
+            "describe_cluster_versions", {"clusterVersions": versions}, {"clusterVersions": ["1.35"]}
+        )
 
     def image(self, error=None):
-        params = {"registryId": "763104351884", "repositoryName": "ray",
-                  "imageIds": [{"imageTag": "serve-llm-cuda-v1.0"}]}
+        params = {
+            "registryId": "763104351884",
+            "repositoryName": "ray",
+            "imageIds": [{"imageTag": "serve-llm-cuda-v1.0"}],
+        }
         if error:
             self.stubs["ecr"].add_client_error("describe_images", service_error_code=error, expected_params=params)
         else:
-            self.stubs["ecr"].add_response("describe_images", {"imageDetails": [
-                {"registryId": "763104351884", "repositoryName": "ray", "imageTags": ["serve-llm-cuda-v1.0"]}]},
-                params)
+            self.stubs["ecr"].add_response(
+                "describe_images",
+                {
+                    "imageDetails": [
+                        {"registryId": "763104351884", "repositoryName": "ray", "imageTags": ["serve-llm-cuda-v1.0"]}
+                    ]
+                },
+                params,
+            )
 
     def bootstrap(self, version="21"):
         self.session.client("ssm", region_name=self.region).put_parameter(
-            Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String")
+            Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
+        )
 
     def ready(self, g_quota=256, standard_quota=64, image_error=None):
         self.quota("L-1216C47A", standard_quota)
@@ -85,12 +99,16 @@ class Fake:
         path = write_stage(tmp_path, data)
         for stub in self.stubs.values():
             stub.activate()
-        return main(["preflight", "--stage", data["stage"], "--config-dir", str(path.parent), *extra],
-                    session=self.session, clients=self.overrides)
+        return main(
+            ["preflight", "--stage", data["stage"], "--config-dir", str(path.parent), *extra],
+            session=self.session,
+            clients=self.overrides,
+        )
 
 
 def _cfg(tmp_path, **overrides):
     from config import load_stage_file
+
     return load_stage_file(write_stage(tmp_path, merge(stage_data("dev"), overrides)))
 
 
@@ -120,9 +138,11 @@ def test_no_gpu_quota_fails_with_the_increase_to_ask_for(aws, tmp_path):
     report, _ = Fake().ready(g_quota=32).run(_cfg(tmp_path))
     check = report.find("vCPU quota L-DB2E81BA")
     assert check.status == "fail"
-    assert check.detail == ("On-Demand G and VT instances: quota 32, in use 0, free 32, "
-                            "this stage needs up to 64: 2 gpu-worker nodes (max) + 0 (a MINIMAL update adds none), "
-                            "x 32 vCPUs")
+    assert check.detail == (
+        "On-Demand G and VT instances: quota 32, in use 0, free 32, "
+        "this stage needs up to 64: 2 gpu-worker nodes (max) + 0 (a MINIMAL update adds none), "
+        "x 32 vCPUs"
+    )
     assert check.fix.startswith("request an increase of L-DB2E81BA to at least 64 vCPUs")
     assert report.exit_code == 1
 
@@ -138,8 +158,14 @@ def test_quota_counts_instances_already_running(aws, tmp_path):
 
 def test_az_without_the_gpu_type_fails_and_names_the_azs_that_offer_it(aws, tmp_path, capsys):
     fake = Fake("us-east-1").ready()
-    data = merge(stage_data("dev"), {"region": "us-east-1", "availability_zones": ["us-east-1b", "us-east-1e"],
-                                     "gpu_availability_zone": "us-east-1e"})
+    data = merge(
+        stage_data("dev"),
+        {
+            "region": "us-east-1",
+            "availability_zones": ["us-east-1b", "us-east-1e"],
+            "gpu_availability_zone": "us-east-1e",
+        },
+    )
     assert fake.cli(tmp_path, data, "--suggest") == 1
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("GPU type in GPU AZ"))
@@ -151,14 +177,16 @@ def test_stage_az_missing_in_the_region_fails(aws, tmp_path):
     report, _ = Fake().ready().run(_cfg(tmp_path, availability_zones=["us-west-2a", "us-west-2e"]))
     check = report.find("availability zones")
     assert check.status == "fail"
-    assert check.detail == ("us-west-2e not available in us-west-2 (available: us-west-2a, us-west-2b, us-west-2c, "
-                            "us-west-2d)")
+    assert check.detail == (
+        "us-west-2e not available in us-west-2 (available: us-west-2a, us-west-2b, us-west-2c, us-west-2d)"
+    )
 
 
 def test_type_with_fewer_efa_interfaces_than_the_stage_needs_fails(aws, tmp_path, monkeypatch):
     # the stage's table says 2 EFA interfaces; EC2 says g6.8xlarge has 1
-    monkeypatch.setitem(INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1,
-                                                                     gpu_model="L4", efa_interfaces=2))
+    monkeypatch.setitem(
+        INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", efa_interfaces=2)
+    )
     report, _ = Fake().ready().run(_cfg(tmp_path))
     check = report.find("EFA support")
     assert (check.status, check.detail) == ("fail", "g6.8xlarge supports 1 EFA interface(s), the stage needs 2")
@@ -170,8 +198,9 @@ def test_no_bootstrap_fails_with_the_bootstrap_command(aws, tmp_path):
     report, _ = fake.run(_cfg(tmp_path))
     check = report.find("CDK bootstrap")
     assert check.status == "fail"
-    assert check.detail == ("aws://123456789012/us-west-2 is not bootstrapped "
-                            "(/cdk-bootstrap/hnb659fds/version not found)")
+    assert check.detail == (
+        "aws://123456789012/us-west-2 is not bootstrapped (/cdk-bootstrap/hnb659fds/version not found)"
+    )
     assert check.fix == "npx --no-install cdk bootstrap aws://123456789012/us-west-2"
 
 
@@ -180,8 +209,10 @@ def test_kubernetes_version_not_offered_fails(aws, tmp_path):
     fake.quota("L-1216C47A", 64), fake.quota("L-DB2E81BA", 256), fake.k8s_version(offered=False)
     fake.bootstrap(), fake.image()
     report, _ = fake.run(_cfg(tmp_path))
-    assert (report.find("Kubernetes version").status, report.find("Kubernetes version").detail) == \
-        ("fail", "EKS does not offer 1.35 in us-west-2")
+    assert (report.find("Kubernetes version").status, report.find("Kubernetes version").detail) == (
+        "fail",
+        "EKS does not offer 1.35 in us-west-2",
+    )
 
 
 def test_missing_token_secret_fails(aws, tmp_path):
@@ -193,8 +224,11 @@ def test_missing_token_secret_fails(aws, tmp_path):
 def test_existing_token_secret_and_its_add_on_pass(aws, tmp_path):
     fake = Fake().ready()
     fake.session.client("secretsmanager", region_name="us-west-2").create_secret(Name="hf/token", SecretString="x")
-    fake.stubs["eks"].add_response("describe_addon_versions", {"addons": [{"addonName": preflight.SECRETS_PROVIDER_ADDON}]},
-                                   {"addonName": preflight.SECRETS_PROVIDER_ADDON, "kubernetesVersion": "1.35"})
+    fake.stubs["eks"].add_response(
+        "describe_addon_versions",
+        {"addons": [{"addonName": preflight.SECRETS_PROVIDER_ADDON}]},
+        {"addonName": preflight.SECRETS_PROVIDER_ADDON, "kubernetesVersion": "1.35"},
+    )
     report, _ = fake.run(_cfg(tmp_path, serving={"hf_token_secret": "hf/token"}))
     assert _status(report)["token secret"] == "pass"
     assert _status(report)["secrets provider add-on"] == "pass"
@@ -203,8 +237,10 @@ def test_existing_token_secret_and_its_add_on_pass(aws, tmp_path):
 def test_wrong_account_fails_and_stops(aws, tmp_path):
     report, _ = Fake().run(_cfg(tmp_path, account="111111111111"))
     check = report.find("credentials")
-    assert (check.status, check.detail) == ("fail", "credentials are for account 123456789012, the stage deploys "
-                                                    "to 111111111111")
+    assert (check.status, check.detail) == (
+        "fail",
+        "credentials are for account 123456789012, the stage deploys to 111111111111",
+    )
     assert {c.status for c in report.checks[1:]} == {"skip"}
     assert report.exit_code == 1
 
@@ -236,4 +272,7 @@ def test_no_credentials_is_one_line_in_the_table_and_exit_1(tmp_path, monkeypatc
 def test_bad_stage_file_exits_2_with_the_config_line(tmp_path, capsys):
     path = write_stage(tmp_path, merge(stage_data("dev"), {"gpu_nodegroup": {"count": 0}}))
     assert main(["preflight", "--stage", "dev", "--config-dir", str(path.parent)]) == 2
-    assert capsys.readouterr().err.strip() == f"{path}: gpu_nodegroup.count: Input should be greater than or equal to 1 (got 0)"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"{path}: gpu_nodegroup.count: Input should be greater than or equal to 1 (got 0)"
+    )

@@ -1,5 +1,6 @@
 """verify-remote: uploads the checkout to the runner's bucket, starts the runner and reports its
 outcome (moto for S3, STS and CodeBuild; botocore's Stubber for a failed build)."""
+
 from __future__ import annotations
 
 import io
@@ -25,30 +26,46 @@ def aws(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     with mock_aws():
         session = boto3.session.Session(region_name="us-west-2")
-        session.client("s3").create_bucket(Bucket="pd-inference-dev-verify-123456789012-us-west-2",
-                                           CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        session.client("s3").create_bucket(
+            Bucket="pd-inference-dev-verify-123456789012-us-west-2",
+            CreateBucketConfiguration={"LocationConstraint": "us-west-2"},
+        )
         role = session.client("iam").create_role(RoleName="runner", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         session.client("codebuild").create_project(
-            name="pd-inference-dev-verify", source={"type": "S3", "location": "b/source.zip"},
-            artifacts={"type": "NO_ARTIFACTS"}, serviceRole=role,
-            environment={"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:7.0",
-                         "computeType": "BUILD_GENERAL1_SMALL"})
+            name="pd-inference-dev-verify",
+            source={"type": "S3", "location": "b/source.zip"},
+            artifacts={"type": "NO_ARTIFACTS"},
+            serviceRole=role,
+            environment={
+                "type": "LINUX_CONTAINER",
+                "image": "aws/codebuild/standard:7.0",
+                "computeType": "BUILD_GENERAL1_SMALL",
+            },
+        )
         yield session
 
 
 def test_package_holds_what_the_runner_needs_and_nothing_local():
     names = set(zipfile.ZipFile(io.BytesIO(remote.package(ROOT))).namelist())
     assert {"ops/__main__.py", "config/dev.yaml", "requirements-ops.txt", "constraints.txt"} <= names
-    assert not [n for n in names if n.startswith((".venv", "node_modules/", ".git/", "cdk.out", "tests/",
-                                                  "bench-results/", ".rehearsal", ".env"))]
+    assert not [
+        n
+        for n in names
+        if n.startswith(
+            (".venv", "node_modules/", ".git/", "cdk.out", "tests/", "bench-results/", ".rehearsal", ".env")
+        )
+    ]
 
 
 def test_successful_runner_build_passes(aws, dev):
     report = remote.run(dev, aws, ROOT, poll=0, sleep=lambda s: None)
     (check,) = report.checks
     assert check.status == "pass" and check.detail.startswith("pd-inference-dev-verify:")
-    body = aws.client("s3").get_object(Bucket="pd-inference-dev-verify-123456789012-us-west-2",
-                                       Key="source.zip")["Body"].read()
+    body = (
+        aws.client("s3")
+        .get_object(Bucket="pd-inference-dev-verify-123456789012-us-west-2", Key="source.zip")["Body"]
+        .read()
+    )
     assert "ops/verify.py" in zipfile.ZipFile(io.BytesIO(body)).namelist()
 
 
@@ -56,8 +73,18 @@ def test_failed_runner_build_fails_with_its_log_link(aws, dev):
     codebuild = aws.client("codebuild")
     stub = Stubber(codebuild)
     stub.add_response("start_build", {"build": {"id": "pd-inference-dev-verify:1", "buildStatus": "IN_PROGRESS"}})
-    stub.add_response("batch_get_builds", {"builds": [{"id": "pd-inference-dev-verify:1", "buildStatus": "FAILED",
-                                                       "logs": {"deepLink": "https://console/logs"}}]})
+    stub.add_response(
+        "batch_get_builds",
+        {
+            "builds": [
+                {
+                    "id": "pd-inference-dev-verify:1",
+                    "buildStatus": "FAILED",
+                    "logs": {"deepLink": "https://console/logs"},
+                }
+            ]
+        },
+    )
     stub.activate()
     report = remote.run(dev, aws, ROOT, poll=0, sleep=lambda s: None, clients={"codebuild": codebuild})
     (check,) = report.checks
@@ -67,22 +94,33 @@ def test_failed_runner_build_fails_with_its_log_link(aws, dev):
 
 def test_missing_runner_says_to_deploy_the_stage_first(aws, tmp_path):
     from ..helpers import config_with
+
     cfg = config_with(tmp_path, "prod")
     report = remote.run(cfg, aws, ROOT, poll=0, sleep=lambda s: None)
     (check,) = report.checks
     assert check.status == "fail" and "NoSuchBucket" in check.detail
-    assert check.fix == ("deploy the stage first: the runner (pd-inference-prod-verify, bucket "
-                         "pd-inference-prod-verify-123456789012-us-west-2) is part of prod/Cluster")
+    assert check.fix == (
+        "deploy the stage first: the runner (pd-inference-prod-verify, bucket "
+        "pd-inference-prod-verify-123456789012-us-west-2) is part of prod/Cluster"
+    )
 
 
 # --- what is uploaded: only what git tracks, and only what the runner needs --------------------------
+
 
 def _git(repo, *args):
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-TRACKED = ["charts/__init__.py", "config/__init__.py", "config/dev.yaml", "constraints.txt", "ops/__init__.py",
-           "ops/__main__.py", "requirements-ops.txt"]
+TRACKED = [
+    "charts/__init__.py",
+    "config/__init__.py",
+    "config/dev.yaml",
+    "constraints.txt",
+    "ops/__init__.py",
+    "ops/__main__.py",
+    "requirements-ops.txt",
+]
 # What a developer's checkout holds besides: secrets, keys, ignored and untracked files, and tracked files
 # the runner does not need. None of it may leave the machine.
 PLANTED = {
@@ -139,8 +177,11 @@ def test_upload_of_this_checkout_is_what_git_tracks_under_the_runner_paths():
     tracked = set(_git(ROOT, "ls-files", "--", *remote.RUNNER_PATHS).split())
     names = set(_names(ROOT))
     assert names <= tracked and {n for n in tracked if (ROOT / n).is_file()} == names
-    assert not [n for n in names if not n.startswith(("ops/", "config/", "charts/"))
-                and n not in ("requirements-ops.txt", "constraints.txt")]
+    assert not [
+        n
+        for n in names
+        if not n.startswith(("ops/", "config/", "charts/")) and n not in ("requirements-ops.txt", "constraints.txt")
+    ]
 
 
 def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
@@ -161,8 +202,14 @@ def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
         "outside = [str(p) for p in ours if not p.is_relative_to(root)]\n"
         "print('outside:', outside)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage: python -m ops verify" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "outside: []"
@@ -171,8 +218,10 @@ def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
 def test_not_a_git_checkout_is_one_line_with_the_fix_and_no_upload(tmp_path, aws, dev):
     with pytest.raises(remote.SourceError) as err:
         remote.run(dev, aws, tmp_path, poll=0, sleep=lambda s: None)
-    assert str(err.value) == (f"{tmp_path} is not a git checkout: run verify-remote from a git clone of the project "
-                              f"(it uploads only files git tracks, never local ones such as .env)")
+    assert str(err.value) == (
+        f"{tmp_path} is not a git checkout: run verify-remote from a git clone of the project "
+        f"(it uploads only files git tracks, never local ones such as .env)"
+    )
     assert "Contents" not in aws.client("s3").list_objects_v2(Bucket="pd-inference-dev-verify-123456789012-us-west-2")
 
 
@@ -184,23 +233,35 @@ def test_git_missing_exits_2_with_one_line(root, checkout, tmp_path, aws, monkey
     monkeypatch.setenv("PATH", str(empty))  # no git on PATH
     assert main(["verify-remote", "--stage", "dev"], session=aws) == 2
     err = capsys.readouterr().err
-    assert err == ("verify-remote --stage dev: git is not installed (or not on PATH): install git; verify-remote "
-                   "uploads only the files git tracks, so it needs git to list them\n")
+    assert err == (
+        "verify-remote --stage dev: git is not installed (or not on PATH): install git; verify-remote "
+        "uploads only the files git tracks, so it needs git to list them\n"
+    )
 
 
 def test_main_outside_a_checkout_exits_2(tmp_path, aws, monkeypatch, capsys):
     monkeypatch.setattr(remote, "PROJECT_ROOT", tmp_path)
     assert main(["verify-remote", "--stage", "dev"], session=aws) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"verify-remote --stage dev: {tmp_path} is not a git checkout: run verify-remote from a "
-                          f"git clone") and "\n" not in err
+    assert (
+        err.startswith(
+            f"verify-remote --stage dev: {tmp_path} is not a git checkout: run verify-remote from a git clone"
+        )
+        and "\n" not in err
+    )
 
 
 # --- the fix follows the cause --------------------------------------------------------------------
 
+
 def test_no_credentials_says_log_in_not_deploy(monkeypatch, dev, capsys):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                "AWS_DEFAULT_PROFILE"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
@@ -218,22 +279,26 @@ def test_no_credentials_says_log_in_not_deploy(monkeypatch, dev, capsys):
 def test_access_denied_names_the_permissions_not_a_deploy(aws, dev):
     s3 = aws.client("s3")
     stub = Stubber(s3)
-    stub.add_client_error("put_object", service_error_code="AccessDenied", service_message="Access Denied",
-                          http_status_code=403)
+    stub.add_client_error(
+        "put_object", service_error_code="AccessDenied", service_message="Access Denied", http_status_code=403
+    )
     stub.activate()
     report = remote.run(dev, aws, ROOT, poll=0, sleep=lambda s: None, clients={"s3": s3})
     (check,) = report.checks
     assert check.detail == "PutObject: AccessDenied: Access Denied"
-    assert check.fix == ("the credentials may not use the runner: allow s3:PutObject on "
-                         "pd-inference-dev-verify-123456789012-us-west-2/source.zip, codebuild:StartBuild and "
-                         "codebuild:BatchGetBuilds on pd-inference-dev-verify")
+    assert check.fix == (
+        "the credentials may not use the runner: allow s3:PutObject on "
+        "pd-inference-dev-verify-123456789012-us-west-2/source.zip, codebuild:StartBuild and "
+        "codebuild:BatchGetBuilds on pd-inference-dev-verify"
+    )
 
 
 def test_missing_codebuild_project_says_to_deploy_the_stage(aws, dev):
     codebuild = aws.client("codebuild")
     stub = Stubber(codebuild)
-    stub.add_client_error("start_build", service_error_code="ResourceNotFoundException",
-                          service_message="Project cannot be found")
+    stub.add_client_error(
+        "start_build", service_error_code="ResourceNotFoundException", service_message="Project cannot be found"
+    )
     stub.activate()
     report = remote.run(dev, aws, ROOT, poll=0, sleep=lambda s: None, clients={"codebuild": codebuild})
     (check,) = report.checks

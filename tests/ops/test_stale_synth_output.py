@@ -1,6 +1,7 @@
 """One cdk.out, two synths of different stages (what `cdk synth -c stage=dev` then `cdk synth -c
 stage=prod` do): the folder then holds the second stage alone, its cloud assembly and its rendered
 Kubernetes YAML alike, never one without the other. `ops diff` and a reviewer read both."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,11 @@ from stacks import assembly
 def _stages(outdir) -> dict[str, list[str]]:
     manifest = json.loads((outdir / "manifest.json").read_text())
     return {
-        "manifest": sorted(artifact["properties"]["directoryName"].removeprefix("assembly-")
-                           for artifact in manifest["artifacts"].values() if artifact["type"] == "cdk:cloud-assembly"),
+        "manifest": sorted(
+            artifact["properties"]["directoryName"].removeprefix("assembly-")
+            for artifact in manifest["artifacts"].values()
+            if artifact["type"] == "cdk:cloud-assembly"
+        ),
         "assemblies": sorted(path.name.removeprefix("assembly-") for path in outdir.glob("assembly-*")),
         "k8s": sorted(path.name for path in (outdir / "k8s").iterdir()),
     }
@@ -30,15 +34,24 @@ def test_a_synth_of_another_stage_leaves_only_that_stage(tmp_path, capsys):
 
 
 def test_only_assemblies_the_manifest_does_not_name_are_removed(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({"version": "x", "artifacts": {
-        "assembly-prod": {"type": "cdk:cloud-assembly", "properties": {"directoryName": "assembly-prod"}},
-        "prod-network": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "t.json"}}}}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "version": "x",
+                "artifacts": {
+                    "assembly-prod": {"type": "cdk:cloud-assembly", "properties": {"directoryName": "assembly-prod"}},
+                    "prod-network": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "t.json"}},
+                },
+            }
+        )
+    )
     for name in ("assembly-prod", "assembly-dev", "assembly-old-pipeline", "k8s", "asset.1234"):
         (tmp_path / name).mkdir()
     (tmp_path / "assembly-notes.txt").write_text("a file, not an assembly")
     assert assembly.remove_stale_assemblies(tmp_path) == ["assembly-dev", "assembly-old-pipeline"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["asset.1234", "assembly-notes.txt", "assembly-prod",
-                                                                 "k8s", "manifest.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["asset.1234", "assembly-notes.txt", "assembly-prod", "k8s", "manifest.json"]
+    )
 
 
 def test_no_manifest_removes_nothing(tmp_path):

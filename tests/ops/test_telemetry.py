@@ -1,6 +1,7 @@
 """`ops verify`'s telemetry check against moto's CloudWatch and CloudWatch Logs: metrics of both
 namespaces and a fresh application log event pass; each missing piece fails naming it; a stage with
 observability off is skipped with the reason."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +16,7 @@ from ops import telemetry
 from ops.aws_clients import Clients
 from ops.report import Report
 
-NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +35,27 @@ def aws(monkeypatch):
 
 
 def _metric(clients, namespace: str, name: str, cluster: str) -> None:
-    clients("cloudwatch").put_metric_data(Namespace=namespace, MetricData=[{
-        "MetricName": name, "Value": 1.0, "Dimensions": [{"Name": "ClusterName", "Value": cluster}]}])
+    clients("cloudwatch").put_metric_data(
+        Namespace=namespace,
+        MetricData=[{"MetricName": name, "Value": 1.0, "Dimensions": [{"Name": "ClusterName", "Value": cluster}]}],
+    )
 
 
 def _log(clients, cluster: str, minutes_ago: float) -> None:
     logs, group = clients("logs"), container_insights_log_group(cluster, "application")
     logs.create_log_group(logGroupName=group)
     logs.create_log_stream(logGroupName=group, logStreamName="ray-worker")
-    stamp = int((dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=minutes_ago)).timestamp() * 1000)
-    logs.put_log_events(logGroupName=group, logStreamName="ray-worker",
-                        logEvents=[{"timestamp": stamp, "message": "Backend LIBFABRIC was instantiated"}])
+    stamp = int((dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes_ago)).timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="ray-worker",
+        logEvents=[{"timestamp": stamp, "message": "Backend LIBFABRIC was instantiated"}],
+    )
 
 
 def _run(cfg, clients) -> Report:
     report = Report("verify", cfg.stage)
-    telemetry.check(cfg, clients, report, now=lambda: dt.datetime.now(dt.timezone.utc))
+    telemetry.check(cfg, clients, report, now=lambda: dt.datetime.now(dt.UTC))
     return report
 
 
@@ -69,7 +75,10 @@ def test_no_ray_metrics_fails_naming_the_namespace_and_the_scraper(dev, aws):
     assert check.status == "fail"
     assert check.detail == f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {dev.cluster_name} in the last 3 h"
     assert "NetworkPolicy" in check.fix
-    assert "kubectl -n amazon-cloudwatch logs -l app.kubernetes.io/instance=amazon-cloudwatch.ray-metrics-scraper" in check.fix
+    assert (
+        "kubectl -n amazon-cloudwatch logs -l app.kubernetes.io/instance=amazon-cloudwatch.ray-metrics-scraper"
+        in check.fix
+    )
 
 
 def test_metrics_of_another_cluster_do_not_count(dev, aws):
@@ -86,8 +95,9 @@ def test_a_stale_log_group_fails_with_its_age(dev, aws):
     _log(aws, dev.cluster_name, minutes_ago=90)
     check = _run(dev, aws).find(telemetry.NAME)
     assert check.status == "fail"
-    assert check.detail.startswith(f"no container log event in "
-                                   f"{container_insights_log_group(dev.cluster_name, 'application')} in the last 30 min")
+    assert check.detail.startswith(
+        f"no container log event in {container_insights_log_group(dev.cluster_name, 'application')} in the last 30 min"
+    )
     assert "(newest 90 min ago)" in check.detail
 
 
@@ -100,8 +110,10 @@ def test_a_missing_log_group_fails_naming_it(dev, aws):
 def test_observability_off_is_a_skip_with_the_reason(dev, aws):
     off = dev.model_copy(update={"observability": dev.observability.model_copy(update={"enabled": False})})
     check = _run(off, aws).find(telemetry.NAME)
-    assert (check.status, check.detail) == ("skip", "observability is off in config/dev.yaml "
-                                                    "(observability.enabled: false)")
+    assert (check.status, check.detail) == (
+        "skip",
+        "observability is off in config/dev.yaml (observability.enabled: false)",
+    )
 
 
 def test_verify_runs_the_telemetry_check_after_the_cluster_checks(dev, aws):

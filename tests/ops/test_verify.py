@@ -1,5 +1,6 @@
 """verify against a local fake of the Kubernetes API and the endpoints behind its service proxy
 (tests/ops/fake_cluster.py), one test per verdict; plus the EKS token and the access errors."""
+
 from __future__ import annotations
 
 import base64
@@ -37,20 +38,26 @@ def _check(report, name):
 
 def test_fake_rayservice_status_is_valid_against_the_kuberay_crd():
     for status in (ray_service_status(), ray_service_status("DEPLOYING", ready=False, message="loading")):
-        obj = {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "ray-llm"},
-               "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {}}}},
-               "status": status}
+        obj = {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayService",
+            "metadata": {"name": "ray-llm"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {}}}},
+            "status": status,
+        }
         assert crd_errors(obj) == []
 
 
 def test_healthy_efa_stage_passes_every_check(dev):
     report = _run(dev, Scenario())
     assert report.exit_code == 0, report.table()
-    assert _check(report, "NIXL transport").detail == ("10.0.40.17: LIBFABRIC on provider=efa (1 rails); "
-                                                       "10.0.41.9: LIBFABRIC on provider=efa (1 rails)")
+    assert _check(report, "NIXL transport").detail == (
+        "10.0.40.17: LIBFABRIC on provider=efa (1 rails); 10.0.41.9: LIBFABRIC on provider=efa (1 rails)"
+    )
     chat = _check(report, "POST /v1/chat/completions")
-    assert chat.status == "pass" and chat.detail.endswith('s: "It splits prompt processing and token generation '
-                                                          'across GPUs."')
+    assert chat.status == "pass" and chat.detail.endswith(
+        's: "It splits prompt processing and token generation across GPUs."'
+    )
     assert chat.data["latency_s"] >= 0
 
 
@@ -64,31 +71,38 @@ def test_tcp_fallback_fails_even_though_libfabric_was_instantiated(dev):
 
 
 def test_ucx_backend_fails(dev):
-    check = _check(_run(dev, Scenario(worker_logs={"10.0.40.17": "ucx.log", "10.0.41.9": "ucx.log"})),
-                   "NIXL transport")
+    check = _check(_run(dev, Scenario(worker_logs={"10.0.40.17": "ucx.log", "10.0.41.9": "ucx.log"})), "NIXL transport")
     assert check.status == "fail" and "instantiated the UCX backend" in check.detail and "(and 1 more)" in check.detail
 
 
 def test_missing_plugin_fails(dev):
-    check = _check(_run(dev, Scenario(worker_logs={"10.0.40.17": "missing-plugin.log", "10.0.41.9": "efa.log"})),
-                   "NIXL transport")
+    check = _check(
+        _run(dev, Scenario(worker_logs={"10.0.40.17": "missing-plugin.log", "10.0.41.9": "efa.log"})), "NIXL transport"
+    )
     assert check.status == "fail"
-    assert check.detail == ("worker 10.0.40.17: a NIXL plugin is missing: [1764476323.512] [nixl] [W] Skipping "
-                            "backend registration for LIBFABRIC: missing plugin")
+    assert check.detail == (
+        "worker 10.0.40.17: a NIXL plugin is missing: [1764476323.512] [nixl] [W] Skipping "
+        "backend registration for LIBFABRIC: missing plugin"
+    )
 
 
 def test_libfabric_without_provider_line_is_not_proof(dev):
-    check = _check(_run(dev, Scenario(worker_logs={"10.0.40.17": "no-provider-line.log", "10.0.41.9": "efa.log"})),
-                   "NIXL transport")
+    check = _check(
+        _run(dev, Scenario(worker_logs={"10.0.40.17": "no-provider-line.log", "10.0.41.9": "efa.log"})),
+        "NIXL transport",
+    )
     assert check.status == "fail" and "NIXL_LOG_LEVEL=INFO" in check.detail
 
 
 def test_application_not_running_fails_and_skips_the_rest(dev):
-    report = _run(dev, Scenario(statuses=[ray_service_status("DEPLOYING", ready=False,
-                                                               message="Deploying app 'llm'.")]))
+    report = _run(
+        dev, Scenario(statuses=[ray_service_status("DEPLOYING", ready=False, message="Deploying app 'llm'.")])
+    )
     check = _check(report, "RayService")
-    assert (check.status, check.detail) == ("fail", "ray-llm ready=False, application llm DEPLOYING: "
-                                                    "Deploying app 'llm'.")
+    assert (check.status, check.detail) == (
+        "fail",
+        "ray-llm ready=False, application llm DEPLOYING: Deploying app 'llm'.",
+    )
     assert {c.status for c in report.checks if c.name.startswith(("NIXL", "GET", "POST"))} == {"skip"}
 
 
@@ -111,18 +125,33 @@ def test_waits_with_progress_until_the_application_runs(dev):
     scenario = Scenario(statuses=[waiting, waiting, ray_service_status()])
     clock = {"now": 0.0}
     lines = io.StringIO()
-    report = _run(dev, scenario, wait=900, poll=10, progress=verify.Progress(lines),
-                  clock=lambda: clock["now"], sleep=lambda s: clock.__setitem__("now", clock["now"] + s))
+    report = _run(
+        dev,
+        scenario,
+        wait=900,
+        poll=10,
+        progress=verify.Progress(lines),
+        clock=lambda: clock["now"],
+        sleep=lambda s: clock.__setitem__("now", clock["now"] + s),
+    )
     assert report.exit_code == 0
-    assert lines.getvalue().splitlines() == ["  [   0s/900s] waiting for RayService",
-                                             "  [  10s/900s] waiting for RayService"]
+    assert lines.getvalue().splitlines() == [
+        "  [   0s/900s] waiting for RayService",
+        "  [  10s/900s] waiting for RayService",
+    ]
 
 
 def test_gives_up_when_the_wait_is_over(dev):
     waiting = ray_service_status("DEPLOYING", ready=False)
     clock = {"now": 0.0}
-    report = _run(dev, Scenario(statuses=[waiting]), wait=30, poll=10,
-                  clock=lambda: clock["now"], sleep=lambda s: clock.__setitem__("now", clock["now"] + s))
+    report = _run(
+        dev,
+        Scenario(statuses=[waiting]),
+        wait=30,
+        poll=10,
+        clock=lambda: clock["now"],
+        sleep=lambda s: clock.__setitem__("now", clock["now"] + s),
+    )
     assert _check(report, "RayService").status == "fail" and clock["now"] == 30
 
 
@@ -139,9 +168,16 @@ def test_wrong_token_is_one_line(dev):
     assert check.detail == "GET /api/v1/nodes: HTTP 401 Unauthorized"
 
 
-@pytest.mark.parametrize("fixture, verdict", [("efa.log", "efa"), ("tcp.log", "tcp"), ("ucx.log", "ucx"),
-                                              ("missing-plugin.log", "missing-plugin"),
-                                              ("no-provider-line.log", "no-provider-line")])
+@pytest.mark.parametrize(
+    "fixture, verdict",
+    [
+        ("efa.log", "efa"),
+        ("tcp.log", "tcp"),
+        ("ucx.log", "ucx"),
+        ("missing-plugin.log", "missing-plugin"),
+        ("no-provider-line.log", "no-provider-line"),
+    ],
+)
 def test_log_classifier(fixture, verdict):
     assert nixl.classify((FIXTURES / fixture).read_text()).verdict == verdict
 
@@ -153,6 +189,7 @@ def test_classifier_prefers_a_fallback_over_a_healthy_line():
 
 
 # --- access -----------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def aws(monkeypatch):
@@ -186,8 +223,11 @@ def test_private_endpoint_unreachable_says_run_inside_the_vpc(aws, dev):
 def test_cluster_access_reads_endpoint_and_privacy_from_eks(aws, dev):
     iam = aws.client("iam")
     role = iam.create_role(RoleName="eks", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    aws.client("eks").create_cluster(name="pd-inference-dev", roleArn=role, resourcesVpcConfig={
-        "subnetIds": ["subnet-1"], "endpointPublicAccess": False, "endpointPrivateAccess": True})
+    aws.client("eks").create_cluster(
+        name="pd-inference-dev",
+        roleArn=role,
+        resourcesVpcConfig={"subnetIds": ["subnet-1"], "endpointPublicAccess": False, "endpointPrivateAccess": True},
+    )
     access = verify.cluster_access(dev, aws)
     assert access.private_only is True and access.endpoint.startswith("https://")
 
@@ -195,8 +235,10 @@ def test_cluster_access_reads_endpoint_and_privacy_from_eks(aws, dev):
 def test_verify_cli_without_a_cluster_exits_1_with_one_line(aws, tmp_path, capsys):
     assert main(["verify", "--stage", "dev"], session=aws) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("verify --stage dev: cannot describe cluster pd-inference-dev in us-west-2: "
-                          "DescribeCluster: ResourceNotFoundException")
+    assert err.startswith(
+        "verify --stage dev: cannot describe cluster pd-inference-dev in us-west-2: "
+        "DescribeCluster: ResourceNotFoundException"
+    )
     assert "\n" not in err and "Traceback" not in err
 
 
@@ -204,11 +246,17 @@ def test_json_report(dev):
     report = _run(dev, Scenario())
     data = json.loads(report.to_json())
     assert data["ok"] is True and [c["name"] for c in data["checks"]] == [
-        "GPU nodes", "KubeRay operator", "RayService", "NIXL transport", "GET /v1/models",
-        "POST /v1/chat/completions"]
+        "GPU nodes",
+        "KubeRay operator",
+        "RayService",
+        "NIXL transport",
+        "GET /v1/models",
+        "POST /v1/chat/completions",
+    ]
 
 
 # --- answers no Kubernetes API server sends, and servers that answer too slowly ----------------------
+
 
 def _one_line(text: str) -> None:
     assert text and "\n" not in text and "Traceback" not in text
@@ -222,8 +270,10 @@ def test_a_server_that_trickles_bytes_is_cut_at_the_request_deadline(part):
         with pytest.raises(KubeError) as err:
             KubeApi(slow.endpoint, TOKEN, ca_data=slow.ca_data, timeout=1.0).get("/version")
         elapsed = time.monotonic() - started
-    assert str(err.value) == ("GET /version: no complete answer within 1 s (the server answers too slowly, or "
-                              "something between holds the connection)")
+    assert str(err.value) == (
+        "GET /version: no complete answer within 1 s (the server answers too slowly, or "
+        "something between holds the connection)"
+    )
     # The server trickles forever: without the deadline the call would never return. The bound is loose
     # on purpose (a loaded machine is slow); the message names the 1 s deadline that fired.
     assert err.value.kind == "transport" and elapsed < 30
@@ -250,10 +300,12 @@ def test_an_html_page_instead_of_the_api_says_so_with_the_fix(aws, dev):
     _one_line(str(err.value))
     assert str(err.value).startswith(
         f"{fake.endpoint} did not answer as the Kubernetes API of pd-inference-dev: GET /version: the answer is not "
-        f"JSON (text/html: \"<html><head><title>Sign in to the corporate proxy</title></head><body>...</body>...\"): "
-        f"not what a Kubernetes API server sends")
-    assert str(err.value).endswith("-> the endpoint did not answer as a Kubernetes API server: a proxy in between? "
-                                   "(check HTTPS_PROXY)")
+        f'JSON (text/html: "<html><head><title>Sign in to the corporate proxy</title></head><body>...</body>..."): '
+        f"not what a Kubernetes API server sends"
+    )
+    assert str(err.value).endswith(
+        "-> the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
+    )
 
 
 NODES = "/api/v1/nodes"
@@ -265,35 +317,68 @@ def _json(payload) -> tuple:
     return 200, "application/json", json.dumps(payload).encode()
 
 
-@pytest.mark.parametrize("path, answer, check, detail", [
-    (NODES, HTML, "GPU nodes", "GET /api/v1/nodes: the answer is not JSON (text/html: "),
-    (NODES, _json({"items": "none"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
-    (NODES, _json({"kind": "NodeList"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (no field 'items')"),
-    (NODES, _json({"items": [{"status": {}}]}), "GPU nodes",
-     "GET /api/v1/nodes: unexpected answer (no field 'metadata')"),
-    (NODES, _json([1, 2]), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
-    (OPERATOR, _json({"status": {"availableReplicas": "many"}}), "KubeRay operator",
-     f"GET {OPERATOR}: unexpected answer (ValueError: "),
-    (RAYSERVICE, _json({"status": {"conditions": "Ready"}}), "RayService",
-     f"GET {RAYSERVICE}: unexpected answer (AttributeError: "),
-    (RAYSERVICE, _json(["not", "an", "object"]), "RayService", f"GET {RAYSERVICE}: unexpected answer (AttributeError: "),
-])
+@pytest.mark.parametrize(
+    "path, answer, check, detail",
+    [
+        (NODES, HTML, "GPU nodes", "GET /api/v1/nodes: the answer is not JSON (text/html: "),
+        (NODES, _json({"items": "none"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
+        (NODES, _json({"kind": "NodeList"}), "GPU nodes", "GET /api/v1/nodes: unexpected answer (no field 'items')"),
+        (
+            NODES,
+            _json({"items": [{"status": {}}]}),
+            "GPU nodes",
+            "GET /api/v1/nodes: unexpected answer (no field 'metadata')",
+        ),
+        (NODES, _json([1, 2]), "GPU nodes", "GET /api/v1/nodes: unexpected answer (TypeError: "),
+        (
+            OPERATOR,
+            _json({"status": {"availableReplicas": "many"}}),
+            "KubeRay operator",
+            f"GET {OPERATOR}: unexpected answer (ValueError: ",
+        ),
+        (
+            RAYSERVICE,
+            _json({"status": {"conditions": "Ready"}}),
+            "RayService",
+            f"GET {RAYSERVICE}: unexpected answer (AttributeError: ",
+        ),
+        (
+            RAYSERVICE,
+            _json(["not", "an", "object"]),
+            "RayService",
+            f"GET {RAYSERVICE}: unexpected answer (AttributeError: ",
+        ),
+    ],
+)
 def test_an_answer_of_the_wrong_shape_fails_its_check_in_one_line(path, answer, check, detail, dev):
     report = _run(dev, Scenario(raw={path: answer}))
     found = _check(report, check)
     assert found.status == "fail" and found.detail.startswith(detail), found.detail
-    assert found.fix == "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
+    assert (
+        found.fix == "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
+    )
     assert report.exit_code == 1
 
 
-@pytest.mark.parametrize("path, answer, check, detail", [
-    (f"{SERVE}/v1/models", _json({"data": {"id": "qwen3.5-9b"}}), "GET /v1/models", "unexpected answer ("),
-    (f"{SERVE}/v1/models", HTML, "GET /v1/models", f"GET {SERVE}/v1/models: the answer is not JSON (text/html: "),
-    (f"{SERVE}/v1/chat/completions", _json({"choices": []}), "POST /v1/chat/completions",
-     "unexpected answer (IndexError: list index out of range): not an OpenAI chat completion"),
-    (f"{HEAD}/api/v0/nodes", _json({"data": {"result": "x"}}), "NIXL transport",
-     "cannot read the workers' logs through the Ray dashboard: unexpected answer ("),
-])
+@pytest.mark.parametrize(
+    "path, answer, check, detail",
+    [
+        (f"{SERVE}/v1/models", _json({"data": {"id": "qwen3.5-9b"}}), "GET /v1/models", "unexpected answer ("),
+        (f"{SERVE}/v1/models", HTML, "GET /v1/models", f"GET {SERVE}/v1/models: the answer is not JSON (text/html: "),
+        (
+            f"{SERVE}/v1/chat/completions",
+            _json({"choices": []}),
+            "POST /v1/chat/completions",
+            "unexpected answer (IndexError: list index out of range): not an OpenAI chat completion",
+        ),
+        (
+            f"{HEAD}/api/v0/nodes",
+            _json({"data": {"result": "x"}}),
+            "NIXL transport",
+            "cannot read the workers' logs through the Ray dashboard: unexpected answer (",
+        ),
+    ],
+)
 def test_an_endpoint_behind_the_proxy_answering_the_wrong_shape_fails_in_one_line(path, answer, check, detail, dev):
     report = _run(dev, Scenario(raw={path: answer}))
     found = _check(report, check)
@@ -310,20 +395,25 @@ def _stubbed_eks(monkeypatch, session, response):
     monkeypatch.setattr(session, "client", lambda name, **kw: eks if name == "eks" else real(name, **kw))
 
 
-@pytest.mark.parametrize("cluster", [
-    {"name": "pd-inference-dev", "status": "CREATING"},
-    {"name": "pd-inference-dev", "status": "CREATING", "endpoint": ""},
-    {},
-])
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {"name": "pd-inference-dev", "status": "CREATING"},
+        {"name": "pd-inference-dev", "status": "CREATING", "endpoint": ""},
+        {},
+    ],
+)
 def test_describe_cluster_without_an_endpoint_says_to_wait_for_active(cluster, aws, monkeypatch, capsys):
     _stubbed_eks(monkeypatch, aws, {"cluster": cluster})
     assert main(["verify", "--stage", "dev"], session=aws) == 1
     err = capsys.readouterr().err.strip()
     _one_line(err)
     status = cluster.get("status", "UNKNOWN")
-    assert err == (f"verify --stage dev: cluster pd-inference-dev in us-west-2 has no API endpoint yet (status "
-                   f"{status}): wait until it is ACTIVE (aws eks describe-cluster --name pd-inference-dev --region "
-                   f"us-west-2) and run again")
+    assert err == (
+        f"verify --stage dev: cluster pd-inference-dev in us-west-2 has no API endpoint yet (status "
+        f"{status}): wait until it is ACTIVE (aws eks describe-cluster --name pd-inference-dev --region "
+        f"us-west-2) and run again"
+    )
 
 
 def test_describe_cluster_without_a_cluster_object_is_one_line(aws, monkeypatch, capsys):
@@ -335,8 +425,17 @@ def test_describe_cluster_without_a_cluster_object_is_one_line(aws, monkeypatch,
 
 
 def test_describe_cluster_without_ca_or_vpc_fields_still_connects(aws, monkeypatch, dev):
-    _stubbed_eks(monkeypatch, aws, {"cluster": {"name": "pd-inference-dev", "status": "ACTIVE",
-                                                "endpoint": "https://ABC.gr7.us-west-2.eks.amazonaws.com"}})
+    _stubbed_eks(
+        monkeypatch,
+        aws,
+        {
+            "cluster": {
+                "name": "pd-inference-dev",
+                "status": "ACTIVE",
+                "endpoint": "https://ABC.gr7.us-west-2.eks.amazonaws.com",
+            }
+        },
+    )
     access = verify.cluster_access(dev, aws)
     assert access == verify.ClusterAccess("https://ABC.gr7.us-west-2.eks.amazonaws.com", None, False)
 
@@ -347,15 +446,28 @@ def test_missing_cluster_says_to_deploy_the_stage(aws, capsys):
     assert err.endswith("-> deploy the stage first (npx --no-install cdk deploy 'dev/*'), or check the stage's region")
 
 
-@pytest.mark.parametrize("status, fix", [
-    (401, "the API server refused the token: these credentials need an EKS access entry "
-          "(cluster.admin_principal_arns) on this cluster"),
-    (403, "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
-          "(verify-remote), whose access entry has the read-only verify role"),
-    (404, "the kuberay-operator Helm release is missing: deploy the cluster stack (it installs the operator)"),
-])
+@pytest.mark.parametrize(
+    "status, fix",
+    [
+        (
+            401,
+            "the API server refused the token: these credentials need an EKS access entry "
+            "(cluster.admin_principal_arns) on this cluster",
+        ),
+        (
+            403,
+            "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
+            "(verify-remote), whose access entry has the read-only verify role",
+        ),
+        (404, "the kuberay-operator Helm release is missing: deploy the cluster stack (it installs the operator)"),
+    ],
+)
 def test_operator_fix_follows_the_http_status(status, fix, dev):
-    report = _run(dev, Scenario(raw={OPERATOR: (status, "application/json",
-                                                json.dumps({"kind": "Status", "message": "no"}).encode())}))
+    report = _run(
+        dev,
+        Scenario(
+            raw={OPERATOR: (status, "application/json", json.dumps({"kind": "Status", "message": "no"}).encode())}
+        ),
+    )
     check = _check(report, "KubeRay operator")
     assert check.detail == f"GET {OPERATOR}: HTTP {status} no" and check.fix == fix

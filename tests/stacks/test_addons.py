@@ -1,5 +1,6 @@
 """Helm add-ons: pinned versions from config, placement on the right nodes, and every value we set
 exists in the chart's default values.yaml (Helm ignores a misspelt value silently)."""
+
 from __future__ import annotations
 
 import json
@@ -61,20 +62,39 @@ def test_releases_in_the_template_match_the_pins(app_synth, stages):
     releases = _releases(app_synth)
     addons_cfg = stages["dev"].addons
     expected = {
-        "nvidia-device-plugin": ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin",
-                                 addons_cfg.nvidia_device_plugin, "kube-system"),
-        "aws-efa-k8s-device-plugin": ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts",
-                                      addons_cfg.efa_device_plugin, "kube-system"),
-        "kuberay-operator": ("kuberay-operator", "https://ray-project.github.io/kuberay-helm/",
-                             addons_cfg.kuberay_operator, "kuberay-system"),
+        "nvidia-device-plugin": (
+            "nvidia-device-plugin",
+            "https://nvidia.github.io/k8s-device-plugin",
+            addons_cfg.nvidia_device_plugin,
+            "kube-system",
+        ),
+        "aws-efa-k8s-device-plugin": (
+            "aws-efa-k8s-device-plugin",
+            "https://aws.github.io/eks-charts",
+            addons_cfg.efa_device_plugin,
+            "kube-system",
+        ),
+        "kuberay-operator": (
+            "kuberay-operator",
+            "https://ray-project.github.io/kuberay-helm/",
+            addons_cfg.kuberay_operator,
+            "kuberay-system",
+        ),
     }
     assert set(releases) == set(expected)
     for release, (chart, repo, version, namespace) in expected.items():
         props = releases[release][1]["Properties"]
-        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == \
-            (chart, repo, version, namespace)
-    assert (addons_cfg.nvidia_device_plugin, addons_cfg.efa_device_plugin, addons_cfg.kuberay_operator) == \
-        ("0.20.0", "v0.5.30", "1.7.0")
+        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
+            chart,
+            repo,
+            version,
+            namespace,
+        )
+    assert (addons_cfg.nvidia_device_plugin, addons_cfg.efa_device_plugin, addons_cfg.kuberay_operator) == (
+        "0.20.0",
+        "v0.5.30",
+        "1.7.0",
+    )
 
 
 def test_nvidia_plugin_selects_the_gpu_nodes(app_synth):
@@ -99,13 +119,18 @@ def test_kuberay_operator_runs_on_the_system_node_with_its_crds_and_waits(app_sy
 
 def test_kuberay_namespace_is_created_first_with_restricted_pod_security(app_synth):
     template = app_synth.template("dev", "cluster")["Resources"]
-    (ns_id, namespace), = [(n, r) for n, r in template.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-                           and '"kind":"Namespace"' in r["Properties"]["Manifest"]]
+    ((ns_id, namespace),) = [
+        (n, r)
+        for n, r in template.items()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and '"kind":"Namespace"' in r["Properties"]["Manifest"]
+    ]
     (obj,) = json.loads(namespace["Properties"]["Manifest"])
     assert obj["metadata"]["name"] == "kuberay-system"
     assert {k: v for k, v in obj["metadata"]["labels"].items() if k.startswith("pod-security")} == {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted",
-        "pod-security.kubernetes.io/audit": "restricted"}
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
     name, _ = _releases(app_synth)["kuberay-operator"]
     assert ns_id in template[name]["DependsOn"]
 
@@ -117,11 +142,15 @@ def test_add_ons_wait_for_both_nodegroups(app_synth):
         assert nodegroups <= set(template[name].get("DependsOn", []))
 
 
-
 # The logical IDs the add-ons had before ClusterAddons and eks.Addon: a new ID would install a second
 # Helm release (or a second vpc-cni add-on) before removing the first (docs/DECISIONS.md).
-KEPT_LOGICAL_IDS = ["ClusterchartEfaDevicePluginE05EA4D9", "ClusterchartKubeRayOperator81A3F4EA",
-                    "ClusterchartNvidiaDevicePlugin2EAB310F", "ClustermanifestNamespacekuberaysystemD0CBF60E", "VpcCni"]
+KEPT_LOGICAL_IDS = [
+    "ClusterchartEfaDevicePluginE05EA4D9",
+    "ClusterchartKubeRayOperator81A3F4EA",
+    "ClusterchartNvidiaDevicePlugin2EAB310F",
+    "ClustermanifestNamespacekuberaysystemD0CBF60E",
+    "VpcCni",
+]
 
 
 # Added with observability (stacks/observability.py), kept from now on for the same reason.
@@ -131,4 +160,5 @@ OBSERVABILITY_LOGICAL_IDS = ["ObservabilityCloudWatchObservability4C0F1553", "Ob
 def test_addons_keep_their_logical_ids(app_synth):
     kinds = ("AWS::EKS::Addon", "Custom::AWSCDK-EKS-HelmChart", "Custom::AWSCDK-EKS-KubernetesResource")
     assert sorted(name for kind in kinds for name in app_synth.resources("dev", "cluster", kind)) == sorted(
-        KEPT_LOGICAL_IDS + OBSERVABILITY_LOGICAL_IDS)
+        KEPT_LOGICAL_IDS + OBSERVABILITY_LOGICAL_IDS
+    )

@@ -1,4 +1,5 @@
 """The app's settings (stacks/assembly.py): what CDK records beside the templates."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """ClusterStack: EKS (aws_eks_v2) with version, logging, KMS envelope encryption, endpoint access,
 access entries and outputs, all from the stage file."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,7 @@ def test_control_plane_logging_has_every_type(app_synth, stage):
 
 
 def test_control_plane_log_group_exists_first_with_retention(app_synth):
-    group = app_synth.one("dev", "cluster", "AWS::Logs::LogGroup",
-                          LogGroupName="/aws/eks/pd-inference-dev/cluster")
+    group = app_synth.one("dev", "cluster", "AWS::Logs::LogGroup", LogGroupName="/aws/eks/pd-inference-dev/cluster")
     assert group["Properties"]["RetentionInDays"] == 30
     prod = app_synth.one("prod", "cluster", "AWS::Logs::LogGroup", LogGroupName="/aws/eks/pd-inference-prod/cluster")
     assert prod["Properties"]["RetentionInDays"] == 365
@@ -51,10 +51,13 @@ def test_control_plane_log_group_exists_first_with_retention(app_synth):
 
 def test_secrets_are_envelope_encrypted_with_a_rotating_customer_key(app_synth):
     template = app_synth.template("dev", "cluster")
-    keys = {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"
-            and r["Properties"]["Description"].startswith("EKS secrets envelope encryption")}
+    keys = {
+        name: r
+        for name, r in template["Resources"].items()
+        if r["Type"] == "AWS::KMS::Key" and r["Properties"]["Description"].startswith("EKS secrets envelope encryption")
+    }
     assert len(keys) == 1
-    (key_id, key), = keys.items()
+    ((key_id, key),) = keys.items()
     assert key["Properties"]["EnableKeyRotation"] is True
     encryption = _cluster(app_synth, "dev")["EncryptionConfig"]
     assert encryption == [{"Provider": {"KeyArn": {"Fn::GetAtt": [key_id, "Arn"]}}, "Resources": ["secrets"]}]
@@ -91,23 +94,33 @@ def test_outputs_name_the_cluster_the_gpu_az_and_the_kubeconfig_command(app_synt
     values = {name: out["Value"] for name, out in outputs.items()}
     assert {"ClusterName", "GpuAvailabilityZone", "UpdateKubeconfigCommand"} <= set(values)
     assert values["GpuAvailabilityZone"] == "us-west-2a"
-    assert values["UpdateKubeconfigCommand"] == \
-        "aws eks update-kubeconfig --name pd-inference-dev --region us-west-2"
+    assert values["UpdateKubeconfigCommand"] == "aws eks update-kubeconfig --name pd-inference-dev --region us-west-2"
 
 
 @pytest.fixture(scope="module")
 def with_admins(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("admins")
-    cfg = config_with(tmp, cluster={"allow_no_admin_principals": False, "admin_principal_arns": [
-        "arn:aws:iam::123456789012:role/PlatformAdmin", "arn:aws:iam::123456789012:user/alice"]})
+    cfg = config_with(
+        tmp,
+        cluster={
+            "allow_no_admin_principals": False,
+            "admin_principal_arns": [
+                "arn:aws:iam::123456789012:role/PlatformAdmin",
+                "arn:aws:iam::123456789012:user/alice",
+            ],
+        },
+    )
     return synth([cfg], tmp / "out")
 
 
 def test_access_entries_grant_cluster_admin_to_each_configured_principal(with_admins):
     entries = with_admins.resources("dev", "cluster", "AWS::EKS::AccessEntry").values()
     # the other entry is the kubectl provider's own role (a GetAtt), which CDK adds
-    by_principal = {e["Properties"]["PrincipalArn"]: e["Properties"] for e in entries
-                    if isinstance(e["Properties"]["PrincipalArn"], str)}
+    by_principal = {
+        e["Properties"]["PrincipalArn"]: e["Properties"]
+        for e in entries
+        if isinstance(e["Properties"]["PrincipalArn"], str)
+    }
     assert len(by_principal) == 2
     for arn in ("arn:aws:iam::123456789012:role/PlatformAdmin", "arn:aws:iam::123456789012:user/alice"):
         policies = by_principal[arn]["AccessPolicies"]

@@ -1,9 +1,9 @@
 """cdk-nag AwsSolutions (v3 validation plugin) over the whole app: zero unacknowledged findings, and
 each acknowledgment carries a specific reason."""
+
 from __future__ import annotations
 
 import json
-
 
 from stacks import assembly
 
@@ -30,8 +30,13 @@ def test_acknowledgments_have_specific_reasons(app_synth):
 
 
 def test_synth_leaves_no_warnings(app_synth):
-    warnings = [(c.node.path, e.data) for stage in app_synth.stages.values() for c in stage.node.find_all()
-                for e in c.node.metadata if e.type == "aws:cdk:warning"]
+    warnings = [
+        (c.node.path, e.data)
+        for stage in app_synth.stages.values()
+        for c in stage.node.find_all()
+        for e in c.node.metadata
+        if e.type == "aws:cdk:warning"
+    ]
     assert warnings == []
 
 
@@ -40,8 +45,12 @@ def test_nag_fails_synth_on_a_new_finding(tmp_path):
     app = assembly.new_app(outdir=str(tmp_path / "out"))
     (stage,) = assembly.build(app, [config_with(tmp_path)])
     from aws_cdk import aws_iam as iam
-    iam.User(stage.serving, "StrayUser", managed_policies=[
-        iam.ManagedPolicy.from_aws_managed_policy_name("AdministratorAccess")])
+
+    iam.User(
+        stage.serving,
+        "StrayUser",
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AdministratorAccess")],
+    )
     try:
         app.synth()
     except RuntimeError as exc:

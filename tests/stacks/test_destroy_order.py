@@ -9,10 +9,12 @@ What must hold: the CloudWatch add-on (Fluent Bit, the agents) is gone before an
 deleted (or, with auto_create_group, it recreates one and the next deploy fails on an existing group); the
 verify runner's source bucket is emptied before CloudFormation deletes it (a versioned bucket with objects
 cannot be deleted)."""
+
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -98,10 +100,17 @@ def _cluster(app_synth, stage):
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_cloudwatch_addon_is_deleted_before_each_of_its_log_groups(app_synth, stage):
     resources, graph, order = _cluster(app_synth, stage)
-    (addon,) = [n for n, r in resources.items() if r["Type"] == "AWS::EKS::Addon"
-                and r["Properties"]["AddonName"] == CLOUDWATCH_OBSERVABILITY_ADDON]
-    groups = [n for n, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"
-              and "/aws/containerinsights/" in str(r["Properties"].get("LogGroupName", ""))]
+    (addon,) = [
+        n
+        for n, r in resources.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == CLOUDWATCH_OBSERVABILITY_ADDON
+    ]
+    groups = [
+        n
+        for n, r in resources.items()
+        if r["Type"] == "AWS::Logs::LogGroup"
+        and "/aws/containerinsights/" in str(r["Properties"].get("LogGroupName", ""))
+    ]
     assert len(groups) == 5
     for group in groups:
         assert always_deleted_before(graph, addon, group), f"{addon} may outlive {group} in a destroy"
@@ -115,8 +124,9 @@ def test_the_runner_bucket_is_emptied_before_it_is_deleted(app_synth, stage):
     (bucket,) = [n for n, r in resources.items() if r["Type"] == "AWS::S3::Bucket"]
     assert resources[bucket]["DeletionPolicy"] == "Delete"
     assert resources[bucket]["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
-    emptiers = [n for n, r in resources.items() if r["Type"] == AUTO_DELETE
-                and r["Properties"]["BucketName"] == {"Ref": bucket}]
+    emptiers = [
+        n for n, r in resources.items() if r["Type"] == AUTO_DELETE and r["Properties"]["BucketName"] == {"Ref": bucket}
+    ]
     assert len(emptiers) == 1, f"no {AUTO_DELETE} empties {bucket}: a destroy after verify-remote fails on it"
     (emptier,) = emptiers
     assert always_deleted_before(graph, emptier, bucket)
@@ -127,23 +137,38 @@ def test_the_runner_bucket_is_emptied_before_it_is_deleted(app_synth, stage):
     tags = {t["Key"]: t["Value"] for t in resources[bucket]["Properties"]["Tags"]}
     assert tags["aws-cdk:auto-delete-objects"] == "true"
     handler = resources[emptier]["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
-    (policy,) = [n for n, r in resources.items() if r["Type"] == "AWS::S3::BucketPolicy"
-                 and r["Properties"]["Bucket"] == {"Ref": bucket}]
+    (policy,) = [
+        n
+        for n, r in resources.items()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket}
+    ]
     role = resources[handler]["Properties"]["Role"]["Fn::GetAtt"][0]
-    granted = [s for s in resources[policy]["Properties"]["PolicyDocument"]["Statement"]
-               if s["Effect"] == "Allow" and s["Principal"] == {"AWS": {"Fn::GetAtt": [role, "Arn"]}}]
+    granted = [
+        s
+        for s in resources[policy]["Properties"]["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Allow" and s["Principal"] == {"AWS": {"Fn::GetAtt": [role, "Arn"]}}
+    ]
     assert granted and {"s3:DeleteObject*", "s3:List*"} <= set(granted[0]["Action"])
     for needed in (handler, policy, role):
         assert always_deleted_before(graph, emptier, needed), f"{needed} may be gone before {emptier} runs"
 
 
 def test_the_graph_reads_every_reference_form():
-    template = {"Resources": {
-        "A": {"Type": "X", "DependsOn": "B", "Properties": {"p": {"Fn::GetAtt": ["C", "Arn"]},
-                                                            "q": {"Fn::Sub": "${D.Arn}/${AWS::Region}"},
-                                                            "r": {"Fn::Sub": ["${x}", {"x": {"Ref": "E"}}]},
-                                                            "s": {"Fn::GetAtt": "F.Arn"}}},
-        **{name: {"Type": "X"} for name in "BCDEF"}}}
+    template = {
+        "Resources": {
+            "A": {
+                "Type": "X",
+                "DependsOn": "B",
+                "Properties": {
+                    "p": {"Fn::GetAtt": ["C", "Arn"]},
+                    "q": {"Fn::Sub": "${D.Arn}/${AWS::Region}"},
+                    "r": {"Fn::Sub": ["${x}", {"x": {"Ref": "E"}}]},
+                    "s": {"Fn::GetAtt": "F.Arn"},
+                },
+            },
+            **{name: {"Type": "X"} for name in "BCDEF"},
+        }
+    }
     graph = dependencies(template)
     assert graph["A"] == set("BCDEF")
     order = destroy_order(graph)

@@ -1,5 +1,6 @@
 """EFA wiring: interfaces derived from the instance type, the self-referencing security group, the
 cluster security group on every interface, no subnet and no public IP in the launch template."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,15 +11,21 @@ from ..helpers import config_with, synth
 
 
 def _gpu_template(result, stage="dev"):
-    groups = [g["Properties"] for g in result.resources(stage, "cluster", "AWS::EKS::Nodegroup").values()
-              if g["Properties"]["Labels"] == {"role": "gpu-worker"}]
+    groups = [
+        g["Properties"]
+        for g in result.resources(stage, "cluster", "AWS::EKS::Nodegroup").values()
+        if g["Properties"]["Labels"] == {"role": "gpu-worker"}
+    ]
     logical_id = groups[0]["LaunchTemplate"]["Id"]["Ref"]
     return result.template(stage, "cluster")["Resources"][logical_id]["Properties"]["LaunchTemplateData"]
 
 
 def _efa_group_id(result, stage="dev"):
-    groups = {name: r for name, r in result.resources(stage, "cluster", "AWS::EC2::SecurityGroup").items()
-              if name.startswith("EfaSecurityGroup")}
+    groups = {
+        name: r
+        for name, r in result.resources(stage, "cluster", "AWS::EC2::SecurityGroup").items()
+        if name.startswith("EfaSecurityGroup")
+    }
     assert len(groups) == 1
     return next(iter(groups))
 
@@ -35,8 +42,10 @@ def test_interfaces_carry_the_efa_and_the_cluster_security_group(app_synth):
     efa_sg = _efa_group_id(app_synth)
     cluster_id = next(iter(app_synth.resources("dev", "cluster", "AWS::EKS::Cluster")))
     for interface in _gpu_template(app_synth)["NetworkInterfaces"]:
-        assert interface["Groups"] == [{"Fn::GetAtt": [efa_sg, "GroupId"]},
-                                       {"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}]
+        assert interface["Groups"] == [
+            {"Fn::GetAtt": [efa_sg, "GroupId"]},
+            {"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]},
+        ]
 
 
 def test_launch_template_names_no_subnet_and_no_public_ip(app_synth):
@@ -51,10 +60,16 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself_only(app_synth
     efa_sg = _efa_group_id(app_synth)
     group = app_synth.template("dev", "cluster")["Resources"][efa_sg]["Properties"]
     self_ref = {"Fn::GetAtt": [efa_sg, "GroupId"]}
-    ingress = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::EC2::SecurityGroupIngress").values()
-               if r["Properties"]["GroupId"] == self_ref]
-    egress = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::EC2::SecurityGroupEgress").values()
-              if r["Properties"]["GroupId"] == self_ref]
+    ingress = [
+        r["Properties"]
+        for r in app_synth.resources("dev", "cluster", "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == self_ref
+    ]
+    egress = [
+        r["Properties"]
+        for r in app_synth.resources("dev", "cluster", "AWS::EC2::SecurityGroupEgress").values()
+        if r["Properties"]["GroupId"] == self_ref
+    ]
     assert [(r["IpProtocol"], r["SourceSecurityGroupId"]) for r in ingress] == [("-1", self_ref)]
     assert [(r["IpProtocol"], r["DestinationSecurityGroupId"]) for r in egress] == [("-1", self_ref)]
     assert "SecurityGroupIngress" not in group
@@ -65,8 +80,9 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself_only(app_synth
 @pytest.mark.parametrize("instance_type, count", [("p4d.24xlarge", 4), ("p5.48xlarge", 32)])
 def test_interface_count_follows_the_instance_type(instance_type, count, tmp_path):
     # Qwen3.5 on an H100 (p5) needs the Triton GDN prefill kernel (config/rules.py _serving_engine).
-    cfg = config_with(tmp_path, gpu_nodegroup={"instance_type": instance_type},
-                      serving={"engine": {"gdn_prefill_backend": "triton"}})
+    cfg = config_with(
+        tmp_path, gpu_nodegroup={"instance_type": instance_type}, serving={"engine": {"gdn_prefill_backend": "triton"}}
+    )
     result = synth([cfg], tmp_path / "out")
     interfaces = _gpu_template(result)["NetworkInterfaces"]
     assert [i["NetworkCardIndex"] for i in interfaces] == list(range(count))

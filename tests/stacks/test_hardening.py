@@ -1,10 +1,10 @@
 """Cluster and node hardening beyond cdk-nag, over every template of every stage: IMDSv2, encrypted
 volumes, no SSH, least-privilege key policies, log retention everywhere, the VPC CNI's network policy
 agent, and an explicit, warned opt-in for an endpoint open to the internet."""
+
 from __future__ import annotations
 
 import json
-
 
 from ..helpers import config_with, synth
 
@@ -75,11 +75,16 @@ def test_vpc_cni_runs_its_network_policy_agent(app_synth):
 
 
 def test_open_endpoint_needs_the_flag_and_warns(tmp_path):
-    cfg = config_with(tmp_path, cluster={"endpoint": {"public_access_cidrs": ["0.0.0.0/0"],
-                                                      "allow_public_internet": True}})
+    cfg = config_with(
+        tmp_path, cluster={"endpoint": {"public_access_cidrs": ["0.0.0.0/0"], "allow_public_internet": True}}
+    )
     result = synth([cfg], tmp_path / "out")
-    warnings = [str(e.data) for c in result.stages["dev"].node.find_all() for e in c.node.metadata
-                if e.type == "aws:cdk:warning"]
+    warnings = [
+        str(e.data)
+        for c in result.stages["dev"].node.find_all()
+        for e in c.node.metadata
+        if e.type == "aws:cdk:warning"
+    ]
     assert len(warnings) == 1 and "open to more than a /8 of the internet (0.0.0.0/0)" in warnings[0]
     vpc_config = result.one("dev", "cluster", "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
     assert vpc_config["PublicAccessCidrs"] == ["0.0.0.0/0"]
@@ -88,9 +93,15 @@ def test_open_endpoint_needs_the_flag_and_warns(tmp_path):
 def test_an_endpoint_opened_in_pieces_warns_too(tmp_path):
     # Two halves of the address space are the whole internet: the warning judges the union
     # (config.derived.endpoint_wide_open), not a literal /0.
-    cfg = config_with(tmp_path, cluster={"endpoint": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"],
-                                                      "allow_public_internet": True}})
+    cfg = config_with(
+        tmp_path,
+        cluster={"endpoint": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"], "allow_public_internet": True}},
+    )
     result = synth([cfg], tmp_path / "out")
-    warnings = [str(e.data) for c in result.stages["dev"].node.find_all() for e in c.node.metadata
-                if e.type == "aws:cdk:warning"]
+    warnings = [
+        str(e.data)
+        for c in result.stages["dev"].node.find_all()
+        for e in c.node.metadata
+        if e.type == "aws:cdk:warning"
+    ]
     assert len(warnings) == 1 and "0.0.0.0/1, 128.0.0.0/1" in warnings[0]

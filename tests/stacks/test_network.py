@@ -1,4 +1,5 @@
 """NetworkStack: VPC over the stage's AZs, public and private subnets, NAT count, flow logs, closed default SG."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -58,8 +59,11 @@ def test_default_security_group_is_restricted(app_synth):
 
 ELB_ROLES = ("kubernetes.io/role/elb", "kubernetes.io/role/internal-elb")
 # The subnet group -> the load-balancer role tag it carries (None: neither).
-LOAD_BALANCER_ROLE = {"public": "kubernetes.io/role/elb", "private": "kubernetes.io/role/internal-elb",
-                      "control-plane": None}
+LOAD_BALANCER_ROLE = {
+    "public": "kubernetes.io/role/elb",
+    "private": "kubernetes.io/role/internal-elb",
+    "control-plane": None,
+}
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
@@ -75,8 +79,13 @@ def _trusted_cidrs(app_synth, stage):
     """Every ipBlock CIDR a NetworkPolicy of the stage admits (the API server proxy's subnets)."""
     (manifest,) = app_synth.resources(stage, "serving", "Custom::AWSCDK-EKS-KubernetesResource").values()
     policies = [o for o in json.loads(manifest["Properties"]["Manifest"]) if o["kind"] == "NetworkPolicy"]
-    return {peer["ipBlock"]["cidr"] for policy in policies for rule in policy["spec"].get("ingress", [])
-            for peer in rule.get("from", []) if "ipBlock" in peer}
+    return {
+        peer["ipBlock"]["cidr"]
+        for policy in policies
+        for rule in policy["spec"].get("ingress", [])
+        for peer in rule.get("from", [])
+        if "ipBlock" in peer
+    }
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])

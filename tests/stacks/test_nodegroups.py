@@ -1,4 +1,5 @@
 """The system and GPU nodegroups and their launch templates (reference: DESIGN.md sections 4 and 5)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,11 @@ from ..helpers import config_with, synth
 
 
 def _nodegroup(app_synth, stage, role):
-    groups = [g for g in app_synth.resources(stage, "cluster", "AWS::EKS::Nodegroup").values()
-              if g["Properties"]["Labels"] == {"role": role}]
+    groups = [
+        g
+        for g in app_synth.resources(stage, "cluster", "AWS::EKS::Nodegroup").values()
+        if g["Properties"]["Labels"] == {"role": role}
+    ]
     assert len(groups) == 1
     return groups[0]["Properties"]
 
@@ -78,15 +82,22 @@ def test_launch_templates_require_imdsv2_with_hop_limit_1(app_synth, role):
     # its node and can still ask from the node's namespace (SECURITY.md).
     for stage in ("dev", "prod"):
         data = _launch_template(app_synth, stage, _nodegroup(app_synth, stage, role))
-        assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required",
-                                           "HttpPutResponseHopLimit": 1}
+        assert data["MetadataOptions"] == {
+            "HttpEndpoint": "enabled",
+            "HttpTokens": "required",
+            "HttpPutResponseHopLimit": 1,
+        }
 
 
 @pytest.mark.parametrize("stage, size", [("dev", 200), ("prod", 300)])
 def test_gpu_root_volume_is_encrypted_gp3_of_configured_size(app_synth, stage, size):
     data = _launch_template(app_synth, stage, _nodegroup(app_synth, stage, "gpu-worker"))
-    assert data["BlockDeviceMappings"] == [{"DeviceName": "/dev/xvda", "Ebs": {
-        "VolumeSize": size, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}]
+    assert data["BlockDeviceMappings"] == [
+        {
+            "DeviceName": "/dev/xvda",
+            "Ebs": {"VolumeSize": size, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True},
+        }
+    ]
 
 
 @pytest.mark.parametrize("role", ["system", "gpu-worker"])
@@ -106,7 +117,7 @@ def test_no_ssh_access_on_any_nodegroup(app_synth):
 
 def test_placement_group_only_when_configured(app_synth):
     assert app_synth.resources("dev", "cluster", "AWS::EC2::PlacementGroup") == {}
-    (pg_id, pg), = app_synth.resources("prod", "cluster", "AWS::EC2::PlacementGroup").items()
+    ((pg_id, pg),) = app_synth.resources("prod", "cluster", "AWS::EC2::PlacementGroup").items()
     assert pg["Properties"]["Strategy"] == "cluster"
     data = _launch_template(app_synth, "prod", _nodegroup(app_synth, "prod", "gpu-worker"))
     assert data["Placement"] == {"GroupName": {"Ref": pg_id}}
@@ -115,9 +126,18 @@ def test_placement_group_only_when_configured(app_synth):
 @pytest.fixture(scope="module")
 def spot_without_efa(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spot")
-    cfg = config_with(tmp, gpu_nodegroup={"instance_type": "g6.4xlarge", "efa": False, "capacity_type": "spot",
-                                          "count": 2, "min_size": 1, "max_size": 3},
-                      serving={"kv_backend": "UCX"})
+    cfg = config_with(
+        tmp,
+        gpu_nodegroup={
+            "instance_type": "g6.4xlarge",
+            "efa": False,
+            "capacity_type": "spot",
+            "count": 2,
+            "min_size": 1,
+            "max_size": 3,
+        },
+        serving={"kv_backend": "UCX"},
+    )
     return synth([cfg], tmp / "out")
 
 

@@ -1,20 +1,20 @@
 """Observability: the CloudWatch add-on with Pod Identity, the dashboard's metric names, the alarms, and the
 NIXL metric filters' patterns against the rehearsal's real NIXL lines and `ops verify`'s fixtures."""
+
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from config import topology, versions
 from config.topology import CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT, RAY_SCRAPER_NAME
 from ops import nixl
-from stacks import log_patterns, observability
+from stacks import observability
 from stacks.alarms import relay_filter_pattern
 from stacks.log_patterns import NIXL_NOT_ON_EFA, matches, parse
-from stacks.observability_metrics import EMF_METRICS, HISTOGRAMS, SHIPPED, check
+from stacks.observability_metrics import EMF_METRICS, SHIPPED, check
 from tests.helpers import ROOT
 
 # The real stack's metric names: the series names of a GPU rehearsal's scrape (Ray 2.58.0 / vLLM 0.26.0).
@@ -24,16 +24,42 @@ SCRAPE = ROOT / "docs" / "rehearsal" / "2026-11-30-h200-pd" / "metrics-pd.txt"
 def exported() -> frozenset[str]:
     return frozenset(line.strip() for line in SCRAPE.read_text().splitlines() if line.strip())
 
+
 from ..helpers import ROOT
 
 REAL_LINES = ROOT / "docs" / "rehearsal" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
 FIXTURES = ROOT / "tests" / "ops" / "fixtures"
 # Top-level keys of the add-on's chart 6.4.0 values.yaml and of its `agent` map (aws-observability/helm-charts,
 # charts/amazon-cloudwatch-observability/values.yaml): the keys this app sets must be among them.
-CHART_KEYS = {"containerLogs", "agents", "agent", "dcgmExporter", "neuronMonitor", "containerInsights",
-              "otelContainerInsights", "tolerations", "manager"}
-AGENT_KEYS = {"name", "mode", "replicas", "image", "enabled", "hostNetwork", "env", "priorityClassName", "affinity",
-              "nodeSelector", "resources", "updateStrategy", "serviceAccount", "config", "otelConfig", "prometheus"}
+CHART_KEYS = {
+    "containerLogs",
+    "agents",
+    "agent",
+    "dcgmExporter",
+    "neuronMonitor",
+    "containerInsights",
+    "otelContainerInsights",
+    "tolerations",
+    "manager",
+}
+AGENT_KEYS = {
+    "name",
+    "mode",
+    "replicas",
+    "image",
+    "enabled",
+    "hostNetwork",
+    "env",
+    "priorityClassName",
+    "affinity",
+    "nodeSelector",
+    "resources",
+    "updateStrategy",
+    "serviceAccount",
+    "config",
+    "otelConfig",
+    "prometheus",
+}
 
 
 def _fires(lines: list[str]) -> bool:
@@ -42,12 +68,21 @@ def _fires(lines: list[str]) -> bool:
 
 def fluent_bit_event(line: str) -> str:
     """A Container Insights application log event: Fluent Bit's JSON with the container's line in `log`."""
-    return json.dumps({"log": line + "\n", "stream": "stderr", "kubernetes": {
-        "pod_name": "ray-llm-x7k2p-gpu-workers-abcde", "namespace_name": "inference",
-        "labels": {"ray.io/node-type": "worker"}}})
+    return json.dumps(
+        {
+            "log": line + "\n",
+            "stream": "stderr",
+            "kubernetes": {
+                "pod_name": "ray-llm-x7k2p-gpu-workers-abcde",
+                "namespace_name": "inference",
+                "labels": {"ray.io/node-type": "worker"},
+            },
+        }
+    )
 
 
 # --- the matcher itself ---------------------------------------------------------------------------
+
 
 def test_matcher_implements_and_exclusion_and_phrases():
     assert matches('"a b" c', "x a b y c") and not matches('"a b" c', "a c b")
@@ -67,6 +102,7 @@ def test_the_patterns_are_inside_the_subset():
 
 
 # --- the NIXL alarm's patterns against real and fixture lines --------------------------------------
+
 
 def test_fires_on_the_rehearsal_ucx_lines_and_only_those():
     lines = REAL_LINES.read_text().splitlines()
@@ -97,14 +133,19 @@ def test_metric_filters_in_the_template_use_these_patterns(app_synth):
     # tests/stacks/test_observability_scraper.py checks the JSON form on the same lines)
     filters = app_synth.resources("dev", "cluster", "AWS::Logs::MetricFilter")
     assert sorted(f["Properties"]["FilterPattern"] for f in filters.values()) == sorted(
-        relay_filter_pattern(p).log_pattern_string for p in NIXL_NOT_ON_EFA.values())
+        relay_filter_pattern(p).log_pattern_string for p in NIXL_NOT_ON_EFA.values()
+    )
     groups = {json.dumps(f["Properties"]["LogGroupName"]) for f in filters.values()}
-    (group,) = [g for g in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").values()
-                if g["Properties"].get("LogGroupName") == "/aws/containerinsights/pd-inference-dev/application"]
+    (group,) = [
+        g
+        for g in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").values()
+        if g["Properties"].get("LogGroupName") == "/aws/containerinsights/pd-inference-dev/application"
+    ]
     assert len(groups) == 1 and "Observabilityapplication" in "".join(groups).replace("Logs", "")
 
 
 # --- the add-on and Pod Identity ---------------------------------------------------------------------
+
 
 def _addon(app_synth, name, stage="dev"):
     return app_synth.one(stage, "cluster", "AWS::EKS::Addon", AddonName=name)
@@ -125,7 +166,9 @@ def test_addon_is_pinned_and_configured(app_synth):
 def test_pod_identity_binds_the_agents_service_account_and_no_node_role_gets_cloudwatch(app_synth):
     (assoc,) = app_synth.resources("dev", "cluster", "AWS::EKS::PodIdentityAssociation").values()
     assert (assoc["Properties"]["Namespace"], assoc["Properties"]["ServiceAccount"]) == (
-        CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT)
+        CLOUDWATCH_NAMESPACE,
+        CLOUDWATCH_SERVICE_ACCOUNT,
+    )
     _addon(app_synth, "eks-pod-identity-agent")
     roles = app_synth.resources("dev", "cluster", "AWS::IAM::Role")
     with_cw = [n for n, r in roles.items() if "CloudWatchAgentServerPolicy" in json.dumps(r)]
@@ -136,10 +179,16 @@ def test_pod_identity_binds_the_agents_service_account_and_no_node_role_gets_clo
 
 def test_addon_waits_for_its_log_groups(app_synth):
     resources = app_synth.template("dev", "cluster")["Resources"]
-    (name,) = [n for n, r in resources.items() if r["Type"] == "AWS::EKS::Addon"
-               and r["Properties"]["AddonName"] == topology.CLOUDWATCH_OBSERVABILITY_ADDON]
-    groups = {n for n, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"
-              and "/aws/containerinsights/" in r["Properties"].get("LogGroupName", "")}
+    (name,) = [
+        n
+        for n, r in resources.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == topology.CLOUDWATCH_OBSERVABILITY_ADDON
+    ]
+    groups = {
+        n
+        for n, r in resources.items()
+        if r["Type"] == "AWS::Logs::LogGroup" and "/aws/containerinsights/" in r["Properties"].get("LogGroupName", "")
+    }
     assert len(groups) == len(observability.LOG_KINDS) and groups <= set(resources[name]["DependsOn"])
     for group in groups:
         assert resources[group]["Properties"]["RetentionInDays"] == 30 and "KmsKeyId" in resources[group]["Properties"]
@@ -168,7 +217,9 @@ CONTAINER_INSIGHTS = {"node_gpu_utilization", "node_gpu_memory_utilization", "no
 def _dashboard(app_synth, stage="dev"):
     (dash,) = app_synth.resources(stage, "cluster", "AWS::CloudWatch::Dashboard").values()
     body = dash["Properties"]["DashboardBody"]
-    text = "".join(p if isinstance(p, str) else "<token>" for p in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    text = (
+        "".join(p if isinstance(p, str) else "<token>" for p in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    )
     return dash, text
 
 
@@ -179,16 +230,24 @@ def test_every_dashboard_metric_is_exported_or_container_insights(app_synth):
     names |= set(re.findall(r"(ray_[a-z0-9_]+)\{", body))
     assert names, body[:500]
     assert names <= exported() | CONTAINER_INSIGHTS, names - exported() - CONTAINER_INSIGHTS
-    for expected in ("ray_vllm_time_to_first_token_seconds", "ray_vllm_kv_cache_usage_perc",
-                     "ray_vllm_nixl_xfer_time_seconds", "node_gpu_memory_utilization", "node_efa_rx_bytes"):
+    for expected in (
+        "ray_vllm_time_to_first_token_seconds",
+        "ray_vllm_kv_cache_usage_perc",
+        "ray_vllm_nixl_xfer_time_seconds",
+        "node_gpu_memory_utilization",
+        "node_efa_rx_bytes",
+    ):
         assert expected in names
 
 
 def _dashboard_body(app_synth) -> str:
     (dashboard,) = app_synth.resources("dev", "cluster", "AWS::CloudWatch::Dashboard").values()
     body = dashboard["Properties"]["DashboardBody"]
-    return body if isinstance(body, str) else "".join(part if isinstance(part, str) else "<token>"
-                                                      for part in body["Fn::Join"][1])
+    return (
+        body
+        if isinstance(body, str)
+        else "".join(part if isinstance(part, str) else "<token>" for part in body["Fn::Join"][1])
+    )
 
 
 def test_dashboard_has_the_six_rows_and_is_named_in_the_outputs(app_synth):
@@ -200,18 +259,22 @@ def test_dashboard_has_the_six_rows_and_is_named_in_the_outputs(app_synth):
 
 def test_the_observability_doc_lists_every_alarm_and_every_dashboard_row(app_synth):
     doc = (ROOT / "docs" / "OBSERVABILITY.md").read_text()
-    alarms_table = doc[doc.index("## Alarms"):doc.index("### The NIXL patterns")]
+    alarms_table = doc[doc.index("## Alarms") : doc.index("### The NIXL patterns")]
     for key in app_synth.stages["dev"].cluster.alarms.alarms:
         assert f"\n| {key}" in alarms_table, key
-    dashboard = doc[doc.index("## Dashboard"):doc.index("## Alarms")]
-    assert len(re.findall(r"^row \d ", dashboard, re.M)) == len(set(re.findall(r'"y":(\d+)', _dashboard_body(app_synth))))
+    dashboard = doc[doc.index("## Dashboard") : doc.index("## Alarms")]
+    assert len(re.findall(r"^row \d ", dashboard, re.MULTILINE)) == len(
+        set(re.findall(r'"y":(\d+)', _dashboard_body(app_synth)))
+    )
 
 
 def test_alarms_and_thresholds_come_from_the_stage_file(app_synth, stages):
     for stage in ("dev", "prod"):
         settings = stages[stage].observability
-        alarms = {re.sub(r"[0-9A-F]{8}$", "", name).removeprefix("Alarms"): a["Properties"]
-                  for name, a in app_synth.resources(stage, "cluster", "AWS::CloudWatch::Alarm").items()}
+        alarms = {
+            re.sub(r"[0-9A-F]{8}$", "", name).removeprefix("Alarms"): a["Properties"]
+            for name, a in app_synth.resources(stage, "cluster", "AWS::CloudWatch::Alarm").items()
+        }
         assert set(alarms) == {"ServeUnhealthy", "Http5xx", "TtftP99", "GpuMemory", "NixlNotOnEfa"}
         assert alarms["Http5xx"]["Threshold"] == settings.error_rate_percent
         assert alarms["GpuMemory"]["Threshold"] == settings.gpu_memory_percent
@@ -221,8 +284,12 @@ def test_alarms_and_thresholds_come_from_the_stage_file(app_synth, stages):
 
 def test_no_nixl_alarm_without_efa_and_a_topic_gets_every_alarm(tmp_path):
     from ..helpers import config_with, synth
-    cfg = config_with(tmp_path, gpu_nodegroup={"efa": False},
-                      observability={"alarm_topic_arn": "arn:aws:sns:us-west-2:123456789012:alarms"})
+
+    cfg = config_with(
+        tmp_path,
+        gpu_nodegroup={"efa": False},
+        observability={"alarm_topic_arn": "arn:aws:sns:us-west-2:123456789012:alarms"},
+    )
     result = synth([cfg], tmp_path / "out")
     alarms = result.resources("dev", "cluster", "AWS::CloudWatch::Alarm").values()
     assert not result.resources("dev", "cluster", "AWS::Logs::MetricFilter")

@@ -5,11 +5,11 @@ read only the workers' log relay (docs/OBSERVABILITY.md, "The scraper's region, 
 The JSON filter patterns are checked with an evaluator of exactly the form `relay_filter_pattern` writes
 (`{ (<field> <op> "<value>") && ... }`, `=`/`!=`, `*` as the wildcard in the value); it refuses anything
 else, so a pattern outside that form cannot be tested as if it were inside."""
+
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -45,6 +45,7 @@ def _scraper(config):
 
 # --- the scraper's region and mode -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_scrapers_agent_config_names_the_stages_region(app_synth, stages, stage):
     scraper = _scraper(_config(app_synth, stage))
@@ -72,11 +73,14 @@ def test_the_region_is_the_argument_not_a_constant():
     config = observability.addon_configuration("pd-inference-x", "inference", "eu-central-1")
     scraper = _scraper(config)
     assert scraper["config"]["agent"] == {"region": "eu-central-1"}
-    assert scraper["otelConfig"]["exporters"]["otlphttp/pd_ray_metrics"]["endpoint"] == \
-        "https://monitoring.eu-central-1.amazonaws.com:443"
+    assert (
+        scraper["otelConfig"]["exporters"]["otlphttp/pd_ray_metrics"]["endpoint"]
+        == "https://monitoring.eu-central-1.amazonaws.com:443"
+    )
 
 
 # --- Application Signals ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_application_signals_auto_monitoring_is_off(app_synth, stage):
@@ -130,10 +134,20 @@ def json_matches(pattern: str, event: str) -> bool:
 def fluent_bit_event(line: str, container: str) -> str:
     """A Container Insights application log event: the add-on's Fluent Bit record, the container's line in
     `log` (trailing newline kept, as the tail input reads it) and the kubernetes filter's metadata."""
-    return json.dumps({"log": line + "\n", "stream": "stdout", "time": "2026-11-30T10:00:00.000000000Z",
-                       "kubernetes": {"pod_name": "ray-llm-x7k2p-gpu-workers-abcde", "namespace_name": "inference",
-                                      "container_name": container, "docker_id": "0f3c",
-                                      "container_image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray"}})
+    return json.dumps(
+        {
+            "log": line + "\n",
+            "stream": "stdout",
+            "time": "2026-11-30T10:00:00.000000000Z",
+            "kubernetes": {
+                "pod_name": "ray-llm-x7k2p-gpu-workers-abcde",
+                "namespace_name": "inference",
+                "container_name": container,
+                "docker_id": "0f3c",
+                "container_image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray",
+            },
+        }
+    )
 
 
 def _fires(lines: list[str], container: str) -> bool:
@@ -155,8 +169,9 @@ def test_the_patterns_are_inside_the_evaluators_form():
         parse_json_pattern(pattern)
 
 
-@pytest.mark.parametrize("outside", ['"a b"', "{ $.x = 1 }", '{ ($.x = "a") || ($.y = "b") }',
-                                     '{ ($.x = %a%) }', '{ ($.x > "a") }'])
+@pytest.mark.parametrize(
+    "outside", ['"a b"', "{ $.x = 1 }", '{ ($.x = "a") || ($.y = "b") }', "{ ($.x = %a%) }", '{ ($.x > "a") }']
+)
 def test_the_evaluator_refuses_other_syntax(outside):
     with pytest.raises(ValueError):
         parse_json_pattern(outside)
@@ -169,8 +184,16 @@ def test_the_evaluator_reads_wildcards_and_exclusion():
     assert not json_matches(pattern, "Created 2 rails using provider=tcp")  # not JSON: no match
 
 
-@pytest.mark.parametrize("fixture, fires", [("efa.log", False), ("tcp.log", True), ("ucx.log", True),
-                                            ("missing-plugin.log", False), ("no-provider-line.log", False)])
+@pytest.mark.parametrize(
+    "fixture, fires",
+    [
+        ("efa.log", False),
+        ("tcp.log", True),
+        ("ucx.log", True),
+        ("missing-plugin.log", False),
+        ("no-provider-line.log", False),
+    ],
+)
 def test_relay_lines_fire_as_verify_judges_them(fixture, fires):
     lines = (FIXTURES / fixture).read_text().splitlines()
     assert _fires(lines, RELAY_CONTAINER) is fires

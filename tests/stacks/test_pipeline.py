@@ -1,5 +1,6 @@
 """The optional delivery pipeline: built only with config/_pipeline.yaml; stage order, approval
 placement and a verify step after every stage; cdk-nag and cfn-lint clean."""
+
 from __future__ import annotations
 
 import json
@@ -92,12 +93,14 @@ def test_pipeline_template_passes_cfn_lint(pipeline_app):
 
 
 def test_pipeline_stage_must_have_a_stage_file(tmp_path, stages):
-    (tmp_path / "_pipeline.yaml").write_text((ROOT / "docs" / "pipeline.example.yaml").read_text()
-                                             .replace("- name: prod", "- name: qa"))
+    (tmp_path / "_pipeline.yaml").write_text(
+        (ROOT / "docs" / "pipeline.example.yaml").read_text().replace("- name: prod", "- name: qa")
+    )
     with pytest.raises(ConfigError) as err:
         load_pipeline(tmp_path, list(stages))
-    assert str(err.value) == (f"{tmp_path / '_pipeline.yaml'}: stages[1].name: 'qa' has no stage file "
-                              "(allowed: dev, prod)")
+    assert str(err.value) == (
+        f"{tmp_path / '_pipeline.yaml'}: stages[1].name: 'qa' has no stage file (allowed: dev, prod)"
+    )
 
 
 def test_pipeline_file_is_not_a_stage(tmp_path):

@@ -1,5 +1,6 @@
 """ServingStack: the inference chart applied after the KubeRay release; the token path through Pod
 Identity and the Secrets Store CSI add-ons when a secret is configured."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ def test_chart_objects_are_applied_in_one_manifest(app_synth):
     objects = json.loads(_manifest(app_synth)["Properties"]["Manifest"])
     # the verify group's RBAC: nodes cluster-wide, a Role + RoleBinding in kuberay-system and in the serving
     # namespace (charts/inference.py, _verify_rbac)
-    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"] \
-        + ["Role", "RoleBinding"] * 2 + ["RayService"] + ["NetworkPolicy"] * 6
+    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"] + [
+        "Role",
+        "RoleBinding",
+    ] * 2 + ["RayService"] + ["NetworkPolicy"] * 6
 
 
 def test_manifest_depends_on_the_kuberay_release(app_synth):
@@ -53,8 +56,11 @@ def with_token(tmp_path_factory):
 def test_token_add_ons_are_installed_and_the_pod_identity_agent_once(with_token):
     # EKS allows one add-on of a name per cluster: with observability on (dev), the cluster stack's agent
     # serves the token's association too.
-    names = sorted(a["Properties"]["AddonName"] for part in ("cluster", "serving")
-                   for a in with_token.resources("dev", part, "AWS::EKS::Addon").values())
+    names = sorted(
+        a["Properties"]["AddonName"]
+        for part in ("cluster", "serving")
+        for a in with_token.resources("dev", part, "AWS::EKS::Addon").values()
+    )
     assert names.count("eks-pod-identity-agent") == 1
     assert "aws-secrets-store-csi-driver-provider" in names
 
@@ -83,10 +89,15 @@ def test_token_reader_trusts_only_the_ray_service_account_on_this_cluster(with_t
     serving, cluster = with_token.template("dev", "serving"), with_token.template("dev", "cluster")
     (role,) = [n for n, r in serving["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
     (cluster_id,) = [n for n, r in cluster["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"]
-    (export,) = [o["Export"]["Name"] for o in cluster["Outputs"].values()
-                 if "Export" in o and o["Value"] == {"Ref": cluster_id}]
-    arn = {"Fn::Join": ["", ["arn:aws:eks:us-west-2:", {"Ref": "AWS::AccountId"}, ":cluster/",
-                             {"Fn::ImportValue": export}]]}
+    (export,) = [
+        o["Export"]["Name"] for o in cluster["Outputs"].values() if "Export" in o and o["Value"] == {"Ref": cluster_id}
+    ]
+    arn = {
+        "Fn::Join": [
+            "",
+            ["arn:aws:eks:us-west-2:", {"Ref": "AWS::AccountId"}, ":cluster/", {"Fn::ImportValue": export}],
+        ]
+    }
     assert trust_problems(serving, role, arn) == []
 
 

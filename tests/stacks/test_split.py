@@ -1,13 +1,22 @@
 """A change to the serving workload touches neither the VPC, the cluster nor the nodegroups: only the
 serving stack's manifest resource changes, and stateful resources keep their logical IDs."""
+
 from __future__ import annotations
 
 import pytest
 
 from ..helpers import config_with, synth
 
-STATEFUL = {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::KMS::Key",
-            "AWS::EC2::LaunchTemplate", "AWS::Logs::LogGroup", "AWS::EC2::NatGateway"}
+STATEFUL = {
+    "AWS::EC2::VPC",
+    "AWS::EC2::Subnet",
+    "AWS::EKS::Cluster",
+    "AWS::EKS::Nodegroup",
+    "AWS::KMS::Key",
+    "AWS::EC2::LaunchTemplate",
+    "AWS::Logs::LogGroup",
+    "AWS::EC2::NatGateway",
+}
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +24,18 @@ def before_after(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("split")
     (tmp / "a").mkdir(), (tmp / "b").mkdir()
     before = synth([config_with(tmp / "a")], tmp / "a" / "out")
-    after = synth([config_with(tmp / "b", serving={
-        "model": {"id": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct"},
-        "engine": {"max_model_len": 8192, "gpu_memory_utilization": 0.85},
-    })], tmp / "b" / "out")
+    after = synth(
+        [
+            config_with(
+                tmp / "b",
+                serving={
+                    "model": {"id": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct"},
+                    "engine": {"max_model_len": 8192, "gpu_memory_utilization": 0.85},
+                },
+            )
+        ],
+        tmp / "b" / "out",
+    )
     return before, after
 
 
@@ -44,8 +61,12 @@ def test_stateful_resources_live_in_network_and_cluster_stacks(app_synth):
 
 def test_stateful_logical_ids_are_stable(app_synth):
     """Renaming a construct would replace these; a change here must be deliberate (update the list)."""
-    ids = sorted(f"{stack}:{name}" for stack in ("network", "cluster")
-                 for name, r in app_synth.template("dev", stack)["Resources"].items() if r["Type"] in STATEFUL)
+    ids = sorted(
+        f"{stack}:{name}"
+        for stack in ("network", "cluster")
+        for name, r in app_synth.template("dev", stack)["Resources"].items()
+        if r["Type"] in STATEFUL
+    )
     assert ids == EXPECTED_STATEFUL_IDS
 
 

@@ -1,5 +1,6 @@
 """The in-VPC verify runner: a CodeBuild project in the private subnets with the cluster security group,
 allowed to describe the cluster and mapped to a read-only Kubernetes group; its source bucket."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ def test_project_runs_ops_verify_for_its_stage(app_synth):
     project = _project(app_synth)
     assert project["Name"] == "pd-inference-dev-verify"
     spec = json.loads(project["Source"]["BuildSpec"])
-    assert spec["phases"]["build"]["commands"] == [
-        "/tmp/ops/bin/python -m ops verify --stage dev --wait 1800"]
+    assert spec["phases"]["build"]["commands"] == ["/tmp/ops/bin/python -m ops verify --stage dev --wait 1800"]
     assert "requirements-ops.txt" in spec["phases"]["install"]["commands"][1]
 
 
@@ -32,8 +32,11 @@ def test_project_is_in_the_private_subnets_with_the_cluster_security_group(app_s
 
 
 def test_runner_is_a_read_only_kubernetes_group_not_an_admin(app_synth):
-    entries = [e["Properties"] for e in app_synth.resources("dev", "cluster", "AWS::EKS::AccessEntry").values()
-               if e["Properties"].get("KubernetesGroups")]
+    entries = [
+        e["Properties"]
+        for e in app_synth.resources("dev", "cluster", "AWS::EKS::AccessEntry").values()
+        if e["Properties"].get("KubernetesGroups")
+    ]
     assert len(entries) == 1
     assert entries[0]["KubernetesGroups"] == [VERIFY_GROUP]
     assert "AccessPolicies" not in entries[0]
@@ -41,16 +44,24 @@ def test_runner_is_a_read_only_kubernetes_group_not_an_admin(app_synth):
 
 def test_source_bucket_is_private_encrypted_and_short_lived(app_synth):
     (bucket,) = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::S3::Bucket").values()]
-    assert bucket["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
-                                                        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert bucket["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     # S3-managed keys: no KMS key to share, no KMS right an uploader would need (stacks/verify_runner.py)
-    assert bucket["BucketEncryption"] == {"ServerSideEncryptionConfiguration": [
-        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+    assert bucket["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+    }
     assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 7
     (policy,) = app_synth.resources("dev", "cluster", "AWS::S3::BucketPolicy").values()
-    assert {"Action": "s3:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Effect": "Deny",
-            "Principal": {"AWS": "*"}} in [{k: v for k, v in s.items() if k != "Resource"}
-                                            for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    assert {
+        "Action": "s3:*",
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+    } in [{k: v for k, v in s.items() if k != "Resource"} for s in policy["Properties"]["PolicyDocument"]["Statement"]]
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
@@ -69,23 +80,35 @@ def test_runner_shares_no_key_of_the_cluster(app_synth, stage):
 
 
 def test_runner_may_read_what_verifys_telemetry_check_reads_and_no_more(app_synth):
-    (role,) = [r["Properties"] for r in app_synth.resources("dev", "cluster", "AWS::IAM::Role").values()
-               if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
-               == "codebuild.amazonaws.com"]
+    (role,) = [
+        r["Properties"]
+        for r in app_synth.resources("dev", "cluster", "AWS::IAM::Role").values()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
+        == "codebuild.amazonaws.com"
+    ]
     statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+
     def resources(action):  # CDK's policy minimizing may merge statements of the same resource
-        return [s["Resource"] for s in statements if action in ([s["Action"]] if isinstance(s["Action"], str)
-                                                                else s["Action"])]
+        return [
+            s["Resource"]
+            for s in statements
+            if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        ]
 
     assert resources("cloudwatch:ListMetrics") == ["*"]  # no resource-level permissions exist for it
-    (group_id,) = [logical for logical, r in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").items()
-                   if r["Properties"].get("LogGroupName", "").endswith("/application")]
+    (group_id,) = [
+        logical
+        for logical, r in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").items()
+        if r["Properties"].get("LogGroupName", "").endswith("/application")
+    ]
     assert resources("logs:DescribeLogStreams") == [{"Fn::GetAtt": [group_id, "Arn"]}]
 
 
 def test_project_carries_the_stages_tags_like_the_resources_cdk_tags(app_synth):
     # a plain CloudFormation resource: CDK's tagging does not reach it, so the runner writes them itself
     bucket_tags = next(iter(app_synth.resources("dev", "cluster", "AWS::S3::Bucket").values()))["Properties"]["Tags"]
-    assert _project(app_synth)["Tags"] == [{"Key": "project", "Value": "pd-inference"},
-                                           {"Key": "stage", "Value": "dev"}]
+    assert _project(app_synth)["Tags"] == [
+        {"Key": "project", "Value": "pd-inference"},
+        {"Key": "stage", "Value": "dev"},
+    ]
     assert {(t["Key"], t["Value"]) for t in bucket_tags} >= {("project", "pd-inference"), ("stage", "dev")}

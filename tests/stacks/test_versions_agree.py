@@ -1,5 +1,6 @@
 """Lists that must agree: the schema's log retentions and the CDK enum table; the schema's Kubernetes
 versions and the kubectl layers (one source: config/versions.py KUBECTL_LAYERS)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +11,7 @@ from aws_cdk import aws_logs as logs
 
 from config import schema, versions
 from stacks import cluster, retention
+
 
 def _field_choices(model, name):
     return set(typing.get_args(model.model_fields[name].annotation))

@@ -5,7 +5,7 @@ set -uo pipefail
 env_lines=$(scripts/rehearsal_install.sh /tmp/rehearsal-site /tmp/pieces 2>/dev/null) || exit 1
 eval "$env_lines"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.rehearsal/cache/triton
-python3 -c "from ops.rehearse.model_folder import build; build('/tmp/qwen-model', config_path='rehearsal/qwen3.5-9b-config.json')"
+python3 -c "from serving_lab.rehearse.model_folder import build; build('/tmp/qwen-model', config_path='rehearsal/qwen3.5-9b-config.json')"
 for arm in "$@"; do
   case $arm in
     eager)  extra="enforce_eager=True" ;;

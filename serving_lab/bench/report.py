@@ -1,0 +1,288 @@
+"""Two benchmark runs side by side: a Markdown report (medians, p90 and p99 per profile and
+concurrency, and where each run is ahead) and PNG plots (TTFT and ITL distributions; throughput and
+latency against concurrency), the stage's hardware in every title."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .results import Level, ResultsError, Run
+
+COLORS = ("#1f77b4", "#d62728")
+# A difference smaller than this is reported as a tie: shared machines and networks are noisy.
+TIE = 0.05
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    get: Callable[[Level], float]
+    lower_is_better: bool = True
+    unit: str = "ms"
+
+
+METRICS = (
+    Metric("TTFT p50", lambda lv: lv.ttft_ms.p50),
+    Metric("TTFT p99", lambda lv: lv.ttft_ms.p99),
+    Metric("ITL p50", lambda lv: lv.itl_ms.p50),
+    Metric("ITL p99", lambda lv: lv.itl_ms.p99),
+    Metric("E2E p50", lambda lv: lv.e2e_ms.p50),
+    Metric("E2E p99", lambda lv: lv.e2e_ms.p99),
+    Metric("output throughput", lambda lv: lv.output_tokens_per_s, lower_is_better=False, unit="tok/s"),
+)
+
+
+# Per profile both runs measured: its name and the (run A, run B) levels at each common concurrency.
+Shared = list[tuple[str, list[tuple[Level, Level]]]]
+
+
+def shared_levels(a: Run, b: Run) -> Shared:
+    """Profiles both runs measured, each with the concurrency levels both measured."""
+    shared = []
+    for profile_a in a.profiles:
+        profile_b = b.profile(profile_a.name)
+        if profile_b is None:
+            continue
+        if (profile_a.input_tokens, profile_a.output_tokens) != (profile_b.input_tokens, profile_b.output_tokens):
+            continue
+        levels_b = {level.concurrency: level for level in profile_b.levels}
+        pairs = [(level, levels_b[level.concurrency]) for level in profile_a.levels if level.concurrency in levels_b]
+        if pairs:
+            shared.append((profile_a.name, pairs))
+    if not shared:
+        raise ResultsError(
+            f"runs {a.label!r} and {b.label!r} share no profile (same name, prompt and answer "
+            f"lengths) at a common concurrency: nothing to compare"
+        )
+    return shared
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _levels(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def verdicts(a: Run, b: Run, pairs: list[tuple[Level, Level]]) -> list[str]:
+    """Per metric: at which concurrency levels each run is ahead by more than TIE, in words."""
+    lines = []
+    for metric in METRICS:
+        ahead_a, ahead_b, ratios = [], [], []
+        for level_a, level_b in pairs:
+            va, vb = metric.get(level_a), metric.get(level_b)
+            if vb == 0:
+                continue
+            ratio = va / vb
+            ratios.append(ratio)
+            better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
+            better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
+            (ahead_a if better_a else ahead_b if better_b else []).append(level_a.concurrency)
+        parts = []
+        if ahead_a:
+            parts.append(f"**{a.label}** ahead at concurrency {_levels(ahead_a)}")
+        if ahead_b:
+            parts.append(f"**{b.label}** ahead at concurrency {_levels(ahead_b)}")
+        if not parts:
+            parts.append(f"within {TIE:.0%} at every level")
+        span = f" ({a.label}/{b.label} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+        lines.append(f"- {metric.label}: " + "; ".join(parts) + span)
+    return lines
+
+
+def _overhead(run: Run) -> str:
+    cal = run.calibration
+    if cal is None:
+        return "not measured"
+    return (
+        f"TTFT +{cal.ttft_ms.p50:.1f} ms, ITL +{cal.itl_ms.p50:.2f} ms, end-to-end +{cal.e2e_ms.p50:.1f} ms "
+        f"(medians at {cal.concurrency} streams)"
+    )
+
+
+def markdown(a: Run, b: Run, shared: Shared, images: dict[str, list[str]]) -> str:
+    rows = [
+        ("run", a.label, b.label),
+        ("mode", a.mode, b.mode),
+        ("stage", a.stage, b.stage),
+        ("hardware", a.hardware.title, b.hardware.title),
+        ("GPU availability zone", a.hardware.availability_zone, b.hardware.availability_zone),
+        ("model", f"{a.model_id} ({a.model_source})", f"{b.model_id} ({b.model_source})"),
+        ("image", _image(a), _image(b)),
+        ("engine", _engine(a), _engine(b)),
+        ("KV transfer", _kv(a), _kv(b)),
+        ("client", _client(a), _client(b)),
+        ("client overhead per request", _overhead(a), _overhead(b)),
+        ("endpoint", a.endpoint, b.endpoint),
+        ("measured at", a.created_at, b.created_at),
+    ]
+    out = [f"# Benchmark: {a.label} vs {b.label}", ""]
+    for note in dict.fromkeys(n for n in (a.note, b.note) if n):
+        out += [f"> **{note}**", ""]
+    if a.hardware != b.hardware:
+        out += ["> Warning: the two runs used different hardware; differences below are not only the mode.", ""]
+    out += [
+        f"Hardware: {a.hardware.title}; model {a.model_id}. Latencies in ms, throughput in output tokens/s. "
+        f'Percentiles and throughput are aiperf\'s own figures. "Ahead" means better by more than '
+        f"{TIE:.0%}.",
+        "",
+        f"| | {a.label} | {b.label} |",
+        "|---|---|---|",
+    ]
+    out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]
+    for name, pairs in shared:
+        profile = a.profile(name)
+        out += ["", f"## {name}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
+        out += verdicts(a, b, pairs) + [""]
+        out += [f"![{image}]({image})" for image in images.get(name, [])] + [""]
+        out += [
+            "| concurrency | run | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | E2E p50 | "
+            "E2E p90 | E2E p99 | output tok/s | requests/s | requests (errors) |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for level_a, level_b in pairs:
+            for run, level in ((a, level_a), (b, level_b)):
+                s = (level.ttft_ms, level.itl_ms, level.e2e_ms)
+                cells = [_fmt(v) for stat in s for v in (stat.p50, stat.p90, stat.p99)]
+                out.append(
+                    f"| {level.concurrency} | {run.label} | "
+                    + " | ".join(cells)
+                    + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
+                    f"{level.requests} ({level.errors}) |"
+                )
+    return "\n".join(out) + "\n"
+
+
+def _client(run: Run) -> str:
+    return f"{run.client.get('name')} {run.client.get('version')}"
+
+
+def _engine(run: Run) -> str:
+    engine = run.settings.get("engine", {})
+    return (
+        f"max_model_len {engine.get('max_model_len')}, TP {engine.get('tensor_parallel_size')}, {engine.get('dtype')}"
+    )
+
+
+def _kv(run: Run) -> str:
+    if run.mode != "pd":
+        return "none (prefill and decode on the same replica)"
+    backend = run.settings.get("kv_backend")
+    changed = _rehearsal_override(run, ".kv_connector_extra_config.backends")
+    if changed is not None:
+        return f"NIXL {', '.join(changed)} (rehearsal override; the stage's: {backend})"
+    return f"NIXL {backend}"
+
+
+def _image(run: Run) -> str:
+    """A rehearsal (`ops rehearse`) runs the host's packages, not the stage's container image."""
+    if "rehearsal" in run.settings:
+        return (
+            f"none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray "
+            f"{run.settings.get('ray_version', '?')}); the stage's is `{run.image}`"
+        )
+    return f"`{run.image}`"
+
+
+def _rehearsal_override(run: Run, path_end: str):
+    """The new value of the first override (`ops rehearse`'s recorded `override PATH: OLD -> NEW (why)`
+    lines, serving_lab/rehearse/overrides.py Override.line) whose path ends with `path_end`, or None."""
+    for line in run.settings.get("rehearsal", {}).get("overrides", []):
+        path, _, change = line.removeprefix("override ").partition(": ")
+        if path.endswith(path_end) and " -> " in change:
+            return ast.literal_eval(change.split(" -> ", 1)[1].split(" (", 1)[0])  # Override.line writes repr()
+    return None
+
+
+def _title(a: Run, b: Run, what: str) -> str:
+    note = f"\n{a.note or b.note}" if (a.note or b.note) else ""
+    return f"{what}: {a.label} vs {b.label}\n{a.hardware.title}, {a.model_id}{note}"
+
+
+def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: dict[str, list[str]] = {}
+    for name, pairs in shared:
+        profile = a.profile(name)
+        heading = f"{name} ({profile.input_tokens} in / {profile.output_tokens} out)"
+        xs = [level_a.concurrency for level_a, _ in pairs]
+
+        fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+        panels = (
+            (axes[0][0], "output tokens/s", lambda lv: [lv.output_tokens_per_s], ("",)),
+            (axes[0][1], "time to first token (ms)", lambda lv: [lv.ttft_ms.p50, lv.ttft_ms.p99], ("p50", "p99")),
+            (axes[1][0], "inter-token latency (ms)", lambda lv: [lv.itl_ms.p50, lv.itl_ms.p99], ("p50", "p99")),
+            (axes[1][1], "end-to-end latency (ms)", lambda lv: [lv.e2e_ms.p50, lv.e2e_ms.p99], ("p50", "p99")),
+        )
+        for axis, ylabel, values, stats in panels:
+            for index, run in enumerate((a, b)):
+                series = [values(pair[index]) for pair in pairs]
+                for k, stat in enumerate(stats):
+                    axis.plot(
+                        xs,
+                        [v[k] for v in series],
+                        marker="o",
+                        color=COLORS[index],
+                        linestyle="-" if k == 0 else "--",
+                        label=f"{run.label} {stat}".strip(),
+                    )
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(xs, [str(x) for x in xs])
+            axis.set_xlabel("concurrent streams")
+            axis.set_ylabel(ylabel)
+            axis.grid(True, alpha=0.3)
+            axis.legend(fontsize=8)
+        fig.suptitle(_title(a, b, heading + ": throughput and latency against concurrency"), fontsize=10)
+        scaling = f"scaling-{name}.png"
+        fig.savefig(Path(out_dir) / scaling, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+        for axis, field, ylabel in (
+            (axes[0], "ttft_ms", "time to first token (ms)"),
+            (axes[1], "itl_ms", "inter-token latency (ms, per request)"),
+        ):
+            positions, data, colors = [], [], []
+            for slot, (level_a, level_b) in enumerate(pairs):
+                for index, level in enumerate((level_a, level_b)):
+                    positions.append(slot * 3 + index)
+                    data.append(getattr(level.samples, field))
+                    colors.append(COLORS[index])
+            boxes = axis.boxplot(
+                data, positions=positions, widths=0.8, patch_artist=True, showfliers=True, flierprops={"markersize": 2}
+            )
+            for patch, color in zip(boxes["boxes"], colors, strict=True):
+                patch.set_facecolor(color)
+                patch.set_alpha(0.5)
+            axis.set_xticks([slot * 3 + 0.5 for slot in range(len(pairs))], [str(x) for x in xs])
+            axis.set_xlabel("concurrent streams")
+            axis.set_ylabel(ylabel)
+            axis.grid(True, axis="y", alpha=0.3)
+            axis.legend([boxes["boxes"][0], boxes["boxes"][1]], [a.label, b.label], fontsize=8)
+        fig.suptitle(_title(a, b, heading + ": distributions per request"), fontsize=10)
+        distributions = f"distributions-{name}.png"
+        fig.savefig(Path(out_dir) / distributions, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+        written[name] = [scaling, distributions]
+    return written
+
+
+def compare(a: Run, b: Run, out_dir: Path) -> Path:
+    """Write report.md and the PNGs into out_dir; return the report's path."""
+    shared = shared_levels(a, b)  # fails before anything is written
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    images = plots(a, b, shared, out_dir)
+    report = out_dir / "report.md"
+    tmp = report.with_suffix(".md.tmp")
+    tmp.write_text(markdown(a, b, shared, images))
+    tmp.replace(report)
+    return report

@@ -1,0 +1,262 @@
+"""What `ops verify` checks on EKS, against the rehearsal's endpoint on this host: the model is listed,
+a chat completion answers (non-streaming and streaming), and NIXL's log lines say which transport the
+KV cache took (ops/nixl.py, the same classifier).
+
+Every request goes through ops/kube.py (`fetch`, and `stream` for the streaming answer): no redirect is
+followed (a 3xx fails the check, naming only the host its Location points at) and every body is capped."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+from collections.abc import Iterator
+from typing import Any
+
+from ops import kube, nixl
+from ops.report import Report
+
+PROMPT = "In one sentence: what does a prefill/decode split do?"
+
+MiB = kube.MiB
+MODELS_LIMIT = 1 * MiB  # GET /v1/models: a list of model cards (one model here)
+CHAT_LIMIT = 1 * MiB  # a non-streaming chat completion of 32 tokens
+STREAM_LIMIT = 4 * MiB  # a streamed chat completion, all its events: 256 tokens are ~100 KiB of SSE
+
+
+class HttpFailure(Exception):
+    """An answer that is not a success (a redirect included, never followed); one line."""
+
+
+def _post(url: str, body: dict[str, Any], timeout: float) -> kube.Answer:
+    return _success(
+        kube.fetch(
+            url,
+            method="POST",
+            data=json.dumps(body).encode(),
+            timeout=timeout,
+            headers={"Content-Type": "application/json"},
+            limit=CHAT_LIMIT,
+        ),
+        url,
+    )
+
+
+def _success(answer: kube.Answer, url: str) -> kube.Answer:
+    """The answer if it is a 2xx; HttpFailure otherwise (a redirect: its status and the Location's host)."""
+    if answer.redirect:
+        raise HttpFailure(kube.redirected(answer, url))
+    if not 200 <= answer.status < 300:
+        raise HttpFailure(f"HTTP {answer.status}: {' '.join(answer.body.decode(errors='replace').split())[:300]}")
+    return answer
+
+
+# What a request of these checks can fail with: the transport, the answer (status, size, deadline), its JSON.
+FAILURES = (urllib.error.URLError, OSError, ValueError, HttpFailure, kube.AnswerTooLarge, kube.DeadlineExceeded)
+
+
+def _error(exc: BaseException) -> str:
+    if isinstance(exc, (HttpFailure, kube.AnswerTooLarge, kube.DeadlineExceeded)):
+        return str(exc)
+    if isinstance(exc, urllib.error.URLError):
+        return f"cannot connect: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON chunks of an OpenAI server-sent-event stream, up to `data: [DONE]`."""
+    for raw in lines:
+        line = raw.decode(errors="replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+
+
+def stream_chat(
+    base: str, model: str, *, max_tokens: int, field: str = "max_tokens", ignore_eos: bool = False, timeout: float = 300
+) -> dict[str, Any]:
+    """One streaming chat completion: time to first token, tokens (chunks with content), total time. The
+    events are read as they arrive (ops.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
+    for the whole answer; a redirect is not followed (HttpFailure)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROMPT}],
+        field: max_tokens,
+        "temperature": 0,
+        "stream": True,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    started = time.perf_counter()
+    first: float | None = None
+    chunks, text = 0, []
+    url = f"{base}/v1/chat/completions"
+    with kube.stream(
+        url,
+        method="POST",
+        data=json.dumps(body).encode(),
+        timeout=timeout,
+        headers={"Content-Type": "application/json"},
+        limit=STREAM_LIMIT,
+    ) as response:
+        if response.redirect:  # refused before any of its body is read
+            raise HttpFailure(kube.redirected(response.head(), url))
+        if not 200 <= response.status < 300:
+            raise HttpFailure(
+                f"HTTP {response.status}: {' '.join(response.read().decode(errors='replace').split())[:300]}"
+            )
+        for event in sse_events(response.lines()):
+            for choice in event.get("choices") or []:
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    first = first if first is not None else time.perf_counter() - started
+                    chunks += 1
+                    text.append(content)
+    return {"ttft_s": first, "chunks": chunks, "total_s": time.perf_counter() - started, "text": "".join(text)}
+
+
+def openai(report: Report, base: str, model: str) -> None:
+    try:
+        url = f"{base}/v1/models"
+        answer = _success(kube.fetch(url, timeout=30, limit=MODELS_LIMIT), url)
+        ids = [m.get("id") for m in json.loads(answer.body).get("data", [])]
+    except FAILURES as exc:
+        report.add("GET /v1/models", "fail", _error(exc))
+        return
+    if model not in ids:
+        report.add("GET /v1/models", "fail", f"{model!r} is not listed (listed: {', '.join(map(str, ids)) or 'none'})")
+        return
+    report.add("GET /v1/models", "pass", f"lists {model}")
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32, "temperature": 0}
+    started = time.perf_counter()
+    try:
+        answer = json.loads(_post(f"{base}/v1/chat/completions", body, 300).body)
+        text = answer["choices"][0]["message"]["content"]
+        usage = answer.get("usage") or {}
+    except (*FAILURES, KeyError, IndexError, TypeError) as exc:
+        report.add("POST /v1/chat/completions", "fail", _error(exc))
+    else:
+        latency = time.perf_counter() - started
+        tokens = usage.get("completion_tokens") or 0
+        # Generated tokens are the proof: with dummy weights the text is noise, and may be only
+        # whitespace (seen on an H200: 32 tokens of "\n"), which a text check would call a failure.
+        status = "pass" if tokens > 0 or (text and str(text).strip()) else "fail"
+        report.add(
+            "POST /v1/chat/completions",
+            status,
+            f"{latency:.2f} s, {tokens} tokens: {json.dumps(str(text)[:40])}",
+            latency_s=round(latency, 3),
+            completion_tokens=tokens,
+        )
+    try:
+        result = stream_chat(base, model, max_tokens=32)
+    except FAILURES as exc:
+        report.add("POST /v1/chat/completions (stream)", "fail", _error(exc))
+        return
+    status = "pass" if result["chunks"] > 0 else "fail"
+    report.add(
+        "POST /v1/chat/completions (stream)",
+        status,
+        f"first token after {result['ttft_s'] or 0:.3f} s, {result['chunks']} chunks in {result['total_s']:.2f} s",
+        ttft_s=result["ttft_s"],
+        chunks=result["chunks"],
+    )
+
+
+def token_field_probe(report: Report, base: str, model: str, tokens: int = 256) -> None:
+    """PD only: how the answer length is named changes TTFT. Ray's proxy caps the prefill leg with
+    `max_tokens = 1` and leaves `max_completion_tokens` alone, which vLLM prefers: with that field the
+    prefill engine generates the whole answer before decode starts (why a benchmark sending it stalled)."""
+    timings = {}
+    for field in ("max_tokens", "max_completion_tokens"):
+        try:
+            timings[field] = stream_chat(base, model, max_tokens=tokens, field=field, ignore_eos=True)
+        except FAILURES as exc:
+            report.add(f"PD answer length as {field}", "warn", _error(exc))
+            return
+    legacy, modern = timings["max_tokens"], timings["max_completion_tokens"]
+    ratio = (modern["ttft_s"] or 0) / max(legacy["ttft_s"] or 1e-9, 1e-9)
+    report.add(
+        "PD answer length field",
+        "pass" if legacy["chunks"] else "fail",
+        f"{tokens} tokens: TTFT {legacy['ttft_s'] or 0:.3f} s with max_tokens, "
+        f"{modern['ttft_s'] or 0:.3f} s with max_completion_tokens ({ratio:.1f}x); the benchmark sends max_tokens",
+        max_tokens=legacy,
+        max_completion_tokens=modern,
+    )
+
+
+def nixl_transport(report: Report, logs: dict[str, str], *, expect_efa: bool) -> nixl.NixlFinding:
+    text = "\n".join(logs.values())
+    finding = nixl.classify(text)
+    if finding.ok:
+        report.add("NIXL transport", "pass", finding.detail, verdict=finding.verdict)
+    elif expect_efa:
+        report.add("NIXL transport", "fail", finding.detail, verdict=finding.verdict)
+    else:
+        # No EFA device on this host: "not EFA" is the honest verdict, reported, not hidden.
+        status = "warn" if finding.verdict in ("ucx", "tcp") else "fail"
+        report.add(
+            "NIXL transport",
+            status,
+            f"not EFA (this host has no EFA device): {finding.detail}",
+            verdict=finding.verdict,
+        )
+    return finding
+
+
+NIXL_MARKERS = (
+    "NIXL",
+    "nixl",
+    "Backend ",
+    "rails using provider",
+    "NixlConnector",
+    "NixlPullConnector",
+    "kv_role",
+    "engine_id",
+)
+
+
+def nixl_lines(logs: dict[str, str], limit: int = 200) -> list[str]:
+    """The NIXL-related log lines, for the committed evidence (bounded)."""
+    seen, lines = set(), []
+    for name, text in logs.items():
+        for line in text.splitlines():
+            if any(marker in line for marker in NIXL_MARKERS):
+                short = " ".join(line.split())[:400]
+                if short not in seen:
+                    seen.add(short)
+                    lines.append(f"{name}: {short}")
+                    if len(lines) >= limit:
+                        return lines
+    return lines
+
+
+def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> list[dict[str, Any]]:
+    """vLLM's own memory figures per engine (weights, KV cache memory and tokens, concurrency, CUDA graphs:
+    serving_lab/rehearse/engine_memory.py), one report entry each; a warning where an engine's lines are missing."""
+    from . import engine_memory as vllm_memory
+
+    found = vllm_memory.engines(logs, app=app)
+    if not found:
+        report.add(
+            "engine memory",
+            "warn",
+            "no engine replica found in the workers' logs",
+            fix="the engines did not start (see worker-errors-<mode>.txt)",
+        )
+        return []
+    for engine in found:
+        report.add(
+            f"engine memory ({engine.engine})",
+            "pass" if engine.complete else "warn",
+            engine.summary(),
+            fix=""
+            if engine.complete
+            else "vLLM's start-up lines are missing: the engine did not finish starting (see worker-errors-<mode>.txt)",
+            **engine.to_json(),
+        )
+    return [engine.to_json() for engine in found]

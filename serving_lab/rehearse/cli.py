@@ -1,0 +1,416 @@
+"""`python -m ops rehearse --stage NAME`: the stage's serve config on this host's GPUs, checked and benchmarked.
+
+  rehearse --stage NAME [--mode pd|colocated|both] [--weights DIR] [--bench] [--out DIR]
+
+Starts Ray (`ray start --head`, the host's GPUs), deploys the stage's own serveConfigV2 with the
+overrides printed first (serving_lab/rehearse/overrides.py), shows progress until the application is RUNNING,
+then checks /v1/models, a chat completion (plain and streaming) and NIXL's transport in the workers'
+logs; with --bench, runs the stage's benchmark profiles with `ops bench` (aiperf) against it, each
+mode on the same GPUs, and writes the `--compare` report. Ray is stopped on every exit, Ctrl-C too.
+
+Exit codes: 0 every check passed (a "not EFA" verdict on a host without EFA is a warning); 1 a check
+failed or the stack did not come up; 2 bad arguments or stage file; 3 an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from config import CONFIG_DIR, ConfigError, load_stages
+from config.schema import StageConfig
+from config.topology import METRICS_PORT, SERVE_PORT
+from ops.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
+from ops.report import Report
+from serving_lab.bench import aiperf, results, runner
+from serving_lab.bench import report as bench_report
+
+from . import checks, overrides, ray_cluster
+from . import host as host_facts
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "rehearsal" / "qwen3.5-9b-config.json"}
+DEFAULT_OUT = Path("rehearsal-results")
+# Ray's /metrics on the head: Ray, Serve and vLLM series with their histograms, a few MiB on one host.
+METRICS_LIMIT = 32 * MiB
+
+
+class RehearsalError(Exception):
+    """One line; exit code 1 (the stack did not come up) unless `code` says otherwise."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _positive_bytes(text: str) -> int:
+    """A byte count: a whole number from 1 MiB to 1 TiB."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if not 2**20 <= value <= 2**40:
+        raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
+    return value
+
+
+def add_parser(sub) -> None:
+    cmd = sub.add_parser(
+        "rehearse",
+        help="run the stage's serve config on this host's GPUs (Ray, vLLM, NIXL)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
+    cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+    cmd.add_argument(
+        "--mode",
+        choices=("pd", "colocated", "both"),
+        help="default: the stage's serving.mode; with --bench: both, one after the other",
+    )
+    cmd.add_argument(
+        "--weights",
+        metavar="DIR",
+        help="a folder with the real model (default: dummy weights of the real architecture, built from rehearsal/)",
+    )
+    cmd.add_argument("--bench", action="store_true", help="run the stage's benchmark profiles (ops bench)")
+    cmd.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="--bench: only this benchmark profile (repeatable; default: all of the stage's)",
+    )
+    cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
+    cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
+    cmd.add_argument(
+        "--level-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="--bench: stop sending a level's requests after this long (requests in flight finish "
+        "and count); the request count stays the cap",
+    )
+    cmd.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="stop starting benchmark levels after this long (the run so far is kept)",
+    )
+    cmd.add_argument(
+        "--deploy-timeout",
+        type=float,
+        default=900,
+        metavar="SECONDS",
+        help="wait this long for RUNNING (the tutorial waits up to 1800 s)",
+    )
+    cmd.add_argument("--gpus", type=int, help="use at most this many of the host's GPUs")
+    cmd.add_argument(
+        "--share-gpus",
+        action="store_true",
+        help="a host with fewer GPUs than the stage's engines runs them side by side (labelled)",
+    )
+    cmd.add_argument(
+        "--emulate-node",
+        action="store_true",
+        help="each engine gets the memory budget of the stage's GPU node (its gpu_memory_utilization "
+        "of the node's GPU, e.g. an L4, scaled onto this host's GPU) and vLLM's batch defaults "
+        "for that GPU; memory is emulated, speed is this host's (labelled)",
+    )
+    cmd.add_argument(
+        "--kv-cache-bytes",
+        type=_positive_bytes,
+        metavar="BYTES",
+        help="--share-gpus --emulate-node: each engine's KV cache, as one engine alone found it on the "
+        "emulated budget (vLLM's start-up line '--kv-cache-memory=N'); engines sharing a GPU "
+        "cannot profile it side by side",
+    )
+    cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
+    cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
+    cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
+    cmd.add_argument("--calibrate", action="store_true", help="--bench: measure the client's overhead first")
+
+
+def _levels(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise RehearsalError(f"--levels: {text!r} (allowed: comma-separated integers, e.g. 1,16,64)", 2) from None
+    if not levels or levels[0] < 1:
+        raise RehearsalError(f"--levels: {text!r} (allowed: integers >= 1)", 2)
+    return levels
+
+
+def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
+    """(folder, real weights?) The real weights if given, else config + tokenizer with dummy weights."""
+    if args.weights:
+        folder = Path(args.weights)
+        if not (folder / "config.json").is_file():
+            raise RehearsalError(f"--weights: {folder} has no config.json (a Hugging Face model folder)", 2)
+        return folder, True
+    source = cfg.serving.model.source
+    config = MODEL_CONFIGS.get(source)
+    if config is None:
+        raise RehearsalError(
+            f"config/{cfg.stage}.yaml: serving.model.source: no committed config for {source!r} "
+            f"to build dummy weights from (known: {', '.join(MODEL_CONFIGS)}); pass --weights DIR",
+            2,
+        )
+    from .model_folder import build
+
+    return build(work / "model", config_path=config), False
+
+
+def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
+    shared = plan.num_gpus < plan.engines
+    kind = "rehearsal host, engines sharing one GPU" if shared else "rehearsal host (one machine)"
+    if plan.label:  # --emulate-node: e.g. "L4 memory budget on an H200"
+        kind += f", {plan.label.split(':', 1)[0]}"
+    return results.Hardware(
+        instance_type=kind,
+        gpu_nodes=1,
+        gpus_per_node=len(host.gpus) if shared else plan.num_gpus,
+        gpu=host.gpus[0].name,
+        efa_interfaces=len(host.efa_devices),
+        availability_zone="n/a",
+    )
+
+
+def rehearse_mode(
+    cfg: StageConfig,
+    args,
+    *,
+    mode: str,
+    host: host_facts.Host,
+    model: Path,
+    real_weights: bool,
+    out: Path,
+    deadline: float | None,
+    say: Callable[[str], None],
+) -> tuple[Report, Path | None]:
+    plan = overrides.plan(
+        cfg,
+        mode=mode,
+        host=host,
+        model_dir=model,
+        real_weights=real_weights,
+        gpu_limit=args.gpus,
+        share_gpus=args.share_gpus,
+        emulate_node=getattr(args, "emulate_node", False),
+        kv_cache_bytes=getattr(args, "kv_cache_bytes", None),
+    )
+    say(
+        f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
+        f"{len(plan.overrides)} overrides:"
+    )
+    for override in plan.overrides:
+        say(f"  {override.line()}")
+    if plan.label:
+        say(f"  label: {plan.label}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"plan-{mode}.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+    report = Report("rehearse", cfg.stage)
+    temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+    head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
+    run_path: Path | None = None
+    memory: list | None = None  # vLLM's memory figures per engine (checks.engine_memory)
+    started = time.monotonic()
+    try:
+        head.start()
+        head.wait_for_dashboard()
+        head.deploy(plan.serve_config)
+        app = plan.serve_config["applications"][0]["name"]
+        ray_cluster.wait_until_running(head, app, timeout=args.deploy_timeout, progress=say)
+        to_running = time.monotonic() - started
+        report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
+        base = f"http://127.0.0.1:{SERVE_PORT}"
+        checks.openai(report, base, cfg.serving.model.id)
+        if mode == "pd":
+            checks.token_field_probe(report, base, cfg.serving.model.id)
+            checks.nixl_transport(report, ray_cluster.worker_logs(temp), expect_efa=host.has_efa)
+        else:
+            report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+        memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
+        _scrape_metrics(out / f"metrics-{mode}.txt", say)
+        if args.bench and report.ok:
+            run_path = _bench(
+                cfg,
+                args,
+                mode=mode,
+                host=host,
+                plan=plan,
+                model=model,
+                out=out,
+                deadline=deadline,
+                say=say,
+                engine_memory=memory,
+            )
+            report.add("benchmark", "pass", f"results: {run_path}")
+    except ray_cluster.RayError as exc:
+        report.add("application RUNNING", "fail", str(exc))
+    except aiperf.BenchError as exc:
+        report.add("benchmark", "fail", str(exc))
+    finally:
+        logs = ray_cluster.worker_logs(temp)
+        if memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
+            memory = checks.engine_memory(report, logs, app=plan.serve_config["applications"][0]["name"])
+        (out / f"nixl-lines-{mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
+        _save_errors(out / f"worker-errors-{mode}.txt", logs)
+        head.stop()
+        ray_cluster.remove_tree(temp)
+    (out / f"report-{mode}.json").write_text(report.to_json() + "\n")
+    return report, run_path
+
+
+def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
+    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series): the names, for the dashboard. Read
+    with ops.kube.fetch: at most METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped)."""
+    url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+    try:
+        answer = fetch(url, timeout=30, limit=METRICS_LIMIT)
+    except (OSError, AnswerTooLarge, DeadlineExceeded) as exc:
+        say(f"metrics: not scraped ({exc})")
+        return
+    if answer.redirect or not 200 <= answer.status < 300:
+        why = redirected(answer, url) if answer.redirect else f"HTTP Error {answer.status}: {answer.reason}"
+        say(f"metrics: not scraped ({why})")
+        return
+    text = answer.body.decode(errors="replace")
+    names = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})
+    path.write_text("\n".join(names) + "\n")
+    say(f"metrics: {len(names)} series names from :{METRICS_PORT}/metrics -> {path}")
+
+
+def _save_errors(path: Path, logs: dict[str, str], limit: int = 300) -> None:
+    lines = [
+        f"{name}: {' '.join(line.split())[:400]}"
+        for name, text in logs.items()
+        for line in text.splitlines()
+        if "Error" in line or "ERROR" in line or "Traceback" in line
+    ]
+    path.write_text("\n".join(lines[:limit]) + ("\n" if lines else ""))
+
+
+def _bench(
+    cfg: StageConfig,
+    args,
+    *,
+    mode: str,
+    host: host_facts.Host,
+    plan: overrides.Plan,
+    model: Path,
+    out: Path,
+    deadline: float | None,
+    say: Callable[[str], None],
+    engine_memory: list | None = None,
+) -> Path:
+    executable = aiperf.find_executable(args.aiperf)
+    staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
+    levels = _levels(args.levels)
+    adjust = runner.Adjustments(
+        hardware=_hardware(host, plan),
+        levels=levels,
+        requests_per_stream=args.requests_per_stream,
+        deadline=deadline,
+        level_seconds=args.level_seconds,
+        client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
+        recorded={
+            "rehearsal": {
+                "overrides": [o.line() for o in plan.overrides],
+                "levels": levels,
+                "requests_per_stream": args.requests_per_stream,
+                "level_seconds": args.level_seconds,
+                **({"label": plan.label} if plan.label else {}),
+                **({"engine_memory": engine_memory} if engine_memory else {}),
+            }
+        },
+    )
+    weights = (
+        "real weights"
+        if plan.serve_config and not any(o.path.endswith("load_format") for o in plan.overrides)
+        else f"dummy weights of {cfg.serving.model.source}"
+    )
+    transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
+    gpus = (
+        f"{plan.num_gpus} x {host.gpus[0].name} shared by {plan.engines} engines"
+        if plan.num_gpus < plan.engines
+        else f"{plan.num_gpus} x {host.gpus[0].name}"
+    )
+    emulated = f"{plan.label}; " if plan.label else ""  # --emulate-node: what is emulated, what is not
+    note = f"rehearsal: {gpus}, {weights}, {transport}; {emulated}not {cfg.gpu_nodegroup.instance_type}"
+    _, path = runner.run_stage(
+        staged,
+        url=f"http://127.0.0.1:{SERVE_PORT}",
+        executable=executable,
+        out_dir=out / "runs",
+        label=mode,
+        profile_names=args.profile,
+        tokenizer=str(model),
+        calibrate=args.calibrate,
+        note=note,
+        endpoint_label=f"rehearsal host 127.0.0.1:{SERVE_PORT}",
+        adjust=adjust,
+        progress=say,
+    )
+    return path
+
+
+def _exit_code(exc: Exception) -> int:
+    """One-line errors and their exit codes: 2 bad input (arguments, stage, plan), 1 the host or stack."""
+    if isinstance(exc, RehearsalError):
+        return exc.code
+    return 2 if isinstance(exc, overrides.PlanError) else 1
+
+
+def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    from .model_folder import ModelFolderError
+
+    try:
+        (cfg,) = load_stages(args.config_dir, only=args.stage)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    reports, runs = [], []
+    ray_cluster.install_signal_handlers()
+    try:
+        _levels(args.levels)
+        try:
+            runner.select(cfg, args.profile)
+        except aiperf.BenchError as exc:
+            raise RehearsalError(f"--profile: {exc}", 2) from None
+        if args.level_seconds is not None and not args.level_seconds > 0:
+            raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
+        host = host_facts.detect()
+        modes = (
+            ["pd", "colocated"]
+            if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both"
+            else [args.mode or cfg.serving.mode]
+        )
+        deadline = time.monotonic() + args.budget if args.budget else None
+        out = Path(args.out) / cfg.stage
+        with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
+            model, real = model_folder(cfg, args, Path(work))
+            for mode in modes:
+                report, path = rehearse_mode(
+                    cfg, args, mode=mode, host=host, model=model, real_weights=real, out=out, deadline=deadline, say=say
+                )
+                reports.append(report)
+                runs += [path] if path else []
+    except (RehearsalError, host_facts.HostError, overrides.PlanError, ModelFolderError) as exc:
+        print(f"rehearse: {exc}", file=sys.stderr)
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        print("rehearse: interrupted; Ray stopped", file=sys.stderr)
+        return 130
+    for report in reports:
+        print(report.table())
+    if len(runs) == 2:
+        path = bench_report.compare(results.load(runs[0]), results.load(runs[1]), out / "compare")
+        print(f"report: {path}")
+    return 0 if all(r.ok for r in reports) else 1

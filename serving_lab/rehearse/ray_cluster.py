@@ -1,0 +1,238 @@
+"""A Ray head on this host, and the serve config deployed to it the way KubeRay does.
+
+KubeRay's RayService controller submits `serveConfigV2` to the head's dashboard with
+`PUT /api/serve/applications/` and reads `GET /api/serve/applications/` for the application's status
+(ray-operator/controllers/ray/utils/dashboardclient/dashboard_httpclient.go, UpdateDeployments and
+GetServeDetails; the handlers are ray/dashboard/modules/serve/serve_head.py). The rehearsal does the
+same, so what is tested is the path EKS takes, not `serve run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from config.topology import DASHBOARD_PORT, METRICS_PORT
+from ops.kube import ANSWER_LIMIT, AnswerTooLarge, DeadlineExceeded, fetch, redirected
+
+from .host import NODE_IP
+
+APPLICATIONS = "/api/serve/applications/"
+# GET /api/serve/applications/: every application's deployments and replicas (a few KiB for one stage's
+# app); PUT answers nothing. The default cap of ops.kube leaves room for a large Serve config.
+DASHBOARD_LIMIT = ANSWER_LIMIT
+
+
+class RayError(Exception):
+    """Ray could not be started, deployed to or read; one line."""
+
+
+def ray_cli(python: str = sys.executable) -> list[str]:
+    """The `ray` command of the Python that runs the rehearsal (pip --target trees have no usable bin/)."""
+    return [python, "-m", "ray.scripts.scripts"]
+
+
+def start_command(
+    *, num_gpus: int, temp_dir: Path, metrics_port: int = METRICS_PORT, python: str = sys.executable
+) -> list[str]:
+    """As KubeRay starts the head (ray-operator/controllers/ray/common/pod.go: `ray start --head`,
+    --metrics-export-port=8080, dashboard on 8265), on loopback and in a temp dir of its own."""
+    return [
+        *ray_cli(python),
+        "start",
+        "--head",
+        f"--num-gpus={num_gpus}",
+        f"--node-ip-address={NODE_IP}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={DASHBOARD_PORT}",
+        f"--temp-dir={temp_dir}",
+        f"--metrics-export-port={metrics_port}",
+        "--disable-usage-stats",
+    ]
+
+
+def stop_command(python: str = sys.executable) -> list[str]:
+    return [*ray_cli(python), "stop", "--force"]
+
+
+class RayHead:
+    """`ray start --head` with the engines' environment; `stop()` is safe to call more than once."""
+
+    def __init__(
+        self,
+        *,
+        num_gpus: int,
+        env: dict[str, str],
+        temp_dir: Path,
+        metrics_port: int = METRICS_PORT,
+        python: str = sys.executable,
+        run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+        dashboard: str = f"http://127.0.0.1:{DASHBOARD_PORT}",
+    ) -> None:
+        self.num_gpus, self.env, self.temp_dir, self.python = num_gpus, env, Path(temp_dir), python
+        self.run, self.dashboard, self.metrics_port = run, dashboard, metrics_port
+        self.started = False
+
+    def start(self, timeout: float = 180) -> None:
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+        self.started = True  # from here on, stop() must run even if start fails half-way
+        try:
+            done = self.run(
+                start_command(
+                    num_gpus=self.num_gpus, temp_dir=self.temp_dir, metrics_port=self.metrics_port, python=self.python
+                ),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise RayError(f"ray start did not finish within {timeout:.0f} s") from None
+        if done.returncode != 0:
+            raise RayError(f"ray start failed (exit {done.returncode}): {_last_line(done.stderr or done.stdout)}")
+
+    def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        try:
+            self.run(stop_command(self.python), capture_output=True, text=True, timeout=120)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+
+    # -- the dashboard's Serve API, as KubeRay uses it ---------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+        """The dashboard's JSON answer (None for an empty one), through ops.kube.fetch: at most DASHBOARD_LIMIT
+        bytes within `timeout` in all, and no redirect followed (a 3xx is a RayError naming the Location's
+        host)."""
+        data = json.dumps(body).encode() if body is not None else None
+        url = self.dashboard + path
+        try:
+            answer = fetch(
+                url,
+                data=data,
+                method=method,
+                headers={"Content-Type": "application/json"},
+                timeout=timeout,
+                limit=DASHBOARD_LIMIT,
+            )
+        except AnswerTooLarge as exc:
+            raise RayError(f"{method} {path}: {exc}") from None
+        except (urllib.error.URLError, OSError, DeadlineExceeded) as exc:
+            raise RayError(f"{method} {path}: cannot reach the Ray dashboard: {getattr(exc, 'reason', exc)}") from None
+        if answer.redirect:
+            raise RayError(f"{method} {path}: {redirected(answer, url)}")
+        if not 200 <= answer.status < 300:
+            detail = answer.body.decode(errors="replace")
+            raise RayError(f"{method} {path}: HTTP {answer.status}: {_last_line(detail)}")
+        text = answer.body.decode()
+        return json.loads(text) if text.strip() else None
+
+    def wait_for_dashboard(self, timeout: float = 120, sleep: Callable[[float], None] = time.sleep) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.request("GET", APPLICATIONS, timeout=5)
+                return
+            except RayError as exc:
+                if time.monotonic() >= deadline:
+                    raise RayError(f"the Ray dashboard did not answer within {timeout:.0f} s ({exc})") from None
+            sleep(2)
+
+    def deploy(self, serve_config: dict[str, Any]) -> None:
+        self.request("PUT", APPLICATIONS, serve_config, timeout=120)
+
+    def status(self) -> dict[str, Any]:
+        return self.request("GET", APPLICATIONS) or {}
+
+
+def summarize(details: dict[str, Any], app_name: str) -> tuple[str, str]:
+    """(application status, one line of deployment progress) from GET /api/serve/applications/."""
+    app = (details.get("applications") or {}).get(app_name)
+    if not app:
+        return "NOT_STARTED", "application not created yet"
+    parts = []
+    for name, deployment in sorted((app.get("deployments") or {}).items()):
+        # DeploymentDetails in ray/serve/schema.py: `replicas` (ReplicaDetails, each with a `state`) and
+        # `target_num_replicas`; `recent_dead_replicas` are the ones Serve gave up on and replaced.
+        states = [replica.get("state", "?") for replica in deployment.get("replicas") or []]
+        target = deployment.get("target_num_replicas", len(states))
+        waiting = sorted({state for state in states if state != "RUNNING"})
+        dead = len(deployment.get("recent_dead_replicas") or [])
+        parts.append(
+            f"{name} {deployment.get('status', '?')} {states.count('RUNNING')}/{target}"
+            + (f" ({', '.join(waiting)})" if waiting else "")
+            + (f", {dead} replaced" if dead else "")
+        )
+    message = " ".join(str(app.get("message") or "").split())
+    line = ", ".join(parts) or "no deployments yet"
+    if app.get("status") == "DEPLOY_FAILED" and message:
+        line += f": {message[:300]}"
+    return app.get("status", "UNKNOWN"), line
+
+
+def wait_until_running(
+    head: RayHead,
+    app_name: str,
+    *,
+    timeout: float,
+    poll: float = 10,
+    progress: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Poll like KubeRay until the application is RUNNING; return the seconds it took."""
+    start = clock()
+    while True:
+        status, line = summarize(head.status(), app_name)
+        elapsed = clock() - start
+        progress(f"[{elapsed:5.0f} s] {app_name} {status}: {line}")
+        if status == "RUNNING":
+            return elapsed
+        if status in ("DEPLOY_FAILED", "UNHEALTHY"):
+            raise RayError(f"application {app_name} is {status} after {elapsed:.0f} s: {line}")
+        if elapsed >= timeout:
+            raise RayError(f"application {app_name} not RUNNING within {timeout:.0f} s ({status}: {line})")
+        sleep(poll)
+
+
+def worker_logs(temp_dir: Path, patterns: Sequence[str] = ("worker-*.out", "worker-*.err")) -> dict[str, str]:
+    """The Ray workers' stdout/stderr (where vLLM and NIXL log), by file name."""
+    logs = Path(temp_dir) / "session_latest" / "logs"
+    found = {}
+    for pattern in patterns:
+        for path in sorted(logs.glob(pattern)):
+            try:
+                found[path.name] = path.read_text(errors="replace")
+            except OSError:
+                continue
+    return found
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return (lines[-1] if lines else "(no output)")[:300]
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGHUP end the rehearsal like Ctrl-C: through the `finally` that stops Ray."""
+
+    def _raise(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise)
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,157 @@
+"""The rehearsal's checks, against the project's fake OpenAI server and the NIXL log fixtures that
+`ops verify` uses (tests/ops/fixtures)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ops.report import Report
+from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
+from serving_lab.rehearse import checks
+
+from ...helpers import ROOT
+
+FIXTURES = ROOT / "tests" / "ops" / "fixtures"
+
+
+def test_models_chat_and_stream_pass_against_an_openai_server():
+    report = Report("rehearse", "dev")
+    with FakeOpenAIServer("qwen3.5-9b", Delays(ttft_ms=20, itl_ms=1)) as server:
+        checks.openai(report, server.url, "qwen3.5-9b")
+    assert [(c.name, c.status) for c in report.checks] == [
+        ("GET /v1/models", "pass"),
+        ("POST /v1/chat/completions", "pass"),
+        ("POST /v1/chat/completions (stream)", "pass"),
+    ]
+    stream = report.find("POST /v1/chat/completions (stream)")
+    assert stream.data["chunks"] == 32 and stream.data["ttft_s"] >= 0.02
+
+
+def test_a_model_that_is_not_served_fails_with_the_list():
+    report = Report("rehearse", "dev")
+    with FakeOpenAIServer("other-model") as server:
+        checks.openai(report, server.url, "qwen3.5-9b")
+    (check,) = report.checks
+    assert check.status == "fail" and check.detail == "'qwen3.5-9b' is not listed (listed: other-model)"
+
+
+def test_an_unreachable_endpoint_is_one_line():
+    report = Report("rehearse", "dev")
+    checks.openai(report, "http://127.0.0.1:9", "qwen3.5-9b")
+    (check,) = report.checks
+    assert check.status == "fail" and check.detail.startswith("cannot connect:")
+
+
+class _PrefillFirst(BaseHTTPRequestHandler):
+    """Like Ray's PD proxy in front of vLLM: the prefill leg is capped with max_tokens=1 only, so a
+    request that names its length in max_completion_tokens waits for the whole answer first."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        time.sleep(0.002 * tokens if "max_completion_tokens" in body else 0.002)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for i in range(tokens):
+            chunk = {"choices": [{"index": 0, "delta": {"content": f" w{i}"}}]}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def test_the_token_field_probe_measures_both_fields_side_by_side():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PrefillFirst)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        report = Report("rehearse", "dev")
+        checks.token_field_probe(report, f"http://127.0.0.1:{server.server_port}", "qwen3.5-9b", tokens=100)
+    finally:
+        server.shutdown()
+    (check,) = report.checks
+    legacy, modern = check.data["max_tokens"], check.data["max_completion_tokens"]
+    assert check.status == "pass" and legacy["chunks"] == modern["chunks"] == 100
+    assert modern["ttft_s"] > legacy["ttft_s"]  # 0.2 s of "prefill generating" vs 2 ms
+    assert "with max_tokens" in check.detail and "the benchmark sends max_tokens" in check.detail
+
+
+@pytest.mark.parametrize(
+    "fixture, efa_host, status, verdict",
+    [
+        ("ucx.log", False, "warn", "ucx"),  # one host without EFA: honest "not EFA", not hidden
+        ("tcp.log", False, "warn", "tcp"),
+        ("efa.log", True, "pass", "efa"),
+        ("tcp.log", True, "fail", "tcp"),  # an EFA host falling back to tcp is a failure
+        ("missing-plugin.log", False, "fail", "missing-plugin"),
+    ],
+)
+def test_nixl_verdict_on_the_workers_logs(fixture, efa_host, status, verdict):
+    report = Report("rehearse", "dev")
+    finding = checks.nixl_transport(report, {"worker-1.err": (FIXTURES / fixture).read_text()}, expect_efa=efa_host)
+    (check,) = report.checks
+    assert (check.status, finding.verdict) == (status, verdict)
+    if not efa_host and status == "warn":
+        assert check.detail.startswith("not EFA (this host has no EFA device): ")
+
+
+def test_nixl_lines_are_kept_as_evidence_bounded_and_deduplicated():
+    text = (FIXTURES / "ucx.log").read_text()
+    lines = checks.nixl_lines({"worker-1.err": text, "worker-2.err": text}, limit=500)
+    assert lines and all(line.startswith("worker-") for line in lines)
+    assert len(lines) == len(set(line.split(": ", 1)[1] for line in lines))  # deduplicated across files
+    assert len(checks.nixl_lines({"w.err": "NIXL x\n" * 10 + "".join(f"NIXL {i}\n" for i in range(50))}, limit=5)) == 5
+
+
+class _Newlines(BaseHTTPRequestHandler):
+    """What dummy weights answered on an H200: 32 tokens, all of them a newline."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self._json({"data": [{"id": "qwen3.5-9b"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for _ in range(body["max_tokens"]):
+                self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {"content": "\\n"}}]}\n\n')
+            self.wfile.write(b"data: [DONE]\n\n")
+        else:
+            self._json(
+                {
+                    "choices": [{"message": {"content": "\n" * body["max_tokens"]}}],
+                    "usage": {"completion_tokens": body["max_tokens"]},
+                }
+            )
+
+    def _json(self, data):
+        payload = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_generated_tokens_pass_even_when_dummy_weights_answer_only_whitespace():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Newlines)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        report = Report("rehearse", "dev")
+        checks.openai(report, f"http://127.0.0.1:{server.server_port}", "qwen3.5-9b")
+    finally:
+        server.shutdown()
+    chat = report.find("POST /v1/chat/completions")
+    assert chat.status == "pass" and chat.data["completion_tokens"] == 32
+    assert report.find("POST /v1/chat/completions (stream)").data["chunks"] == 32

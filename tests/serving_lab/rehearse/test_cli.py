@@ -1,0 +1,213 @@
+"""`python -m ops rehearse`: one-line errors with the documented exit codes, and Ray stopped and its
+folder removed on every way out (a failed deploy, Ctrl-C)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.__main__ import main
+from serving_lab.rehearse import cli, ray_cluster
+from serving_lab.rehearse.host import Gpu, Host
+
+H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
+
+
+class FakeHead:
+    """Stands in for RayHead; records what happened to it."""
+
+    instances: list[FakeHead] = []
+    fail_with: BaseException | None = None
+
+    def __init__(self, *, num_gpus, env, temp_dir, metrics_port=8080, **kwargs):
+        self.temp_dir, self.calls = Path(temp_dir), []
+        (self.temp_dir / "session_latest" / "logs").mkdir(parents=True)
+        (self.temp_dir / "session_latest" / "logs" / "worker-1.err").write_text(
+            "Backend UCX was instantiated\nERROR something broke\n"
+        )
+        FakeHead.instances.append(self)
+
+    def start(self):
+        self.calls.append("start")
+
+    def wait_for_dashboard(self):
+        self.calls.append("dashboard")
+
+    def deploy(self, config):
+        self.calls.append("deploy")
+        if FakeHead.fail_with:
+            raise FakeHead.fail_with
+
+    def stop(self):
+        self.calls.append("stop")
+
+
+def _args(tmp_path, **extra):
+    values = dict(
+        stage="dev",
+        config_dir="config",
+        mode="pd",
+        weights=None,
+        bench=False,
+        profile=[],
+        levels=None,
+        requests_per_stream=None,
+        level_seconds=None,
+        budget=None,
+        deploy_timeout=5,
+        gpus=None,
+        out=str(tmp_path / "out"),
+        aiperf=None,
+        client_pythonpath=None,
+        calibrate=False,
+        share_gpus=False,
+    )
+    values.update(extra)
+    return argparse.Namespace(**values)
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    FakeHead.instances, FakeHead.fail_with = [], None
+    monkeypatch.setattr(ray_cluster, "RayHead", FakeHead)
+    return FakeHead
+
+
+@pytest.mark.parametrize(
+    "failure", [ray_cluster.RayError("PUT /api/serve/applications/: HTTP 400: bad config"), KeyboardInterrupt()]
+)
+def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path, dev, fake_ray, failure):
+    fake_ray.fail_with = failure
+    model = tmp_path / "model"
+    model.mkdir()
+    args = _args(tmp_path)
+    if isinstance(failure, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            cli.rehearse_mode(
+                dev,
+                args,
+                mode="pd",
+                host=H200_PAIR,
+                model=model,
+                real_weights=False,
+                out=tmp_path / "out",
+                deadline=None,
+                say=lambda line: None,
+            )
+    else:
+        report, run = cli.rehearse_mode(
+            dev,
+            args,
+            mode="pd",
+            host=H200_PAIR,
+            model=model,
+            real_weights=False,
+            out=tmp_path / "out",
+            deadline=None,
+            say=lambda line: None,
+        )
+        assert not report.ok and run is None
+        assert report.find("application RUNNING").detail == "PUT /api/serve/applications/: HTTP 400: bad config"
+        assert json.loads((tmp_path / "out" / "report-pd.json").read_text())["ok"] is False
+    (head,) = fake_ray.instances
+    assert head.calls[-1] == "stop" and head.calls.count("stop") == 1
+    assert not head.temp_dir.exists()
+    # the evidence is kept even so: the plan, the NIXL lines and the error lines of the workers
+    assert json.loads((tmp_path / "out" / "plan-pd.json").read_text())["mode"] == "pd"
+    assert "Backend UCX was instantiated" in (tmp_path / "out" / "nixl-lines-pd.txt").read_text()
+    assert "ERROR something broke" in (tmp_path / "out" / "worker-errors-pd.txt").read_text()
+
+
+def test_unknown_profile_exits_2_with_one_line_naming_the_stage_s_profiles(capsys):
+    assert main(["rehearse", "--stage", "dev", "--bench", "--profile", "chatt"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "rehearse: --profile: benchmark.profiles: no profile 'chatt' in stage dev (allowed: chat, long-prompt)"
+    ]
+
+
+def test_bad_levels_exit_2_with_one_line(capsys):
+    assert main(["rehearse", "--stage", "dev", "--levels", "1,x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["rehearse: --levels: '1,x' (allowed: comma-separated integers, e.g. 1,16,64)"]
+
+
+def test_an_unknown_stage_exits_2(capsys):
+    assert main(["rehearse", "--stage", "nope"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_host_without_nvidia_smi_exits_1_with_the_fix(capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["rehearse", "--stage", "dev"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "rehearse: nvidia-smi not found: the rehearsal needs a Linux host with NVIDIA GPUs and drivers"
+    )
+
+
+def test_a_model_without_a_committed_config_needs_weights(tmp_path, dev):
+    cfg = dev.model_copy(
+        update={
+            "serving": dev.serving.model_copy(
+                update={"model": dev.serving.model.model_copy(update={"source": "meta-llama/Llama-3.1-8B"})}
+            )
+        }
+    )
+    with pytest.raises(
+        cli.RehearsalError,
+        match=r"config/dev.yaml: serving.model.source: no committed config "
+        r"for 'meta-llama/Llama-3.1-8B' .* pass --weights DIR",
+    ) as error:
+        cli.model_folder(cfg, _args(tmp_path), tmp_path)
+    assert error.value.code == 2
+
+
+def test_weights_must_be_a_model_folder(tmp_path, dev):
+    with pytest.raises(cli.RehearsalError, match="has no config.json") as error:
+        cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path)), tmp_path)
+    assert error.value.code == 2
+
+
+def test_a_level_time_bound_must_be_positive(capsys):
+    assert main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "rehearse: --level-seconds: 0 (allowed: a number of seconds > 0)"
+    ]
+
+
+def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, dev, monkeypatch):
+    from serving_lab.bench import aiperf, runner
+    from serving_lab.rehearse import overrides
+
+    seen = {}
+
+    def run_stage(cfg, **kwargs):
+        seen.update(kwargs, mode=cfg.serving.mode)
+        return None, tmp_path / "run.json"
+
+    monkeypatch.setattr(runner, "run_stage", run_stage)
+    monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
+    model = tmp_path / "model"
+    model.mkdir()
+    args = _args(
+        tmp_path, bench=True, profile=["long-prompt"], levels="16,1", level_seconds=15.0, requests_per_stream=64
+    )
+    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
+    path = cli._bench(
+        dev,
+        args,
+        mode="colocated",
+        host=H200_PAIR,
+        plan=plan,
+        model=model,
+        out=tmp_path,
+        deadline=None,
+        say=lambda line: None,
+    )
+    assert path == tmp_path / "run.json"
+    assert seen["profile_names"] == ["long-prompt"] and seen["mode"] == "colocated"
+    adjust = seen["adjust"]
+    assert (adjust.levels, adjust.level_seconds, adjust.requests_per_stream) == ([1, 16], 15.0, 64)

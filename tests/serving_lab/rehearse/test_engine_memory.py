@@ -1,0 +1,284 @@
+"""vLLM's own memory figures per engine, read from the workers' logs: on the real worker logs of the H200
+runs committed in docs/rehearsal/ (exact figures), on logs without them (None, no crash), and in the
+rehearsal's report and results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.report import Report
+from serving_lab.rehearse import checks, cli, engine_memory, ray_cluster
+from serving_lab.rehearse.host import Gpu, Host
+
+from ...helpers import ROOT
+
+BENCH = ROOT / "docs" / "rehearsal" / "2026-11-30-h200x2-bench"
+ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+
+
+def committed_logs(path: Path) -> dict[str, str]:
+    """A committed worker-tails-*.txt back into {file name: text} (its `== <path>` headers)."""
+    logs: dict[str, str] = {}
+    name = None
+    for line in path.read_text().splitlines():
+        if line.startswith("== "):
+            name = line[3:].rsplit("/", 1)[-1]
+            logs[name] = ""
+        elif name is not None:
+            logs[name] += line + "\n"
+    return logs
+
+
+# vLLM 0.26's lines as committed (docs/rehearsal/2026-11-30-h200x2-bench/worker-tails-pd-3.txt and
+# worker-tails-colocated-3.txt), the forwarded ones with Ray's colour codes.
+REAL_LINES = [
+    "(Worker pid=5584) INFO 11-30 22:31:31 [gpu_model_runner.py:5347] Model loading took 16.8 GiB memory and "
+    "0.278049 seconds",
+    "(EngineCore pid=5324) \x1b[36m(RayWorkerProc pid=5522)\x1b[0m (Worker pid=5522) INFO 11-30 22:32:44 "
+    "[gpu_worker.py:560] Available KV cache memory: 105.24 GiB",
+    "(EngineCore pid=5324) INFO 11-30 22:32:44 [kv_cache_utils.py:2177] GPU KV cache size: 2,431,906 tokens",
+    "(EngineCore pid=5324) INFO 11-30 22:32:44 [kv_cache_utils.py:2178] Maximum concurrency for 4,096 tokens per "
+    "request: 593.73x",
+    "(Worker pid=4010) INFO 11-30 22:54:06 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. "
+    "Desired GPU memory utilization is (0.9, 125.82 GiB). Actual usage is 16.8 GiB for weight, 3.55 GiB for peak "
+    "activation, 0.22 GiB for non-torch memory, and 0.0 GiB for CUDAGraph memory.",
+]
+
+
+def test_the_committed_lines_give_vllms_exact_figures():
+    for line in REAL_LINES:  # each line is in the committed logs, verbatim
+        plain = line.replace("\x1b[36m", "").replace("\x1b[0m", "")
+        assert any(
+            plain in text.replace("\x1b[36m", "").replace("\x1b[0m", "")
+            for f in BENCH.glob("worker-tails-*.txt")
+            for text in [f.read_text()]
+        ), line
+    assert engine_memory.figures("\n".join(REAL_LINES)) == {
+        "weights_gib": 16.8,
+        "kv_cache_gib": 105.24,
+        "kv_cache_source": "profiled",
+        "kv_cache_tokens": 2431906,
+        "tokens_per_request": 4096,
+        "max_concurrency": 593.73,
+        "gpu_memory_utilization": 0.9,
+        "requested_gib": 125.82,
+    }
+
+
+def test_the_lines_vllm_writes_where_the_committed_runs_wrote_none():
+    # The committed runs are eager (enforce_eager: true: no graphs) with a profiled KV cache; these lines are
+    # vLLM 0.26's format strings filled in (vllm/v1/worker/gpu_model_runner.py "Graph capturing finished in
+    # %.0f secs, took %.2f GiB"; vllm/v1/worker/gpu/model_runner.py "Model loading took %s GiB and %.6f
+    # seconds"; vllm/v1/worker/gpu_worker.py, kv_cache_memory_bytes set).
+    text = (
+        "INFO [gpu_model_runner.py:6845] Graph capturing finished in 7 secs, took 0.45 GiB\n"
+        "INFO [model_runner.py:306] Model loading took 16.8 GiB and 0.412345 seconds\n"
+        "INFO [gpu_worker.py:478] Initial free memory 139.29 GiB, reserved 20.06 GiB memory for KV Cache as "
+        "specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect the "
+        "gpu_memory_utilization config.\n"
+    )
+    assert engine_memory.figures(text) == {
+        "cuda_graph_seconds": 7.0,
+        "cuda_graph_gib": 0.45,
+        "weights_gib": 16.8,
+        "kv_cache_gib": 20.06,
+        "kv_cache_source": "kv_cache_memory_bytes",
+    }
+
+
+def test_each_pd_engine_of_a_committed_run_gets_its_own_figures():
+    found = engine_memory.engines(committed_logs(BENCH / "worker-tails-pd-3.txt"))
+    assert [(e.engine, e.role) for e in found] == [
+        ("Prefill:qwen3_5-9b 4g25mv6m", "prefill"),
+        ("Decode:qwen3_5-9b g61e8ufy", "decode"),
+    ]
+    prefill, decode = found
+    assert prefill == engine_memory.EngineMemory(
+        engine="Prefill:qwen3_5-9b 4g25mv6m",
+        role="prefill",
+        weights_gib=16.8,
+        gpu_memory_utilization=0.9,
+        requested_gib=125.82,
+        kv_cache_gib=105.24,
+        kv_cache_source="profiled",
+        kv_cache_tokens=2431906,
+        max_concurrency=593.73,
+        tokens_per_request=4096,
+    )  # no CUDA graphs: enforce_eager
+    assert prefill.complete
+    # the decode replica's committed tail starts after its KV cache size lines: the weights and KV memory
+    # come from its worker's own file (RayWorkerProc pid=5584), the token figures are not there
+    assert (decode.weights_gib, decode.kv_cache_gib, decode.kv_cache_tokens, decode.max_concurrency) == (
+        16.8,
+        105.24,
+        None,
+        None,
+    )
+    assert not decode.complete
+
+
+def test_colocated_replicas_are_told_apart():
+    found = engine_memory.engines(committed_logs(BENCH / "worker-tails-colocated-3.txt"))
+    assert [(e.engine, e.role, e.kv_cache_tokens) for e in found] == [
+        ("LLMServer:qwen3_5-9b cx6nd4kg", "replica", 2431906),
+        ("LLMServer:qwen3_5-9b ss1lemxy", "replica", 2431906),
+    ]
+
+
+def test_a_log_without_the_lines_gives_none_and_no_crash():
+    logs = {
+        "worker-aa-01000000-11.out": ":actor_name:ServeReplica:llm:Prefill:qwen3_5-9b\n"
+        "(EngineCore pid=12) INFO Initializing a V1 LLM engine (v0.26.0)\n",
+        "worker-aa-01000000-11.err": "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out\n",
+        "worker-bb-ffffffff-9.out": ":actor_name:ServeReplica:llm:OpenAiIngress\n",
+    }
+    (engine,) = engine_memory.engines(logs)
+    assert engine == engine_memory.EngineMemory(engine="Prefill:qwen3_5-9b pid 11", role="prefill")
+    assert engine.summary() == "weights ?, KV cache ?, ? tokens, concurrency ?, CUDA graphs: none logged"
+    assert not engine.complete
+    assert engine_memory.engines({}) == [] and engine_memory.figures("") == {}
+    assert engine_memory.engines({"worker-x.out": "GPU KV cache size: not a number tokens\n"}) == []
+
+
+def test_the_report_gets_one_entry_per_engine():
+    report = Report("rehearse", "dev")
+    memory = checks.engine_memory(report, committed_logs(BENCH / "worker-tails-pd-3.txt"))
+    prefill, decode = report.checks
+    assert (prefill.name, prefill.status) == ("engine memory (Prefill:qwen3_5-9b 4g25mv6m)", "pass")
+    assert prefill.detail == (
+        "weights 16.8 GiB, budget 0.9 = 125.82 GiB, KV cache 105.24 GiB, 2,431,906 tokens, "
+        "593.73x requests of 4,096 tokens, CUDA graphs: none logged"
+    )
+    assert prefill.data["kv_cache_tokens"] == 2431906 and prefill.data["weights_gib"] == 16.8
+    assert (decode.name, decode.status) == ("engine memory (Decode:qwen3_5-9b g61e8ufy)", "warn")
+    assert [m["engine"] for m in memory] == ["Prefill:qwen3_5-9b 4g25mv6m", "Decode:qwen3_5-9b g61e8ufy"]
+    empty = Report("rehearse", "dev")
+    assert checks.engine_memory(empty, {}) == [] and [(c.name, c.status) for c in empty.checks] == [
+        ("engine memory", "warn")
+    ]
+
+
+class FakeHead:
+    """RayHead with the committed worker logs of the PD run in its log folder."""
+
+    def __init__(self, *, num_gpus, env, temp_dir, metrics_port=8080, **kwargs):
+        self.temp_dir = Path(temp_dir)
+        logs = self.temp_dir / "session_latest" / "logs"
+        logs.mkdir(parents=True)
+        for name, text in committed_logs(BENCH / "worker-tails-pd-3.txt").items():
+            (logs / name).write_text(text)
+
+    def start(self):
+        pass
+
+    def wait_for_dashboard(self):
+        pass
+
+    def deploy(self, config):
+        pass
+
+    def stop(self):
+        pass
+
+
+@pytest.fixture
+def fake_stack(monkeypatch):
+    monkeypatch.setattr(ray_cluster, "RayHead", FakeHead)
+    monkeypatch.setattr(ray_cluster, "wait_until_running", lambda *args, **kwargs: None)
+    monkeypatch.setattr(checks, "openai", lambda report, base, model: report.add("GET /v1/models", "pass", "ok"))
+    monkeypatch.setattr(checks, "token_field_probe", lambda report, base, model: None)
+    monkeypatch.setattr(checks, "nixl_transport", lambda report, logs, expect_efa: None)
+    monkeypatch.setattr(cli, "_scrape_metrics", lambda path, say: None)
+
+
+def _args(tmp_path, **extra):
+    import argparse
+
+    values = dict(
+        stage="dev",
+        config_dir="config",
+        mode="pd",
+        weights=None,
+        bench=False,
+        profile=[],
+        levels=None,
+        requests_per_stream=None,
+        level_seconds=None,
+        budget=None,
+        deploy_timeout=5,
+        gpus=None,
+        out=str(tmp_path / "out"),
+        aiperf=None,
+        client_pythonpath=None,
+        calibrate=False,
+        share_gpus=True,
+        emulate_node=True,
+        kv_cache_bytes=2113009755,
+    )
+    values.update(extra)
+    return argparse.Namespace(**values)
+
+
+def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fake_stack, monkeypatch):
+    seen = {}
+
+    def bench(*args, **kwargs):
+        seen.update(kwargs)
+        return tmp_path / "run.json"
+
+    monkeypatch.setattr(cli, "_bench", bench)
+    model = tmp_path / "model"
+    model.mkdir()
+    lines: list[str] = []
+    report, run = cli.rehearse_mode(
+        dev,
+        _args(tmp_path, bench=True),
+        mode="pd",
+        host=ONE_H200,
+        model=model,
+        real_weights=False,
+        out=tmp_path / "out",
+        deadline=None,
+        say=lines.append,
+    )
+    assert run == tmp_path / "run.json"
+    written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
+    entries = {c["name"]: c for c in written["checks"] if c["name"].startswith("engine memory")}
+    assert list(entries) == [
+        "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",
+        "engine memory (Decode:qwen3_5-9b g61e8ufy)",
+    ]
+    assert entries["engine memory (Prefill:qwen3_5-9b 4g25mv6m)"]["data"]["kv_cache_gib"] == 105.24
+    # the same figures go to the benchmark's results (settings.rehearsal.engine_memory)
+    assert [m["engine"] for m in seen["engine_memory"]] == ["Prefill:qwen3_5-9b 4g25mv6m", "Decode:qwen3_5-9b g61e8ufy"]
+    assert "  label: L4 memory budget on an H200: memory emulated, speed is the H200's" in lines
+
+
+def test_a_stack_that_never_came_up_still_reports_what_the_engines_logged(tmp_path, dev, fake_stack, monkeypatch):
+    def fail(*args, **kwargs):
+        raise ray_cluster.RayError("application 'llm' DEPLOY_FAILED")
+
+    monkeypatch.setattr(ray_cluster, "wait_until_running", fail)
+    model = tmp_path / "model"
+    model.mkdir()
+    report, run = cli.rehearse_mode(
+        dev,
+        _args(tmp_path),
+        mode="pd",
+        host=ONE_H200,
+        model=model,
+        real_weights=False,
+        out=tmp_path / "out",
+        deadline=None,
+        say=lambda line: None,
+    )
+    assert not report.ok and run is None
+    names = [c["name"] for c in json.loads((tmp_path / "out" / "report-pd.json").read_text())["checks"]]
+    assert names == [
+        "application RUNNING",
+        "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",
+        "engine memory (Decode:qwen3_5-9b g61e8ufy)",
+    ]

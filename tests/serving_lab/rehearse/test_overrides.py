@@ -1,0 +1,181 @@
+"""The rehearsal plan: the stage's own serveConfigV2 with only the listed overrides, for dev and prod,
+PD and colocated (snapshots in tests/snapshots/<stage>/rehearsal-<mode>.json show what differs)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charts.ray_pods import worker_environment
+from charts.serve_config import build_serve_config
+from serving_lab.rehearse import overrides
+from serving_lab.rehearse.host import Gpu, Host
+
+from ...helpers import ROOT
+
+H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
+L4_PAIR_WITH_EFA = Host(gpus=(Gpu("NVIDIA L4", 23034, "8.9"),) * 2, efa_devices=("rdmap0s6",))
+MODEL = Path("/models/qwen3.5-9b")
+
+
+def differences(before: Any, after: Any, path: str = "") -> set[str]:
+    """Every path where two JSON documents differ (a key present on one side only counts too)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        found = set()
+        for key in before.keys() | after.keys():
+            where = f"{path}.{key}" if path else key
+            if key not in before or key not in after:
+                found.add(where)
+            else:
+                found |= differences(before[key], after[key], where)
+        return found
+    if (
+        isinstance(before, list)
+        and isinstance(after, list)
+        and len(before) == len(after)
+        and all(isinstance(b, dict) for b in before)
+    ):
+        found = set()
+        for index, (b, a) in enumerate(zip(before, after)):
+            found |= differences(b, a, f"{path}[{index}]")
+        return found
+    return set() if before == after else {path}
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_only_the_listed_fields_differ_from_the_stages_serve_config(stages, stage, mode):
+    cfg = stages[stage]
+    plan = overrides.plan(cfg, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    serving = cfg.serving.model_copy(update={"mode": mode})
+    listed = {o.path for o in plan.overrides if o.path.startswith("applications")}
+    assert differences(build_serve_config(serving), plan.serve_config) == listed
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_rehearsal_plan_snapshot(stages, stage, mode):
+    # Reviewers see how a rehearsal differs from what EKS runs (UPDATE_SNAPSHOTS=1 rewrites them).
+    plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    text = json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n"
+    snapshot = ROOT / "tests" / "snapshots" / stage / f"rehearsal-{mode}.json"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        snapshot.write_text(text)
+    assert snapshot.exists(), f"no snapshot {snapshot}: run with UPDATE_SNAPSHOTS=1"
+    assert text == snapshot.read_text()
+
+
+def test_the_engines_get_the_worker_pods_environment(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    pod_env = {e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=False)}
+    for name, value in pod_env.items():
+        assert plan.env[name] == (value if value != "status.podIP" else "127.0.0.1"), name
+    assert set(plan.env) == set(pod_env) | set(overrides.OFFLINE)
+
+
+def test_no_efa_device_means_ucx_and_no_fi_provider(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    for side in ("prefill_config", "decode_config"):
+        assert args[side]["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"] == {"backends": ["UCX"]}
+    assert "FI_PROVIDER" not in plan.env
+
+
+def test_an_efa_host_keeps_libfabric_and_sets_fi_provider(dev):
+    plan = overrides.plan(dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    assert args["prefill_config"]["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"] == {
+        "backends": ["LIBFABRIC"]
+    }
+    assert plan.env["FI_PROVIDER"] == "efa"
+    # an L4 (compute 8.9) takes FlashInfer's GDN path: no backend override
+    assert "gdn_prefill_backend" not in args["prefill_config"]["engine_kwargs"]
+
+
+def test_real_weights_are_not_replaced_by_dummy_ones(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=True)
+    kwargs = plan.serve_config["applications"][0]["args"]["prefill_config"]["engine_kwargs"]
+    assert "load_format" not in kwargs and "language_model_only" not in kwargs
+
+
+def test_a_stage_that_sets_the_gdn_backend_keeps_its_own(tmp_path):
+    from ...helpers import config_with
+
+    cfg = config_with(tmp_path, serving={"engine": {"gdn_prefill_backend": "triton"}})
+    plan = overrides.plan(cfg, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    assert not [o for o in plan.overrides if o.path.endswith("gdn_prefill_backend")]
+
+
+def test_the_gpu_count_comes_from_the_host_and_must_fit(dev):
+    assert overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False).num_gpus == 2
+    one = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+    with pytest.raises(
+        overrides.PlanError, match=r"config/dev.yaml: serving: needs at least 2 GPUs .* this host has 1"
+    ):
+        overrides.plan(dev, mode="pd", host=one, model_dir=MODEL, real_weights=False)
+
+
+def test_autoscaling_is_capped_to_the_hosts_gpus(stages):
+    plan = overrides.plan(stages["prod"], mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    assert [args[s]["deployment_config"]["autoscaling_config"] for s in ("prefill_config", "decode_config")] == [
+        {"min_replicas": 1, "max_replicas": 1},
+        {"min_replicas": 1, "max_replicas": 1},
+    ]
+    four = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 4, efa_devices=())
+    plan = overrides.plan(stages["prod"], mode="pd", host=four, model_dir=MODEL, real_weights=False)
+    assert not [o for o in plan.overrides if "autoscaling" in o.path]  # 2 + 2 fit on 4
+
+
+def test_every_override_is_printed_with_its_reason(dev):
+    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    for override in plan.overrides:
+        line = override.line()
+        assert line.startswith(f"override {override.path}: ") and "(" in line and override.reason in line
+
+
+def test_share_gpus_runs_the_engines_side_by_side_with_their_share_of_memory(dev):
+    one = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+    plan = overrides.plan(dev, mode="pd", host=one, model_dir=MODEL, real_weights=False, share_gpus=True)
+    assert plan.num_gpus == 1 and "CUDA_VISIBLE_DEVICES" not in plan.env
+    for side in ("prefill_config", "decode_config"):
+        llm = plan.serve_config["applications"][0]["args"][side]
+        assert llm["placement_group_config"] == {"bundle_per_worker": {"GPU": 0.5}}  # two engines, one GPU
+        kwargs = llm["engine_kwargs"]
+        assert kwargs["gpu_memory_utilization"] == 0.42  # 0.90 / 2, less a margin: the two fit together
+        assert kwargs["kv_cache_memory_bytes"] == int(143771 * 2**20 * overrides.SHARED_KV_CACHE_FRACTION)
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    LLMConfig.model_validate(llm)  # Ray's own model takes the shared placement
+
+
+def test_pd_engines_on_one_host_get_distinct_tcpstore_port_bases(dev):
+    # Both engines would otherwise probe port 100 (vLLM's ray_executor_v2 `_select_tcpstore_port`) and
+    # one fail with EADDRINUSE, as seen on the H200 pair.
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    ports = [
+        args[side]["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"] for side in ("prefill_config", "decode_config")
+    ]
+    assert ports == ["29500", "29550"]
+
+
+def test_one_engine_config_gets_no_port_base(dev):
+    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    (llm,) = plan.serve_config["applications"][0]["args"]["llm_configs"]
+    assert "runtime_env" not in llm
+
+
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
+    # Ray 2.58's LLMConfig forbids unknown keys: every override lands on a field Ray knows.
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    plan = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    for llm in args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]:
+        assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")

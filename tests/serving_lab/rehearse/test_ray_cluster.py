@@ -1,0 +1,204 @@
+"""Ray's lifecycle on the rehearsal host: the command lines, the KubeRay-style deploy and status
+polling, and that Ray is stopped whatever happens."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from serving_lab.rehearse import ray_cluster
+
+# The shape of GET /api/serve/applications/ (ray/serve/schema.py ServeInstanceDetails -> ApplicationDetails ->
+# DeploymentDetails), trimmed to the fields `summarize` reads; test_the_fields_read_are_rays_own checks them.
+DEPLOYING = {
+    "applications": {
+        "llm": {
+            "status": "DEPLOYING",
+            "message": "",
+            "deployments": {
+                "PDProxyServer:qwen3_5-9b": {
+                    "status": "HEALTHY",
+                    "target_num_replicas": 1,
+                    "replicas": [{"state": "RUNNING"}],
+                },
+                "Prefill:qwen3_5-9b": {
+                    "status": "UPDATING",
+                    "target_num_replicas": 1,
+                    "replicas": [{"state": "STARTING"}],
+                },
+                "Decode:qwen3_5-9b": {
+                    "status": "UPDATING",
+                    "target_num_replicas": 1,
+                    "replicas": [{"state": "STARTING"}],
+                    "recent_dead_replicas": [{"state": "STOPPING"}],
+                },
+            },
+        }
+    }
+}
+RUNNING = {
+    "applications": {
+        "llm": {
+            "status": "RUNNING",
+            "message": "",
+            "deployments": {
+                "Prefill:qwen3_5-9b": {
+                    "status": "HEALTHY",
+                    "target_num_replicas": 1,
+                    "replicas": [{"state": "RUNNING"}],
+                }
+            },
+        }
+    }
+}
+FAILED = {
+    "applications": {"llm": {"status": "DEPLOY_FAILED", "message": "EngineDeadError:\n  boom", "deployments": {}}}
+}
+
+
+class Recorder:
+    def __init__(self, returncode: int = 0, stderr: str = ""):
+        self.calls: list[list[str]] = []
+        self.envs: list[dict] = []
+        self.returncode, self.stderr = returncode, stderr
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(list(argv))
+        self.envs.append(kwargs.get("env") or {})
+        return subprocess.CompletedProcess(argv, self.returncode if argv[3] == "start" else 0, "", self.stderr)
+
+
+def test_ray_starts_like_kuberay_starts_the_head_but_on_loopback(tmp_path):
+    argv = ray_cluster.start_command(num_gpus=2, temp_dir=tmp_path / "ray", python="/usr/bin/python3")
+    assert argv[:4] == ["/usr/bin/python3", "-m", "ray.scripts.scripts", "start"]
+    assert {
+        "--head",
+        "--num-gpus=2",
+        "--node-ip-address=127.0.0.1",
+        "--dashboard-host=127.0.0.1",
+        "--dashboard-port=8265",
+        "--metrics-export-port=8080",
+        "--disable-usage-stats",
+        f"--temp-dir={tmp_path / 'ray'}",
+    } == set(argv[4:])
+    assert ray_cluster.stop_command("/usr/bin/python3") == [
+        "/usr/bin/python3",
+        "-m",
+        "ray.scripts.scripts",
+        "stop",
+        "--force",
+    ]
+
+
+def test_the_engines_environment_goes_to_ray_start(tmp_path):
+    run = Recorder()
+    head = ray_cluster.RayHead(num_gpus=2, env={"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}, temp_dir=tmp_path, run=run)
+    head.start()
+    assert run.envs[0]["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS" and run.envs[0]["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+def test_a_failed_start_still_stops_ray_once(tmp_path):
+    run = Recorder(returncode=1, stderr="some detail\nValueError: port 8265 already in use\n")
+    head = ray_cluster.RayHead(num_gpus=2, env={}, temp_dir=tmp_path, run=run)
+    with pytest.raises(
+        ray_cluster.RayError, match=r"ray start failed \(exit 1\): ValueError: port 8265 already in use"
+    ):
+        head.start()
+    head.stop()
+    head.stop()
+    assert [call[3] for call in run.calls] == ["start", "stop"]
+
+
+def test_a_head_never_started_is_not_stopped(tmp_path):
+    run = Recorder()
+    ray_cluster.RayHead(num_gpus=2, env={}, temp_dir=tmp_path, run=run).stop()
+    assert run.calls == []
+
+
+def test_progress_names_each_deployment_and_its_replicas():
+    status, line = ray_cluster.summarize(DEPLOYING, "llm")
+    assert status == "DEPLOYING"
+    assert line == (
+        "Decode:qwen3_5-9b UPDATING 0/1 (STARTING), 1 replaced, PDProxyServer:qwen3_5-9b HEALTHY 1/1, "
+        "Prefill:qwen3_5-9b UPDATING 0/1 (STARTING)"
+    )
+    assert ray_cluster.summarize({"applications": {}}, "llm") == ("NOT_STARTED", "application not created yet")
+
+
+def test_the_fields_read_are_rays_own():
+    # The first H200 runs printed "0/0" for every deployment: an invented field name (replica_states).
+    from ray.serve.schema import ApplicationDetails, DeploymentDetails, ReplicaDetails, ServeInstanceDetails
+
+    assert "applications" in ServeInstanceDetails.model_fields
+    assert {"status", "message", "deployments"} <= ApplicationDetails.model_fields.keys()
+    assert {
+        "status",
+        "target_num_replicas",
+        "replicas",
+        "recent_dead_replicas",
+    } <= DeploymentDetails.model_fields.keys()
+    assert "state" in ReplicaDetails.model_fields
+
+
+class FakeHead:
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def status(self):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def test_waiting_polls_until_running_and_reports_the_time():
+    clock = iter([0, 0, 10, 20, 20])
+    lines = []
+    elapsed = ray_cluster.wait_until_running(
+        FakeHead([DEPLOYING, DEPLOYING, RUNNING]),
+        "llm",
+        timeout=100,
+        progress=lines.append,
+        clock=lambda: next(clock),
+        sleep=lambda s: None,
+    )
+    assert elapsed == 20 and len(lines) == 3 and lines[-1].startswith("[   20 s] llm RUNNING")
+
+
+def test_a_failed_deploy_is_one_line_with_rays_message():
+    clock = iter([0, 5])
+    with pytest.raises(ray_cluster.RayError) as error:
+        ray_cluster.wait_until_running(
+            FakeHead([FAILED]),
+            "llm",
+            timeout=100,
+            progress=lambda line: None,
+            clock=lambda: next(clock),
+            sleep=lambda s: None,
+        )
+    assert str(error.value) == "application llm is DEPLOY_FAILED after 5 s: no deployments yet: EngineDeadError: boom"
+
+
+def test_waiting_gives_up_at_the_timeout():
+    clock = iter([0, 50, 100])
+    with pytest.raises(ray_cluster.RayError, match="not RUNNING within 90 s"):
+        ray_cluster.wait_until_running(
+            FakeHead([DEPLOYING]),
+            "llm",
+            timeout=90,
+            progress=lambda line: None,
+            clock=lambda: next(clock),
+            sleep=lambda s: None,
+        )
+
+
+def test_worker_logs_are_read_from_the_session(tmp_path):
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "worker-1.err").write_text("Backend UCX was instantiated\n")
+    (logs / "raylet.out").write_text("not a worker\n")
+    assert ray_cluster.worker_logs(tmp_path) == {"worker-1.err": "Backend UCX was instantiated\n"}
+
+
+def test_an_unreachable_dashboard_is_one_line(tmp_path):
+    head = ray_cluster.RayHead(num_gpus=0, env={}, temp_dir=tmp_path, dashboard="http://127.0.0.1:9")
+    with pytest.raises(ray_cluster.RayError, match=r"^GET /api/serve/applications/: cannot reach the Ray dashboard"):
+        head.status()
