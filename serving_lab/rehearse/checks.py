@@ -76,14 +76,21 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
 
 
 def stream_chat(
-    base: str, model: str, *, max_tokens: int, field: str = "max_tokens", ignore_eos: bool = False, timeout: float = 300
+    base: str,
+    model: str,
+    *,
+    max_tokens: int,
+    field: str = "max_tokens",
+    ignore_eos: bool = False,
+    timeout: float = 300,
+    prompt: str = PROMPT,
 ) -> dict[str, Any]:
     """One streaming chat completion: time to first token, tokens (chunks with content), total time. The
     events are read as they arrive (ops.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
     for the whole answer; a redirect is not followed (HttpFailure)."""
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": PROMPT}],
+        "messages": [{"role": "user", "content": prompt}],
         field: max_tokens,
         "temperature": 0,
         "stream": True,
@@ -260,3 +267,30 @@ def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> 
             **engine.to_json(),
         )
     return [engine.to_json() for engine in found]
+
+
+def probe_prompt(index: int, words: int = 120) -> str:
+    """A prompt of about 250 tokens that no other request shares (prefix caching cannot shorten its prefill)."""
+    return f"Request {index}: " + " ".join(f"w{(index * 7919 + j * 104729) % 100003}" for j in range(words))
+
+
+def ttft_phases(report: Report, base: str, model: str, scrape, *, requests: int = 12, max_tokens: int = 16):
+    """One stream at a time: the client's TTFT beside the engines' own phases (serving_lab/rehearse/phases.py)."""
+    from . import phases
+
+    sent = iter(range(requests))
+
+    def send() -> float:
+        result = stream_chat(base, model, max_tokens=max_tokens, ignore_eos=True, prompt=probe_prompt(next(sent)))
+        if result["ttft_s"] is None:
+            raise HttpFailure("a probe request streamed no token")
+        return result["ttft_s"]
+
+    try:
+        found = phases.probe(scrape, send, requests=requests)
+    except (*FAILURES, phases.ScrapeError) as exc:
+        report.add("TTFT phases", "warn", _error(exc))
+        return None
+    status = "pass" if found.engines else "warn"
+    report.add("TTFT phases", status, "; ".join(found.lines()), **found.to_json())
+    return found

@@ -30,7 +30,7 @@ from ops.report import Report
 from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import report as bench_report
 
-from . import checks, overrides, ray_cluster
+from . import checks, overrides, phases, ray_cluster
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,6 +128,15 @@ def add_parser(sub) -> None:
         help="--share-gpus --emulate-node: each engine's KV cache, as one engine alone found it on the "
         "emulated budget (vLLM's start-up line '--kv-cache-memory=N'); engines sharing a GPU "
         "cannot profile it side by side",
+    )
+    cmd.add_argument(
+        "--ttft-phases",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the checks, N sequential ~250-token streams with the engines' metrics scraped before and "
+        "after: the time to first token phase by phase (engine queue, prefill, NIXL, decode, Serve), "
+        "written to ttft-phases-MODE.json (about 25 s more)",
     )
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
@@ -238,6 +247,12 @@ def rehearse_mode(
             report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
         memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
         _scrape_metrics(out / f"metrics-{mode}.txt", say)
+        if getattr(args, "ttft_phases", 0):
+            found = checks.ttft_phases(report, base, cfg.serving.model.id, _metrics_text, requests=args.ttft_phases)
+            if found is not None:
+                (out / f"ttft-phases-{mode}.json").write_text(json.dumps(found.to_json(), indent=1) + "\n")
+                for line in found.lines():
+                    say(f"  TTFT phases: {line}")
         if args.bench and report.ok:
             run_path = _bench(
                 cfg,
@@ -268,20 +283,27 @@ def rehearse_mode(
     return report, run_path
 
 
-def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
-    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series): the names, for the dashboard. Read
-    with ops.kube.fetch: at most METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped)."""
+def _metrics_text() -> str:
+    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series), read with ops.kube.fetch: at most
+    METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped). phases.ScrapeError: one line."""
     url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
     try:
         answer = fetch(url, timeout=30, limit=METRICS_LIMIT)
     except (OSError, AnswerTooLarge, DeadlineExceeded) as exc:
-        say(f"metrics: not scraped ({exc})")
-        return
+        raise phases.ScrapeError(f"metrics: not scraped ({exc})") from None
     if answer.redirect or not 200 <= answer.status < 300:
         why = redirected(answer, url) if answer.redirect else f"HTTP Error {answer.status}: {answer.reason}"
-        say(f"metrics: not scraped ({why})")
+        raise phases.ScrapeError(f"metrics: not scraped ({why})")
+    return answer.body.decode(errors="replace")
+
+
+def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
+    """The series names on the head's metrics endpoint, for the dashboard."""
+    try:
+        text = _metrics_text()
+    except phases.ScrapeError as exc:
+        say(str(exc))
         return
-    text = answer.body.decode(errors="replace")
     names = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})
     path.write_text("\n".join(names) + "\n")
     say(f"metrics: {len(names)} series names from :{METRICS_PORT}/metrics -> {path}")
