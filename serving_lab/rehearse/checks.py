@@ -274,23 +274,26 @@ def probe_prompt(index: int, words: int = 120) -> str:
     return f"Request {index}: " + " ".join(f"w{(index * 7919 + j * 104729) % 100003}" for j in range(words))
 
 
-def ttft_phases(report: Report, base: str, model: str, scrape, *, requests: int = 12, max_tokens: int = 16):
-    """One stream at a time: the client's TTFT beside the engines' own phases (serving_lab/rehearse/phases.py)."""
+def ttft_phases(
+    report: Report, base: str, model: str, scrape, *, requests: int = 12, concurrency: int = 1, max_tokens: int = 16
+):
+    """`requests` streams, `concurrency` at a time: the client's TTFT beside the engines' own phases
+    (serving_lab/rehearse/phases.py)."""
     from . import phases
 
-    sent = iter(range(requests))
-
-    def send() -> float:
-        result = stream_chat(base, model, max_tokens=max_tokens, ignore_eos=True, prompt=probe_prompt(next(sent)))
+    def send(index: int) -> float:
+        prompt = probe_prompt(index + 1000 * concurrency)
+        result = stream_chat(base, model, max_tokens=max_tokens, ignore_eos=True, prompt=prompt)
         if result["ttft_s"] is None:
             raise HttpFailure("a probe request streamed no token")
         return result["ttft_s"]
 
+    name = f"TTFT phases, {concurrency} stream{'s' if concurrency > 1 else ''} at a time"
     try:
-        found = phases.probe(scrape, send, requests=requests)
+        found = phases.probe(scrape, send, requests=requests, concurrency=concurrency)
     except (*FAILURES, phases.ScrapeError) as exc:
-        report.add("TTFT phases", "warn", _error(exc))
+        report.add(name, "warn", _error(exc))
         return None
     status = "pass" if found.engines else "warn"
-    report.add("TTFT phases", status, "; ".join(found.lines()), **found.to_json())
+    report.add(name, status, "; ".join(found.lines()), **found.to_json())
     return found

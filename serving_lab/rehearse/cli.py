@@ -134,9 +134,9 @@ def add_parser(sub) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="after the checks, N sequential ~250-token streams with the engines' metrics scraped before and "
-        "after: the time to first token phase by phase (engine queue, prefill, NIXL, decode, Serve), "
-        "written to ttft-phases-MODE.json (about 25 s more)",
+        help="after the checks, N ~250-token streams one at a time, then N 16 at a time, with the engines' "
+        "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
+        "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
     )
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
@@ -248,11 +248,16 @@ def rehearse_mode(
         memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
         _scrape_metrics(out / f"metrics-{mode}.txt", say)
         if getattr(args, "ttft_phases", 0):
-            found = checks.ttft_phases(report, base, cfg.serving.model.id, _metrics_text, requests=args.ttft_phases)
-            if found is not None:
-                (out / f"ttft-phases-{mode}.json").write_text(json.dumps(found.to_json(), indent=1) + "\n")
-                for line in found.lines():
-                    say(f"  TTFT phases: {line}")
+            rounds = []
+            for streams in (1, 16):  # one stream, then the bench's 16-stream level
+                found = checks.ttft_phases(
+                    report, base, cfg.serving.model.id, _metrics_text, requests=args.ttft_phases, concurrency=streams
+                )
+                if found is not None:
+                    rounds.append(found.to_json())
+                    for line in found.lines():
+                        say(f"  TTFT phases ({streams} at a time): {line}")
+            (out / f"ttft-phases-{mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
         if args.bench and report.ok:
             run_path = _bench(
                 cfg,

@@ -25,6 +25,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +86,7 @@ class Breakdown:
     engines: list[dict[str, Any]] = field(default_factory=list)  # one per vLLM engine that served the probe
     deployments: dict[str, float] = field(default_factory=dict)  # Serve deployment -> mean handler ms
     complete: bool = True  # every engine counted exactly the probe's requests
+    concurrency: int = 1  # requests in flight at once
     note: str = ""
 
     def outside_engines_s(self) -> float | None:
@@ -101,6 +103,7 @@ class Breakdown:
         return {
             "outside_engines_s": round(outside, 4) if outside is not None else None,
             "requests": len(self.client_ttft_s),
+            "concurrency": self.concurrency,
             "client_ttft_s": [round(x, 4) for x in self.client_ttft_s],
             "client_ttft_median_s": round(statistics.median(self.client_ttft_s), 4) if self.client_ttft_s else None,
             "engines": self.engines,
@@ -114,7 +117,7 @@ class Breakdown:
         if self.client_ttft_s:
             out.append(
                 f"client TTFT median {statistics.median(self.client_ttft_s) * 1000:.1f} ms over "
-                f"{len(self.client_ttft_s)} sequential streams"
+                f"{len(self.client_ttft_s)} streams, {self.concurrency} at a time"
             )
         for engine in self.engines:
             phases = ", ".join(
@@ -196,17 +199,24 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
 
 def probe(
     scrape: Callable[[], str],
-    send: Callable[[], float],
+    send: Callable[[int], float],
     *,
     requests: int,
+    concurrency: int = 1,
     wait: Callable[[float], None] = time.sleep,
     export_wait_s: float | None = None,
 ) -> Breakdown:
-    """Scrape, send `requests` streaming requests one after another (each returns its TTFT), scrape again
-    once Ray has exported them, and break the TTFT down."""
+    """Scrape, send `requests` streaming requests, `concurrency` at a time (send(i) returns request i's TTFT),
+    scrape again once Ray has exported them, and break the TTFT down."""
     export_wait_s = EXPORT_WAIT_S if export_wait_s is None else export_wait_s
-    wait(export_wait_s)  # the checks' requests before it are exported before the first scrape
+    wait(export_wait_s)  # the requests before it are exported before the first scrape
     before = scrape()
-    ttfts = [send() for _ in range(requests)]
+    if concurrency <= 1:
+        ttfts = [send(i) for i in range(requests)]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            ttfts = list(pool.map(send, range(requests)))
     wait(export_wait_s)
-    return breakdown(before, scrape(), ttfts)
+    found = breakdown(before, scrape(), ttfts)
+    found.concurrency = concurrency
+    return found

@@ -97,12 +97,12 @@ def test_the_probe_scrapes_after_the_export_wait_then_sends_then_waits_again():
     events = []
     found = phases.probe(
         scrape=lambda: events.append("scrape") or "",
-        send=lambda: events.append("send") or 0.25,
+        send=lambda i: events.append(f"send {i}") or 0.25,
         requests=3,
         wait=lambda seconds: events.append(f"wait {seconds:g}"),
         export_wait_s=12,
     )
-    assert events == ["wait 12", "scrape", "send", "send", "send", "wait 12", "scrape"]
+    assert events == ["wait 12", "scrape", "send 0", "send 1", "send 2", "wait 12", "scrape"]
     assert found.client_ttft_s == [0.25, 0.25, 0.25]
     assert found.engines == []
 
@@ -130,3 +130,11 @@ def test_the_check_reports_the_phases_and_a_stream_without_tokens_as_a_warning(m
     (row,) = report.checks
     assert row.status == "warn"
     assert "streamed no token" in row.detail
+
+
+def test_a_concurrent_round_sends_every_request_once_and_records_its_concurrency():
+    sent = []
+    found = phases.probe(lambda: "", lambda i: sent.append(i) or 0.5, requests=16, concurrency=16, export_wait_s=0)
+    assert sorted(sent) == list(range(16))
+    assert found.concurrency == 16
+    assert found.to_json()["concurrency"] == 16
