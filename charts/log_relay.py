@@ -22,11 +22,12 @@ files already there when it starts are followed from their end (its comment says
 appears later, or a new file under a followed name (another inode: rotated), is read from its start, after
 what is left of the old one, which it still holds open; a file shorter than what was read (truncated) is
 read again from its start.
+
+The relay's container, its volume and mounts are built with the other pod parts, typed, in charts/ray_pods.py
+(`relay_container`, `ray_logs_volume`, `ray_logs_mount`).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 CONTAINER = "ray-log-relay"
 VOLUME = "ray-logs"
@@ -195,27 +196,3 @@ while True:
     sys.stdout.flush()
     time.sleep(POLL)
 """
-
-
-def ray_logs_volume() -> dict[str, Any]:
-    return {"name": VOLUME, "emptyDir": {}}
-
-
-def ray_logs_mount(*, read_only: bool = False) -> dict[str, Any]:
-    return {"name": VOLUME, "mountPath": RAY_TMP, **({"readOnly": True} if read_only else {})}
-
-
-def relay_container(image: str) -> dict[str, Any]:
-    """The relay: the Ray image's Python, no privileges, a read-only view of /tmp/ray."""
-    return {
-        "name": CONTAINER,
-        "image": image,
-        "command": ["python3", "-B", "-u", "-c", RELAY_PROGRAM],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [ray_logs_mount(read_only=True)],
-    }

@@ -1,19 +1,78 @@
-"""The Ray head and GPU worker pod templates, as plain dicts (shared by the chart and the scanners)."""
+"""The Ray head and GPU worker pod templates (shared by the chart and the scanners), built from cdk8s-plus-28's
+typed core structs (`k8s.PodTemplateSpec`, `k8s.Container`, `k8s.Volume`, `k8s.Quantity`, ...): a misspelt or
+mistyped field is a TypeError where it is written, not a field the API server drops. The RayService is a CRD
+with a plain-dict spec (charts/inference.py), so each template is serialised by the library to the plain JSON
+that spec embeds (`plain_template`)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from cdk8s_plus_28 import k8s
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
 from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
 
-from .log_relay import ray_logs_mount, ray_logs_volume, relay_container
+from .log_relay import CONTAINER as RELAY_CONTAINER
+from .log_relay import RAY_TMP, RELAY_PROGRAM
+from .log_relay import VOLUME as RAY_LOGS_VOLUME
 
-PRE_STOP = {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"
+PART_OF = "app.kubernetes.io/part-of"
+
+Struct = TypeVar("Struct")
+_WRITTEN = "_fields_as_written"  # on each struct built by `typed`: its fields, in the order written
+
+
+def typed(struct: Callable[..., Struct], /, **fields: Any) -> Struct:
+    """`struct(**fields)`: a misspelt or mistyped field (`securityContex=`) is a TypeError here. Remembers the
+    order the fields are written in: the rendered YAML lists them so (`plain_template`), as it always has."""
+    built = struct(**fields)
+    setattr(built, _WRITTEN, tuple(name for name, value in fields.items() if value is not None))
+    return built
+
+
+def plain_template(template: k8s.PodTemplateSpec) -> dict[str, Any]:
+    """The template as the plain JSON the RayService embeds, serialised by the library: `KubePodTemplate.manifest`
+    ("Renders a Kubernetes manifest ... This can be used to inline resource manifests inside other objects (e.g.
+    as templates)", cdk8s_plus_28/k8s/__init__.py), which runs the generated `toJson_KubePodTemplateProps`
+    (lib/imports/k8s.js in cdk8s_plus_28/_jsii/cdk8s-plus-28@2.5.6.jsii.tgz): Kubernetes' own field names
+    (`hostIP`, not `hostIp`), a Quantity or IntOrString as its value, unset fields left out. That lists each
+    object's fields alphabetically; `_as_written` puts them back in the order they were written (`typed`)."""
+    return _as_written(k8s.KubePodTemplate.manifest(template=template)["template"], template)
+
+
+def plain_container(container: k8s.Container) -> dict[str, Any]:
+    """One container as plain JSON: serialised inside a template (`plain_template`), the one way the library has."""
+    template = k8s.PodTemplateSpec(spec=k8s.PodSpec(containers=[container]))
+    return plain_template(template)["spec"]["containers"][0]
+
+
+def _key(name: str) -> str:
+    """A field's Python name (`host_ip`, `se_linux_options`) and its Kubernetes name (`hostIP`, `seLinuxOptions`)
+    meet here."""
+    return name.replace("_", "").lower()
+
+
+def _as_written(value: Any, struct: Any) -> Any:
+    """`value`, the library's JSON for `struct`, with each struct's fields in the order `typed` wrote them (the
+    library's order for a struct not built by `typed`); maps (labels, resources) keep their own order."""
+    if isinstance(struct, list | tuple):
+        return [_as_written(item, member) for item, member in zip(value, struct, strict=True)]
+    mapping = getattr(type(struct), "__jsii_name_mapping__", None)
+    if mapping is None:  # not a struct: a map, a Quantity, a string, a number
+        return value
+    fields = {_key(name): name for name in mapping if getattr(struct, name) is not None}
+    keys = {_key(key): key for key in value}
+    if fields.keys() != keys.keys():  # the library's names meet the struct's one to one, or this is wrong
+        raise ValueError(f"{type(struct).__name__}: fields {sorted(fields.values())}, serialised {list(value)}")
+    order = [_key(name) for name in getattr(struct, _WRITTEN, ())] or list(keys)
+    return {keys[k]: _as_written(value[keys[k]], getattr(struct, fields[k])) for k in order}
 
 
 @dataclass(frozen=True)
@@ -27,32 +86,58 @@ class TokenMount:
         return f"{TOKEN_DIR}/{TOKEN_FILE}"
 
 
-def _gib(value: int) -> str:
-    return f"{value}Gi"
+@functools.cache
+def quantity(text: str) -> k8s.Quantity:
+    """`k8s.Quantity.from_string`, once per text (each is a call into the library's process; a Quantity is
+    immutable, so one serves every field that has its value). From a string, a count stays the string it always
+    was (`cpu: '2'`); from_number would render a number."""
+    return k8s.Quantity.from_string(text)
 
 
-def _token_parts(token: TokenMount | None) -> tuple[list, list, list]:
+def _gib(value: int) -> k8s.Quantity:
+    return quantity(f"{value}Gi")
+
+
+def _count(value: int) -> k8s.Quantity:
+    return quantity(str(value))
+
+
+def _token_parts(token: TokenMount | None) -> tuple[list[k8s.EnvVar], list[k8s.VolumeMount], list[k8s.Volume]]:
     """(env, volumeMounts, volumes) for the token file, empty when no secret is configured."""
     if token is None:
         return [], [], []
     return (
-        [{"name": "HF_TOKEN_PATH", "value": token.path}],
-        [{"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True}],
+        [typed(k8s.EnvVar, name="HF_TOKEN_PATH", value=token.path)],
+        [typed(k8s.VolumeMount, name="hf-token", mount_path=TOKEN_DIR, read_only=True)],
         [
-            {
-                "name": "hf-token",
-                "csi": {
-                    "driver": "secrets-store.csi.k8s.io",
-                    "readOnly": True,
-                    "volumeAttributes": {"secretProviderClass": token.secret_provider_class},
-                },
-            }
+            typed(
+                k8s.Volume,
+                name="hf-token",
+                csi=typed(
+                    k8s.CsiVolumeSource,
+                    driver="secrets-store.csi.k8s.io",
+                    read_only=True,
+                    volume_attributes={"secretProviderClass": token.secret_provider_class},
+                ),
+            )
         ],
     )
 
 
-POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
-PART_OF = "app.kubernetes.io/part-of"
+def _pre_stop() -> k8s.Lifecycle:
+    stop = typed(k8s.ExecAction, command=["/bin/sh", "-c", "ray stop"])
+    return typed(k8s.Lifecycle, pre_stop=typed(k8s.LifecycleHandler, exec=stop))
+
+
+def _pod_security() -> k8s.PodSecurityContext:
+    return typed(k8s.PodSecurityContext, seccomp_profile=typed(k8s.SeccompProfile, type="RuntimeDefault"))
+
+
+def _resources(requests: dict[str, k8s.Quantity], limits: dict[str, k8s.Quantity]) -> k8s.ResourceRequirements:
+    for amount in (*requests.values(), *limits.values()):  # the struct's type check does not look inside maps
+        if not isinstance(amount, k8s.Quantity):
+            raise TypeError(f"a resource amount is a k8s.Quantity, not {amount!r}")
+    return typed(k8s.ResourceRequirements, requests=requests, limits=limits)
 
 
 def ray_pod_labels(service_name: str) -> dict[str, str]:
@@ -60,65 +145,106 @@ def ray_pod_labels(service_name: str) -> dict[str, str]:
     return {PART_OF: service_name}
 
 
-def head_pod(
+def head_pod_template(
     *, image: str, resources: HeadResources, service_account: str, token: TokenMount | None, labels: dict[str, str]
-) -> dict[str, Any]:
+) -> k8s.PodTemplateSpec:
     """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out."""
     env, mounts, volumes = _token_parts(token)
-    container = {
-        "name": "ray-head",
-        "image": image,
-        "ports": [{"name": name, "containerPort": port} for name, port in HEAD_PORTS.items()],
-        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, *env],
-        "resources": {
-            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib)},
-            "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
-        },
-        "lifecycle": {"preStop": PRE_STOP},
+    container = typed(
+        k8s.Container,
+        name="ray-head",
+        image=image,
+        ports=[typed(k8s.ContainerPort, name=name, container_port=port) for name, port in HEAD_PORTS.items()],
+        env=[typed(k8s.EnvVar, name="NVIDIA_VISIBLE_DEVICES", value="void"), *env],
+        resources=_resources(
+            {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib)},
+            {"cpu": _count(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
+        ),
+        lifecycle=_pre_stop(),
         # The head needs no privilege: no escalation, no capabilities (it runs as the image's user).
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    }
-    if mounts:
-        container["volumeMounts"] = mounts
-    spec: dict[str, Any] = {
-        "serviceAccountName": service_account,
-        "automountServiceAccountToken": False,
-        "securityContext": dict(POD_SECURITY),
-        "nodeSelector": dict(SYSTEM_LABELS),
-        "containers": [container],
-    }
-    if volumes:
-        spec["volumes"] = volumes
-    return {"metadata": {"labels": dict(labels)}, "spec": spec}
+        security_context=typed(
+            k8s.SecurityContext, allow_privilege_escalation=False, capabilities=typed(k8s.Capabilities, drop=["ALL"])
+        ),
+        volume_mounts=mounts or None,
+    )
+    spec = typed(
+        k8s.PodSpec,
+        service_account_name=service_account,
+        automount_service_account_token=False,
+        security_context=_pod_security(),
+        node_selector=dict(SYSTEM_LABELS),
+        containers=[container],
+        volumes=volumes or None,
+    )
+    return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
 
 
-def worker_security_context(privilege: str) -> dict[str, Any]:
+def head_pod(**kwargs: Any) -> dict[str, Any]:
+    """`head_pod_template`'s arguments; the template as plain JSON."""
+    return plain_template(head_pod_template(**kwargs))
+
+
+def worker_security_context(privilege: str) -> k8s.SecurityContext:
     """NIXL registers GPU memory with the EFA device: that needs either a privileged container or,
     on some deployments, only the IPC_LOCK capability (pinned memory)."""
     if privilege == "privileged":
-        return {"privileged": True}
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+        return typed(k8s.SecurityContext, privileged=True)
+    capabilities = typed(k8s.Capabilities, drop=["ALL"], add=["IPC_LOCK"])
+    return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities)
 
 
-POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
-
-
-def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
-    """The engine's environment on a GPU worker: the pod template's `env`, and what `ops rehearse`
-    gives the engines on a single host (one source, so the two cannot drift)."""
-    env: list[dict[str, Any]] = [
-        {"name": "VLLM_HOST_IP", "valueFrom": POD_IP},
+def worker_env(*, efa: bool) -> list[k8s.EnvVar]:
+    """The engine's environment on a GPU worker (typed): the pod template's `env`."""
+    pod_ip = typed(k8s.EnvVarSource, field_ref=typed(k8s.ObjectFieldSelector, field_path="status.podIP"))
+    env = [
+        typed(k8s.EnvVar, name="VLLM_HOST_IP", value_from=pod_ip),
         # vLLM's NIXL worker asserts this layout for Qwen3.5's state (GDN) layers.
-        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
+        typed(k8s.EnvVar, name="VLLM_SSM_CONV_STATE_LAYOUT", value="DS"),
         # INFO makes NIXL log "Created <N> rails using provider=efa": the only proof EFA is used.
-        {"name": "NIXL_LOG_LEVEL", "value": "INFO"},
+        typed(k8s.EnvVar, name="NIXL_LOG_LEVEL", value="INFO"),
     ]
     if efa:
-        env.insert(0, {"name": "FI_PROVIDER", "value": "efa"})
+        env.insert(0, typed(k8s.EnvVar, name="FI_PROVIDER", value="efa"))
     return env
 
 
-def worker_pod(
+def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
+    """`worker_env` as plain JSON: the pod template's `env`, and what `ops rehearse` gives the engines on a
+    single host (one source, so the two cannot drift)."""
+    return plain_container(typed(k8s.Container, name="ray-worker", env=worker_env(efa=efa)))["env"]
+
+
+def ray_logs_volume() -> k8s.Volume:
+    """Ray's /tmp/ray, shared with the log relay (charts/log_relay.py)."""
+    return typed(k8s.Volume, name=RAY_LOGS_VOLUME, empty_dir=typed(k8s.EmptyDirVolumeSource))
+
+
+def ray_logs_mount(*, read_only: bool = False) -> k8s.VolumeMount:
+    return typed(k8s.VolumeMount, name=RAY_LOGS_VOLUME, mount_path=RAY_TMP, read_only=True if read_only else None)
+
+
+def relay_container(image: str) -> k8s.Container:
+    """The log relay (charts/log_relay.py): the Ray image's Python, no privileges, a read-only view of /tmp/ray."""
+    return typed(
+        k8s.Container,
+        name=RELAY_CONTAINER,
+        image=image,
+        command=["python3", "-B", "-u", "-c", RELAY_PROGRAM],
+        resources=_resources(
+            {"cpu": quantity("50m"), "memory": quantity("64Mi")},
+            {"cpu": quantity("200m"), "memory": quantity("128Mi")},
+        ),
+        security_context=typed(
+            k8s.SecurityContext,
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=typed(k8s.Capabilities, drop=["ALL"]),
+        ),
+        volume_mounts=[ray_logs_mount(read_only=True)],
+    )
+
+
+def worker_pod_template(
     *,
     image: str,
     resources: PodResources,
@@ -128,23 +254,21 @@ def worker_pod(
     token: TokenMount | None,
     labels: dict[str, str],
     log_relay: bool = False,
-) -> dict[str, Any]:
+) -> k8s.PodTemplateSpec:
     """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
     NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py)."""
-    devices = {GPU_RESOURCE: str(resources.gpus)}
+    devices = {GPU_RESOURCE: _count(resources.gpus)}
     if resources.efa_interfaces:
-        devices[EFA_RESOURCE] = str(resources.efa_interfaces)
-    env = worker_environment(efa=bool(resources.efa_interfaces))
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(resources.shm_gib)}},
-    ]
+        devices[EFA_RESOURCE] = _count(resources.efa_interfaces)
+    env = worker_env(efa=bool(resources.efa_interfaces))
+    mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm")]
+    shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
+    volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm)]
     if weight_cache.enabled:
-        env.append({"name": "HF_HOME", "value": f"{weight_cache.mount_path}/huggingface"})
-        mounts.append({"name": "model-cache", "mountPath": weight_cache.mount_path})
-        volumes.append(
-            {"name": "model-cache", "hostPath": {"path": weight_cache.host_path, "type": "DirectoryOrCreate"}}
-        )
+        env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
+        mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
+        cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
+        volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))
     token_env, token_mounts, token_volumes = _token_parts(token)
     env += token_env
     mounts += token_mounts
@@ -152,27 +276,32 @@ def worker_pod(
     if log_relay:
         mounts.append(ray_logs_mount())
         volumes.append(ray_logs_volume())
-    container = {
-        "name": "ray-worker",
-        "image": image,
-        "env": env,
-        "resources": {
-            "requests": {"cpu": str(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **devices},
-            "limits": {"cpu": str(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib), **devices},
-        },
-        "securityContext": worker_security_context(privilege),
-        "volumeMounts": mounts,
-        "lifecycle": {"preStop": PRE_STOP},
-    }
-    return {
-        "metadata": {"labels": dict(labels)},
-        "spec": {
-            "serviceAccountName": service_account,
-            "automountServiceAccountToken": False,
-            "securityContext": dict(POD_SECURITY),
-            "nodeSelector": dict(GPU_LABELS),
-            "tolerations": [dict(GPU_TOLERATION)],
-            "containers": [container, *([relay_container(image)] if log_relay else [])],  # the Ray container first
-            "volumes": volumes,
-        },
-    }
+    container = typed(
+        k8s.Container,
+        name="ray-worker",
+        image=image,
+        env=env,
+        resources=_resources(
+            {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **devices},
+            {"cpu": _count(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib), **devices},
+        ),
+        security_context=worker_security_context(privilege),
+        volume_mounts=mounts,
+        lifecycle=_pre_stop(),
+    )
+    spec = typed(
+        k8s.PodSpec,
+        service_account_name=service_account,
+        automount_service_account_token=False,
+        security_context=_pod_security(),
+        node_selector=dict(GPU_LABELS),
+        tolerations=[typed(k8s.Toleration, **GPU_TOLERATION)],
+        containers=[container, *([relay_container(image)] if log_relay else [])],  # the Ray container first
+        volumes=volumes,
+    )
+    return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
+
+
+def worker_pod(**kwargs: Any) -> dict[str, Any]:
+    """`worker_pod_template`'s arguments; the template as plain JSON."""
+    return plain_template(worker_pod_template(**kwargs))

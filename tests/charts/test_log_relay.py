@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from charts.log_relay import CONTAINER, RAY_TMP, RELAY_PROGRAM, VOLUME, relay_container
+from charts.log_relay import CONTAINER, RAY_TMP, RELAY_PROGRAM, VOLUME
+from charts.ray_pods import plain_container, relay_container
 from ops import nixl
 from stacks.log_patterns import NIXL_NOT_ON_EFA, NON_EFA_PROVIDER, matches
 
@@ -196,7 +197,7 @@ def test_files_that_appear_later_lines_written_in_pieces_and_a_file_that_starts_
 
 
 def test_the_container_reads_a_read_only_ray_tmp_with_no_privileges():
-    container = relay_container("image:tag")
+    container = plain_container(relay_container("image:tag"))
     assert container["name"] == CONTAINER and container["image"] == "image:tag"
     assert container["command"][:4] == ["python3", "-B", "-u", "-c"] and container["command"][4] == RELAY_PROGRAM
     assert container["volumeMounts"] == [{"name": VOLUME, "mountPath": RAY_TMP, "readOnly": True}]
