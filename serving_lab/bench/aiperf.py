@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import Level, Samples, Stats
+from .results import Level, RateLevel, Samples, Stats
 
 SUMMARY = "profile_export_aiperf.json"
 RECORDS = "profile_export.jsonl"
@@ -40,6 +40,12 @@ class Workload:
     # (--benchmark-duration / --benchmark-grace-period, aiperf 0.13.0 aiperf/config/flags/cli_config.py);
     # request_count stays the cap.
     duration_seconds: float | None = None
+    # The open-loop sweep: requests sent at this rate per second (aiperf --request-rate, arrivals drawn by
+    # --arrival-pattern: poisson = exponential gaps, aiperf 0.13.0 aiperf/timing/intervals.py
+    # PoissonIntervalGenerator, driven by aiperf/timing/strategies/request_rate.py) and no --concurrency, so
+    # nothing caps the requests in flight; `concurrency` is then unused.
+    request_rate: float | None = None
+    arrival: str = "poisson"
 
 
 def find_executable(explicit: str | None = None) -> str:
@@ -69,8 +75,14 @@ def command(
     workload: Workload,
     artifact_dir: Path,
     api_key: str | None = None,
+    goodput: tuple[float, float] | None = None,
 ) -> list[str]:
-    """Streaming chat completions at a fixed concurrency, fixed prompt and answer lengths.
+    """Streaming chat completions at a fixed concurrency (or, with `workload.request_rate`, at a fixed
+    request rate), fixed prompt and answer lengths.
+
+    `goodput` (TTFT, ITL objectives in ms) asks aiperf for its own goodput too (--goodput): a cross-check of
+    ours (goodput.py counts from the per-request records; aiperf 0.13.0
+    aiperf/metrics/types/good_request_count_metric.py and goodput_metric.py).
 
     `ignore_eos` makes vLLM produce exactly `output_tokens` (the profile's answer length) instead of
     stopping early; a server that does not know it ignores it. Server metrics and GPU telemetry are off:
@@ -98,8 +110,11 @@ def command(
         "0",
         "--extra-inputs",
         "ignore_eos:true",
-        "--concurrency",
-        str(workload.concurrency),
+        *(
+            ["--request-rate", f"{workload.request_rate:g}", "--arrival-pattern", workload.arrival]
+            if workload.request_rate is not None
+            else ["--concurrency", str(workload.concurrency)]
+        ),
         "--request-count",
         str(workload.request_count),
         "--request-timeout-seconds",
@@ -122,6 +137,9 @@ def command(
             "--benchmark-grace-period",
             f"{workload.request_timeout_seconds:g}",
         ]
+    if goodput is not None:
+        ttft_ms, itl_ms = goodput
+        argv += ["--goodput", f"time_to_first_token:{ttft_ms:.12g} inter_token_latency:{itl_ms:.12g}"]
     if api_key:
         argv += ["--api-key", api_key]
     return argv
@@ -206,8 +224,14 @@ class RequestMetrics:
     request_id: str | None
     error: str | None
     ttft_ms: float | None
-    itl_ms: float | None
+    itl_ms: float | None  # aiperf's inter_token_latency: (end-to-end - TTFT) / (output tokens - 1)
     e2e_ms: float | None
+    # Wall-clock ns (aiperf's metadata request_start_ns, request_end_ns: the end is the last response's, or
+    # the error's): the span of a level (goodput's duration) and the requests in flight at once.
+    start_ns: int | None = None
+    end_ns: int | None = None
+    output_tokens: int | None = None  # aiperf's output_sequence_length
+    aiperf_good: int | None = None  # aiperf's own verdict (good_request_count, 0 or 1) when run with --goodput
 
 
 def requests(artifact_dir: Path) -> list[RequestMetrics]:
@@ -230,42 +254,78 @@ def requests(artifact_dir: Path) -> list[RequestMetrics]:
                 ttft_ms=_value(record, "time_to_first_token"),
                 itl_ms=_value(record, "inter_token_latency"),
                 e2e_ms=_value(record, "request_latency"),
+                start_ns=metadata.get("request_start_ns"),
+                end_ns=metadata.get("request_end_ns"),
+                output_tokens=_value(record, "output_sequence_length"),
+                aiperf_good=_value(record, "good_request_count"),
             )
         )
     return found
 
 
+def read_summary(artifact_dir: Path) -> dict:
+    """aiperf's summary of a run (profile_export_aiperf.json)."""
+    path = Path(artifact_dir) / SUMMARY
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchError(f"cannot read aiperf's {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise BenchError(f"aiperf's {path} is not a JSON object")
+    return data
+
+
 def parse(artifact_dir: Path, concurrency: int) -> Level:
     """aiperf's summary percentiles and throughput, and each measured request (warm-up excluded)."""
-    artifact_dir = Path(artifact_dir)
-    try:
-        summary = json.loads((artifact_dir / SUMMARY).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BenchError(f"cannot read aiperf's {artifact_dir / SUMMARY}: {exc}") from None
+    return Level(concurrency=concurrency, **_figures(Path(artifact_dir), f"concurrency {concurrency}"))
+
+
+def parse_rate(artifact_dir: Path, request_rate: float, arrival: str = "poisson") -> RateLevel:
+    """An open-loop level: the same figures, and the most requests in flight at once (from the records)."""
+    figures = _figures(Path(artifact_dir), f"{request_rate:g} requests/s")
+    return RateLevel(
+        request_rate=request_rate, arrival=arrival, max_inflight=max_inflight(requests(artifact_dir)), **figures
+    )
+
+
+def max_inflight(measured: list[RequestMetrics]) -> int:
+    """The most requests whose [start, end] spans overlap at one instant (an end before a start at the same ns)."""
+    events = sorted(
+        [(r.start_ns, 1) for r in measured if r.start_ns is not None and r.end_ns is not None]
+        + [(r.end_ns, -1) for r in measured if r.start_ns is not None and r.end_ns is not None]
+    )
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def _figures(artifact_dir: Path, where: str) -> dict:
+    """The figures a concurrency level and a rate level share; `where` names the level in errors."""
+    summary = read_summary(artifact_dir)
     measured = requests(artifact_dir)
     ok = [r for r in measured if r.error is None and r.ttft_ms is not None]
     if not ok:
         first = next((r.error for r in measured if r.error), None) or summary.get("error_summary") or "no requests"
         raise BenchError(
-            f"no request succeeded at concurrency {concurrency} ({len(measured)} sent): "
-            + " ".join(str(first).split())[:300]
+            f"no request succeeded at {where} ({len(measured)} sent): " + " ".join(str(first).split())[:300]
         )
-    return Level(
-        concurrency=concurrency,
-        requests=len(measured),
-        errors=len(measured) - len(ok),
-        duration_s=summary["benchmark_duration"]["avg"],
-        ttft_ms=_stats(summary, "time_to_first_token"),
-        itl_ms=_stats(summary, "inter_token_latency"),
-        e2e_ms=_stats(summary, "request_latency"),
-        output_tokens_per_s=summary["output_token_throughput"]["avg"],
-        requests_per_s=summary["request_throughput"]["avg"],
-        samples=Samples(
+    return {
+        "requests": len(measured),
+        "errors": len(measured) - len(ok),
+        "duration_s": summary["benchmark_duration"]["avg"],
+        "ttft_ms": _stats(summary, "time_to_first_token"),
+        "itl_ms": _stats(summary, "inter_token_latency"),
+        "e2e_ms": _stats(summary, "request_latency"),
+        "output_tokens_per_s": summary["output_token_throughput"]["avg"],
+        "requests_per_s": summary["request_throughput"]["avg"],
+        "samples": Samples(
             ttft_ms=[round(r.ttft_ms, 3) for r in ok],
             itl_ms=[round(r.itl_ms, 3) for r in ok if r.itl_ms is not None],
             e2e_ms=[round(r.e2e_ms, 3) for r in ok if r.e2e_ms is not None],
         ),
-    )
+    }
 
 
 def client_python(executable: str) -> str | None:

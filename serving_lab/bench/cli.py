@@ -1,13 +1,24 @@
-"""`python -m ops bench`: the four forms.
+"""`python -m ops bench`: the five forms.
 
   bench --stage NAME [--url URL] [--profile NAME ...] [--label L] [--out DIR]
-        run the stage's workload profiles and save <out>/<stage>/<time>-<label>.json
-  bench --compare RUN_A.json RUN_B.json [--out DIR]
-        write DIR/report.md and its PNG plots
+        [--request-rates R,R,...] [--rate-seconds S] [--sweep both|concurrency|rate] [--slo-ttft S] [--slo-itl S]
+        run the stage's workload profiles (each profile's concurrency sweep, then its request-rate sweep)
+        and save <out>/<stage>/<time>-<label>.json
+  bench --compare RUN_A.json RUN_B.json [--out DIR] [--slo-ttft S] [--slo-itl S]
+        write DIR/report.md and its PNG plots; the runs ranked by goodput per profile
+  bench --goodput RUN.json [RUN.json ...] [--out DIR] [--slo-ttft S] [--slo-itl S]
+        print each run's goodput per level and the runs ranked by it per profile; with --out, write
+        DIR/goodput.md and each run with its goodput (DIR/<file name>)
   bench --merge RUN.json RUN.json ... --out RUN.json
         one run of the levels several commands measured on one deployment
   bench --calibrate [--concurrency N]
         measure the client's own overhead against the local fake server
+
+Goodput (docs/BENCHMARK.md, serving_lab/bench/goodput.py): per level, the measured requests with TTFT and
+ITL within the objectives, per second from the first request's start to the last one's end. --compare and
+--goodput count it anew from aiperf's records beside each run's JSON (<time>-<label>/<profile>-c<N>/,
+-r<rate>/), so runs saved before goodput get one too; the objectives: --slo-ttft/--slo-itl, else those the
+first run recorded, else the stage file's (config-dir/<stage>.yaml), else the schema's defaults.
 
 Before the calibration and the first aiperf run, --stage checks that the endpoint answers GET
 /v1/models and lists the stage's model, and that the tokenizer loads (with aiperf's own Python): each
@@ -20,14 +31,16 @@ that cannot be loaded, aiperf error, no request succeeded); 2 bad arguments, sta
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from pathlib import Path
 
 from config import CONFIG_DIR, ConfigError, load_stages
+from config.schema import Observability, Slo, is_valid_name
 from config.topology import SERVE_PORT, serve_service
 
-from . import aiperf, calibration, endpoint, report, results, runner
+from . import aiperf, calibration, endpoint, goodput, report, results, runner
 
 DEFAULT_OUT = Path("bench-results")
 
@@ -42,6 +55,9 @@ def add_parser(sub) -> None:
     form = bench.add_mutually_exclusive_group(required=True)
     form.add_argument("--stage", help="run the profiles of config/<stage>.yaml's benchmark section")
     form.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two saved runs")
+    form.add_argument(
+        "--goodput", nargs="+", metavar="RUN", help="goodput of saved runs from their aiperf records, ranked"
+    )
     form.add_argument(
         "--merge",
         nargs="+",
@@ -64,6 +80,36 @@ def add_parser(sub) -> None:
     bench.add_argument("--kubectl", default="kubectl", help="kubectl executable for the port-forward")
     bench.add_argument("--no-calibration", action="store_true", help="skip the client-overhead calibration")
     bench.add_argument("--concurrency", type=_concurrency, default=64, help="--calibrate: concurrent streams")
+    bench.add_argument(
+        "--request-rates",
+        type=_rates,
+        metavar="R,R,...",
+        help="--stage: these request rates (requests/s) for every profile instead of its request_rates",
+    )
+    bench.add_argument(
+        "--sweep",
+        choices=("both", "concurrency", "rate"),
+        default="both",
+        help="--stage: run the concurrency sweep, the request-rate sweep or both (default)",
+    )
+    bench.add_argument(
+        "--rate-seconds",
+        type=_seconds(3600),
+        metavar="SECONDS",
+        help=f"--stage: requests per rate level = max(16, rate x this) (default {runner.RATE_LEVEL_SECONDS:g})",
+    )
+    bench.add_argument(
+        "--slo-ttft",
+        type=_seconds(600),
+        metavar="SECONDS",
+        help="goodput's TTFT objective (default: benchmark.slo.ttft_seconds, else observability.ttft_p99_slo_seconds)",
+    )
+    bench.add_argument(
+        "--slo-itl",
+        type=_seconds(60),
+        metavar="SECONDS",
+        help="goodput's inter-token latency objective (default: benchmark.slo.itl_seconds, 0.1)",
+    )
 
 
 MAX_CONCURRENCY = 4096
@@ -83,10 +129,49 @@ def _concurrency(text: str) -> int:
     return value
 
 
+MAX_RATE = 1000.0
+
+
+def _number(text: str) -> float:
+    shown = text if len(text) <= 40 and text.isprintable() and text else repr(text[:40])
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{shown} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{shown} is not a finite number")
+    return value
+
+
+def _seconds(limit: float):
+    """argparse type of an objective: seconds, more than 0 and at most `limit` (the stage file's bounds)."""
+
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not 0 < value <= limit:
+            raise argparse.ArgumentTypeError(f"{value:g} (allowed: more than 0 and at most {limit:g} seconds)")
+        return value
+
+    return parse
+
+
+def _rates(text: str) -> list[float]:
+    """argparse type of --request-rates: requests/s, comma-separated, ascending, 0.01 to MAX_RATE each."""
+    values = [_number(part.strip()) for part in text.split(",")]
+    for value in values:
+        if not 0.01 <= value <= MAX_RATE:
+            raise argparse.ArgumentTypeError(f"{value:g} (allowed: 0.01 to {MAX_RATE:g} requests/s)")
+    if values != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"{text}: list each rate once, in ascending order (e.g. 0.5,1,2,4)")
+    return values
+
+
 def run(args) -> int:
     try:
         if args.compare:
             return _compare(args)
+        if args.goodput:
+            return _goodput(args)
         if args.merge:
             return _merge(args)
         executable = aiperf.find_executable(args.aiperf)
@@ -100,13 +185,120 @@ def run(args) -> int:
 
 def _compare(args) -> int:
     try:
-        run_a, run_b = (results.load(Path(path)) for path in args.compare)
-        path = report.compare(run_a, run_b, Path(args.out or DEFAULT_OUT / "compare"))
-    except results.ResultsError as exc:
+        runs, objectives = _counted(args, [Path(path) for path in args.compare], "--compare")
+        path = report.compare(*runs, Path(args.out or DEFAULT_OUT / "compare"), objectives=objectives)
+    except (results.ResultsError, ConfigError) as exc:
         print(f"bench --compare: {exc}", file=sys.stderr)
         return 2
     print(f"report: {path}")
     return 0
+
+
+def objectives_for(args, runs: list[results.Run]) -> tuple[goodput.Objectives, str]:
+    """Goodput's objectives for saved runs, and where they came from: --slo-ttft/--slo-itl over those the
+    first run that recorded any did (settings.slo), else its stage file's in --config-dir, else the schema's
+    defaults (observability.ttft_p99_slo_seconds, benchmark.slo.itl_seconds)."""
+    recorded = next(
+        ((found, run) for run in runs if (found := goodput.Objectives.of_settings(run.settings)) is not None), None
+    )
+    if recorded is not None:
+        base, source = recorded[0], f"recorded by run {recorded[1].label!r}"
+    else:
+        stage = next((run.stage for run in runs if is_valid_name(run.stage)), None)
+        stage_file = Path(args.config_dir) / f"{stage}.yaml" if stage else None
+        if stage_file is not None and stage_file.is_file():
+            (cfg,) = load_stages(args.config_dir, only=stage)
+            base, source = goodput.Objectives.of_stage(cfg), f"stage file {stage_file}"
+        else:
+            base = goodput.Objectives.of_seconds(Observability().ttft_p99_slo_seconds, Slo().itl_seconds)
+            source = "the stage schema's defaults"
+    if args.slo_ttft is None and args.slo_itl is None:
+        return base, source
+    chosen = goodput.Objectives.of_seconds(
+        args.slo_ttft if args.slo_ttft is not None else base.ttft_ms / goodput.MS,
+        args.slo_itl if args.slo_itl is not None else base.itl_ms / goodput.MS,
+    )
+    return chosen, f"--slo-ttft/--slo-itl over those {source}"
+
+
+def _counted(args, paths: list[Path], form: str) -> tuple[list[results.Run], goodput.Objectives]:
+    """The runs, each level's goodput counted anew from the records beside its JSON (stderr says which
+    levels have none there), and the objectives."""
+    runs = [results.load(path) for path in paths]
+    objectives, source = objectives_for(args, runs)
+    print(f"bench {form}: goodput objectives {objectives.title} ({source})", file=sys.stderr)
+    counted = []
+    for path, run in zip(paths, runs, strict=True):
+        run, missing = goodput.recount(run, path, objectives)
+        if missing:
+            print(
+                f"bench {form}: {path}: no aiperf records beside it for {len(missing)} level(s) "
+                f"({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}): their goodput is the one "
+                f"saved under the same objectives, else n/a",
+                file=sys.stderr,
+            )
+        counted.append(run)
+    return counted, objectives
+
+
+def _goodput(args) -> int:
+    paths = [Path(path) for path in args.goodput]
+    out = Path(args.out) if args.out else None
+    names = [path.name for path in paths]
+    if out is not None and len(set(names)) != len(names):
+        print("bench --goodput: --out: two runs share a file name; give runs of distinct names", file=sys.stderr)
+        return 2
+    try:
+        runs, objectives = _counted(args, paths, "--goodput")
+    except (results.ResultsError, ConfigError) as exc:
+        print(f"bench --goodput: {exc}", file=sys.stderr)
+        return 2
+    text = goodput_markdown(runs, objectives)
+    print(text, end="")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for path, run in zip(paths, runs, strict=True):
+            run.save(out / path.name)
+        (out / "goodput.md").write_text(text)
+        print(f"written: {out / 'goodput.md'} and {len(runs)} run(s) with their goodput in {out}", file=sys.stderr)
+    return 0
+
+
+def goodput_markdown(runs: list[results.Run], objectives: goodput.Objectives) -> str:
+    """The runs ranked by goodput per profile (report.goodput_section), then every level's goodput."""
+    labels = [run.label for run in runs]
+    if len(set(labels)) < len(labels):  # several commands' runs of one mode: tell them apart
+        labels = [f"{run.label} ({run.created_at})" for run in runs]
+    names = list(dict.fromkeys(profile.name for run in runs for profile in run.profiles))
+    per_profile = [
+        (
+            name,
+            [
+                (label, [*p.levels, *p.rate_levels])
+                for label, run in zip(labels, runs, strict=True)
+                if (p := run.profile(name))
+            ],
+        )
+        for name in names
+    ]
+    out = report.goodput_section(per_profile, objectives)
+    out += [
+        "| run | profile | level | goodput/s | good / measured | attainment | duration (s) | aiperf's goodput/s |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, run in zip(labels, runs, strict=True):
+        for profile in run.profiles:
+            for level in (*profile.levels, *profile.rate_levels):
+                g = level.goodput
+                if g is None:
+                    out.append(f"| {label} | {profile.name} | {level.load} | n/a | | | | |")
+                    continue
+                theirs = "-" if g.aiperf_per_s is None else f"{g.aiperf_per_s:.2f}"
+                out.append(
+                    f"| {label} | {profile.name} | {level.load} | {g.per_s:.2f} | {g.good} / {g.requests} | "
+                    f"{g.attainment:.0%} | {g.duration_s:.1f} | {theirs} |"
+                )
+    return "\n".join(out) + "\n"
 
 
 def _merge(args) -> int:
@@ -150,24 +342,41 @@ def _stage(args, executable: str) -> int:
     except aiperf.BenchError as exc:
         print(f"bench --stage {args.stage}: {exc}", file=sys.stderr)
         return 2
+    if args.request_rates is not None and args.sweep == "concurrency":
+        print(f"bench --stage {args.stage}: --request-rates: not with --sweep concurrency", file=sys.stderr)
+        return 2
+    selected = runner.select(cfg, args.profile)
+    if args.sweep == "rate" and args.request_rates is None and not any(p.request_rates for p in selected):
+        print(
+            f"bench --stage {args.stage}: --sweep rate: no profile to run lists request_rates "
+            f"(benchmark.profiles[].request_rates), and no --request-rates R,R,... was given",
+            file=sys.stderr,
+        )
+        return 2
     tokenizer = args.tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
-    options = dict(
-        executable=executable,
-        out_dir=Path(args.out or DEFAULT_OUT),
-        label=args.label,
-        profile_names=args.profile,
-        tokenizer=tokenizer,
-        calibrate=not args.no_calibration,
-        note=args.note,
-    )
+    options = {
+        "executable": executable,
+        "out_dir": Path(args.out or DEFAULT_OUT),
+        "label": args.label,
+        "profile_names": args.profile,
+        "tokenizer": tokenizer,
+        "calibrate": not args.no_calibration,
+        "note": args.note,
+        "objectives": goodput.Objectives.of_stage(cfg, args.slo_ttft, args.slo_itl),
+        "adjust": runner.Adjustments(
+            levels=[] if args.sweep == "rate" else None,
+            request_rates=[] if args.sweep == "concurrency" else args.request_rates,
+            rate_seconds=args.rate_seconds,
+        ),
+    }
     if args.url:
         _check(cfg, args.url, executable, tokenizer)
-        result, path = runner.run_stage(cfg, url=args.url, **options)
+        _, path = runner.run_stage(cfg, url=args.url, **options)
     else:
         service = serve_service(cfg.serving.service_name)
         with endpoint.port_forward(cfg.serving.namespace, service, kubectl=args.kubectl) as url:
             _check(cfg, url, executable, tokenizer)
-            result, path = runner.run_stage(
+            _, path = runner.run_stage(
                 cfg,
                 url=url,
                 endpoint_label=f"{cfg.serving.namespace}/{service}:{SERVE_PORT} (kubectl port-forward)",

@@ -1,6 +1,13 @@
 """Two benchmark runs side by side: a Markdown report (medians, p90 and p99 per profile and
-concurrency, and where each run is ahead) and PNG plots (TTFT and ITL distributions; throughput and
-latency against concurrency), the stage's hardware in every title."""
+concurrency, and where each run is ahead; with goodput, the runs ranked by it per profile and each
+level's goodput; the request-rate sweep's levels) and PNG plots (TTFT and ITL distributions; throughput
+and latency against concurrency), the stage's hardware in every title.
+
+Goodput ranking (`ranking`): per profile, each run's best goodput, the highest over the levels both runs
+measured (the concurrency and the request-rate sweep together; goodput.best). Runs are ordered by it,
+highest first; a run within TIE (5 %) of the best of a rank shares that rank ("tie"); a run whose best is
+0 (no request met both objectives at any level) is not ranked ("-"), nor is one without a goodput under
+the report's objectives (a run saved before goodput, whose records are gone: "n/a")."""
 
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import Level, ResultsError, Run
+from . import goodput as goodput_
+from .results import Level, RateLevel, ResultsError, Run
 
 COLORS = ("#1f77b4", "#d62728")
 # A difference smaller than this is reported as a tie: shared machines and networks are noisy.
@@ -37,56 +45,97 @@ METRICS = (
 
 # Per profile both runs measured: its name and the (run A, run B) levels at each common concurrency.
 Shared = list[tuple[str, list[tuple[Level, Level]]]]
+# Per profile: the (run A, run B) levels at each request rate both measured.
+SharedRates = dict[str, list[tuple[RateLevel, RateLevel]]]
 
 
-def shared_levels(a: Run, b: Run) -> Shared:
-    """Profiles both runs measured, each with the concurrency levels both measured."""
-    shared = []
+def _same_profiles(a: Run, b: Run):
     for profile_a in a.profiles:
         profile_b = b.profile(profile_a.name)
         if profile_b is None:
             continue
         if (profile_a.input_tokens, profile_a.output_tokens) != (profile_b.input_tokens, profile_b.output_tokens):
             continue
+        yield profile_a, profile_b
+
+
+def shared_levels(a: Run, b: Run) -> Shared:
+    """Profiles both runs measured, each with the concurrency levels both measured (none: a profile whose
+    shared levels are request rates only)."""
+    shared = []
+    for profile_a, profile_b in _same_profiles(a, b):
         levels_b = {level.concurrency: level for level in profile_b.levels}
         pairs = [(level, levels_b[level.concurrency]) for level in profile_a.levels if level.concurrency in levels_b]
-        if pairs:
+        if pairs or _rate_pairs(profile_a, profile_b):
             shared.append((profile_a.name, pairs))
     if not shared:
         raise ResultsError(
             f"runs {a.label!r} and {b.label!r} share no profile (same name, prompt and answer "
-            f"lengths) at a common concurrency: nothing to compare"
+            f"lengths) at a common concurrency or request rate: nothing to compare"
         )
     return shared
+
+
+def _rate_pairs(profile_a, profile_b) -> list[tuple[RateLevel, RateLevel]]:
+    rates_b = {level.request_rate: level for level in profile_b.rate_levels}
+    return [(level, rates_b[level.request_rate]) for level in profile_a.rate_levels if level.request_rate in rates_b]
+
+
+def shared_rates(a: Run, b: Run) -> SharedRates:
+    """Per profile both runs measured, the request-rate levels both measured (profiles without any left out)."""
+    found = {}
+    for profile_a, profile_b in _same_profiles(a, b):
+        pairs = _rate_pairs(profile_a, profile_b)
+        if pairs:
+            found[profile_a.name] = pairs
+    return found
 
 
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
-def _levels(values: list[int]) -> str:
+def _levels(values: list) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def verdicts(a: Run, b: Run, pairs: list[tuple[Level, Level]]) -> list[str]:
-    """Per metric: at which concurrency levels each run is ahead by more than TIE, in words."""
+GOODPUT = Metric("goodput", lambda lv: lv.goodput.per_s if lv.goodput else None, lower_is_better=False, unit="/s")
+
+
+def _at(levels: list) -> str:
+    """Where a run is ahead: `concurrency 1, 16` or `0.5, 2 requests/s`."""
+    if levels and isinstance(levels[0], RateLevel):
+        return f"{', '.join(f'{level.request_rate:g}' for level in levels)} requests/s"
+    return f"concurrency {_levels([level.concurrency for level in levels])}"
+
+
+def verdicts(a: Run, b: Run, pairs: list[tuple], with_goodput: bool = False) -> list[str]:
+    """Per metric: at which levels (concurrency, or request rate) each run is ahead by more than TIE, in
+    words. Goodput (when asked): a level where only one run met the objectives at all puts it ahead; where
+    neither did, a tie."""
     lines = []
-    for metric in METRICS:
+    for metric in (*METRICS, GOODPUT) if with_goodput else METRICS:
         ahead_a, ahead_b, ratios = [], [], []
-        for level_a, level_b in pairs:
+        counted = [(la, lb) for la, lb in pairs if metric.get(la) is not None and metric.get(lb) is not None]
+        if not counted:
+            lines.append(f"- {metric.label}: n/a at every level")
+            continue
+        for level_a, level_b in counted:
             va, vb = metric.get(level_a), metric.get(level_b)
             if vb == 0:
+                if metric is GOODPUT and va > 0:
+                    ahead_a.append(level_a)
                 continue
             ratio = va / vb
             ratios.append(ratio)
             better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
             better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
-            (ahead_a if better_a else ahead_b if better_b else []).append(level_a.concurrency)
+            (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
         parts = []
         if ahead_a:
-            parts.append(f"**{a.label}** ahead at concurrency {_levels(ahead_a)}")
+            parts.append(f"**{a.label}** ahead at {_at(ahead_a)}")
         if ahead_b:
-            parts.append(f"**{b.label}** ahead at concurrency {_levels(ahead_b)}")
+            parts.append(f"**{b.label}** ahead at {_at(ahead_b)}")
         if not parts:
             parts.append(f"within {TIE:.0%} at every level")
         span = f" ({a.label}/{b.label} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
@@ -104,7 +153,115 @@ def _overhead(run: Run) -> str:
     )
 
 
-def markdown(a: Run, b: Run, shared: Shared, images: dict[str, list[str]]) -> str:
+def _objectives(a: Run, b: Run) -> goodput_.Objectives | None:
+    """The objectives of the report's goodput: those run A recorded (settings.slo), else run B's, else
+    those of the first goodput either has; None when neither run has a goodput."""
+    for run in (a, b):
+        found = goodput_.Objectives.of_settings(run.settings)
+        if found is not None and _has_goodput(run, found):
+            return found
+    for run in (a, b):
+        for profile in run.profiles:
+            for level in (*profile.levels, *profile.rate_levels):
+                if level.goodput is not None:
+                    return goodput_.Objectives(level.goodput.ttft_slo_ms, level.goodput.itl_slo_ms)
+    return None
+
+
+def _has_goodput(run: Run, objectives: goodput_.Objectives) -> bool:
+    return any(
+        level.goodput is not None and objectives.of(level.goodput)
+        for profile in run.profiles
+        for level in (*profile.levels, *profile.rate_levels)
+    )
+
+
+def under(run: Run, objectives: goodput_.Objectives) -> Run:
+    """`run` with only the goodput counted under `objectives` (any other: None, shown as n/a)."""
+    profiles = [
+        profile.model_copy(
+            update={
+                kind: [
+                    level
+                    if level.goodput is None or objectives.of(level.goodput)
+                    else level.model_copy(update={"goodput": None})
+                    for level in getattr(profile, kind)
+                ]
+                for kind in ("levels", "rate_levels")
+            }
+        )
+        for profile in run.profiles
+    ]
+    return run.model_copy(update={"profiles": profiles})
+
+
+def ranking(values: list[tuple]) -> list[tuple]:
+    """(key, best goodput or None) -> (rank, key, value), best first (stable among equals); see the
+    module's docstring."""
+    ordered = sorted(values, key=lambda item: (item[1] is None, -(item[1] or 0.0)))
+    ranked, rank, leader = [], 0, None
+    for position, (label, value) in enumerate(ordered, start=1):
+        if value is None:
+            ranked.append(("n/a", label, value))
+        elif value <= 0:
+            ranked.append(("-", label, value))
+        else:
+            if leader is None or value < leader * (1 - TIE):
+                rank, leader = position, value
+            ranked.append((str(rank), label, value))
+    ties = {r for r, *_ in ranked if r.isdigit() and sum(1 for q, *_ in ranked if q == r) > 1}
+    return [(f"{r} (tie)" if r in ties else r, label, value) for r, label, value in ranked]
+
+
+def _good(g) -> str:
+    return "-" if g is None else f"{g.per_s:.2f} ({g.good}/{g.requests})"
+
+
+def goodput_section(profiles: list[tuple[str, list[tuple[str, list]]]], objectives: goodput_.Objectives) -> list[str]:
+    """The ranking table: per profile, each run's best goodput and where it reached it.
+    `profiles`: (profile name, [(run label, the run's levels that count) for each run that has it])."""
+    out = [
+        "## Goodput",
+        "",
+        (
+            f"Goodput: requests per second that met both objectives ({objectives.title}), counted from aiperf's "
+            "per-request records (docs/BENCHMARK.md). Per profile, each run's best level over the levels "
+            f"compared (concurrency and request rate); runs within {TIE:.0%} of each other share a rank, a run "
+            "that met the objectives at no level is not ranked (-), one without a goodput under these "
+            "objectives is n/a."
+        ),
+        "",
+        "| profile | rank | run | best goodput (requests/s) | at | good / measured | attainment |",
+        "|---|---|---|---:|---|---:|---:|",
+    ]
+    for name, per_run in profiles:
+        bests = [goodput_.best(levels, objectives) for _, levels in per_run]
+        values = [(i, best.goodput.per_s if best else None) for i, best in enumerate(bests)]
+        for rank, i, value in ranking(values):
+            label, level = per_run[i][0], bests[i]
+            if level is None:
+                out.append(f"| {name} | {rank} | {label} | n/a | | | |")
+                continue
+            g = level.goodput
+            out.append(
+                f"| {name} | {rank} | {label} | {value:.2f} | {level.load} | {g.good} / {g.requests} | "
+                f"{g.attainment:.0%} |"
+            )
+    return out + [""]
+
+
+def markdown(
+    a: Run,
+    b: Run,
+    shared: Shared,
+    images: dict[str, list[str]],
+    rates: SharedRates | None = None,
+    objectives: goodput_.Objectives | None = None,
+) -> str:
+    """`objectives`: goodput's, every goodput of the runs counted under them (compare: `under`); None, or
+    no goodput in either run: no goodput section or columns."""
+    rates = rates or {}
+    with_goodput = objectives is not None and (_has_goodput(a, objectives) or _has_goodput(b, objectives))
     rows = [
         ("run", a.label, b.label),
         ("mode", a.mode, b.mode),
@@ -126,35 +283,89 @@ def markdown(a: Run, b: Run, shared: Shared, images: dict[str, list[str]]) -> st
     if a.hardware != b.hardware:
         out += ["> Warning: the two runs used different hardware; differences below are not only the mode.", ""]
     out += [
-        f"Hardware: {a.hardware.title}; model {a.model_id}. Latencies in ms, throughput in output tokens/s. "
-        f'Percentiles and throughput are aiperf\'s own figures. "Ahead" means better by more than '
-        f"{TIE:.0%}.",
+        (
+            f"Hardware: {a.hardware.title}; model {a.model_id}. Latencies in ms, throughput in output tokens/s. "
+            f'Percentiles and throughput are aiperf\'s own figures. "Ahead" means better by more than '
+            f"{TIE:.0%}."
+        ),
         "",
         f"| | {a.label} | {b.label} |",
         "|---|---|---|",
     ]
     out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]
+    if with_goodput:
+        compared = [
+            (
+                name,
+                [
+                    (run.label, [*(pair[i] for pair in pairs), *(pair[i] for pair in rates.get(name, []))])
+                    for i, run in enumerate((a, b))
+                ],
+            )
+            for name, pairs in shared
+        ]
+        out += [""] + goodput_section(compared, objectives)[:-1]
     for name, pairs in shared:
         profile = a.profile(name)
         out += ["", f"## {name}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
-        out += verdicts(a, b, pairs) + [""]
+        if pairs:
+            out += verdicts(a, b, pairs, with_goodput) + [""]
         out += [f"![{image}]({image})" for image in images.get(name, [])] + [""]
-        out += [
-            "| concurrency | run | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | E2E p50 | "
-            "E2E p90 | E2E p99 | output tok/s | requests/s | requests (errors) |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for level_a, level_b in pairs:
-            for run, level in ((a, level_a), (b, level_b)):
-                s = (level.ttft_ms, level.itl_ms, level.e2e_ms)
-                cells = [_fmt(v) for stat in s for v in (stat.p50, stat.p90, stat.p99)]
-                out.append(
-                    f"| {level.concurrency} | {run.label} | "
-                    + " | ".join(cells)
-                    + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
-                    f"{level.requests} ({level.errors}) |"
-                )
+        if pairs:
+            out += _concurrency_table(a, b, pairs, with_goodput)
+        if name in rates:
+            out += ([""] if pairs else []) + _rate_table(a, b, rates[name], with_goodput)
     return "\n".join(out) + "\n"
+
+
+def _concurrency_table(a: Run, b: Run, pairs: list[tuple[Level, Level]], with_goodput: bool) -> list[str]:
+    out = [
+        (
+            "| concurrency | run | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | E2E p50 | "
+            "E2E p90 | E2E p99 | output tok/s | requests/s | requests (errors) |"
+        )
+        + (" goodput/s (good/measured) |" if with_goodput else ""),
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if with_goodput else ""),
+    ]
+    for level_a, level_b in pairs:
+        for run, level in ((a, level_a), (b, level_b)):
+            stats = (level.ttft_ms, level.itl_ms, level.e2e_ms)
+            cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
+            out.append(
+                f"| {level.concurrency} | {run.label} | "
+                + " | ".join(cells)
+                + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
+                f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
+            )
+    return out
+
+
+def _rate_table(a: Run, b: Run, pairs: list[tuple[RateLevel, RateLevel]], with_goodput: bool) -> list[str]:
+    """The open-loop sweep: requests sent at a fixed rate (Poisson arrivals), no cap on those in flight."""
+    out = [
+        "Request-rate sweep (open loop: arrivals at the rate, nothing caps the requests in flight):",
+        "",
+        *verdicts(a, b, pairs, with_goodput),
+        "",
+        (
+            "| requests/s sent | run | arrivals | max in flight | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | "
+            "ITL p99 | E2E p50 | E2E p90 | E2E p99 | output tok/s | requests/s done | requests (errors) |"
+        )
+        + (" goodput/s (good/measured) |" if with_goodput else ""),
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + ("---:|" if with_goodput else ""),
+    ]
+    for level_a, level_b in pairs:
+        for run, level in ((a, level_a), (b, level_b)):
+            stats = (level.ttft_ms, level.itl_ms, level.e2e_ms)
+            cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
+            out.append(
+                f"| {level.request_rate:g} | {run.label} | {level.arrival} | {level.max_inflight} | "
+                + " | ".join(cells)
+                + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
+                f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
+            )
+    return out
 
 
 def _client(run: Run) -> str:
@@ -275,14 +486,20 @@ def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]
     return written
 
 
-def compare(a: Run, b: Run, out_dir: Path) -> Path:
-    """Write report.md and the PNGs into out_dir; return the report's path."""
+def compare(a: Run, b: Run, out_dir: Path, objectives: goodput_.Objectives | None = None) -> Path:
+    """Write report.md and the PNGs into out_dir; return the report's path. `objectives`: goodput's
+    (default: those run A recorded, else run B's, else the first goodput's); a goodput counted under
+    others is left out (n/a)."""
     shared = shared_levels(a, b)  # fails before anything is written
+    objectives = objectives or _objectives(a, b)
+    if objectives is not None:
+        a, b = under(a, objectives), under(b, objectives)
+        shared = shared_levels(a, b)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    images = plots(a, b, shared, out_dir)
+    images = plots(a, b, [(name, pairs) for name, pairs in shared if pairs], out_dir)
     report = out_dir / "report.md"
     tmp = report.with_suffix(".md.tmp")
-    tmp.write_text(markdown(a, b, shared, images))
+    tmp.write_text(markdown(a, b, shared, images, shared_rates(a, b), objectives))
     tmp.replace(report)
     return report

@@ -74,6 +74,27 @@ class Samples(_Model):
     e2e_ms: list[float]
 
 
+class Goodput(_Model):
+    """DistServe's goodput of one level, counted from aiperf's per-request records (serving_lab/bench/goodput.py):
+    the measured requests (warm-up excluded) that succeeded with TTFT <= ttft_slo_ms and inter-token latency
+    <= itl_slo_ms, per second of the level's duration (the first measured request's start to the last one's
+    end)."""
+
+    ttft_slo_ms: float
+    itl_slo_ms: float
+    good: int  # requests that met both objectives
+    requests: int  # measured requests, failed ones included
+    duration_s: float
+    per_s: float  # good / duration_s
+    # aiperf's own figure (its --goodput, given the same objectives): a cross-check; None when not asked for
+    aiperf_per_s: float | None = None
+
+    @property
+    def attainment(self) -> float:
+        """The share of measured requests that met both objectives (DistServe's SLO attainment)."""
+        return self.good / self.requests if self.requests else 0.0
+
+
 class Level(_Model):
     concurrency: int
     requests: int
@@ -85,13 +106,42 @@ class Level(_Model):
     output_tokens_per_s: float
     requests_per_s: float
     samples: Samples
+    goodput: Goodput | None = None  # None: a run saved before goodput, or its records were not kept
+
+    @property
+    def load(self) -> str:
+        return f"concurrency {self.concurrency}"
+
+
+class RateLevel(_Model):
+    """One level of the open-loop sweep: requests sent at `request_rate` per second (Poisson arrivals), with
+    no cap on how many are in flight; the same figures as a concurrency level."""
+
+    request_rate: float
+    arrival: str  # aiperf's --arrival-pattern
+    max_inflight: int  # the most measured requests in flight at once, from the records
+    requests: int
+    errors: int
+    duration_s: float
+    ttft_ms: Stats
+    itl_ms: Stats
+    e2e_ms: Stats
+    output_tokens_per_s: float
+    requests_per_s: float
+    samples: Samples
+    goodput: Goodput | None = None
+
+    @property
+    def load(self) -> str:
+        return f"{self.request_rate:g} requests/s"
 
 
 class ProfileRun(_Model):
     name: str
     input_tokens: int
     output_tokens: int
-    levels: list[Level]
+    levels: list[Level]  # the concurrency sweep
+    rate_levels: list[RateLevel] = Field(default_factory=list)  # the request-rate sweep
 
 
 class Hardware(_Model):
@@ -328,10 +378,37 @@ def _value_problem(run: Run) -> str:
             if level.concurrency < 1:  # the plots' concurrency axis is logarithmic
                 return f"{where}.levels.{j}.concurrency: {level.concurrency} (allowed: 1 or more)"
             counts += [(f"{where}.levels.{j}.requests", level.requests), (f"{where}.levels.{j}.errors", level.errors)]
+        for j, level in enumerate(profile.rate_levels):
+            if not level.request_rate > 0:
+                return f"{where}.rate_levels.{j}.request_rate: {level.request_rate:g} (allowed: more than 0)"
+            counts += [
+                (f"{where}.rate_levels.{j}.{name}", getattr(level, name))
+                for name in ("requests", "errors", "max_inflight")
+            ]
+        for kind, levels in (("levels", profile.levels), ("rate_levels", profile.rate_levels)):
+            for j, level in enumerate(levels):
+                problem = _goodput_problem(level.goodput)
+                if problem:
+                    return f"{where}.{kind}.{j}.goodput.{problem}"
     for where, value in counts:
         if value < 0:
             return f"{where}: {value} (allowed: 0 or more)"
     return _settings_problem(run.settings)
+
+
+def _goodput_problem(goodput: Goodput | None) -> str:
+    """A goodput the report would rank wrongly although the types are right; "" when none."""
+    if goodput is None:
+        return ""
+    for name in ("ttft_slo_ms", "itl_slo_ms"):
+        if not getattr(goodput, name) > 0:
+            return f"{name}: {getattr(goodput, name):g} (allowed: more than 0)"
+    for name in ("good", "requests", "duration_s", "per_s"):
+        if getattr(goodput, name) < 0:
+            return f"{name}: {getattr(goodput, name):g} (allowed: 0 or more)"
+    if goodput.good > goodput.requests:
+        return f"good: {goodput.good} is more than the {goodput.requests} requests measured"
+    return ""
 
 
 def _settings_problem(settings: dict) -> str:
@@ -382,6 +459,14 @@ def _short(value, limit: int = 60) -> str:
     return repr(value)
 
 
+def level_name(profile: str, level: Level | RateLevel) -> str:
+    """The folder of a level's aiperf artifacts beside the run's JSON, and its name in settings.skipped:
+    `chat-c16` (concurrency 16), `chat-r0.5` (0.5 requests/s)."""
+    if isinstance(level, RateLevel):
+        return f"{profile}-r{level.request_rate:g}"
+    return f"{profile}-c{level.concurrency}"
+
+
 # Settings that differ between two commands measuring the same deployment: where the rehearsal's model
 # folder and tokenizer were (a temporary path), what each command was told, what it skipped.
 PER_COMMAND_SETTINGS = ("tokenizer", "rehearsal", "skipped", "merged_from")
@@ -404,7 +489,7 @@ def merge(runs: list[Run]) -> Run:
                 )
         ours, theirs = ({k: v for k, v in r.settings.items() if k not in PER_COMMAND_SETTINGS} for r in (first, run))
         if ours != theirs:
-            key = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))[0]
+            key = min(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
             raise ResultsError(
                 f"settings.{key} differs between the run of {first.created_at} and the run "
                 f"of {run.created_at}: {ours.get(key)!r} vs {theirs.get(key)!r}"
@@ -424,10 +509,24 @@ def merge(runs: list[Run]) -> Run:
             twice = {level.concurrency for level in known.levels} & {level.concurrency for level in profile.levels}
             if twice:
                 raise ResultsError(f"profile {profile.name!r} at concurrency {min(twice)} is in two runs (keep one)")
+            rates = {level.request_rate for level in known.rate_levels} & {
+                lv.request_rate for lv in profile.rate_levels
+            }
+            if rates:
+                raise ResultsError(f"profile {profile.name!r} at {min(rates):g} requests/s is in two runs (keep one)")
             profiles[profile.name] = known.model_copy(
-                update={"levels": sorted([*known.levels, *profile.levels], key=lambda level: level.concurrency)}
+                update={
+                    "levels": sorted([*known.levels, *profile.levels], key=lambda level: level.concurrency),
+                    "rate_levels": sorted(
+                        [*known.rate_levels, *profile.rate_levels], key=lambda level: level.request_rate
+                    ),
+                }
             )
-    measured = {f"{name}-c{level.concurrency}" for name, profile in profiles.items() for level in profile.levels}
+    measured = {
+        level_name(name, level)
+        for name, profile in profiles.items()
+        for level in (*profile.levels, *profile.rate_levels)
+    }
     skipped = sorted({s for run in runs for s in run.settings.get("skipped", [])} - measured)
     settings = {k: v for k, v in first.settings.items() if k != "skipped"}
     settings["merged_from"] = [run.created_at for run in runs]

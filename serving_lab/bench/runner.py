@@ -4,6 +4,7 @@ each concurrency level, through aiperf, saved as one results JSON beside aiperf'
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -13,8 +14,21 @@ from pathlib import Path
 from config.instance_types import INSTANCE_TYPES
 from config.schema import StageConfig, WorkloadProfile
 
-from . import aiperf, calibration
-from .results import Hardware, Level, ProfileRun, Run
+from . import aiperf, calibration, goodput
+from .results import Hardware, Level, ProfileRun, RateLevel, Run
+
+# A level of the request-rate sweep sends max(16, rate x RATE_LEVEL_SECONDS) requests (about a minute of
+# arrivals; `bench --rate-seconds` changes it), after a warm-up of rate x 1 s (1 to 16) requests at the
+# same rate.
+RATE_LEVEL_SECONDS = 60.0
+
+
+def rate_request_count(request_rate: float, seconds: float = RATE_LEVEL_SECONDS) -> int:
+    return max(16, math.ceil(request_rate * seconds))
+
+
+def rate_warmup(request_rate: float) -> int:
+    return min(16, max(1, math.ceil(request_rate)))
 
 
 def hardware(cfg: StageConfig) -> Hardware:
@@ -29,8 +43,9 @@ def hardware(cfg: StageConfig) -> Hardware:
     )
 
 
-def settings(cfg: StageConfig, tokenizer: str) -> dict:
+def settings(cfg: StageConfig, tokenizer: str, objectives: goodput.Objectives | None = None) -> dict:
     serving = cfg.serving
+    objectives = objectives or goodput.Objectives.of_stage(cfg)
     return {
         "mode": serving.mode,
         "engine": serving.engine.model_dump(),
@@ -41,6 +56,7 @@ def settings(cfg: StageConfig, tokenizer: str) -> dict:
         "tokenizer": tokenizer,
         "random_seed": cfg.benchmark.random_seed,
         "request_timeout_seconds": cfg.benchmark.request_timeout_seconds,
+        "slo": objectives.settings(),
     }
 
 
@@ -60,13 +76,17 @@ def select(cfg: StageConfig, names: Sequence[str] = ()) -> list[WorkloadProfile]
 
 @dataclass(frozen=True)
 class Adjustments:
-    """What `ops rehearse` changes about a stage run, recorded in the results' settings: the host's
-    hardware instead of the stage's nodes, a subset of the levels, fewer requests per stream, the
-    engine overrides, a deadline after which no new level starts (the run so far is kept), and a time
-    bound per level (requests in flight when it ends may finish within their timeout and are counted)."""
+    """What `ops rehearse` (and `bench --request-rates`, `--sweep`) changes about a stage run, recorded in
+    the results' settings: the host's hardware instead of the stage's nodes, a subset of the levels (an
+    empty one: no concurrency sweep), other request rates than the profiles' (an empty list: no rate
+    sweep), fewer requests per stream, the engine overrides, a deadline after which no new level starts
+    (the run so far is kept), and a time bound per level (requests in flight when it ends may finish
+    within their timeout and are counted)."""
 
     hardware: Hardware | None = None
     levels: Sequence[int] | None = None
+    request_rates: Sequence[float] | None = None  # instead of each profile's request_rates
+    rate_seconds: float | None = None  # instead of RATE_LEVEL_SECONDS
     requests_per_stream: int | None = None
     deadline: float | None = None  # time.monotonic() value
     level_seconds: float | None = None  # each level stops sending after this long (aiperf --benchmark-duration)
@@ -87,23 +107,29 @@ def run_stage(
     note: str = "",
     endpoint_label: str | None = None,
     adjust: Adjustments = Adjustments(),
+    objectives: goodput.Objectives | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
 ) -> tuple[Run, Path]:
+    """`objectives`: goodput's (default the stage's, goodput.Objectives.of_stage), counted per level from
+    aiperf's records and asked of aiperf too (--goodput) for the cross-check."""
+    objectives = objectives or goodput.Objectives.of_stage(cfg)
     profiles = select(cfg, profile_names)
-    if adjust.levels is not None or adjust.requests_per_stream is not None:
+    if adjust.levels is not None or adjust.requests_per_stream is not None or adjust.request_rates is not None:
         profiles = [
             profile.model_copy(
                 update={
                     "concurrency": [c for c in profile.concurrency if adjust.levels is None or c in adjust.levels],
                     **({"requests_per_stream": adjust.requests_per_stream} if adjust.requests_per_stream else {}),
+                    **({"request_rates": list(adjust.request_rates)} if adjust.request_rates is not None else {}),
                 }
             )
             for profile in profiles
         ]
-        profiles = [profile for profile in profiles if profile.concurrency]
+        profiles = [profile for profile in profiles if profile.concurrency or profile.request_rates]
         if not profiles:
-            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has any of the levels {list(adjust.levels)}")
+            levels = "no concurrency level" if not adjust.levels else f"none of the levels {list(adjust.levels)}"
+            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has a level to run ({levels}, no request rate)")
     tokenizer = tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
     started = now()
     label = label or cfg.serving.mode
@@ -111,7 +137,7 @@ def run_stage(
     run_dir = Path(out_dir) / cfg.stage / f"{stamp}-{label}"
     overhead = None
     if calibrate:
-        top = max(max(profile.concurrency) for profile in profiles)
+        top = max(max(profile.concurrency, default=1) for profile in profiles)
         progress(f"calibration: aiperf against the local fake server at concurrency {top} ...")
         overhead, _ = calibration.measure(
             executable, run_dir / "calibration", concurrency=top, client_env=adjust.client_env
@@ -135,40 +161,57 @@ def run_stage(
             model_source=cfg.serving.model.source,
             image=cfg.image,
             hardware=adjust.hardware or hardware(cfg),
-            settings={**settings(cfg, tokenizer), **adjust.recorded, **({"skipped": skipped} if skipped else {})},
+            settings={
+                **settings(cfg, tokenizer, objectives),
+                **adjust.recorded,
+                **({"skipped": skipped} if skipped else {}),
+            },
             client={"name": "aiperf", "version": version, "endpoint_type": "chat", "streaming": True},
             calibration=overhead,
-            profiles=[profile for profile in measured if profile.levels],
+            profiles=[profile for profile in measured if profile.levels or profile.rate_levels],
         )
 
     version = aiperf.version(executable, env=adjust.client_env)
     path = run_dir.with_suffix(".json")
     for profile in profiles:
         levels: list[Level] = []
+        rate_levels: list[RateLevel] = []
         measured.append(
             ProfileRun(
-                name=profile.name, input_tokens=profile.input_tokens, output_tokens=profile.output_tokens, levels=levels
+                name=profile.name,
+                input_tokens=profile.input_tokens,
+                output_tokens=profile.output_tokens,
+                levels=levels,
+                rate_levels=rate_levels,
             )
         )
-        for concurrency in profile.concurrency:
+        loads = [(c, None) for c in profile.concurrency] + [(None, r) for r in profile.request_rates]
+        for concurrency, rate in loads:
+            name = f"{profile.name}-c{concurrency}" if rate is None else f"{profile.name}-r{rate:g}"
+            shown = f"concurrency {concurrency}" if rate is None else f"{rate:g} requests/s"
             if adjust.deadline is not None and time.monotonic() >= adjust.deadline:
-                skipped.append(f"{profile.name}-c{concurrency}")
-                progress(f"{profile.name} concurrency {concurrency}: skipped (time budget spent)")
+                skipped.append(name)
+                progress(f"{profile.name} {shown}: skipped (time budget spent)")
                 continue
             workload = aiperf.Workload(
                 input_tokens=profile.input_tokens,
                 output_tokens=profile.output_tokens,
-                concurrency=concurrency,
-                request_count=profile.request_count(concurrency),
-                warmup_requests=concurrency,
+                concurrency=concurrency or 0,
+                request_count=(
+                    profile.request_count(concurrency)
+                    if rate is None
+                    else rate_request_count(rate, adjust.rate_seconds or RATE_LEVEL_SECONDS)
+                ),
+                warmup_requests=concurrency if rate is None else rate_warmup(rate),
                 random_seed=cfg.benchmark.random_seed,
                 request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
                 duration_seconds=adjust.level_seconds,
+                request_rate=rate,
             )
-            artifacts = run_dir / f"{profile.name}-c{concurrency}"
+            artifacts = run_dir / name
             progress(
                 f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
-                f"concurrency {concurrency}: {workload.request_count} requests ..."
+                f"{shown}: {workload.request_count} requests ..."
             )
             aiperf.run(
                 aiperf.command(
@@ -178,17 +221,25 @@ def run_stage(
                     tokenizer=tokenizer,
                     workload=workload,
                     artifact_dir=artifacts,
+                    goodput=objectives.aiperf(),
                 ),
                 artifacts,
                 env=adjust.client_env,
             )
-            level = aiperf.parse(artifacts, concurrency)
+            level = (
+                aiperf.parse(artifacts, concurrency)
+                if rate is None
+                else aiperf.parse_rate(artifacts, rate, workload.arrival)
+            )
+            level = level.model_copy(update={"goodput": goodput.of_folder(artifacts, objectives)})
+            good = level.goodput
             progress(
                 f"  TTFT p50 {level.ttft_ms.p50:.1f} ms, ITL p50 {level.itl_ms.p50:.2f} ms, "
                 f"E2E p50 {level.e2e_ms.p50:.0f} ms, {level.output_tokens_per_s:.0f} output tok/s, "
                 f"{level.errors} errors"
+                + (f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good)" if good else "")
             )
-            levels.append(level)
-            measured[-1] = measured[-1].model_copy(update={"levels": list(levels)})
+            (levels if rate is None else rate_levels).append(level)
+            measured[-1] = measured[-1].model_copy(update={"levels": list(levels), "rate_levels": list(rate_levels)})
             result().save(path)  # after every level: an interrupted run keeps what it measured
     return result(), result().save(path)

@@ -1,0 +1,179 @@
+"""Goodput (DistServe, OSDI 2024): requests per second that meet both latency objectives, counted from
+aiperf's per-request records, never from its summary.
+
+Per level (one aiperf run: a profile at one concurrency or one request rate), over the measured requests
+(aiperf's profile_export.jsonl, the warm-up phase left out):
+
+    good      = requests that succeeded with  TTFT <= ttft objective  AND  ITL <= itl objective
+    duration  = max(request_end_ns) - min(request_start_ns) over every measured request, failed ones too
+                (the first request's start to the last one's end, aiperf's wall-clock record metadata)
+    goodput   = good / duration  (requests/s)
+
+ITL is aiperf's per-request inter_token_latency, (end-to-end - TTFT) / (output tokens - 1): the mean gap of
+that request, DistServe's TPOT, not each gap. A request of one output token has no gap: it meets the ITL
+objective, as in DistServe (its TPOT is 0: evaluation/2-benchmark-serving/structs.py, RequestResult); aiperf's
+own count leaves it out (no inter_token_latency). Both bounds are inclusive (DistServe's count_valid_results
+and aiperf's good_request_count both use <=).
+
+The objectives come from the stage (config/schema.py): benchmark.slo.ttft_seconds, by default
+observability.ttft_p99_slo_seconds, and benchmark.slo.itl_seconds (0.1 s); --slo-ttft / --slo-itl override.
+
+aiperf 0.13.0 computes a goodput too when given --goodput: aiperf/metrics/types/good_request_count_metric.py
+marks each record good when every objective holds (<=; the record's good_request_count, 0 or 1) and
+goodput_metric.py divides their count by the observation duration (aiperf/metrics/metric_dicts.py), which
+for the exported summary is the profiling phase's window (aiperf/metrics/accumulator.py,
+_summarize_for_export_context: the phase's start to its end, phase_manifest.json), not the requests' span.
+We pass it the same objectives (runner.py) and keep its figure beside ours (Goodput.aiperf_per_s): the good
+counts agree request by request (tests/serving_lab/bench/test_goodput.py checks it on a real aiperf run); the
+rates differ by the duration only (aiperf's window opens before the first arrival). The report ranks by ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import aiperf
+from .results import Goodput, Level, RateLevel, Run, level_name
+
+MS = 1000.0
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """The two objectives, in ms (the unit of aiperf's records)."""
+
+    ttft_ms: float
+    itl_ms: float
+
+    @classmethod
+    def of_stage(cls, cfg, ttft_seconds: float | None = None, itl_seconds: float | None = None) -> Objectives:
+        """The stage's: benchmark.slo, its TTFT by default observability.ttft_p99_slo_seconds; the arguments
+        (the command line's --slo-ttft, --slo-itl) override."""
+        slo = cfg.benchmark.slo
+        ttft = ttft_seconds or slo.ttft_seconds or cfg.observability.ttft_p99_slo_seconds
+        return cls.of_seconds(ttft, itl_seconds or slo.itl_seconds)
+
+    @classmethod
+    def of_seconds(cls, ttft_seconds: float, itl_seconds: float) -> Objectives:
+        # Rounded to a ns: 1.1 s is 1100 ms, not 1100.0000000000002, so objectives compare equal.
+        return cls(ttft_ms=round(ttft_seconds * MS, 6), itl_ms=round(itl_seconds * MS, 6))
+
+    @classmethod
+    def of_settings(cls, settings: dict) -> Objectives | None:
+        """The objectives a run recorded (settings.slo), or None."""
+        slo = settings.get("slo")
+        if not isinstance(slo, dict):
+            return None
+        ttft, itl = slo.get("ttft_seconds"), slo.get("itl_seconds")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (ttft, itl)):
+            return None
+        return cls.of_seconds(ttft, itl)
+
+    def settings(self) -> dict:
+        """settings.slo of a run: seconds, as in the stage file."""
+        return {"ttft_seconds": self.ttft_ms / MS, "itl_seconds": self.itl_ms / MS}
+
+    def aiperf(self) -> tuple[float, float]:
+        """aiperf's --goodput values (aiperf.command)."""
+        return self.ttft_ms, self.itl_ms
+
+    def of(self, goodput: Goodput) -> bool:
+        """Whether `goodput` was counted under these objectives."""
+        return (goodput.ttft_slo_ms, goodput.itl_slo_ms) == (self.ttft_ms, self.itl_ms)
+
+    @property
+    def title(self) -> str:
+        return f"TTFT <= {_ms(self.ttft_ms)} and ITL <= {_ms(self.itl_ms)}"
+
+
+def _ms(value: float) -> str:
+    return f"{value / MS:g} s" if value >= MS else f"{value:g} ms"
+
+
+def is_good(request: aiperf.RequestMetrics, objectives: Objectives) -> bool:
+    """A request that succeeded with TTFT and ITL within the objectives (see the module's docstring)."""
+    if request.error is not None or request.ttft_ms is None or request.ttft_ms > objectives.ttft_ms:
+        return False
+    if request.itl_ms is None:
+        return request.output_tokens == 1  # no gap to be late; a missing figure otherwise is no pass
+    return request.itl_ms <= objectives.itl_ms
+
+
+def count(
+    measured: Iterable[aiperf.RequestMetrics], objectives: Objectives, aiperf_per_s: float | None = None
+) -> Goodput | None:
+    """The goodput of one level's measured requests; None when no request has both timestamps."""
+    measured = list(measured)
+    spans = [(r.start_ns, r.end_ns) for r in measured if r.start_ns is not None and r.end_ns is not None]
+    if not spans:
+        return None
+    duration_s = max(0, max(end for _, end in spans) - min(start for start, _ in spans)) / 1e9
+    good = sum(is_good(r, objectives) for r in measured)
+    return Goodput(
+        ttft_slo_ms=objectives.ttft_ms,
+        itl_slo_ms=objectives.itl_ms,
+        good=good,
+        requests=len(measured),
+        duration_s=duration_s,
+        per_s=good / duration_s if duration_s > 0 else 0.0,
+        aiperf_per_s=aiperf_per_s,
+    )
+
+
+def aiperf_goodput(summary: dict, objectives: Objectives) -> float | None:
+    """aiperf's own goodput from its summary, only when it was run with exactly these objectives."""
+    asked = (summary.get("input_config") or {}).get("slos") or {}
+    if asked != {"time_to_first_token": objectives.ttft_ms, "inter_token_latency": objectives.itl_ms}:
+        return None
+    value = (summary.get("goodput") or {}).get("avg")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def of_folder(artifact_dir: Path, objectives: Objectives) -> Goodput | None:
+    """The goodput of one level from the aiperf artifacts in `artifact_dir`; None without its records."""
+    artifact_dir = Path(artifact_dir)
+    if not (artifact_dir / aiperf.RECORDS).is_file():
+        return None
+    try:
+        summary = aiperf.read_summary(artifact_dir)
+    except aiperf.BenchError:
+        summary = {}
+    return count(aiperf.requests(artifact_dir), objectives, aiperf_goodput(summary, objectives))
+
+
+def artifacts(run_path: Path, profile: str, level: Level | RateLevel) -> Path:
+    """Where `ops bench` (and `ops rehearse --bench`) wrote a level's aiperf artifacts: beside the run's
+    JSON, <time>-<label>/<profile>-c<concurrency> or <profile>-r<rate>."""
+    return Path(run_path).with_suffix("") / level_name(profile, level)
+
+
+def recount(run: Run, run_path: Path, objectives: Objectives) -> tuple[Run, list[str]]:
+    """`run` with every level's goodput counted anew from the records beside `run_path` under `objectives`
+    (settings.slo set to them), and the levels that have no records there: those keep a goodput they
+    recorded under the same objectives, and lose one counted under others."""
+    missing: list[str] = []
+    profiles = []
+    for profile in run.profiles:
+        updated = {}
+        for kind in ("levels", "rate_levels"):
+            levels = []
+            for level in getattr(profile, kind):
+                found = of_folder(artifacts(run_path, profile.name, level), objectives)
+                if found is None:
+                    missing.append(level_name(profile.name, level))
+                    kept = level.goodput if level.goodput is not None and objectives.of(level.goodput) else None
+                    found = kept
+                levels.append(level.model_copy(update={"goodput": found}))
+            updated[kind] = levels
+        profiles.append(profile.model_copy(update=updated))
+    settings = {**run.settings, "slo": objectives.settings()}
+    return run.model_copy(update={"profiles": profiles, "settings": settings}), missing
+
+
+def best(levels: Iterable[Level | RateLevel], objectives: Objectives) -> Level | RateLevel | None:
+    """The level of highest goodput under `objectives` (the first of equals, concurrency levels before rate
+    levels in the order given); None when no level has one."""
+    counted = [level for level in levels if level.goodput is not None and objectives.of(level.goodput)]
+    return max(counted, key=lambda level: level.goodput.per_s, default=None)
