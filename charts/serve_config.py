@@ -42,8 +42,10 @@ def deployment_config(replicas: Replicas) -> dict[str, Any]:
 
 
 def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dict[str, Any]:
-    """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine."""
-    engine_kwargs: dict[str, Any] = serving.engine.vllm_kwargs()
+    """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine. Its engine_kwargs
+    are the side's effective engine settings: serving.engine with the side's own engine block over it
+    (config/schema.py Serving.engine_for); a colocated engine runs serving.engine alone."""
+    engine_kwargs: dict[str, Any] = serving.engine_for(side).vllm_kwargs()
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": serving.model.id, "model_source": serving.model.source},
         "engine_kwargs": engine_kwargs,

@@ -1,37 +1,57 @@
-"""`python -m config validate PATH [PATH ...]`: the same checks as synth, without CDK.
+"""`python -m config validate [PATH ...]` (also `pd-inference validate`): the same checks as synth, without CDK.
 
 A PATH is a stage file or a folder of them (every `<stage>.yaml` there, and its `_pipeline.yaml` if
-any, checked as synth checks the folder). The stages given are also checked together: no two may give
-one AWS name to two resources in one account and region. Exit 0 with one summary line per valid file;
-exit 2 with one `PATH: field: problem` line for the first problem, and nothing on stdout. Paths are
-printed as given. Runs from anywhere: `python -m config` with the checkout on PYTHONPATH, or
-`python /path/to/checkout/config validate ...`.
+any, checked as synth checks the folder); --config-dir DIR is one more folder, and with no PATH and no
+--config-dir the checkout's config/ is checked. The stages given are also checked together: no two may give
+one AWS name to two resources in one account and region. Exit 0 with one summary line per valid file (with
+--json: one JSON document); exit 2 with one `PATH: field: problem` line for the first problem, and nothing
+on stdout. Paths are printed as given. Runs from anywhere as `pd-inference validate` or `python
+/path/to/checkout/config validate` with the project's venv (scripts/setup.sh installs the project there), or as
+`python -m config validate` in the checkout (or with it on PYTHONPATH).
 """
 
 from __future__ import annotations
 
 import sys
 
-if __package__ in (None, ""):  # `python config/__main__.py` or `python config`: import as the package
+if not __package__:  # `python config` or `python config/__main__.py`: the package as installed (scripts/setup.sh)
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from config.__main__ import main
+    def _installed_here() -> bool:
+        try:
+            import config
+        except ModuleNotFoundError as exc:
+            if exc.name != "config":
+                raise
+            return False
+        return Path(config.__file__).resolve().parent == Path(__file__).resolve().parent
 
-    sys.exit(main())
+    if not _installed_here():
+        print(
+            f"config: this Python does not have the checkout {Path(__file__).resolve().parent.parent} installed: "
+            "run `python -m config validate PATH` in it, or its `pd-inference validate PATH` (scripts/setup.sh "
+            "installs it into .venv)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    import importlib
+
+    sys.exit(importlib.import_module("config.__main__").main())
 
 import argparse
+import json
 import os
 from pathlib import Path
 
 from .errors import ConfigError
 from .instance_types import INSTANCE_TYPES
-from .loader import load_stage_file, stage_files
+from .loader import CONFIG_DIR, load_stage_file, stage_files
 from .rules import check_together
+from .schema import StageConfig
 
 
 def summary(cfg) -> str:
-    low, desired, high = cfg.gpu_nodegroup.sizes
+    _, desired, _ = cfg.gpu_nodegroup.sizes
     spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
     efa = f"EFA x{spec.efa_interfaces}" if cfg.gpu_nodegroup.efa else "no EFA"
     endpoint = (
@@ -47,7 +67,7 @@ def summary(cfg) -> str:
     )
 
 
-def _validate_folder(folder: str) -> list[tuple[object, str]]:
+def _validate_folder(folder: str) -> list[tuple[StageConfig, str]]:
     from .pipeline import load_pipeline  # the pipeline file of the folder, as app.py checks it
 
     files = stage_files(folder)
@@ -58,9 +78,9 @@ def _validate_folder(folder: str) -> list[tuple[object, str]]:
     return loaded
 
 
-def validate(paths: list[str]) -> list[str]:
-    """The summary lines of every stage in `paths`, or the first problem as a ConfigError."""
-    loaded: list[tuple[object, str]] = []
+def _load(paths: list[str]) -> list[tuple[StageConfig, str]]:
+    """(stage, path as given) of every stage file in `paths`, checked one by one and together."""
+    loaded: list[tuple[StageConfig, str]] = []
     for path in paths:
         if Path(path).is_dir():
             loaded += _validate_folder(path)
@@ -69,23 +89,58 @@ def validate(paths: list[str]) -> list[str]:
     # one file named twice (`dev.yaml` and its folder) is one stage, not a collision with itself
     distinct = {os.path.realpath(path): (cfg, path) for cfg, path in reversed(loaded)}
     check_together([distinct[key] for key in dict.fromkeys(os.path.realpath(path) for _, path in loaded)])
-    return [f"{path}: ok: {summary(cfg)}" for cfg, path in loaded]
+    return loaded
+
+
+def validate(paths: list[str]) -> list[str]:
+    """The summary lines of every stage in `paths`, or the first problem as a ConfigError."""
+    return [f"{path}: ok: {summary(cfg)}" for cfg, path in _load(paths)]
+
+
+DESCRIPTION = (
+    "Check stage files, or every stage file of a folder, as synth does (without CDK), and the stages together.\n"
+    "Exit 0: every file is valid (one summary line each); exit 2: the first problem, one `PATH: field: problem`\n"
+    "line on stderr and nothing on stdout."
+)
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """`validate`: the command protocol of ops/__main__.py (`pd-inference validate`), and `python -m config`'s."""
+    cmd = sub.add_parser("validate", help="check stage files, or every stage file of a folder", description=DESCRIPTION)
+    cmd.add_argument(
+        "paths", nargs="*", metavar="PATH", help="a stage file or a folder of them (default: the --config-dir folder)"
+    )
+    cmd.add_argument(
+        "--config-dir",
+        metavar="DIR",
+        help=f"a folder of stage files to check too (default, when no PATH is given: {CONFIG_DIR})",
+    )
+    cmd.add_argument(
+        "--json", action="store_true", help="print the result as JSON (every file's path, stage and summary)"
+    )
+    return cmd
+
+
+def run(args) -> int:
+    paths = [*args.paths, *([args.config_dir] if args.config_dir else [])] or [str(CONFIG_DIR)]
+    try:
+        loaded = _load(paths)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.json:
+        stages = [{"path": path, "stage": cfg.stage, "summary": summary(cfg)} for cfg, path in loaded]
+        print(json.dumps({"command": "validate", "ok": True, "stages": stages}, indent=2))
+    else:
+        for cfg, path in loaded:
+            print(f"{path}: ok: {summary(cfg)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m config", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    validate_cmd = sub.add_parser("validate", help="check stage files, or every stage file of a folder")
-    validate_cmd.add_argument("paths", nargs="+", metavar="PATH")
-    args = parser.parse_args(argv)
-    try:
-        lines = validate(args.paths)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    for line in lines:
-        print(line)
-    return 0
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -232,11 +232,17 @@ class KnownModel:
     parameters: float  # all parameters in the checkpoint (vision tower and MTP head included)
     kv_bytes_per_token: int  # K and V of every attention layer at 16 bits (0: unknown)
     basis: str  # where the numbers come from
+    # The Hugging Face organisation (lower case) whose copy of the model is gated: its page asks each account to
+    # accept the licence, and a download without a token of such an account is refused (HTTP 401/403). "": not
+    # gated. A copy under another organisation (a quantization, a mirror) is its own repository, gated or not as
+    # its owner chose, so only this organisation's is marked (is_gated).
+    gated_org: str = ""
 
 
 # Keyed by config/engine_args.py model_key(): the repo's name (after the organisation), lower case (the Hub
 # resolves repo ids case-insensitively; the GDN models are keyed the same way). Only models whose numbers can
 # be traced; every one of them is dense (no expert layers: see model_memory_floor).
+META = "meta-llama"
 KNOWN_MODELS: dict[str, KnownModel] = {
     # Computed from its config.json (rehearsal/qwen3.5-9b-config.json; the computation is
     # tests/config/test_safety.py): text 8.95e9 (untied 248,320 x 4,096 embeddings and head, 24 Gated
@@ -246,16 +252,27 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "qwen3.5-9b": KnownModel(9.65e9, 32 * 1024, "Qwen3.5-9B's config.json"),
     # 27B dense (model card; ~54 GB in bfloat16), 64 layers of which 16 full attention with 4 KV heads x 256.
     "qwen3.5-27b": KnownModel(27e9, 64 * 1024, "Qwen3.5-27B's model card"),
-    # Llama 3.1 (model cards and config.json): 8.03e9, 32 layers x 8 KV heads x 128; 70.6e9, 80 layers.
-    "llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
-    "llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
-    "meta-llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
-    "meta-llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card"),
-    "llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
-    "llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
-    "meta-llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
-    "meta-llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card"),
+    # Llama 3.1 (model cards and config.json): 8.03e9, 32 layers x 8 KV heads x 128; 70.6e9, 80 layers. Gated
+    # under meta-llama (the Llama 3.1 Community License is accepted on the model page first); Qwen3.5 is not.
+    "llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card", META),
+    "llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card", META),
+    "meta-llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card", META),
+    "meta-llama-3.1-8b-instruct": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card", META),
+    "llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card", META),
+    "llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card", META),
+    "meta-llama-3.1-70b": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card", META),
+    "meta-llama-3.1-70b-instruct": KnownModel(70.6e9, 320 * 1024, "Llama 3.1's model card", META),
 }
+
+
+def is_gated(source: str) -> bool:
+    """Whether serving.model.source is a gated repository of KNOWN_MODELS: the model's key (model_key) marked with
+    a gated_org, under that very organisation (Hugging Face ids are case-insensitive: compared in lower case)."""
+    known = KNOWN_MODELS.get(model_key(source))
+    org = source.split("/", 1)[0].lower() if "/" in source else ""
+    return known is not None and bool(known.gated_org) and org == known.gated_org
+
+
 # A size in the name ("Qwen2.5-72B-Instruct", "Qwen3.5-35B-A3B": the total comes first) is a rounded
 # label: the floor takes 90% of it. "8x7B" and names without a size are not read.
 NAME_SIZE = re.compile(r"(?i)(?:^|[-_])([0-9]+(?:\.[0-9]+)?)b(?=$|[-_])")
@@ -280,9 +297,11 @@ class MemoryFloor:
     gpu_gib: float
 
 
-def model_memory_floor(cfg: StageConfig) -> MemoryFloor | None:
-    """The least GPU memory one engine needs for the served model, or None when its size is unknown."""
-    model, engine = cfg.serving.model, cfg.serving.engine
+def model_memory_floor(cfg: StageConfig, engine: Engine | None = None) -> MemoryFloor | None:
+    """The least GPU memory one engine needs for the served model, or None when its size is unknown. `engine`: the
+    settings it runs with (a PD role's, Serving.engine_for), serving.engine by default."""
+    model = cfg.serving.model
+    engine = cfg.serving.engine if engine is None else engine
     name = model.source.rstrip("/").rsplit("/", 1)[-1]
     known = KNOWN_MODELS.get(model_key(model.source))
     if model.parameters_billion is not None:

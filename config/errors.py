@@ -22,6 +22,13 @@ class ConfigError(Exception):
         super().__init__(f"{self.path}: {self.field}: {self.problem}")
 
 
+def warning_line(path: str, field: str, problem: str) -> str:
+    """`PATH: field.path: warning: what is odd (what to do)`: one line, cleaned as a ConfigError's is. A warning
+    never stops a command: the loader prints it on stderr and carries on (config/loader.py load_stage_file)."""
+    error = ConfigError(path, field, problem)
+    return f"{error.path}: {error.field}: warning: {error.problem}"
+
+
 def _printable(text: str) -> str:
     """Control characters (a terminal escape in a key, say) shown as escapes, never emitted raw."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

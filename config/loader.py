@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -241,8 +243,14 @@ def load_model(path: str | Path, model: type[Model], what: str) -> Model:
         raise ConfigError(shown, "(root)", f"cannot be read as {what} settings ({type(exc).__name__})") from None
 
 
-def load_stage_file(path: str | Path) -> StageConfig:
-    """Load and check one stage file: the same checks at validate time and at synth time."""
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def load_stage_file(path: str | Path, warn: Callable[[str], None] = _to_stderr) -> StageConfig:
+    """Load and check one stage file: the same checks at validate time and at synth time. A valid stage's warnings
+    (config/rules.py warnings: allowed, but most likely a mistake) go to `warn`, one line each: stderr by
+    default, so a command prints them and its exit code stays what it was."""
     shown = str(path)
     stem = Path(path).stem
     cfg = load_model(path, StageConfig, "stage")
@@ -253,6 +261,8 @@ def load_stage_file(path: str | Path) -> StageConfig:
             f"{short(cfg.stage)} differs from the file name (allowed: {short(stem)}, the file is <stage>.yaml)",
         )
     rules.check(cfg, shown)
+    for line in rules.warnings(cfg, shown):
+        warn(line)
     return cfg
 
 

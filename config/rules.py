@@ -21,9 +21,9 @@ from .derived import (
 )
 from .derived import RUNTIME_RESERVE_GIB as RUNTIME_RESERVE
 from .engine_args import SM90_GPUS, is_gdn_model
-from .errors import ConfigError, dotted, short
+from .errors import ConfigError, dotted, short, warning_line
 from .instance_types import INSTANCE_TYPES, InstanceSpec, known_types
-from .schema import StageConfig
+from .schema import MAX_EXTRA_ARGS, ROLES, StageConfig
 
 # Room the node keeps for the kubelet, the OS and the system daemonsets (VPC CNI, kube-proxy, EKS Pod
 # Identity agent, the two device plugins, node monitoring): what a Ray pod may never ask for.
@@ -43,7 +43,9 @@ def check(cfg: StageConfig, path: str) -> None:
         _gpu_nodegroup,
         _serving_image,
         _serving_transport,
+        _serving_roles,
         rules_workload.model_source,
+        rules_workload.model_access,
         rules_workload.serving_capacity,
         _serving_model_fits,
         _serving_resources,
@@ -59,6 +61,12 @@ def check(cfg: StageConfig, path: str) -> None:
         rule(cfg, path)
 
 
+def warnings(cfg: StageConfig, path: str) -> list[str]:
+    """The warning lines of a valid stage (errors.warning_line): what is allowed but most likely a mistake."""
+    found = [rule(cfg) for rule in (rules_workload.model_id_mismatch,)]
+    return [warning_line(path, field, problem) for field, problem in filter(None, found)]
+
+
 def gpu_spec(cfg: StageConfig) -> InstanceSpec:
     return INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
 
@@ -67,19 +75,49 @@ def system_spec(cfg: StageConfig) -> InstanceSpec:
     return INSTANCE_TYPES[cfg.system_nodegroup.instance_type]
 
 
+def _serving_roles(cfg: StageConfig, path: str) -> None:
+    """A role's own engine block (serving.prefill.engine, serving.decode.engine) exists in PD mode only: a colocated
+    engine does both phases, and serving.engine alone applies to it. Merged over serving.engine, a role's extra_args
+    stay within the MAX_EXTRA_ARGS one engine takes (the merge itself: config/schema.py merged_engine)."""
+    serving = cfg.serving
+    for role in ROLES:
+        block = getattr(serving, role).engine
+        if block is None:
+            continue
+        if serving.mode != "pd":
+            raise ConfigError(
+                path,
+                f"serving.{role}.engine",
+                f"a per-role engine block in {serving.mode} mode, where one engine does both phases and "
+                "serving.engine alone applies (allowed: the settings in serving.engine; per-role engine blocks "
+                "only with serving.mode: pd)",
+            )
+        merged = {**serving.engine.extra_args, **block.extra_args}
+        if len(merged) > MAX_EXTRA_ARGS:
+            raise ConfigError(
+                path,
+                f"serving.{role}.engine.extra_args",
+                f"{len(merged)} extra engine arguments together with serving.engine.extra_args (allowed: at most "
+                f"{MAX_EXTRA_ARGS} for one engine, counting each name once)",
+            )
+
+
 def _serving_engine(cfg: StageConfig, path: str) -> None:
     """A Gated-DeltaNet model (Qwen3.5) on Hopper GPUs needs the Triton GDN prefill kernel: FlashInfer's
-    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200: docs/REHEARSAL.md, the gdn_prefill_backend override)."""
+    SM90 kernel is missing in vLLM 0.26 and every request dies (seen on an H200: docs/REHEARSAL.md, the gdn_prefill_backend override).
+    Checked for every engine the mode runs (a PD role with its own engine block as it runs)."""
     gpu = gpu_spec(cfg).gpu_model
-    backend = cfg.serving.engine.gdn_prefill_backend
-    if gpu in SM90_GPUS and is_gdn_model(cfg.serving.model.source) and backend in (None, "flashinfer"):
-        raise ConfigError(
-            path,
-            "serving.engine.gdn_prefill_backend",
-            f"{backend or 'unset (FlashInfer)'} on {gpu} ({cfg.gpu_nodegroup.instance_type}) with "
-            f"{cfg.serving.model.source}: FlashInfer's SM90 GDN prefill kernel is unavailable in "
-            f"vLLM 0.26 and every request fails (allowed: triton)",
-        )
+    serving = cfg.serving
+    for role in serving.engine_roles():
+        backend = serving.engine_for(role).gdn_prefill_backend
+        if gpu in SM90_GPUS and is_gdn_model(serving.model.source) and backend in (None, "flashinfer"):
+            raise ConfigError(
+                path,
+                serving.engine_field(role, "gdn_prefill_backend"),
+                f"{backend or 'unset (FlashInfer)'} on {gpu} ({cfg.gpu_nodegroup.instance_type}) with "
+                f"{serving.model.source}: FlashInfer's SM90 GDN prefill kernel is unavailable in "
+                f"vLLM 0.26 and every request fails (allowed: triton)",
+            )
 
 
 def _zones(cfg: StageConfig, path: str) -> None:
@@ -303,13 +341,21 @@ def _serving_model_fits(cfg: StageConfig, path: str) -> None:
     """The model's weights, one max_model_len sequence of KV cache (when the architecture is known) and a
     1 GiB runtime reserve must fit one engine's GPUs at gpu_memory_utilization (config/derived.py:
     model_memory_floor). A model of unknown size (not in KNOWN_MODELS, no size in its name, no
-    serving.model.parameters_billion) is not checked."""
-    floor = model_memory_floor(cfg)
+    serving.model.parameters_billion) is not checked. Checked for every engine the mode runs (a PD role with its
+    own engine block as it runs)."""
+    for role in cfg.serving.engine_roles():
+        _model_fits(cfg, path, role)
+
+
+def _model_fits(cfg: StageConfig, path: str, role: str | None) -> None:
+    engine, gpu = cfg.serving.engine_for(role), gpu_spec(cfg)
+    floor = model_memory_floor(cfg, engine)
     if floor is None or floor.gpu_gib <= 0 or floor.needed_gib <= floor.available_gib:
         return  # unknown size, or an instance type without a recorded GPU memory
-    engine, gpu = cfg.serving.engine, gpu_spec(cfg)
+    # "one engine" unless the role runs other settings than serving.engine: then which role's engine
+    which = f"one {role} engine" if engine != cfg.serving.engine else "one engine"
     have = (
-        f"one engine has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
+        f"{which} has {floor.available_gib:.1f} GiB ({floor.gpus} x {gpu.gpu_model} {floor.gpu_gib:g} GiB x "
         f"gpu_memory_utilization {engine.gpu_memory_utilization:g})"
     )
     weights = (
@@ -322,7 +368,7 @@ def _serving_model_fits(cfg: StageConfig, path: str) -> None:
         tokens = int((floor.available_gib - fixed) / floor.kv_gib * engine.max_model_len)
         raise ConfigError(
             path,
-            "serving.engine.max_model_len",
+            cfg.serving.engine_field(role, "max_model_len"),
             f"{engine.max_model_len} tokens of KV cache ({floor.kv_gib:.1f} GiB for one sequence) + "
             f"{weights} + {RUNTIME_RESERVE:g} GiB reserve = {floor.needed_gib:.1f} GiB, but {have} "
             f"(allowed: max_model_len up to about {max(tokens, 0)}, or more GPUs per engine)",
@@ -448,7 +494,13 @@ def _serving_namespaces(cfg: StageConfig, path: str) -> None:
 
 
 def _benchmark_context(cfg: StageConfig, path: str) -> None:
-    context = cfg.serving.engine.max_model_len
+    """Prompt and answer of every profile fit the served context: the smallest max_model_len of the engines the
+    mode runs (a PD request is prefilled by one engine and decoded by the other: both hold all of it)."""
+    serving = cfg.serving
+    lengths = [(serving.engine_for(role).max_model_len, role) for role in serving.engine_roles()]
+    context = min(length for length, _ in lengths)
+    role = next(role for length, role in lengths if length == context)  # prefill on a tie
+    field = serving.engine_field(role, "max_model_len")
     for index, profile in enumerate(cfg.benchmark.profiles):
         needed = profile.input_tokens + profile.output_tokens
         if needed > context:
@@ -456,7 +508,7 @@ def _benchmark_context(cfg: StageConfig, path: str) -> None:
                 path,
                 f"benchmark.profiles[{index}].input_tokens",
                 f"{profile.input_tokens} in + {profile.output_tokens} out = {needed} tokens, more than "
-                f"the served context serving.engine.max_model_len {context} (the server would "
+                f"the served context {field} {context} (the server would "
                 f"reject every request; allowed: at most {context} together)",
             )
 

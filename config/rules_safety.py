@@ -359,6 +359,13 @@ def unsafe_engine_args(cfg: StageConfig, path: str) -> None:
     serving = cfg.serving
     listed = list(serving.allow_unsafe_engine_args)
     opt_in = ", ".join(sorted(ENGINE_ARGS_OPT_IN))
+    # Every engine the mode runs, a PD role with its own engine block as it runs (its extra_args merged).
+    engines = [(role, serving.engine_for(role)) for role in serving.engine_roles()]
+    where = (
+        "serving.engine.extra_args"
+        if all(engine is serving.engine for _, engine in engines)
+        else "the extra_args of serving.engine, serving.prefill.engine or serving.decode.engine"
+    )
     for index, name in enumerate(listed):
         field = f"serving.allow_unsafe_engine_args[{index}]"
         kind, why = engine_arg_class(name)
@@ -373,21 +380,22 @@ def unsafe_engine_args(cfg: StageConfig, path: str) -> None:
             raise ConfigError(path, field, f"{name} {reason} (allowed: {opt_in})")
         if name in listed[:index]:
             raise ConfigError(path, field, f"{name} is listed twice (each once)")
-        if not enables(serving.engine.extra_args.get(name)):
+        if not any(enables(engine.extra_args.get(name)) for _, engine in engines):
             raise ConfigError(
                 path,
                 field,
-                f"{name} is not turned on in serving.engine.extra_args: an opt-in that "
+                f"{name} is not turned on in {where}: an opt-in that "
                 "opens nothing (allowed: only the opt-in arguments extra_args sets)",
             )
-    for name, value in serving.engine.extra_args.items():
-        if name in ENGINE_ARGS_OPT_IN and enables(value) and name not in listed:
-            raise ConfigError(
-                path,
-                f"serving.engine.extra_args.{name}",
-                f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
-                f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)",
-            )
+    for role, engine in engines:
+        for name, value in engine.extra_args.items():
+            if name in ENGINE_ARGS_OPT_IN and enables(value) and name not in listed:
+                raise ConfigError(
+                    path,
+                    serving.engine_field(role, f"extra_args.{name}"),
+                    f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
+                    f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)",
+                )
 
 
 # --- 15. places that do not exist ------------------------------------------------------------------------
@@ -558,7 +566,11 @@ def alarm_thresholds(cfg: StageConfig, path: str) -> None:
         )
     # vLLM takes gpu_memory_utilization of each GPU's memory at start (weights and KV cache) and keeps it: at or
     # below that share the alarm fires as soon as the engine is up, and stays in alarm.
-    held = cfg.serving.engine.gpu_memory_utilization * 100
+    # The most any engine the mode runs holds (a PD role with its own engine block as it runs; prefill on a tie).
+    serving = cfg.serving
+    shares = [(serving.engine_for(role).gpu_memory_utilization, role) for role in serving.engine_roles()]
+    share = max(value for value, _ in shares)
+    held, holder = share * 100, serving.engine_field(next(r for v, r in shares if v == share), "gpu_memory_utilization")
     if not held < obs.gpu_memory_percent < 100:
         raise ConfigError(
             path,
@@ -568,7 +580,7 @@ def alarm_thresholds(cfg: StageConfig, path: str) -> None:
                 "the alarm fires above it, and a GPU's memory is never more than 100% used"
                 if obs.gpu_memory_percent >= 100
                 else f"vLLM holds {held:g}% of each GPU's memory from the start "
-                "(serving.engine.gpu_memory_utilization), so the alarm would always fire"
+                f"({holder}), so the alarm would always fire"
             )
             + f" (allowed: more than {held:g} and less than 100)",
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .derived import PARALLEL_FACTORS, Parallelism, parallel_setting, parallelism
+from .derived import PARALLEL_FACTORS, Parallelism, is_gated, parallel_setting, parallelism
 from .errors import ConfigError, short
 from .instance_types import INSTANCE_TYPES
 from .schema import StageConfig
@@ -233,6 +233,56 @@ def model_source(cfg: StageConfig, path: str) -> None:
         )
 
 
+# --- serving.hf_token_secret for a gated model ----------------------------------------------------------------
+# A gated repository (config/derived.py KNOWN_MODELS, gated_org) answers a download without a token of an account
+# that accepted its licence with 401/403: without serving.hf_token_secret the pods start, vLLM fails to fetch the
+# config and the RayService never becomes ready. Refused here, before anything is built.
+TOKEN_DOC = 'docs/OPERATIONS.md, "Hugging Face token secret"'
+
+
+def model_access(cfg: StageConfig, path: str) -> None:
+    serving = cfg.serving
+    if is_gated(serving.model.source) and not serving.hf_token_secret:
+        raise ConfigError(
+            path,
+            "serving.hf_token_secret",
+            f"unset, but {serving.model.source} is a gated Hugging Face model: its download is refused without "
+            "the token of an account that accepted its licence on the model page (allowed: the name or ARN of the "
+            f"Secrets Manager secret that holds such a token, e.g. pd-inference/hf-token; {TOKEN_DOC} creates it)",
+        )
+
+
+# --- serving.model.id against serving.model.source (a warning) ---------------------------------------------------
+# The id is the name clients ask for (`"model": ...` of an OpenAI request, /v1/models); the source is what loads.
+# "Names another model" precisely: the id, in lower case with every character but a-z and 0-9 removed, is neither
+# the source's repository name (its last path component) nor organisation + name, normalised the same way. So
+# qwen3.5-9b, Qwen3.5-9B, qwen3_5_9b and qwen-qwen3.5-9b all name Qwen/Qwen3.5-9B; a stale id left from another
+# model (qwen3.5-9b over meta-llama/Llama-3.1-8B), or an alias such as `chat`, is warned about: one line on
+# stderr, the exit code unchanged (docs/STAGE_FILE.md, serving.model).
+
+
+def normalised_model_name(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def model_id_mismatch(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when serving.model.id names another model than serving.model.source, else None."""
+    model = cfg.serving.model
+    org, _, name = model.source.rstrip("/").rpartition("/")
+    wanted = normalised_model_name(model.id)
+    if wanted in (normalised_model_name(name), normalised_model_name(org + name)):
+        return None
+    return (
+        "serving.model.id",
+        (
+            f"{short(model.id, 80)} names another model than serving.model.source {short(model.source, 80)} "
+            f"(compared in lower case, letters and digits only: {short(wanted, 60)} vs "
+            f"{short(normalised_model_name(name), 60)}): clients asking for {short(model.id, 80)} get "
+            f"{short(name, 80)} (fix: id: {short(name.lower(), 80)}; keep the id if the alias is on purpose)"
+        ),
+    )
+
+
 # --- GPUs per replica ---------------------------------------------------------------------------------------
 # config/derived.py PARALLEL_FACTORS: one replica takes TP x PP x PCP x DP GPUs. The TP ranks of an engine
 # share one node (one worker pod per GPU node, no NVLink across nodes); its PP stages, PCP ranks and DP ranks
@@ -244,47 +294,88 @@ def _fits(par: Parallelism, node_gpus: int, nodes: int) -> tuple[int, int]:
     return par.replica_gpus // par.tensor, (node_gpus // par.tensor) * nodes
 
 
+def _packs(groups: list[tuple[int, int]], node_gpus: int, nodes: int) -> bool:
+    """Whether `count` groups of `size` GPUs each, for every (size, count), fit `nodes` nodes of `node_gpus` GPUs
+    with each group on one node: the largest groups first, each node filled in turn (first fit decreasing). Exact
+    when every size divides the next larger one and the node's GPU count (1, 2, 4, 8: every TP size on every GPU
+    node type here); otherwise it may refuse a packing that a cleverer order finds."""
+    free = [node_gpus] * nodes
+    for size, count in sorted(groups, reverse=True):
+        for node, room in enumerate(free):
+            if not count:
+                break
+            placed = min(count, room // size)
+            free[node] -= placed * size
+            count -= placed
+        if count:
+            return False
+    return True
+
+
 def serving_capacity(cfg: StageConfig, path: str) -> None:
+    """Every engine the mode runs (a PD role with its own engine block as it runs) has whole-number parallel sizes,
+    its TP GPUs on one node, one replica within the cluster, and all replicas together within its GPUs."""
     serving, spec = cfg.serving, INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
-    engine = serving.engine
-    for name in PARALLEL_FACTORS:
-        value = parallel_setting(engine, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            field = (
-                f"serving.engine.{name}" if name in type(engine).model_fields else f"serving.engine.extra_args.{name}"
-            )
-            raise ConfigError(path, field, f"{short(value)} (allowed: a whole number, 1 or more)")
-    tp = engine.tensor_parallel_size
-    if tp > spec.gpus:
-        raise ConfigError(
-            path,
-            "serving.engine.tensor_parallel_size",
-            f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
-            f"(allowed: 1 to {spec.gpus})",
-        )
     # The Ray cluster has one worker pod per GPU node at the nodegroup's desired size, and no node
     # autoscaler: Ray Serve autoscaling moves replicas within those GPUs, never beyond them.
-    par, desired = parallelism(engine), cfg.gpu_nodegroup.count
-    per_replica = par.replica_gpus
-    units, room = _fits(par, spec.gpus, desired)
+    desired = cfg.gpu_nodegroup.count
     cluster = f"the Ray cluster has {desired * spec.gpus} ({desired} x {cfg.gpu_nodegroup.instance_type})"
-    if units > room:
-        # One replica alone is too big: name the parallel size that multiplies it past the cluster.
-        name = next(n for n in reversed(PARALLEL_FACTORS[1:]) if parallel_setting(engine, n) != 1)
-        raise ConfigError(
-            path,
-            f"serving.engine.extra_args.{name}",
-            f"one replica needs {per_replica} GPUs ({par.describe()}), {cluster} (allowed: smaller "
-            "parallel sizes, or more GPU nodes)",
-        )
-    most = serving.prefill.most + serving.decode.most
-    if most * units > room:
-        # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
-        side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
+    layouts: dict[str | None, Parallelism] = {}
+    for role in serving.engine_roles():
+        engine = serving.engine_for(role)
+        for name in PARALLEL_FACTORS:
+            value = parallel_setting(engine, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                key = name if name in type(engine).model_fields else f"extra_args.{name}"
+                raise ConfigError(
+                    path, serving.engine_field(role, key), f"{short(value)} (allowed: a whole number, 1 or more)"
+                )
+        tp = engine.tensor_parallel_size
+        if tp > spec.gpus:
+            raise ConfigError(
+                path,
+                serving.engine_field(role, "tensor_parallel_size"),
+                f"{tp} GPUs per engine, but a {cfg.gpu_nodegroup.instance_type} has {spec.gpus} "
+                f"(allowed: 1 to {spec.gpus})",
+            )
+        par = parallelism(engine)
+        units, room = _fits(par, spec.gpus, desired)
+        if units > room:
+            # One replica alone is too big: name the parallel size that multiplies it past the cluster.
+            name = next(n for n in reversed(PARALLEL_FACTORS[1:]) if parallel_setting(engine, n) != 1)
+            raise ConfigError(
+                path,
+                serving.engine_field(role, f"extra_args.{name}"),
+                f"one replica needs {par.replica_gpus} GPUs ({par.describe()}), {cluster} (allowed: smaller "
+                "parallel sizes, or more GPU nodes)",
+            )
+        layouts[role] = par
+    if len(set(layouts.values())) == 1:  # one layout for every replica (always so without per-role engine blocks)
+        (par,) = set(layouts.values())
+        per_replica = par.replica_gpus
+        units, room = _fits(par, spec.gpus, desired)
+        most = serving.prefill.most + serving.decode.most
+        if most * units > room:
+            # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
+            side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
+            raise ConfigError(
+                path,
+                side,
+                f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
+                f"{par.describe()}), {cluster} (allowed: at most {room // units} replicas in all, or more "
+                "GPU nodes)",
+            )
+        return
+    # PD roles of different layouts: each replica's units of TP GPUs, packed onto the nodes together.
+    most = {role: getattr(serving, role).most for role in layouts}
+    gpus = {role: most[role] * par.replica_gpus for role, par in layouts.items()}
+    groups = [(par.tensor, most[role] * par.replica_gpus // par.tensor) for role, par in layouts.items()]
+    if not _packs(groups, spec.gpus, desired):
+        side = "serving.decode" if gpus["decode"] > gpus["prefill"] else "serving.prefill"
+        parts = " + ".join(f"{role} {most[role]} x {par.describe()}" for role, par in layouts.items())
         raise ConfigError(
             path,
             side,
-            f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
-            f"{par.describe()}), {cluster} (allowed: at most {room // units} replicas in all, or more "
-            "GPU nodes)",
+            f"prefill + decode need up to {sum(gpus.values())} GPUs ({parts}, each engine's TP GPUs on one "
+            f"node), {cluster} (allowed: fewer replicas, smaller parallel sizes, or more GPU nodes)",
         )

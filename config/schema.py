@@ -18,6 +18,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,6 +26,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -80,8 +82,17 @@ NotBool = BeforeValidator(_not_a_bool)
 
 
 class Network(Strict):
-    vpc_cidr: str = "10.0.0.0/16"
-    nat_gateways: Annotated[int, Field(ge=1, le=6)] = 1
+    """The stage's VPC (stacks/network.py): public, private and control-plane subnets in every AZ."""
+
+    vpc_cidr: str = Field(
+        "10.0.0.0/16",
+        description="The VPC's IPv4 range, in CIDR form, /16 to /20; it must hold a /24 public, a /19 private and a "
+        "/28 control-plane subnet per AZ (config/derived.py SUBNET_LAYOUT) and stay off the ranges AWS and the "
+        "nodes reserve.",
+    )
+    nat_gateways: Annotated[int, Field(ge=1, le=6)] = Field(
+        1, description="NAT gateways of the VPC (the private subnets' way out), at most one per AZ."
+    )
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -98,9 +109,23 @@ class Network(Strict):
 class Endpoint(Strict):
     """Who reaches the Kubernetes API. No public CIDRs = a private-only endpoint."""
 
-    public_access_cidrs: list[str] = Field(default_factory=list, max_length=40)
-    private_access: bool = True
-    allow_public_internet: bool = False
+    public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        max_length=40,
+        description="The public IPv4 ranges that may reach the API (EKS publicAccessCidrs); empty: no public "
+        "endpoint. Private, reserved and IPv6 ranges are refused, and more than a /8's worth of addresses in all "
+        "needs allow_public_internet.",
+    )
+    private_access: bool = Field(
+        True,
+        description="Whether the API is also reachable from inside the VPC (the kubectl provider runs there): "
+        "false is allowed only with a public endpoint open to 0.0.0.0/0.",
+    )
+    allow_public_internet: bool = Field(
+        False,
+        description="Accept public_access_cidrs covering more than a /8 of the internet (0.0.0.0/0 included); "
+        "synth then warns.",
+    )
 
     @field_validator("public_access_cidrs")
     @classmethod
@@ -118,41 +143,85 @@ class Endpoint(Strict):
 
 
 class Cluster(Strict):
-    name: Annotated[str, Field(pattern=CLUSTER_NAME)] | None = None  # default pd-inference-<stage>
+    """The EKS cluster (stacks/cluster.py)."""
+
+    name: Annotated[str, Field(pattern=CLUSTER_NAME)] | None = Field(
+        None, description="The EKS cluster's name; unset: pd-inference-<stage>."
+    )
     # The minors with a kubectl layer (config/versions.py KUBECTL_LAYERS), the previous one too.
-    kubernetes_version: Literal[versions.KUBERNETES_VERSIONS] = "1.35"  # type: ignore[valid-type]
-    endpoint: Endpoint = Field(default_factory=Endpoint)
+    kubernetes_version: Literal[versions.KUBERNETES_VERSIONS] = Field(  # type: ignore[valid-type]
+        "1.35", description="The cluster's Kubernetes minor version (the ones with a kubectl layer in this app)."
+    )
+    endpoint: Endpoint = Field(default_factory=Endpoint, description="Who reaches the Kubernetes API endpoint.")
     # Who can use kubectl: each IAM role or user here gets an access entry with AmazonEKSClusterAdminPolicy.
     # No person does otherwise: the other entries are the kubectl provider's Lambda role, the verify
     # runner's role (narrow RBAC) and, from EKS itself, the cluster's creator, CloudFormation's execution
     # role (docs/OPERATIONS.md: "First deploy: who can use kubectl").
     admin_principal_arns: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN, max_length=2048)]] = Field(
-        default_factory=list, max_length=20
+        default_factory=list,
+        max_length=20,
+        description="IAM role or user ARNs that get an EKS access entry with AmazonEKSClusterAdminPolicy, each once "
+        "(no STS session ARNs); empty needs allow_no_admin_principals: true.",
     )
     # An empty admin_principal_arns is refused unless this says, on purpose, that the stage makes no one a
     # cluster admin: access entries are then created outside this app (by hand or by another stack). True
     # together with a non-empty list is refused as contradictory (config/rules.py: _admins).
-    allow_no_admin_principals: bool = False
-    log_retention_days: Annotated[Literal[LOG_RETENTION_DAYS], NotBool] = 30  # type: ignore[valid-type]
+    allow_no_admin_principals: bool = Field(
+        False,
+        description="true: on purpose, this app makes no one a cluster admin (access entries are made elsewhere); "
+        "refused together with a non-empty admin_principal_arns.",
+    )
+    log_retention_days: Annotated[Literal[LOG_RETENTION_DAYS], NotBool] = Field(  # type: ignore[valid-type]
+        30,
+        description="Days CloudWatch Logs keeps the stage's log groups: control plane, VPC flow logs, the Lambda "
+        "handlers, the verify runner and the observability add-on's.",
+    )
 
 
 class SystemNodegroup(Strict):
-    instance_type: str = "m7i.xlarge"
-    min_size: Positive = 1
-    desired_size: Positive = 1
-    max_size: Positive = 2
-    root_volume_gib: Annotated[int, Field(ge=20, le=16384)] = 50
+    """The CPU nodegroup `system` (stacks/nodegroups.py): the KubeRay operator, the Ray head, the add-ons."""
+
+    instance_type: str = Field(
+        "m7i.xlarge", description="A CPU instance type of config/instance_types.py (the Ray head must fit it)."
+    )
+    min_size: Positive = Field(1, description="The nodegroup's minimum size (min <= desired <= max).")
+    desired_size: Positive = Field(1, description="The nodegroup's desired size.")
+    max_size: Positive = Field(2, description="The nodegroup's maximum size.")
+    root_volume_gib: Annotated[int, Field(ge=20, le=16384)] = Field(
+        50, description="Each node's root volume (encrypted gp3), in GiB."
+    )
 
 
 class GpuNodegroup(Strict):
-    instance_type: str = "g6.8xlarge"
-    count: Positive = 2
-    min_size: Count | None = None
-    max_size: Positive | None = None
-    efa: bool = True
-    placement_group: bool = False
-    root_volume_gib: Annotated[int, Field(ge=50, le=16384)] = 200
-    capacity_type: Literal["on_demand", "spot"] = "on_demand"
+    """The GPU nodegroup `gpu-worker` (stacks/nodegroups.py), in gpu_availability_zone alone: one Ray worker pod per
+    node, holding all its GPUs and EFA interfaces."""
+
+    instance_type: str = Field(
+        "g6.8xlarge", description="A GPU instance type of config/instance_types.py (its GPUs, memory and EFA)."
+    )
+    count: Positive = Field(
+        2,
+        description="GPU nodes: the nodegroup's desired size and the Ray cluster's worker pods (one per node); "
+        "every engine replica must fit their GPUs.",
+    )
+    min_size: Count | None = Field(None, description="The nodegroup's minimum size; unset: count.")
+    max_size: Positive | None = Field(None, description="The nodegroup's maximum size; unset: count.")
+    efa: bool = Field(
+        True,
+        description="Attach the instance type's EFA interfaces (the launch template) and run the EFA device plugin; "
+        "needs an EFA type, and then kv_backend LIBFABRIC.",
+    )
+    placement_group: bool = Field(
+        False,
+        description="Launch the nodes in a cluster placement group (closer together, at the risk of "
+        "InsufficientInstanceCapacity).",
+    )
+    root_volume_gib: Annotated[int, Field(ge=50, le=16384)] = Field(
+        200, description="Each node's root volume (encrypted gp3), in GiB; it holds the weight cache."
+    )
+    capacity_type: Literal["on_demand", "spot"] = Field(
+        "on_demand", description="The nodegroup's capacity type (EKS ON_DEMAND or SPOT)."
+    )
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -163,9 +232,20 @@ class GpuNodegroup(Strict):
 
 
 class Addons(Strict):
-    kuberay_operator: Annotated[str, Field(pattern=CHART_VERSION)] = versions.KUBERAY_OPERATOR.version
-    nvidia_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = versions.NVIDIA_DEVICE_PLUGIN.version
-    efa_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = versions.EFA_DEVICE_PLUGIN.version
+    """The Helm charts the cluster stack installs (stacks/addons.py), by chart version."""
+
+    kuberay_operator: Annotated[str, Field(pattern=CHART_VERSION)] = Field(
+        versions.KUBERAY_OPERATOR.version, description="The kuberay-operator chart's version."
+    )
+    nvidia_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = Field(
+        versions.NVIDIA_DEVICE_PLUGIN.version,
+        description="The nvidia-device-plugin chart's version; 0.19.0 to 0.19.2 are refused (they conflict with "
+        "the EFA device plugin).",
+    )
+    efa_device_plugin: Annotated[str, Field(pattern=CHART_VERSION)] = Field(
+        versions.EFA_DEVICE_PLUGIN.version,
+        description="The aws-efa-k8s-device-plugin chart's version (installed when gpu_nodegroup.efa is true).",
+    )
 
     @field_validator("nvidia_device_plugin")
     @classmethod
@@ -179,46 +259,103 @@ class Addons(Strict):
 
 
 class Model(Strict):
-    id: Annotated[str, Field(pattern=MODEL_ID, max_length=128)] = "qwen3.5-9b"
-    source: Annotated[str, Field(pattern=MODEL_SOURCE, max_length=1024)] = "Qwen/Qwen3.5-9B"
+    """The served model: both LLMConfigs' model_loading_config."""
+
+    id: Annotated[str, Field(pattern=MODEL_ID, max_length=128)] = Field(
+        "qwen3.5-9b",
+        description="The name clients ask for (the OpenAI `model`, /v1/models): model_loading_config.model_id. "
+        "An id that names another model than source is warned about (lower case, letters and digits only, "
+        "compared with source's repository name, or organisation + name).",
+    )
+    source: Annotated[str, Field(pattern=MODEL_SOURCE, max_length=1024)] = Field(
+        "Qwen/Qwen3.5-9B",
+        description="The Hugging Face repo id the pods download (org/name): model_loading_config.model_source. "
+        "Local paths and s3:// are refused (the pods can load neither); a gated model needs "
+        "serving.hf_token_secret.",
+    )
     # Total parameters (every expert of a MoE, the vision tower of a VLM), for the check that the weights
     # fit the GPUs (config/derived.py). Needed only for a model the app does not know (KNOWN_MODELS) and
     # whose name does not say its size ("...-72B"): without it such a model is not checked.
-    parameters_billion: Annotated[float, Field(gt=0, le=10000)] | None = None
+    parameters_billion: Annotated[float, Field(gt=0, le=10000)] | None = Field(
+        None,
+        description="The model's total parameters, in billions, for the check that its weights fit one engine's "
+        "GPUs; unset: the known-models table's, else the size in the name (90% of it), else not checked.",
+    )
 
 
 EngineScalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[str, Field(max_length=256)]]
+MAX_EXTRA_ARGS = 32
+
+
+def _known_to_vllm(values: dict[str, Any]) -> dict[str, Any]:
+    """Every extra engine argument is a field of vLLM's EngineArgs that a stage may set, with a value of its type
+    (config/engine_args.py check_extra): the same check for serving.engine and a role's engine block."""
+    from .engine_args import check_extra
+
+    for name, value in values.items():
+        problem = check_extra(name, value)
+        if problem:
+            raise ValueError(problem)
+    return values
+
+
+ExtraArgs = Annotated[
+    dict[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)], EngineScalar], AfterValidator(_known_to_vllm)
+]
 
 
 class Engine(Strict):
     """vLLM engine settings (names and types are vLLM's EngineArgs: config/vllm_engine_args.json).
     Unset optional fields keep vLLM's default; `extra_args` reaches any other scalar EngineArgs field."""
 
-    max_model_len: Annotated[int, Field(ge=1, le=1_048_576)] = 4096
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
-    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=0.99)] = 0.90
-    enforce_eager: bool = True
-    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
-    max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = None
-    max_num_batched_tokens: Annotated[int, Field(ge=1, le=4194304)] | None = None
-    enable_prefix_caching: bool | None = None
+    max_model_len: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
+        4096,
+        description="The context, in tokens (prompt + answer), engine_kwargs.max_model_len: one sequence's KV "
+        "cache must fit beside the weights, and every benchmark profile within it.",
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="The weights' and activations' dtype, engine_kwargs.dtype."
+    )
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=0.99)] = Field(
+        0.90,
+        description="The share of each GPU's memory vLLM takes at start (weights and KV cache), "
+        "engine_kwargs.gpu_memory_utilization; observability.gpu_memory_percent must be above it.",
+    )
+    enforce_eager: bool = Field(
+        True, description="Run without CUDA graphs (faster start, slower decode), engine_kwargs.enforce_eager."
+    )
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(
+        1,
+        description="GPUs per engine, all on one node (at most the GPU type's count), "
+        "engine_kwargs.tensor_parallel_size.",
+    )
+    max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = Field(
+        None, description="Sequences one engine batches at most, engine_kwargs.max_num_seqs; unset: vLLM's default."
+    )
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=4194304)] | None = Field(
+        None,
+        description="Tokens one engine step processes at most, engine_kwargs.max_num_batched_tokens; unset: vLLM's "
+        "default.",
+    )
+    enable_prefix_caching: bool | None = Field(
+        None,
+        description="Reuse the KV cache of shared prompt prefixes, engine_kwargs.enable_prefix_caching; unset: "
+        "vLLM's default.",
+    )
     # FlashInfer's GDN prefill kernel is missing on compute capability 9.x (H100/H200) in vLLM 0.26:
     # Qwen3.5 there needs "triton" (checked in config/rules.py).
-    gdn_prefill_backend: Literal["flashinfer", "triton", "cutedsl"] | None = None
-    extra_args: dict[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)], EngineScalar] = Field(
-        default_factory=dict, max_length=32
+    gdn_prefill_backend: Literal["flashinfer", "triton", "cutedsl"] | None = Field(
+        None,
+        description="The Gated DeltaNet prefill kernel (Qwen3.5), engine_kwargs.gdn_prefill_backend; unset: vLLM's "
+        "default (FlashInfer), refused for a GDN model on H100/H200, which need triton.",
     )
-
-    @field_validator("extra_args")
-    @classmethod
-    def _known_to_vllm(cls, values: dict[str, Any]) -> dict[str, Any]:
-        from .engine_args import check_extra
-
-        for name, value in values.items():
-            problem = check_extra(name, value)
-            if problem:
-                raise ValueError(problem)
-        return values
+    extra_args: ExtraArgs = Field(
+        default_factory=dict,
+        max_length=MAX_EXTRA_ARGS,
+        description="Any other scalar field of vLLM's EngineArgs (config/vllm_engine_args.json), name: value, added to "
+        "engine_kwargs as given; reserved names are refused and opt-in ones need serving.allow_unsafe_engine_args "
+        "(config/rules_safety.py).",
+    )
 
     def vllm_kwargs(self) -> dict[str, Any]:
         """The engine_kwargs of an LLMConfig, in a stable order; unset optional settings are left out."""
@@ -236,12 +373,82 @@ class Engine(Strict):
         return kwargs
 
 
+def _not_null(value: Any) -> Any:
+    """A role's engine block overrides what it names: null would read as "unset" in one place and "vLLM's
+    default" in another, so it is refused; leaving the key out keeps serving.engine's value."""
+    if value is None:
+        raise ValueError("null is no setting here (allowed: a value of serving.engine's type, or leave the key out)")
+    return value
+
+
+def _role_engine_fields() -> dict[str, Any]:
+    """RoleEngine's fields: each of Engine's, with the same type and range, unset by default."""
+    fields: dict[str, Any] = {}
+    for name, info in Engine.model_fields.items():
+        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        if name == "extra_args":
+            description = (
+                "This role's extra engine arguments, merged key by key over serving.engine.extra_args (this role's "
+                f"value wins), checked as serving.engine.extra_args; at most {MAX_EXTRA_ARGS} names together."
+            )
+            fields[name] = (annotation, Field(default_factory=dict, description=description))
+        else:
+            description = (
+                f"This role's {name}, in place of serving.engine.{name} (same type and range); unset: that one."
+            )
+            fields[name] = (
+                Annotated[annotation | None, BeforeValidator(_not_null)],
+                Field(default=None, description=description),
+            )
+    return fields
+
+
+# A role's own engine settings (serving.prefill.engine, serving.decode.engine), over serving.engine: every key of
+# Engine, validated by the same field rules, none set by default. Serving.engine_for merges them.
+RoleEngine = create_model(
+    "RoleEngine",
+    __base__=Strict,
+    __module__=__name__,
+    __doc__="Engine settings of one PD role over serving.engine: each key set here replaces serving.engine's, "
+    "extra_args merge key by key (Serving.engine_for).",
+    **_role_engine_fields(),
+)
+
+
+def merged_engine(shared: Engine, role: Any) -> Engine:
+    """`shared` with every key `role` (a RoleEngine, or None) sets replaced by its value, and extra_args merged
+    key by key (the role's value wins; a new key comes after the shared ones). Validated as an Engine again: the
+    one way it fails is more than MAX_EXTRA_ARGS extra arguments together (config/rules.py refuses that first)."""
+    if role is None:
+        return shared
+    data = shared.model_dump()
+    for name in Engine.model_fields:
+        value = getattr(role, name)
+        if name == "extra_args":
+            data[name] = {**data[name], **value}
+        elif value is not None:
+            data[name] = value
+    return Engine.model_validate(data)
+
+
 class Replicas(Strict):
     """A fixed count (`replicas`), or Ray Serve autoscaling between `min_replicas` and `max_replicas`."""
 
-    replicas: Positive | None = None
-    min_replicas: Count | None = None
-    max_replicas: Positive | None = None
+    replicas: Positive | None = Field(
+        None,
+        description="A fixed number of replicas, deployment_config.num_replicas; set either this or min_replicas "
+        "and max_replicas.",
+    )
+    min_replicas: Count | None = Field(
+        None,
+        description="Ray Serve autoscaling's floor, deployment_config.autoscaling_config.min_replicas (with "
+        "max_replicas).",
+    )
+    max_replicas: Positive | None = Field(
+        None,
+        description="Ray Serve autoscaling's ceiling, deployment_config.autoscaling_config.max_replicas; the "
+        "replicas at their most must fit the GPU nodes.",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> Replicas:
@@ -260,75 +467,223 @@ class Replicas(Strict):
         return self.replicas if self.replicas is not None else self.max_replicas
 
 
+ROLES = ("prefill", "decode")
+
+
+class Role(Replicas):
+    """One side of PD serving (serving.prefill, serving.decode): its replicas and, in PD mode only, engine settings
+    of its own over serving.engine."""
+
+    engine: RoleEngine | None = Field(  # type: ignore[valid-type]
+        None,
+        description="This role's own engine settings over serving.engine (PD mode only: refused in colocated "
+        "mode): each key set here replaces serving.engine's in this role's engine_kwargs, extra_args merge key by "
+        "key; unset: serving.engine alone.",
+    )
+
+
 class WorkerResources(Strict):
     """Per Ray worker pod (one per GPU node). Omitted values derive from the GPU instance type."""
 
-    cpu_request: Annotated[int, Field(ge=1, le=1024)] | None = None
-    cpu_limit: Annotated[int, Field(ge=1, le=1024)] | None = None
-    memory_request_gib: Annotated[int, Field(ge=1, le=4096)] | None = None
-    memory_limit_gib: Annotated[int, Field(ge=1, le=4096)] | None = None
-    shm_gib: Annotated[int, Field(ge=1, le=1024)] = 8
+    cpu_request: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="The Ray container's CPU request, in vCPUs; unset: a quarter of the node's."
+    )
+    cpu_limit: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="The Ray container's CPU limit, in vCPUs (at most the node's less 1); unset: half of the node's.",
+    )
+    memory_request_gib: Annotated[int, Field(ge=1, le=4096)] | None = Field(
+        None, description="The Ray container's memory request, in GiB; unset: a quarter of the node's."
+    )
+    memory_limit_gib: Annotated[int, Field(ge=1, le=4096)] | None = Field(
+        None,
+        description="The Ray container's memory limit, in GiB (with shm_gib at most the node's less 4); unset: half "
+        "of the node's.",
+    )
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(
+        8, description="The size of /dev/shm (a memory-backed emptyDir), in GiB."
+    )
 
 
 class HeadResources(Strict):
-    cpu_request: Annotated[int, Field(ge=1, le=64)] = 2
-    cpu_limit: Annotated[int, Field(ge=1, le=64)] = 3
-    memory_request_gib: Annotated[int, Field(ge=1, le=512)] = 8
-    memory_limit_gib: Annotated[int, Field(ge=1, le=512)] = 12
+    """The Ray head pod's container, on a system node (its limits within the node less 1 vCPU and 4 GiB)."""
+
+    cpu_request: Annotated[int, Field(ge=1, le=64)] = Field(2, description="CPU request, in vCPUs.")
+    cpu_limit: Annotated[int, Field(ge=1, le=64)] = Field(3, description="CPU limit, in vCPUs.")
+    memory_request_gib: Annotated[int, Field(ge=1, le=512)] = Field(8, description="Memory request, in GiB.")
+    memory_limit_gib: Annotated[int, Field(ge=1, le=512)] = Field(12, description="Memory limit, in GiB.")
 
 
 class WeightCache(Strict):
     """A directory on the GPU node's root volume that outlives the pod: weights load once per node. Which host
     and container folders it may be: config/rules_workload.py weight_cache (an allowlist)."""
 
-    enabled: bool = True
-    host_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/var/lib/model-cache"
-    mount_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = "/model-cache"
+    enabled: bool = Field(
+        True, description="Mount the cache into the Ray workers and point HF_HOME at it; false: download per pod."
+    )
+    host_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = Field(
+        "/var/lib/model-cache",
+        description="The node's folder (a hostPath, DirectoryOrCreate): /var/lib/model-cache or a folder below it.",
+    )
+    mount_path: Annotated[str, Field(pattern=ABSOLUTE_PATH, max_length=200)] = Field(
+        "/model-cache",
+        description="Where the Ray container sees it (HF_HOME is <mount_path>/huggingface): /model-cache, /models, "
+        "or a folder below them or below /mnt.",
+    )
 
 
 class Serving(Strict):
-    mode: Literal["pd", "colocated"] = "pd"
-    namespace: Annotated[str, Field(pattern=K8S_NAME)] = "inference"
-    service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = "ray-llm"
-    image: Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)] | None = None
-    ray_version: Annotated[str, Field(pattern=RAY_VERSION)] = "2.58.0"
-    model: Model = Field(default_factory=Model)
-    engine: Engine = Field(default_factory=Engine)
-    prefill: Replicas = Field(default_factory=lambda: Replicas(replicas=1))
-    decode: Replicas = Field(default_factory=lambda: Replicas(replicas=1))
-    kv_backend: Literal["LIBFABRIC", "UCX"] = "LIBFABRIC"
-    worker_privilege: Literal["privileged", "ipc_lock"] = "privileged"
-    worker_resources: WorkerResources = Field(default_factory=WorkerResources)
-    head_resources: HeadResources = Field(default_factory=HeadResources)
-    weight_cache: WeightCache = Field(default_factory=WeightCache)
-    hf_token_secret: Annotated[str, Field(pattern=SECRET_REF, max_length=2048)] | None = None
+    """The RayService the serving stack applies (charts/inference.py) and its serveConfigV2 (charts/serve_config.py)."""
+
+    mode: Literal["pd", "colocated"] = Field(
+        "pd",
+        description="pd: build_pd_openai_app, prefill and decode engines moving the KV cache with NIXL; colocated: "
+        "build_openai_app, prefill + decode replicas of one engine doing both phases (the baseline on the same GPUs).",
+    )
+    namespace: Annotated[str, Field(pattern=K8S_NAME)] = Field(
+        "inference",
+        description="The namespace the serving stack creates (and deletes on destroy) for the Ray pods: not default, "
+        "kube-* or an add-on's.",
+    )
+    service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = Field(
+        "ray-llm",
+        description="The RayService's name, also its service account's and the prefix of its Services "
+        "(<name>-serve-svc, <name>-head-svc).",
+    )
+    image: Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)] | None = Field(
+        None,
+        description="The Ray pods' container image; unset: the Ray Serve LLM Deep Learning Container of the stage's "
+        "region (config/versions.py dlc_image).",
+    )
+    ray_version: Annotated[str, Field(pattern=RAY_VERSION)] = Field(
+        "2.58.0",
+        description="The RayService's rayVersion; must equal the image's Ray when its tag is a known one "
+        "(config/versions.py DLC_RAY_VERSIONS).",
+    )
+    model: Model = Field(default_factory=Model, description="The served model.")
+    engine: Engine = Field(
+        default_factory=Engine,
+        description="vLLM engine settings of every engine (a PD role's own engine block overrides them key by key).",
+    )
+    prefill: Role = Field(
+        default_factory=lambda: Role(replicas=1),
+        description="The prefill deployment (PD mode): its replicas and optional engine block; in colocated mode its "
+        "replicas count toward the colocated engine's.",
+    )
+    decode: Role = Field(
+        default_factory=lambda: Role(replicas=1),
+        description="The decode deployment (PD mode): its replicas and optional engine block; in colocated mode its "
+        "replicas count toward the colocated engine's.",
+    )
+    kv_backend: Literal["LIBFABRIC", "UCX"] = Field(
+        "LIBFABRIC",
+        description="NIXL's transport, kv_transfer_config.kv_connector_extra_config.backends; with EFA it must be "
+        "LIBFABRIC (UCX runs at TCP speed there).",
+    )
+    worker_privilege: Literal["privileged", "ipc_lock"] = Field(
+        "privileged",
+        description="The Ray worker container's security context: privileged, or only the IPC_LOCK capability "
+        "(all others dropped) where NIXL's memory registration works with that.",
+    )
+    worker_resources: WorkerResources = Field(
+        default_factory=WorkerResources, description="The Ray worker pod's container, one per GPU node."
+    )
+    head_resources: HeadResources = Field(default_factory=HeadResources, description="The Ray head pod's container.")
+    weight_cache: WeightCache = Field(
+        default_factory=WeightCache, description="The node folder the weights download to once per node."
+    )
+    hf_token_secret: Annotated[str, Field(pattern=SECRET_REF, max_length=2048)] | None = Field(
+        None,
+        description="The name or ARN of the Secrets Manager secret (the stage's region and account) holding the "
+        "Hugging Face token as plain text, mounted into the Ray pods as the file HF_TOKEN_PATH names "
+        '(docs/OPERATIONS.md, "Hugging Face token secret"); required for a gated model; unset: anonymous downloads.',
+    )
     # Required: with a fixed pair of GPU nodes the choice decides whether a rayClusterConfig change
     # stalls (NewCluster needs twice the GPUs) or is applied only by recreating the pods (None).
-    upgrade_strategy: Literal["None", "NewCluster"]
-    client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(default_factory=list, max_length=20)
+    upgrade_strategy: Literal["None", "NewCluster"] = Field(
+        description="The RayService's upgradeStrategy.type, required: None applies a Ray cluster change by "
+        "recreating the pods in place (a brief outage); NewCluster starts a second cluster first (twice the GPUs, "
+        "so it stalls on a fixed set of nodes)."
+    )
+    client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Namespaces whose pods may reach Serve's port 8000 on the Ray pods (a NetworkPolicy), each once, "
+        "not the serving namespace itself.",
+    )
     # The opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
     # engine.extra_args may turn on: each must be named here, and synth warns about each.
     allow_unsafe_engine_args: list[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)]] = Field(
-        default_factory=list, max_length=32
+        default_factory=list,
+        max_length=32,
+        description="The opt-in engine arguments (trust_remote_code, enable_prompt_embeds, ...: config/rules_safety.py "
+        "ENGINE_ARGS_OPT_IN) an extra_args may turn on, each once and each turned on by some engine; synth warns "
+        "about them.",
     )
+
+    def engine_roles(self) -> tuple[str | None, ...]:
+        """The engines the mode runs, as engine_for takes them: prefill and decode in PD mode, the one
+        colocated engine (None) otherwise."""
+        return ROLES if self.mode == "pd" else (None,)
+
+    def engine_for(self, role: str | None) -> Engine:
+        """The engine settings `role` ("prefill", "decode") runs with: serving.engine with the role's own engine
+        block over it (merged_engine). None, or a colocated stage: serving.engine alone."""
+        if role is None or self.mode != "pd":
+            return self.engine
+        return merged_engine(self.engine, getattr(self, role).engine)
+
+    def engine_field(self, role: str | None, key: str) -> str:
+        """The stage-file path of engine setting `key` (`extra_args.NAME` for an extra argument) as `role` runs
+        it, for a message: the role's engine block when it sets the key, else serving.engine."""
+        block = getattr(self, role).engine if role is not None and self.mode == "pd" else None
+        if block is not None:
+            if key.startswith("extra_args."):
+                sets = key.removeprefix("extra_args.") in block.extra_args
+            else:
+                sets = getattr(block, key) is not None
+            if sets:
+                return f"serving.{role}.engine.{key}"
+        return f"serving.engine.{key}"
 
 
 class WorkloadProfile(Strict):
     """One benchmark workload: fixed prompt and answer lengths, run once per concurrency level."""
 
-    name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)]
-    input_tokens: Annotated[int, Field(ge=1, le=1_048_576)]
-    output_tokens: Annotated[int, Field(ge=1, le=1_048_576)]
-    concurrency: list[Annotated[int, Field(ge=1, le=4096)]] = Field(min_length=1, max_length=32)
+    name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = Field(
+        description="The profile's name (unique in the list), in results and reports."
+    )
+    input_tokens: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
+        description="Prompt length, in tokens; with output_tokens within the served max_model_len."
+    )
+    output_tokens: Annotated[int, Field(ge=1, le=1_048_576)] = Field(description="Answer length, in tokens.")
+    concurrency: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        min_length=1,
+        max_length=32,
+        description="Requests in flight, one run per level, each level once in ascending order.",
+    )
     # Requests measured per level = concurrency x this (at least 16); a warm-up of `concurrency`
     # requests opens the connections first and is not counted.
-    requests_per_stream: Annotated[int, Field(ge=1, le=1000)] = 8
+    requests_per_stream: Annotated[int, Field(ge=1, le=1000)] = Field(
+        8,
+        description="Requests measured per level: concurrency x this, at least 16 (a warm-up of `concurrency` "
+        "requests is not counted).",
+    )
+    # The open-loop sweep beside it (docs/BENCHMARK.md): requests per second, one run each with Poisson
+    # arrivals and no cap on requests in flight; none by default.
+    request_rates: list[Annotated[float, Field(ge=0.01, le=1000)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="The open-loop sweep, in requests per second: one run per rate with Poisson arrivals and no cap "
+        "on requests in flight, each rate once in ascending order; empty: none.",
+    )
 
-    @field_validator("concurrency")
+    @field_validator("concurrency", "request_rates")
     @classmethod
-    def _ascending(cls, values: list[int]) -> list[int]:
+    def _ascending(cls, values: list, info) -> list:
         if values != sorted(set(values)):
-            raise ValueError("list each level once, in ascending order (e.g. [1, 8, 32, 64])")
+            example = "[0.5, 1, 2, 4]" if info.field_name == "request_rates" else "[1, 8, 32, 64]"
+            raise ValueError(f"list each level once, in ascending order (e.g. {example})")
         return values
 
     def request_count(self, concurrency: int) -> int:
@@ -343,15 +698,49 @@ def _default_profiles() -> list[WorkloadProfile]:
     ]
 
 
+class Slo(Strict):
+    """The objectives of the benchmark's goodput (docs/BENCHMARK.md): a request is good when its time to first
+    token is at most ttft_seconds and its inter-token latency ((end-to-end - TTFT) / (tokens - 1)) at most
+    itl_seconds."""
+
+    # Unset: observability.ttft_p99_slo_seconds, the stage's TTFT alarm threshold.
+    ttft_seconds: Annotated[float, Field(gt=0, le=600)] | None = Field(
+        None,
+        description="Goodput's time-to-first-token objective, in seconds; unset: observability.ttft_p99_slo_seconds.",
+    )
+    # 0.1 s a token (10 tokens/s, faster than people read): DistServe's chatbot TPOT objective; above one
+    # stream's floor on the dev stage's L4 (a 9B bf16 model reads ~18 GB of weights per token at 300 GB/s,
+    # ~60 ms), so load, not the hardware alone, decides whether it is met.
+    itl_seconds: Annotated[float, Field(gt=0, le=60)] = Field(
+        0.1, description="Goodput's inter-token latency objective, in seconds per token."
+    )
+
+
 class Benchmark(Strict):
     """What `python -m ops bench --stage NAME` runs against the stage's OpenAI endpoint."""
 
-    profiles: list[WorkloadProfile] = Field(default_factory=_default_profiles, min_length=1, max_length=20)
+    profiles: list[WorkloadProfile] = Field(
+        default_factory=_default_profiles,
+        min_length=1,
+        max_length=20,
+        description="The workloads, each run once per concurrency level (and request rate), names unique.",
+    )
     # The tokenizer the client counts tokens with: a Hugging Face id or a local folder; default the
     # served model's source (serving.model.source).
-    tokenizer: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    request_timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = 900
-    random_seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
+    tokenizer: Annotated[str, Field(min_length=1, max_length=512)] | None = Field(
+        None,
+        description="The tokenizer the client counts tokens with: a Hugging Face id or a local folder; unset: "
+        "serving.model.source.",
+    )
+    request_timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
+        900,
+        description="How long the client waits for one request, in seconds; observability.ttft_p99_slo_seconds "
+        "must be below it.",
+    )
+    random_seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = Field(
+        42, description="The seed of the synthetic prompts, so runs are comparable."
+    )
+    slo: Slo = Field(default_factory=Slo, description="The objectives goodput counts requests against.")
 
     @field_validator("profiles")
     @classmethod
@@ -366,31 +755,63 @@ class Observability(Strict):
     """CloudWatch collection (the amazon-cloudwatch-observability add-on), the stage's dashboard and alarms
     (docs/OBSERVABILITY.md)."""
 
-    enabled: bool = True
-    # Where the alarms notify (same region as the stage); unset = alarms without actions.
-    alarm_topic_arn: Annotated[str, Field(pattern=SNS_TOPIC_ARN, max_length=512)] | None = None
-    ttft_p99_slo_seconds: Annotated[float, Field(gt=0, le=600)] = 2.0
-    error_rate_percent: Annotated[float, Field(gt=0, le=100)] = 5.0  # 5xx share of HTTP requests
-    gpu_memory_percent: Annotated[float, Field(gt=0, le=100)] = 95.0  # GPU memory used, per node
+    enabled: bool = Field(
+        True, description="Install the CloudWatch Observability add-on and create the dashboard and alarms."
+    )
+    alarm_topic_arn: Annotated[str, Field(pattern=SNS_TOPIC_ARN, max_length=512)] | None = Field(
+        None,
+        description="The SNS topic the alarms notify, in the stage's region (and account, when set); unset: alarms "
+        "without actions.",
+    )
+    ttft_p99_slo_seconds: Annotated[float, Field(gt=0, le=600)] = Field(
+        2.0,
+        description="The TtftP99 alarm's threshold: p99 time to first token, in seconds (at least 0.001, below "
+        "benchmark.request_timeout_seconds).",
+    )
+    error_rate_percent: Annotated[float, Field(gt=0, le=100)] = Field(
+        5.0, description="The Http5xx alarm's threshold: the 5xx share of HTTP requests, in percent (below 100)."
+    )
+    gpu_memory_percent: Annotated[float, Field(gt=0, le=100)] = Field(
+        95.0,
+        description="The GpuMemory alarm's threshold: a node's GPU memory used, in percent; above the largest "
+        "gpu_memory_utilization x 100 of the engines and below 100.",
+    )
 
 
 class StageConfig(Strict):
-    stage: Annotated[str, Field(pattern=NAME)]
-    account: Annotated[str, Field(pattern=ACCOUNT)] | None = None
-    region: Annotated[str, Field(pattern=REGION)]
-    availability_zones: list[str] = Field(min_length=2, max_length=6)
-    gpu_availability_zone: str
-    network: Network = Field(default_factory=Network)
-    cluster: Cluster = Field(default_factory=Cluster)
-    system_nodegroup: SystemNodegroup = Field(default_factory=SystemNodegroup)
-    gpu_nodegroup: GpuNodegroup = Field(default_factory=GpuNodegroup)
-    addons: Addons = Field(default_factory=Addons)
-    serving: Serving
-    benchmark: Benchmark = Field(default_factory=Benchmark)
-    observability: Observability = Field(default_factory=Observability)
+    """One stage file, config/<stage>.yaml: one AWS environment (network, cluster and serving stacks)."""
+
+    stage: Annotated[str, Field(pattern=NAME)] = Field(
+        description="The stage's name, equal to the file's name (<stage>.yaml); part of every stack and resource name."
+    )
+    account: Annotated[str, Field(pattern=ACCOUNT)] | None = Field(
+        None, description="The AWS account to deploy to; unset: the account of the deploy-time credentials."
+    )
+    region: Annotated[str, Field(pattern=REGION)] = Field(
+        description="The AWS region, one of the committed table's (config/regions.json)."
+    )
+    availability_zones: list[str] = Field(
+        min_length=2, max_length=6, description="The VPC's AZs, of the region, each once: subnets in every one."
+    )
+    gpu_availability_zone: str = Field(
+        description="The AZ of every GPU node (EFA traffic does not cross AZs), one of availability_zones."
+    )
+    network: Network = Field(default_factory=Network, description="The VPC.")
+    cluster: Cluster = Field(default_factory=Cluster, description="The EKS cluster.")
+    system_nodegroup: SystemNodegroup = Field(default_factory=SystemNodegroup, description="The CPU nodegroup.")
+    gpu_nodegroup: GpuNodegroup = Field(default_factory=GpuNodegroup, description="The GPU nodegroup.")
+    addons: Addons = Field(default_factory=Addons, description="The Helm charts' versions.")
+    serving: Serving = Field(description="The inference service, required (serving.upgrade_strategy has no default).")
+    benchmark: Benchmark = Field(default_factory=Benchmark, description="What `ops bench` runs.")
+    observability: Observability = Field(default_factory=Observability, description="CloudWatch and the alarms.")
     tags: dict[
         Annotated[str, Field(pattern=TAG_KEY, max_length=128)], Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]
-    ] = Field(default_factory=dict, max_length=names.MAX_STAGE_TAGS)
+    ] = Field(
+        default_factory=dict,
+        max_length=names.MAX_STAGE_TAGS,
+        description="Tags on every resource of the stage (keys up to 128 and values up to 256 characters; no aws: "
+        "prefix, in any case).",
+    )
 
     @field_validator("region")
     @classmethod

@@ -191,3 +191,38 @@ def test_every_typed_engine_setting_is_a_vllm_engine_argument_of_the_same_type()
     assert fields["enable_prefix_caching"] == "bool | None" and fields["enforce_eager"] == "bool"
     (literal, _none) = typing.get_args(Engine.model_fields["gdn_prefill_backend"].annotation)
     assert fields["gdn_prefill_backend"] == f"Literal[{', '.join(map(repr, typing.get_args(literal)))}] | None"
+
+
+def test_a_prefill_only_engine_block_renders_into_prefills_engine_kwargs_alone(dev, tmp_path):
+    prefill = {"replicas": 1, "engine": {"max_num_batched_tokens": 16384, "extra_args": {"block_size": 32}}}
+    args = _app(config_with(tmp_path, serving={"prefill": prefill}))["args"]
+    before = _app(dev)["args"]
+    assert args["decode_config"] == before["decode_config"]  # decode: byte for byte what it was
+    changed = {
+        key: value
+        for key, value in args["prefill_config"]["engine_kwargs"].items()
+        if before["prefill_config"]["engine_kwargs"].get(key) != value
+    }
+    assert changed == {"max_num_batched_tokens": 16384, "block_size": 32}
+    assert {k: v for k, v in args["prefill_config"].items() if k != "engine_kwargs"} == {
+        k: v for k, v in before["prefill_config"].items() if k != "engine_kwargs"
+    }
+    for side in ("prefill_config", "decode_config"):
+        LLMConfig.model_validate(args[side])
+
+
+def test_a_roles_extra_args_merge_key_by_key_over_the_shared_ones(tmp_path):
+    serving = {
+        "engine": {"max_num_seqs": 64, "extra_args": {"enable_chunked_prefill": True, "block_size": 16}},
+        "decode": {"replicas": 1, "engine": {"max_num_seqs": 128, "extra_args": {"block_size": 32}}},
+    }
+    args = _app(config_with(tmp_path, serving=serving))["args"]
+    prefill, decode = (args[side]["engine_kwargs"] for side in ("prefill_config", "decode_config"))
+    assert (prefill["max_num_seqs"], prefill["block_size"], prefill["enable_chunked_prefill"]) == (64, 16, True)
+    assert (decode["max_num_seqs"], decode["block_size"], decode["enable_chunked_prefill"]) == (128, 32, True)
+    # the same keys in the same order on both sides; the KV connector's role is still each side's own
+    assert list(prefill) == list(decode)
+    assert (prefill["kv_transfer_config"]["kv_role"], decode["kv_transfer_config"]["kv_role"]) == (
+        "kv_producer",
+        "kv_consumer",
+    )

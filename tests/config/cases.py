@@ -616,7 +616,13 @@ SERVING += [
     ),
     (
         "model-context-beyond-memory",
-        {"serving": {"model": {"source": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"max_model_len": 131072}}},
+        {
+            "serving": {
+                "model": {"source": "meta-llama/Llama-3.1-8B-Instruct"},
+                "engine": {"max_model_len": 131072},
+                "hf_token_secret": "pd-inference/hf-token",  # a gated model: refused without one
+            }
+        },
         "serving.engine.max_model_len",
         "131072 tokens of KV cache (16.0 GiB for one sequence)",
     ),

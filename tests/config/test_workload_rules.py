@@ -500,7 +500,9 @@ def test_a_model_source_the_pods_cannot_load_is_refused(tmp_path, source, phrase
     ],
 )
 def test_hugging_face_repo_ids_are_accepted_as_huggingface_hub_takes_them(tmp_path, source):
-    assert config_with(tmp_path, serving={"model": {"source": source}}).serving.model.source == source
+    # with a token secret: a gated repository (meta-llama's) is refused without one
+    serving = {"model": {"source": source}, "hf_token_secret": "pd-inference/hf-token"}
+    assert config_with(tmp_path, serving=serving).serving.model.source == source
     hub = pytest.importorskip("huggingface_hub.utils")
     hub.validate_repo_id(source)  # what the pod's download takes, too
 
