@@ -1,20 +1,29 @@
-"""python -m ops {preflight,verify} --stage NAME [--json] ... | python -m ops diff --base REF
+"""`pd-inference COMMAND` (the console script scripts/setup.sh installs) or `python -m ops COMMAND`.
 
-  preflight [--suggest]   read-only AWS checks before `cdk deploy`
-  verify [--wait SECONDS] checks of the running stage after `cdk deploy`
-  verify-remote           the same, run inside the stage's VPC on its verify runner (CodeBuild)
-  diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access)
+  preflight --stage NAME [--suggest]  read-only AWS checks before `cdk deploy`
+  verify --stage NAME [--wait SECONDS]
+                          checks of the running stage after `cdk deploy`
+  verify-remote --stage NAME
+                          the same, run inside the stage's VPC on its verify runner (CodeBuild)
+  diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access; ops/diff/)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (serving_lab/bench/)
-  rehearse --stage NAME   run the stage's serve config on this host's GPUs, check and benchmark it (serving_lab/rehearse/)
+  rehearse --stage NAME   the stage's serve config on this host's GPUs, checked and benchmarked (serving_lab/rehearse/)
   rehearse-cluster --stage NAME
                           the stage's Kubernetes objects on a local kube-apiserver built from source (localcluster/)
+  validate [PATH ...]     the stage files' checks that synth runs, without CDK (also `python -m config validate`)
 
-Exit codes: 0 every hard check passed (diff: done); 1 a check failed, the cluster cannot be reached,
-or (diff --fail-on-danger) a destructive change; 2 bad arguments, stage file or local set-up (an AWS
-profile that does not exist, an AWS config file that does not parse, an AWS endpoint URL that is not a
-URL, a credential_process that fails or does not answer within a minute, an AWS endpoint that does not
-answer as AWS, git missing; diff: the base or a synth failed, an unwritable --markdown file); 3 an internal error
-(a bug: please report it, with --debug output).
+Every command takes --config-dir DIR (the folder of stage files) and --json (its result as JSON on stdout),
+or says in its --help why it does not; and --debug (a traceback on internal errors).
+
+Exit codes (every command):
+  0      every hard check passed (diff, bench, validate: done)
+  1      a check failed, the cluster cannot be reached, or (diff --fail-on-danger) a destructive change
+  2      bad arguments, stage file or local set-up (an AWS profile that does not exist, an AWS config file
+         that does not parse, an AWS endpoint URL that is not a URL, a credential_process that fails or does
+         not answer within a minute, an AWS endpoint that does not answer as AWS, git missing; diff: the base
+         or a synth failed, an unwritable --markdown file)
+  3      an internal error (a bug: please report it, with --debug output)
+  128+N  stopped by signal N: 130 Ctrl-C, 143 SIGTERM
 """
 
 from __future__ import annotations
@@ -22,11 +31,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from config import CONFIG_DIR, ConfigError, load_stages
+from config import __main__ as validate_cli
 from serving_lab.bench import cli as bench_cli
 from serving_lab.rehearse import cli as rehearse_cli
 
@@ -34,9 +46,10 @@ from . import diff, rehearse_cluster
 
 # Every command has one protocol: `add_parser(sub)` registers its subcommand, `run(args) -> int` runs it
 # and returns the exit code, handling the failures it expects (one line each); main() wraps every run in
-# the one handler for the rest (a bug: exit 3). bench, rehearse and diff are modules; preflight, verify
-# and verify-remote share StageCommand below, because their modules import the AWS SDK, which `rehearse`
-# (GPU hosts) must never load: boto3 is imported when one of them runs, not when the parser is built.
+# the one handler for the rest (a bug: exit 3). bench, rehearse, rehearse-cluster, diff and validate
+# (config/__main__.py) are modules; preflight, verify and verify-remote share StageCommand below, because
+# their modules import the AWS SDK, which `rehearse` (GPU hosts) must never load: boto3 is imported when
+# one of them runs, not when the parser is built.
 
 
 @dataclass(frozen=True)
@@ -177,8 +190,16 @@ def _verify_remote(cfg, args, session, clients):
     return remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients), None
 
 
+class Command(Protocol):
+    """The command protocol: a StageCommand, or a module with these two functions."""
+
+    def add_parser(self, sub) -> object: ...
+
+    def run(self, args) -> int: ...
+
+
 # In the order `python -m ops --help` lists them.
-COMMANDS = {
+COMMANDS: dict[str, Command] = {
     "preflight": StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight, _preflight_arguments),
     "verify": StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments),
     "verify-remote": StageCommand(
@@ -188,25 +209,56 @@ COMMANDS = {
     "rehearse": rehearse_cli,
     "rehearse-cluster": rehearse_cluster,
     "diff": diff,
+    "validate": validate_cli,
 }
 
+# The options every command shares: a command that does not take one says why in its --help.
+SHARED_OPTIONS = ("--config-dir", "--json")
+NOT_TAKEN = {
+    ("diff", "--config-dir"): "each side is synthesized from the stage files of its own checkout (config/ of REF "
+    "and of the working tree): they are part of what is compared",
+    ("bench", "--json"): "every run is saved as JSON (<out>/<stage>/<time>-<label>.json; --merge writes one to "
+    "--out), --compare writes report.md; stdout is the progress",
+    ("rehearse", "--json"): "each mode's report is saved as JSON (<out>/<stage>/report-<mode>.json, beside "
+    "plan-<mode>.json); stdout is the progress",
+}
+EXIT_CODES = __doc__[__doc__.index("Exit codes (every command):") :].rstrip()
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ops", description="Operations checks for a stage.")
+
+def _parser(prog: str = "python -m ops") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Operations checks for a stage, and the project's other commands.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.add_parser(sub)
     # --debug also after the subcommand (`python -m ops verify --stage dev --debug`); SUPPRESS keeps a
     # subcommand that was not given it from resetting the top-level one.
-    for subparser in sub.choices.values():
+    for name, subparser in sub.choices.items():
         subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on internal errors"
         )
         for action in subparser._actions:  # argparse has no public list of a parser's options
             if action.type in (float, int):
                 action.type = number(action.type, 0, OPTION_NUMBER_MAX)
+        subparser.epilog = _epilog(name, subparser)
+        subparser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def _epilog(name: str, subparser: argparse.ArgumentParser) -> str:
+    """The end of every command's --help: the shared options it does not take (and why), the exit codes."""
+    lines = []
+    for option in SHARED_OPTIONS:
+        if option not in subparser._option_string_actions:  # argparse has no public lookup of an option
+            why = NOT_TAKEN.get((name, option), "")
+            text = f"{option}: not taken" + (f": {why}" if why else "")
+            lines += textwrap.wrap(text, width=110, subsequent_indent="  ")
+    return "\n".join([*lines, *([""] if lines else []), EXIT_CODES])
 
 
 def _internal(command: str, exc: BaseException, debug: bool) -> int:
@@ -220,16 +272,24 @@ def _internal(command: str, exc: BaseException, debug: bool) -> int:
     return 3
 
 
-def main(argv: list[str] | None = None, session=None, clients: dict | None = None) -> int:
+def main(argv: list[str] | None = None, session=None, clients: dict | None = None, prog: str = "python -m ops") -> int:
     """`session` (a boto3 Session) and `clients` (boto3 clients by service name) let tests pass moto and
     Stubber clients to the AWS commands. boto3 is imported only by the commands that talk to AWS:
     `rehearse` runs on GPU hosts that have no AWS SDK."""
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     args.aws = (session, clients)
     try:
         return COMMANDS[args.command].run(args)
+    except KeyboardInterrupt:
+        print(f"{args.command}: stopped by Ctrl-C", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         return _internal(args.command, exc, args.debug)
+
+
+def console() -> int:
+    """The `pd-inference` console script ([project.scripts] in pyproject.toml)."""
+    return main(prog="pd-inference")
 
 
 if __name__ == "__main__":

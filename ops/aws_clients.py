@@ -125,7 +125,7 @@ def _process_named(session: boto3.session.Session, profile: str) -> str:
 
 def _children() -> set[int]:
     """The processes whose parent is this one (Linux /proc; elsewhere none are known)."""
-    me, found = os.getpid(), set()
+    me, found = os.getpid(), set[int]()
     try:
         entries = os.listdir("/proc")
     except OSError:

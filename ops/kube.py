@@ -157,11 +157,11 @@ def describe_transport(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _recording(connection_class: type, sockets: list) -> type:
+def _recording(connection_class: type, sockets: list) -> Callable[..., http.client.HTTPConnection]:
     """The connection class, noting each socket it connects (urllib drops the connection object's
     reference once the headers are in; the response keeps reading from the socket)."""
 
-    class Recording(connection_class):  # type: ignore[misc, valid-type]
+    class Recording(connection_class):
         def connect(self) -> None:
             super().connect()
             sockets.append(self.sock)
@@ -205,7 +205,8 @@ def _read(response: http.client.HTTPResponse, limit: int) -> bytes:
     declared = response.headers.get("Content-Length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise AnswerTooLarge(limit)
-    parts, size = [], 0
+    parts: list[bytes] = []
+    size = 0
     while True:
         chunk = response.read(min(64 * 1024, limit + 1 - size))
         if not chunk:

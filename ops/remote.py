@@ -44,7 +44,7 @@ class SourceError(Exception):
 
 def _git(root: Path, *args: str) -> str:
     try:
-        run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=120)
+        run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=120, check=False)
     except FileNotFoundError:
         raise SourceError(
             "git is not installed (or not on PATH): install git; verify-remote uploads only the "

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import boto3
 
@@ -329,7 +329,7 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         )
 
 
-def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> object:
+def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> Any:
     svc = head_service(cfg.serving.service_name)
     log = path.startswith("/api/v0/logs/")
     return api.request(

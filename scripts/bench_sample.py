@@ -19,12 +19,11 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from config import load_stage_file
 from serving_lab.bench import aiperf, offline_tokenizer, report, results, runner
 from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NOTE = "SAMPLE: local fake server with injected latencies on 127.0.0.1, not real GPUs"
 # Colocated: prefill and decode share one engine, so queued prompts delay first tokens and every prefill
@@ -70,7 +69,7 @@ def main() -> int:
             stage_file.write_text(yaml.safe_dump(data, sort_keys=False))
             cfg = load_stage_file(stage_file)
             with FakeOpenAIServer(cfg.serving.model.id, delays) as server:
-                run, path = runner.run_stage(
+                _, path = runner.run_stage(
                     cfg,
                     url=server.url,
                     executable=executable,

@@ -24,9 +24,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from synth_process import NODE_FLAGS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # The floor: an empty CDK app that loads what every synth of this app must load (the EKS module, cdk8s
 # and cdk8s-plus-28), so the ratio measures the app's own work.
@@ -40,10 +40,9 @@ app.synth()
 """
 # The same empty app with app.py's process tuning (synth_process.py: GC paused while the CDK modules
 # load, no interpreter teardown): shown beside the floor so the app's own cost can be read apart from
-# the tuning.
+# the tuning. It runs from a temporary file: synth_process is found as this script found it, installed into
+# the venv with the project (scripts/setup.sh).
 EMPTY_APP_TUNED = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
 import synth_process
 synth_process.configure_environment()
 with synth_process.imports_without_gc():

@@ -20,9 +20,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from config.versions import VLLM_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "config" / "vllm_engine_args.json"
 SOURCE = "vllm/engine/arg_utils.py"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a project venv with the pinned Python packages and the pinned CDK CLI in
-# node_modules/. Re-runs are no-ops unless a requirements file or package-lock.json changed.
+# node_modules/, and the project itself installed into it (.venv/bin/pd-inference). Re-runs are no-ops
+# unless a requirements file, pyproject.toml or package-lock.json changed.
 #   scripts/setup.sh          runtime packages (synth)
 #   scripts/setup.sh --dev    runtime + test and validation packages, both tool venvs below, and the local
 #                             cluster's Go tools (.cluster-tools/)
@@ -16,6 +17,22 @@ case "$mode" in ""|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (all
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "setup: Python 3.11 or newer is needed (found $("$python" --version 2>&1))" >&2; exit 1; }
+
+# The project itself into a venv, editable (its code is this checkout) and without dependencies (the pinned
+# requirements are installed before it): `pd-inference` in DIR/bin. Again only when pyproject.toml changed;
+# pip builds it with the backend pyproject.toml pins, in an isolated environment of its own.
+#   install_project DIR
+install_project() {
+  local dir=$1 digest
+  digest=$(sha256sum pyproject.toml | cut -c1-16)
+  if [[ "$(cat "$dir/.setup-stamp-project" 2>/dev/null)" != "$digest" || ! -x "$dir/bin/pd-inference" ]]; then
+    # (setuptools warns on every editable install that a folder named like a package may shadow it: the
+    # checkout's own folders are the package, as intended)
+    PYTHONWARNINGS="ignore:Editable installation" \
+      "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --editable .
+    echo "$digest" > "$dir/.setup-stamp-project"
+  fi
+}
 
 # A venv of its own for a tool that pins versions the project venv does not want:
 #   tool_venv DIR REQUIREMENTS CONSTRAINTS [MORE FILES THAT CHANGE IT]
@@ -34,6 +51,7 @@ tool_venv() {
 # aiperf (the benchmark client) pins pandas, transformers and more: for `ops bench` and its tests.
 if [[ "$mode" == "--dev" || "$mode" == "--bench" ]]; then
   tool_venv .venv-bench requirements-bench.txt constraints-bench.txt requirements-ops.txt
+  install_project .venv-bench  # scripts/bench_sample.py runs there
 fi
 [[ "$mode" == "--bench" ]] && exit 0
 
@@ -51,6 +69,7 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$want" -c constraints.txt
   echo "$digest" > "$stamp"
 fi
+install_project .venv  # .venv/bin/pd-inference
 
 # checkov pins older boto3/botocore than the app: for the test suite only.
 if [[ "$mode" == "--dev" ]]; then

@@ -18,14 +18,21 @@ def test_exit_now_runs_exit_handlers_flushes_output_and_keeps_the_code(tmp_path)
     marker = tmp_path / "handler-ran"
     script = textwrap.dedent(f"""
         import atexit, sys
-        sys.path.insert(0, {str(ROOT)!r})
         import synth_process
         atexit.register(lambda: open({str(marker)!r}, "w").write("yes"))
         sys.stdout.write("buffered line, no newline")
         synth_process.exit_now(3)
     """)
+    # `python -c` puts its working directory first on sys.path: the checkout's synth_process, in a bare
+    # environment (no PYTHONPATH), wherever pytest runs from
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 3
     assert proc.stdout == "buffered line, no newline"

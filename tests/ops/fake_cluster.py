@@ -40,7 +40,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN = "k8s-aws-v1.test-token"
@@ -104,7 +104,7 @@ def tls() -> Tls:
     folder = Path(tempfile.mkdtemp(prefix="fake-cluster-tls-"))
     atexit.register(shutil.rmtree, folder, True)
     try:
-        import cryptography  # noqa: F401
+        import cryptography  # noqa: F401 - a probe: is the package installed?
     except ImportError:
         _openssl_certificates(folder)
     else:
@@ -253,8 +253,7 @@ class CountingServer(ThreadingHTTPServer):
 
     @property
     def endpoint(self) -> str:
-        host, port = self.server_address[:2]
-        return f"{'https' if self.context else 'http'}://{host}:{port}"
+        return f"{'https' if self.context else 'http'}://127.0.0.1:{self.server_address[1]}"
 
     def get_request(self):
         request = super().get_request()
@@ -272,7 +271,7 @@ class CountingServer(ThreadingHTTPServer):
             super().finish_request(wrapped, client_address)
         return None
 
-    def __enter__(self) -> CountingServer:
+    def __enter__(self) -> Self:
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
@@ -314,7 +313,7 @@ class FakeCluster:
 
         return KubeApi(self.endpoint, token, ca_data=self.ca_data, **kwargs)
 
-    def __enter__(self) -> FakeCluster:
+    def __enter__(self) -> Self:
         self.server.__enter__()
         return self
 
@@ -493,7 +492,7 @@ class SlowServer:
     def ca_data(self) -> str:
         return tls().ca_data
 
-    def __enter__(self) -> SlowServer:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

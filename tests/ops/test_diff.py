@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ops import diff as diff_module
 from ops.__main__ import main
-from ops.diff import ResourceChange, resource_changes
+from ops.diff import ResourceChange, compare, notes, resource_changes
 
 from ..helpers import ROOT
 
@@ -254,7 +253,7 @@ def test_every_ray_cluster_change_under_none_is_a_manual_step(change, path, tmp_
     base = _documents(SNAPSHOT)
     head = _documents(SNAPSHOT)
     change(_ray_service(head)["spec"])
-    (step,) = diff_module._manual_steps(
+    (step,) = notes.manual_steps(
         _k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev"
     )
     assert (
@@ -278,9 +277,7 @@ def test_no_manual_step_when_kuberay_applies_the_change(change, tmp_path):
     base, head = _documents(SNAPSHOT), _documents(SNAPSHOT)
     change(_ray_service(head)["spec"])
     assert (
-        diff_module._manual_steps(
-            _k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev"
-        )
+        notes.manual_steps(_k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev")
         == []
     )
 
@@ -313,8 +310,10 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
             1,
             1,
             1,
-            "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
-            "decode 1 x TP 1 = 2",
+            (
+                "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
+                "decode 1 x TP 1 = 2"
+            ),
         ),
         (
             4,
@@ -322,8 +321,10 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
             (1, 2),
             (1, 1),
             1,
-            "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
-            "TP 1 + decode 1 x TP 1 = 3",
+            (
+                "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
+                "TP 1 + decode 1 x TP 1 = 3"
+            ),
         ),
         (
             2,
@@ -331,8 +332,10 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
             1,
             1,
             2,
-            "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
-            "decode 1 x TP 2 = 4",
+            (
+                "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
+                "decode 1 x TP 2 = 4"
+            ),
         ),
         (2, 1, 1, 1, 1, ""),
         (4, 1, (1, 2), (1, 2), 1, ""),
@@ -340,7 +343,7 @@ def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
 )
 def test_idle_gpus_are_counted_from_nodes_replicas_and_tp(workers, gpus, prefill, decode, tp, idle, tmp_path):
     head = _with_replicas(_documents(SNAPSHOT), workers, prefill, decode, tp, gpus)
-    found = diff_module._idle_gpus(
+    found = notes.idle_gpus(
         _k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)), _k8s_out(tmp_path, "head", "dev", head), "dev"
     )
     assert found.startswith(idle) if idle else found == ""
@@ -357,7 +360,7 @@ def test_idle_gpus_of_a_colocated_stage(tmp_path):
     )
     application["args"] = {"llm_configs": [llm]}
     spec["serveConfigV2"] = yaml.safe_dump(config)
-    assert diff_module._idle_gpus(tmp_path / "no-base", _k8s_out(tmp_path, "head", "prod", prod), "prod") == (
+    assert notes.idle_gpus(tmp_path / "no-base", _k8s_out(tmp_path, "head", "prod", prod), "prod") == (
         "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: engine 3 x TP 1 = 3): raise the "
         "replica counts or lower gpu_nodegroup.count"
     )
@@ -404,7 +407,7 @@ def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone,
     (tmp_path / "file.txt").write_text("x")
     path = Path(target) if target.startswith("/") else tmp_path / target
     called = []
-    monkeypatch.setattr(diff_module, "compute", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(compare, "compute", lambda *a, **k: called.append(1))
     run = diff(clone, "--markdown", str(path))
     assert run.returncode == 2 and not called and run.stdout == ""
     assert (

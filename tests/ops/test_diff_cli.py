@@ -1,15 +1,24 @@
 """`ops diff` as a command: stopped by SIGTERM (a cancelled CI job) it removes its temporary folder and ends its
-children; without cfn-lint (the main job's venv) it says what to run."""
+children; without cfn-lint (the main job's venv) it says what to run; --json prints the report as data."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 
+from ops.diff import DiffResult, ResourceChange, StackDiff, StageDiff, compare
 from tests.helpers import ROOT, clean_env
+
+CFN_LINT_MISSING = (
+    "diff: cfn-lint is not installed in this venv (ops diff reads CloudFormation's "
+    "resource schemas from it): run scripts/setup.sh --dev, then ops diff again\n"
+)
 
 
 def test_sigterm_mid_synth_removes_the_temporary_folder_and_exits_143(tmp_path):
@@ -30,11 +39,13 @@ def test_sigterm_mid_synth_removes_the_temporary_folder_and_exits_143(tmp_path):
         time.sleep(0.2)
     assert list(tmp_path.glob("pd-diff-*")), "diff never made its temporary folder"
     process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=60)
+    _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stderr
     assert stderr.strip().splitlines()[-1] == "diff: stopped by SIGTERM; its temporary folder is removed"
     assert list(tmp_path.glob("pd-diff-*")) == []
-    leftover = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert str(tmp_path) not in leftover.stdout
 
 
@@ -43,7 +54,118 @@ def test_without_cfn_lint_diff_says_what_to_run_and_exits_2(monkeypatch, capsys)
 
     monkeypatch.setitem(sys.modules, "cfnlint", None)  # what the main job's venv (requirements.txt) lacks
     assert main(["diff", "--base", "HEAD"]) == 2
-    assert capsys.readouterr().err == (
-        "diff: cfn-lint is not installed in this venv (ops diff reads CloudFormation's "
-        "resource schemas from it): run scripts/setup.sh --dev, then ops diff again\n"
+    assert capsys.readouterr().err == CFN_LINT_MISSING
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _names(requirements: str) -> set[str]:
+    """The distributions a requirements file names, its -r includes too (canonical names, no extras)."""
+    found = set()
+    for line in (ROOT / requirements).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            found |= _names(line.split(None, 1)[1])
+        elif line:
+            found.add(_canonical(re.split(r"[\[=<>~! ]", line, maxsplit=1)[0]))
+    return found
+
+
+def _installed_with(names: set[str]) -> set[str]:
+    """`names` and every distribution they require, as installed here (what their venv holds)."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [_canonical(re.split(r"[\[=<>~!; (]", r, maxsplit=1)[0]) for r in requires if "extra ==" not in r]
+    return seen
+
+
+def test_after_the_main_job_alone_diff_says_what_to_run_in_one_line():
+    """scripts/synth.sh installs requirements.txt only: none of the test set-up's own packages (cfn-lint,
+    moto, ray, ...) may be needed for `ops diff` to get as far as its one line, in a process of its own."""
+    main_job = _installed_with(_names("requirements.txt"))
+    dev_only = _installed_with(_names("requirements-dev.txt")) - main_job
+    blocked = sorted(
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if {_canonical(d) for d in dists} & dev_only and not {_canonical(d) for d in dists} & main_job
     )
+    assert "cfnlint" in blocked and "moto" in blocked, blocked
+    probe = (
+        "import runpy, sys\n"
+        f"BLOCKED = {blocked!r}\n"
+        "class Blocked:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Blocked())\n"
+        "sys.argv = ['ops', 'diff', '--base', 'HEAD']\n"
+        "runpy.run_module('ops', run_name='__main__', alter_sys=True)\n"
+    )
+    env = clean_env(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")  # as scripts/env.sh: Node 20's banner
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", CFN_LINT_MISSING)
+
+
+def _result() -> DiffResult:
+    changes = [
+        ResourceChange("Nodes", "AWS::EKS::Nodegroup", "replaced", ["InstanceTypes"]),
+        ResourceChange("Role", "AWS::IAM::Role", "changed"),
+    ]
+    stack = StackDiff("dev", "dev/Cluster", changes, cfn_diff="[~] AWS::EKS::Nodegroup Nodes")
+    stage = StageDiff("dev", [stack], {"inference.yaml": "--- a\n+++ b\n"}, manual=["step"], idle_gpus="1 of 3")
+    return DiffResult(base="HEAD (0123456789)", stages=[stage, StageDiff("qa", [], {}, status="new")])
+
+
+def test_json_is_the_report_as_data_with_the_same_exit_code(monkeypatch, capsys, tmp_path):
+    from ops.__main__ import main
+
+    monkeypatch.setattr(compare, "compute", lambda base, **kwargs: _result())
+    markdown = tmp_path / "diff.md"
+    assert main(["diff", "--base", "HEAD", "--json", "--fail-on-danger", "--markdown", str(markdown)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["command"] == "diff" and report["base"] == "HEAD (0123456789)" and report["dangerous"] is True
+    assert report["dangers"] == [
+        {
+            "stack": "dev/Cluster",
+            "logical_id": "Nodes",
+            "type": "AWS::EKS::Nodegroup",
+            "action": "replaced",
+            "because": ["InstanceTypes"],
+            "dangerous": True,
+            "text": "nodegroup Nodes replaced (InstanceTypes)",
+        }
+    ]
+    assert report["manual_steps"] == [{"stage": "dev", "text": "step"}]
+    assert report["idle_gpus"] == [{"stage": "dev", "text": "1 of 3"}]
+    dev, qa = report["stages"]
+    assert (dev["status"], qa["status"]) == ("both", "new")
+    (stack,) = dev["stacks"]
+    assert {key: stack[key] for key in ("path", "added", "changed", "removed", "replaced")} == {
+        "path": "dev/Cluster",
+        "added": 0,
+        "changed": 1,
+        "removed": 0,
+        "replaced": 1,
+    }
+    assert stack["cloudformation_diff"] == "[~] AWS::EKS::Nodegroup Nodes"
+    assert dev["kubernetes_diffs"] == {"inference.yaml": "--- a\n+++ b\n"}
+    assert "| dev | `dev/Cluster` | 0 | 1 | 0 | 1 |" in markdown.read_text()  # --markdown is still written
+    assert main(["diff", "--base", "HEAD", "--json"]) == 0  # without --fail-on-danger: done

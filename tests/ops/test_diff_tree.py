@@ -1,6 +1,6 @@
 """`python -m ops diff --base REF --tree PATH`: the diff code that runs judges the working tree of another
 checkout. CI runs the base branch's `ops diff` this way with the pull request's checkout as PATH, so a pull
-request that edits ops/diff.py cannot switch off the danger gate that judges it."""
+request that edits ops/diff/ cannot switch off the danger gate that judges it."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import yaml
 
 from ops import diff as diff_module
 from ops.__main__ import main
+from ops.diff import compare
 
 from ..helpers import ROOT
 
-# What a pull request could append to its own ops/diff.py to pass the gate with any change.
+# What a pull request could append to its own ops/diff/ (the package, ops/diff.py before it was one) to pass
+# the gate with any change.
 DISABLE_THE_GATE = "\n\nResourceChange.dangerous = property(lambda self: False)  # the PR switches its gate off\n"
 
 
@@ -35,7 +37,7 @@ def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monk
         seen.update(base=base, **kwargs)
         return diff_module.DiffResult(base=base, stages=[])
 
-    monkeypatch.setattr(diff_module, "compute", compute)
+    monkeypatch.setattr(compare, "compute", compute)
     monkeypatch.chdir(tmp_path)  # not a checkout: only --tree names one
     (tmp_path / "checkout").mkdir()
     assert main(["diff", "--base", "abc123", "--tree", str(tmp_path / "checkout")]) == 0
@@ -47,7 +49,7 @@ def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monk
 
 def test_a_tree_that_is_no_folder_is_one_line_and_exit_2_before_any_synth(tmp_path, monkeypatch, capsys):
     called = []
-    monkeypatch.setattr(diff_module, "compute", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(compare, "compute", lambda *a, **k: called.append(1))
     missing = tmp_path / "nope"
     assert main(["diff", "--base", "HEAD", "--tree", str(missing)]) == 2
     captured = capsys.readouterr()
@@ -63,7 +65,8 @@ def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_runnin
     data = yaml.safe_load(path.read_text())
     data["system_nodegroup"]["instance_type"] = "m7i.2xlarge"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with (pull_request / "ops" / "diff.py").open("a") as handle:
+    package = pull_request / "ops" / "diff"
+    with (package / "__init__.py" if package.is_dir() else pull_request / "ops" / "diff.py").open("a") as handle:
         handle.write(DISABLE_THE_GATE)
     own = subprocess.run(
         [
@@ -73,6 +76,7 @@ def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_runnin
         ],
         cwd=pull_request,
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )

@@ -21,7 +21,7 @@ from ops.__main__ import main
 from serving_lab.bench import results
 
 from ..helpers import ROOT
-from tests.serving_lab.bench.runs import make_run
+from ..serving_lab.bench.runs import make_run
 
 DEADLINE_S = 30  # far above what any of these takes; a hang fails the test instead of blocking the suite
 
@@ -398,7 +398,7 @@ def test_dev_stdin_of_an_idle_pipe_does_not_block(stdin_path, tmp_path):
         text=True,
     ) as proc:
         try:
-            out, err = proc.communicate(timeout=60)  # stdin stays open and empty until it ends
+            _, err = proc.communicate(timeout=60)  # stdin stays open and empty until it ends
         finally:
             proc.kill()
     assert proc.returncode == 2, err

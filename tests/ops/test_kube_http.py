@@ -59,11 +59,13 @@ def _redirector(status: int, location: str, *, https: bool = True) -> Server:
 def test_kube_api_follows_no_redirect_and_the_target_sees_no_connection(status, scheme, target, plain_target):
     host = target if scheme == "https" else plain_target
     port = host.server_address[1]
-    with _redirector(status, f"{scheme}://127.0.0.1:{port}/steal?token=secret-in-location") as redirector:
-        with pytest.raises(KubeError) as err:
-            _api(redirector).request(
-                "POST" if status in (307, 308) else "GET", "/version", body={"x": 1} if status in (307, 308) else None
-            )
+    with (
+        _redirector(status, f"{scheme}://127.0.0.1:{port}/steal?token=secret-in-location") as redirector,
+        pytest.raises(KubeError) as err,
+    ):
+        _api(redirector).request(
+            "POST" if status in (307, 308) else "GET", "/version", body={"x": 1} if status in (307, 308) else None
+        )
     assert host.connections == 0 and host.requests == []
     assert [auth for _, _, auth in redirector.requests] == [f"Bearer {TOKEN}"]
     method = "POST" if status in (307, 308) else "GET"
@@ -84,9 +86,11 @@ def test_a_relative_redirect_names_the_same_host_and_is_not_followed():
 
 
 def test_a_redirect_without_location_is_a_failed_request():
-    with Server(lambda method, path: (300, {"Content-Length": "0"}, b""), https=True) as server:
-        with pytest.raises(KubeError) as err:
-            _api(server).get("/version")
+    with (
+        Server(lambda method, path: (300, {"Content-Length": "0"}, b""), https=True) as server,
+        pytest.raises(KubeError) as err,
+    ):
+        _api(server).get("/version")
     assert str(err.value) == "GET /version: the server answered a redirect (HTTP 300) without a Location; not followed"
 
 
@@ -135,9 +139,11 @@ def test_fetch_without_a_token_returns_the_redirect_and_follows_none(status, pla
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_bench_endpoint_check_follows_no_redirect(status, plain_target):
     port = plain_target.server_address[1]
-    with _redirector(status, f"http://127.0.0.1:{port}/v1/models", https=False) as redirector:
-        with pytest.raises(BenchError) as err:
-            check_models(redirector.endpoint, "qwen3.5-9b")
+    with (
+        _redirector(status, f"http://127.0.0.1:{port}/v1/models", https=False) as redirector,
+        pytest.raises(BenchError) as err,
+    ):
+        check_models(redirector.endpoint, "qwen3.5-9b")
     assert plain_target.connections == 0
     assert str(err.value) == (
         f"endpoint {redirector.endpoint}: GET /v1/models: the server answered a redirect "
@@ -250,9 +256,11 @@ def test_a_normal_json_answer_over_https_still_works():
 
 def test_an_answer_over_the_default_cap_is_refused():
     body = b" " * (ANSWER_LIMIT + 1)
-    with Server(lambda method, path: (200, {"Content-Type": "application/json"}, body), https=True) as server:
-        with pytest.raises(KubeError) as err:
-            _api(server).get("/version")
+    with (
+        Server(lambda method, path: (200, {"Content-Type": "application/json"}, body), https=True) as server,
+        pytest.raises(KubeError) as err,
+    ):
+        _api(server).get("/version")
     assert str(err.value) == "GET /version: the answer exceeds 8 MiB"
     assert err.value.kind == "answer"
 
@@ -280,22 +288,26 @@ def test_a_declared_length_over_the_cap_is_refused_before_its_body_is_read():
 def test_an_endless_chunked_body_stops_at_the_cap(https):
     """No Content-Length and no end: reading stops after the cap, not at the deadline."""
     endless = (b"x" * 65536 for _ in range(100_000))
-    with Server(lambda method, path: (200, {"Content-Type": "text/plain"}, endless), https=https) as server:
-        with pytest.raises(AnswerTooLarge) as err:
-            fetch(
-                server.endpoint + "/logs",
-                timeout=60,
-                limit=MiB,
-                context=ssl.create_default_context(cadata=tls().ca_pem) if https else None,
-            )
+    with (
+        Server(lambda method, path: (200, {"Content-Type": "text/plain"}, endless), https=https) as server,
+        pytest.raises(AnswerTooLarge) as err,
+    ):
+        fetch(
+            server.endpoint + "/logs",
+            timeout=60,
+            limit=MiB,
+            context=ssl.create_default_context(cadata=tls().ca_pem) if https else None,
+        )
     assert str(err.value) == "the answer exceeds 1 MiB"
 
 
 def test_bench_endpoint_check_refuses_an_answer_over_the_cap():
     body = b" " * (ANSWER_LIMIT + 1)
-    with Server(lambda method, path: (200, {"Content-Type": "application/json"}, body), https=False) as server:
-        with pytest.raises(BenchError) as err:
-            check_models(server.endpoint, "qwen3.5-9b")
+    with (
+        Server(lambda method, path: (200, {"Content-Type": "application/json"}, body), https=False) as server,
+        pytest.raises(BenchError) as err,
+    ):
+        check_models(server.endpoint, "qwen3.5-9b")
     assert (
         str(err.value) == f"endpoint {server.endpoint}: GET /v1/models: the answer exceeds 8 MiB (is "
         f"{server.endpoint} the Serve endpoint, port 8000?)"

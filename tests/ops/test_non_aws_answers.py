@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from typing import ClassVar
 
 import pytest
 
@@ -30,8 +31,8 @@ STS_IDENTITY = (
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
-    answers: list = []  # (status, content type, body): the first for the first request, the last for the rest
-    seen: list = []
+    answers: ClassVar[list] = []  # (status, content type, body): the first for the first request, the last for the rest
+    seen: ClassVar[list] = []
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

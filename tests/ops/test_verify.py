@@ -451,13 +451,17 @@ def test_missing_cluster_says_to_deploy_the_stage(aws, capsys):
     [
         (
             401,
-            "the API server refused the token: these credentials need an EKS access entry "
-            "(cluster.admin_principal_arns) on this cluster",
+            (
+                "the API server refused the token: these credentials need an EKS access entry "
+                "(cluster.admin_principal_arns) on this cluster"
+            ),
         ),
         (
             403,
-            "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
-            "(verify-remote), whose access entry has the read-only verify role",
+            (
+                "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
+                "(verify-remote), whose access entry has the read-only verify role"
+            ),
         ),
         (404, "the kuberay-operator Helm release is missing: deploy the cluster stack (it installs the operator)"),
     ],

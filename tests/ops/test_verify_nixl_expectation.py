@@ -23,7 +23,7 @@ NO_NIXL = (
 def _nixl_check(cfg, logs):
     """The NIXL transport check of a verify run whose workers' log files are `logs` (fixture names or
     absolute paths, one per worker)."""
-    with FakeCluster(Scenario(worker_logs=dict(zip(IPS, logs)))) as fake:
+    with FakeCluster(Scenario(worker_logs=dict(zip(IPS, logs, strict=True)))) as fake:
         report = verify.run(cfg, fake.api(), progress=lambda *a: None)
     check = report.find("NIXL transport")
     assert check is not None, [c.name for c in report.checks]
@@ -151,13 +151,17 @@ def test_without_efa_nixl_that_did_not_start_fails_on_a_libfabric_stage_too(tcp_
         ),
         (
             "tcp.log",
-            "libfabric runs on provider=tcp, not efa: no usable EFA device in the pod (check "
-            "vpc.amazonaws.com/efa requests and the EFA device plugin)",
+            (
+                "libfabric runs on provider=tcp, not efa: no usable EFA device in the pod (check "
+                "vpc.amazonaws.com/efa requests and the EFA device plugin)"
+            ),
         ),
         (
             "no-provider-line.log",
-            "LIBFABRIC was instantiated but no 'Created N rails using provider=' line: is "
-            "NIXL_LOG_LEVEL=INFO set? EFA is not proven",
+            (
+                "LIBFABRIC was instantiated but no 'Created N rails using provider=' line: is "
+                "NIXL_LOG_LEVEL=INFO set? EFA is not proven"
+            ),
         ),
     ],
 )

@@ -1,0 +1,59 @@
+"""`diff --base REF`: what a change does to every stage, offline, for pull-request review.
+
+Synthesizes the base revision (in a temporary git worktree) and the working tree, both without
+credentials, then per stage: `cdk diff --template` of each stack against the base template, a unified
+diff of the rendered Kubernetes YAML and Helm values, and a summary per stack (added / changed /
+removed / replaced). Replacing or deleting the cluster, a nodegroup, the VPC or the KMS key, and a
+launch-template change that rolls a nodegroup's nodes, are listed first as dangers.
+
+Replacement is decided from CloudFormation's own resource schemas (the `createOnlyProperties` that
+cfn-lint ships): a change to one of those properties replaces the resource.
+
+Two notes per stage come from the rendered Kubernetes YAML: a change to the RayService's
+`rayClusterConfig` (the Ray pods) under `upgradeStrategy: None`, which KubeRay does not roll out (the
+manual step is printed), and GPUs that the replica counts leave idle. A stage that exists only in the
+working tree (or only in the base) is reported as new (or removed): every resource added (or removed).
+
+One concern a module:
+  worktree    the git checkout the command runs in, and the base revision in a temporary git worktree
+  synth       synth of one side without credentials; its cloud assemblies and stage names
+  processes   the child processes (synths, git, cdk diff), ended on SIGTERM
+  templates   the template diff: resource changes between two templates of a stack
+  schemas     CloudFormation's resource schemas from cfn-lint (createOnlyProperties: what replaces)
+  danger      which changes are destructive, and their one-line description
+  cfn_diff    `cdk diff --template` of a stack against the base template
+  kubernetes  unified diffs of the rendered Kubernetes files; the RayService specs
+  notes       the manual step under upgradeStrategy None, idle GPUs
+  compare     both sides synthesized and compared: the DiffResult (model)
+  render      the text, Markdown and JSON reports
+  cli         the command: options, one-line errors, SIGTERM
+"""
+
+from __future__ import annotations
+
+from .cli import add_parser, check_writable, run, write_markdown
+from .compare import compute
+from .danger import DANGEROUS_TYPES, ResourceChange
+from .model import DiffError, DiffResult, StackDiff, StageDiff
+from .render import as_json, markdown, text
+from .templates import resource_changes
+from .worktree import repo_root
+
+__all__ = [
+    "DANGEROUS_TYPES",
+    "DiffError",
+    "DiffResult",
+    "ResourceChange",
+    "StackDiff",
+    "StageDiff",
+    "add_parser",
+    "as_json",
+    "check_writable",
+    "compute",
+    "markdown",
+    "repo_root",
+    "resource_changes",
+    "run",
+    "text",
+    "write_markdown",
+]

@@ -1,0 +1,121 @@
+"""`python -m ops diff`: the command protocol of ops/__main__.py (`add_parser(sub)`, `run(args) -> int`).
+Every expected failure is one `diff: ...` line and exit 2, found before minutes of synth where it can be
+(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); SIGTERM and SIGHUP end the
+children and remove the temporary folder."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from . import compare, processes, render
+from .model import DiffError, DiffResult
+from .schemas import needs_cfn_lint
+
+# Why diff takes no --config-dir (every other command has one): `python -m ops --help` shows it.
+NO_CONFIG_DIR = (
+    "each side is synthesized from the stage files of its own checkout (config/ of REF and of the "
+    "working tree): they are part of what is compared"
+)
+
+
+def add_parser(sub) -> None:
+    """`python -m ops diff`: the command protocol of ops/__main__.py."""
+    cmd = sub.add_parser(
+        "diff",
+        help="offline diff against a git revision (no AWS access)",
+        description="Synthesize REF and the working tree without credentials and compare them.",
+    )
+    cmd.add_argument("--base", required=True, metavar="REF", help="git revision to compare with (e.g. origin/main)")
+    cmd.add_argument("--stage", help="only this stage (default: every stage)")
+    cmd.add_argument(
+        "--tree",
+        metavar="PATH",
+        help="the git checkout whose working tree is compared with REF (default: the one around the "
+        "current folder); CI runs the base branch's diff code with the pull request's checkout "
+        "here, so a pull request cannot change the gate that judges it",
+    )
+    cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
+    cmd.add_argument(
+        "--json", action="store_true", help="print the report as JSON instead of text (--markdown is still written)"
+    )
+    cmd.add_argument(
+        "--fail-on-danger",
+        action="store_true",
+        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted",
+    )
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, not after the synths, when the Markdown report cannot be written there."""
+    if path.is_dir():
+        raise DiffError(f"--markdown {path}: is a folder: give a file path (e.g. {path / 'diff.md'})")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise DiffError(f"--markdown {path}: {path.parent} is a file, not a folder: give a path in an existing folder")
+    if not path.parent.is_dir():
+        raise DiffError(
+            f"--markdown {path}: the folder {path.parent} does not exist: create it, or give a path "
+            f"in an existing folder"
+        )
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def write_markdown(path: Path, result: DiffResult) -> None:
+    try:
+        path.write_text(render.markdown(result))
+    except OSError as exc:
+        raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None
+
+
+class Terminated(Exception):
+    """SIGTERM (or SIGHUP) arrived: raised in the main thread so that every `finally` runs, the temporary
+    clones and assemblies of `compute` among them (the default handler ends the process without them)."""
+
+
+def _terminate(signum, frame) -> None:
+    processes.end_children()
+    raise Terminated(signal.Signals(signum).name)
+
+
+def run(args) -> int:
+    handled = (signal.SIGTERM, signal.SIGHUP) if threading.current_thread() is threading.main_thread() else ()
+    previous = {sig: signal.signal(sig, _terminate) for sig in handled}
+    processes.start()
+    try:
+        return _run(args)
+    except Terminated as exc:
+        print(f"diff: stopped by {exc}; its temporary folder is removed", file=sys.stderr)
+        return 128 + getattr(signal, str(exc)).value
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args) -> int:
+    try:
+        needs_cfn_lint()
+        if args.markdown:
+            check_writable(Path(args.markdown))  # before minutes of synth, not after
+        tree = Path(args.tree) if args.tree else None
+        if tree is not None and not tree.is_dir():
+            raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
+        result = compare.compute(args.base, stage=args.stage, start=tree)
+        if args.json:
+            print(render.as_json(result))
+        else:
+            print(render.text(result), end="")
+        if args.markdown:
+            write_markdown(Path(args.markdown), result)
+    except DiffError as exc:
+        print(f"diff: {exc}", file=sys.stderr)
+        return 2
+    return 1 if args.fail_on_danger and result.dangers else 0

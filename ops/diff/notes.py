@@ -1,0 +1,119 @@
+"""What a deploy does not do, read from the rendered RayService: a change to its Ray pods under
+`upgradeStrategy: None` (the manual step is printed), and GPUs that the replica counts leave idle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .kubernetes import ray_services
+
+# KubeRay v1.7.0, ray-operator/controllers/ray/rayservice_controller.go: with upgradeStrategy None,
+# isZeroDowntimeUpgradeEnabled is false, so shouldPrepareNewCluster never prepares a new RayCluster; and
+# shouldUpdateCluster updates the running one only when worker groups are appended at the end. The spec
+# hash it compares leaves out replicas and min/max replicas, so those are not applied either. Deleting
+# pods does not help (the RayCluster recreates them from its old template); deleting the RayCluster does:
+# with no active cluster left, KubeRay prepares a new one from the RayService's current spec.
+KUBERAY_VERSION = "1.7.0"
+RAY_SERVICE_LABELS = "ray.io/originated-from-cr-name={name},ray.io/originated-from-crd=RayService"
+
+
+def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
+    """The leaf paths where two JSON-like values differ (`workerGroupSpecs[0].template.spec...`)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [
+            found
+            for key in sorted(set(before) | set(after), key=str)
+            for found in _changed_paths(before.get(key), after.get(key), f"{path}.{key}" if path else str(key))
+        ]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            found
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            for found in _changed_paths(b, a, f"{path}[{i}]")
+        ]
+    return [] if before == after else [path or "(all)"]
+
+
+def manual_steps(base_out: Path, head_out: Path, stage: str) -> list[str]:
+    steps = []
+    before_all, after_all = ray_services(base_out, stage), ray_services(head_out, stage)
+    for (namespace, name), after in sorted(after_all.items()):
+        before = before_all.get((namespace, name))
+        strategy = (after.get("upgradeStrategy") or {}).get("type")
+        if before is None or strategy != "None":
+            continue
+        changed = _changed_paths(before.get("rayClusterConfig"), after.get("rayClusterConfig"))
+        if not changed:
+            continue
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        steps.append(
+            f"RayService {namespace}/{name}: rayClusterConfig changed ({shown}) under upgradeStrategy None: "
+            f"KubeRay {KUBERAY_VERSION} neither updates nor replaces the running Ray pods. After the deploy, run "
+            f"`kubectl -n {namespace} delete raycluster -l {RAY_SERVICE_LABELS.format(name=name)}`: KubeRay "
+            f"recreates the RayCluster from the new spec (the endpoint is down until the model is loaded again; "
+            f"deleting only the pods brings back the old spec)"
+        )
+    return steps
+
+
+def _serve_engines(spec: dict) -> list[tuple[str, int, int, int]]:
+    """(name, most replicas, TP, PP) of every LLM engine in a RayService's serveConfigV2."""
+    config = yaml.safe_load(spec.get("serveConfigV2") or "") or {}
+    engines = []
+    for app in config.get("applications") or []:
+        args = app.get("args") or {}
+        named = [(key.removesuffix("_config"), value) for key, value in args.items() if isinstance(value, dict)]
+        named += [("engine", value) for value in args.get("llm_configs") or [] if isinstance(value, dict)]
+        for label, llm in named:
+            if "engine_kwargs" not in llm and "model_loading_config" not in llm:
+                continue
+            deployment = llm.get("deployment_config") or {}
+            scaling = deployment.get("autoscaling_config") or {}
+            most = int(deployment.get("num_replicas") or scaling.get("max_replicas") or 1)
+            kwargs = llm.get("engine_kwargs") or {}
+            engines.append(
+                (
+                    label,
+                    most,
+                    int(kwargs.get("tensor_parallel_size") or 1),
+                    int(kwargs.get("pipeline_parallel_size") or 1),
+                )
+            )
+    return engines
+
+
+def _gpu_budget(out: Path, stage: str) -> tuple[int, int, str] | None:
+    """(GPUs of the Ray cluster, GPUs the engines use at most, how both were counted), or None."""
+    for spec in ray_services(out, stage).values():
+        engines = _serve_engines(spec)
+        if not engines:
+            return None
+        groups = [
+            (int(group.get("replicas") or 0), int((group.get("rayStartParams") or {}).get("num-gpus") or 0))
+            for group in (spec.get("rayClusterConfig") or {}).get("workerGroupSpecs") or []
+        ]
+        total = sum(pods * gpus for pods, gpus in groups)
+        nodes = " + ".join(f"{pods} GPU node(s) x {gpus} GPU(s)" for pods, gpus in groups) or "no GPU node"
+        used = sum(most * tp * pp for _, most, tp, pp in engines)
+        parts = " + ".join(
+            f"{name} {most} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "") for name, most, tp, pp in engines
+        )
+        return total, used, f"{nodes} = {total}; replicas at most: {parts} = {used}"
+    return None
+
+
+def idle_gpus(base_out: Path, head_out: Path, stage: str) -> str:
+    after = _gpu_budget(head_out, stage)
+    if after is None or after[0] <= after[1]:
+        return ""
+    total, used, how = after
+    before = _gpu_budget(base_out, stage)
+    was = ""
+    if before is not None and before[0] - before[1] != total - used:
+        was = f"; base: {max(0, before[0] - before[1])} idle"
+    return (
+        f"{total - used} of {total} GPUs stay idle ({how}{was}): raise the replica counts or lower gpu_nodegroup.count"
+    )

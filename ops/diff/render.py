@@ -1,0 +1,136 @@
+"""The report of a diff: plain text (the command's output), Markdown (a pull request comment) and JSON
+(--json, for pipelines). Dangers, manual steps and idle GPUs come first."""
+
+from __future__ import annotations
+
+import json
+
+from .model import DiffResult
+
+NO_DANGER = "No replacement or deletion of the cluster, a nodegroup, the VPC or the KMS key."
+
+
+def text(result: DiffResult) -> str:
+    lines = [f"Offline diff: {result.base} -> working tree"]
+    dangers = result.dangers
+    if dangers:
+        lines.append(f"DANGER: {len(dangers)} destructive change(s)")
+        lines += [f"  ! {path}: {change.describe()}" for path, change in dangers]
+    else:
+        lines.append(NO_DANGER)
+    manual = result.manual_steps
+    if manual:
+        lines.append(f"MANUAL STEP: {len(manual)} change(s) the deploy does not roll out")
+        lines += [f"  ! {stage}: {step}" for stage, step in manual]
+    for name, idle in result.idle:
+        lines.append(f"IDLE GPUs: {name}: {idle}")
+    for stage in result.stages:
+        lines.append(f"\n{stage.title}")
+        for stack in stage.stacks:
+            lines.append(f"  {stack.path:<16} {stack.summary if stack.changes else 'no changes'}")
+        for stack in stage.stacks:
+            if stack.cfn_diff:
+                lines += ["", f"--- CloudFormation: {stack.path}", stack.cfn_diff]
+        for name, diff in stage.k8s.items():
+            lines += ["", f"--- Kubernetes: {stage.stage}/{name}", diff.rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(result: DiffResult) -> str:
+    out = [f"## Infrastructure diff against `{result.base}`", ""]
+    dangers = result.dangers
+    if dangers:
+        out += ["> [!CAUTION]", f"> **{len(dangers)} destructive change(s)**", ">"]
+        out += [f"> - `{path}`: {change.describe()}" for path, change in dangers]
+        out.append("")
+    else:
+        out += [NO_DANGER, ""]
+    manual = result.manual_steps
+    if manual:
+        out += ["> [!WARNING]", f"> **{len(manual)} change(s) the deploy does not roll out: manual step**", ">"]
+        out += [f"> - `{stage}`: {step}" for stage, step in manual]
+        out.append("")
+    if result.idle:
+        out += ["> [!NOTE]", "> **GPUs left idle by the replica counts**", ">"]
+        out += [f"> - `{stage}`: {idle}" for stage, idle in result.idle]
+        out.append("")
+    out += ["| stage | stack | added | changed | removed | replaced |", "|---|---|---|---|---|---|"]
+    for stage in result.stages:
+        for stack in stage.stacks:
+            replaced = stack.count("replaced") + stack.count("nodes-replaced")
+            out.append(
+                f"| {stage.stage} | `{stack.path}` | {stack.count('added')} | {stack.count('changed')} | "
+                f"{stack.count('removed')} | {replaced} |"
+            )
+    for stage in result.stages:
+        details = [s for s in stage.stacks if s.cfn_diff]
+        if not details and not stage.k8s:
+            continue
+        out += ["", f"### {stage.title}"]
+        for stack in details:
+            out += [
+                "",
+                f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
+                "",
+                "```",
+                stack.cfn_diff,
+                "```",
+                "",
+                "</details>",
+            ]
+        for name, diff in stage.k8s.items():
+            out += [
+                "",
+                f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>",
+                "",
+                "```diff",
+                diff.rstrip("\n"),
+                "```",
+                "",
+                "</details>",
+            ]
+    return "\n".join(out) + "\n"
+
+
+def as_json(result: DiffResult) -> str:
+    """The report as one JSON document (--json): what the text says, as data."""
+
+    def change(item) -> dict:
+        return {
+            "logical_id": item.logical_id,
+            "type": item.type,
+            "action": item.action,
+            "because": list(item.because),
+            "dangerous": item.dangerous,
+            "text": item.describe(),
+        }
+
+    return json.dumps(
+        {
+            "command": "diff",
+            "base": result.base,
+            "dangerous": bool(result.dangers),
+            "dangers": [{"stack": path, **change(item)} for path, item in result.dangers],
+            "manual_steps": [{"stage": stage, "text": step} for stage, step in result.manual_steps],
+            "idle_gpus": [{"stage": stage, "text": idle} for stage, idle in result.idle],
+            "stages": [
+                {
+                    "stage": stage.stage,
+                    "status": stage.status or "both",  # new | removed | both
+                    "stacks": [
+                        {
+                            "path": stack.path,
+                            **{action: stack.count(action) for action in ("added", "changed", "removed")},
+                            "replaced": stack.count("replaced") + stack.count("nodes-replaced"),
+                            "changes": [change(item) for item in stack.changes],
+                            "cloudformation_diff": stack.cfn_diff,
+                        }
+                        for stack in stage.stacks
+                    ],
+                    "kubernetes_diffs": dict(stage.k8s),
+                }
+                for stage in result.stages
+            ],
+        },
+        indent=2,
+    )
