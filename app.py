@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The CDK app: one cdk.Stage per stage file in config/ (or only `-c stage=NAME`).
 
 Context: `stage` (one stage), `config_dir` (another folder of stage files), `nag` (run cdk-nag; cdk.json

@@ -18,6 +18,7 @@ from config.schema import HeadResources, WeightCache
 from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
 
 from .log_relay import CONTAINER as RELAY_CONTAINER
+from .worker_env import worker_environment
 from .log_relay import RAY_TMP, RELAY_PROGRAM
 from .log_relay import VOLUME as RAY_LOGS_VOLUME
 
@@ -194,24 +195,16 @@ def worker_security_context(privilege: str) -> k8s.SecurityContext:
 
 
 def worker_env(*, efa: bool) -> list[k8s.EnvVar]:
-    """The engine's environment on a GPU worker (typed): the pod template's `env`."""
-    pod_ip = typed(k8s.EnvVarSource, field_ref=typed(k8s.ObjectFieldSelector, field_path="status.podIP"))
-    env = [
-        typed(k8s.EnvVar, name="VLLM_HOST_IP", value_from=pod_ip),
-        # vLLM's NIXL worker asserts this layout for Qwen3.5's state (GDN) layers.
-        typed(k8s.EnvVar, name="VLLM_SSM_CONV_STATE_LAYOUT", value="DS"),
-        # INFO makes NIXL log "Created <N> rails using provider=efa": the only proof EFA is used.
-        typed(k8s.EnvVar, name="NIXL_LOG_LEVEL", value="INFO"),
-    ]
-    if efa:
-        env.insert(0, typed(k8s.EnvVar, name="FI_PROVIDER", value="efa"))
+    """The engine's environment on a GPU worker (typed), from charts/worker_env.py's plain data."""
+    env = []
+    for item in worker_environment(efa=efa):
+        if "valueFrom" in item:
+            field = item["valueFrom"]["fieldRef"]["fieldPath"]
+            source = typed(k8s.EnvVarSource, field_ref=typed(k8s.ObjectFieldSelector, field_path=field))
+            env.append(typed(k8s.EnvVar, name=item["name"], value_from=source))
+        else:
+            env.append(typed(k8s.EnvVar, name=item["name"], value=item["value"]))
     return env
-
-
-def worker_environment(*, efa: bool) -> list[dict[str, Any]]:
-    """`worker_env` as plain JSON: the pod template's `env`, and what `ops rehearse` gives the engines on a
-    single host (one source, so the two cannot drift)."""
-    return plain_container(typed(k8s.Container, name="ray-worker", env=worker_env(efa=efa)))["env"]
 
 
 def ray_logs_volume() -> k8s.Volume:

@@ -21,7 +21,10 @@ import yaml
 from config.topology import HELM_RELEASES_FILE, INFERENCE_FILE, RENDERED_DIR, SERVE_CONFIG_FILE
 
 # libyaml's emitter when PyYAML has it (the wheels do): the same YAML, several times faster to write.
-SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+try:
+    from yaml import CSafeDumper as SafeDumper
+except ImportError:  # a PyYAML built without libyaml
+    from yaml import SafeDumper
 
 
 class _ReadableDumper(SafeDumper):

@@ -254,8 +254,10 @@ def start(
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={free_port()}",
                 "--use-service-account-credentials=false",
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
-                "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller",
+                (
+                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
+                    "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller"
+                ),
                 "--v=1",
             ],
         )

@@ -138,7 +138,13 @@ def refusal(output: str) -> str | None:
 def go_command(args: Sequence[str], *, folder: Path, cache: Path) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(
-            ["go", *args], cwd=folder, env=go_environment(cache), capture_output=True, text=True, timeout=3600
+            ["go", *args],
+            cwd=folder,
+            env=go_environment(cache),
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,  # the callers read the exit status and the output
         )
     except FileNotFoundError:
         raise ToolError(

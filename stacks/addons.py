@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
@@ -174,9 +175,13 @@ def vpc_cni(scope: Construct, cluster: eks.Cluster) -> eks.Addon:
     and overwrites the self-managed CNI that a new cluster starts with (ResolveConflicts, which
     eks.Addon does not expose)."""
     addon = eks.Addon(
-        scope, "VpcCni", cluster=cluster, addon_name="vpc-cni", configuration_values=VPC_CNI_CONFIGURATION
+        scope,
+        "VpcCni",
+        cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+        addon_name="vpc-cni",
+        configuration_values=VPC_CNI_CONFIGURATION,
     )
-    resource = addon.node.default_child
+    resource = cast(cdk.CfnResource, addon.node.default_child)  # the CfnAddon
     resource.override_logical_id("VpcCni")
     resource.add_property_override("ResolveConflicts", "OVERWRITE")
     return addon

@@ -155,7 +155,9 @@ class ClusterStack(cdk.Stack):
         self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
         self.kuberay_operator = self.addons.kuberay_operator
 
-        self.observability = self.alarms = self.dashboard = None
+        self.observability: ObservabilityAddon | None = None
+        self.alarms: StageAlarms | None = None
+        self.dashboard: StageDashboard | None = None
         if observability.enabled:
             self._observe(
                 cluster_name,
@@ -175,7 +177,9 @@ class ClusterStack(cdk.Stack):
             tags=tags,
             application_logs=self.observability.application_logs if self.observability else None,
         )
-        lambda_log_groups([self.cluster.kubectl_provider], self.logs_key, retention(cluster.log_retention_days))
+        provider = self.cluster.kubectl_provider
+        assert provider is not None  # kubectl_provider_options above makes one
+        lambda_log_groups([provider], self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)

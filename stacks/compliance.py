@@ -3,6 +3,8 @@ narrowest construct it applies to, with the reason. Anything not listed here fai
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 from constructs import IConstruct
 
@@ -21,7 +23,8 @@ def _logical_id(scope: IConstruct, path: str) -> str:
     node = scope
     for part in path.split("/"):
         node = node.node.find_child(part)
-    return cdk.Stack.of(node).resolve(node.logical_id)
+    element = cast(cdk.CfnElement, node)  # the path ends at a CloudFormation element
+    return cdk.Stack.of(element).resolve(element.logical_id)
 
 
 def enable_checks(app: cdk.App) -> None:
@@ -55,6 +58,7 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
             "Nodes pull the DLC Ray image and EKS add-on images from ECR; read-only access only.",
         )
     provider = cluster.kubectl_provider
+    assert provider is not None  # the cluster stack's kubectl_provider_options make one
     handler = _logical_id(provider, "Handler/Resource")
     has_ecr_public = _logical_id(provider, "Handler/HasEcrPublic")
     _ack(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 
 def logs_key(scope: Construct, construct_id: str, description: str) -> kms.Key:
@@ -32,7 +33,7 @@ def logs_key(scope: Construct, construct_id: str, description: str) -> kms.Key:
     return key
 
 
-def lambda_log_groups(scopes: Iterable[Construct], key: kms.IKey, retention) -> None:
+def lambda_log_groups(scopes: Iterable[IConstruct], key: kms.IKey, retention) -> None:
     """A log group, with retention and encryption, for every Lambda function under `scopes` (CDK's own
     custom-resource handlers), which would otherwise log into a never-expiring group. The hardening
     tests check that no function of any stack is left without one."""
@@ -46,7 +47,7 @@ def lambda_log_groups(scopes: Iterable[Construct], key: kms.IKey, retention) -> 
     ]
     for construct in functions:
         group = logs.LogGroup(
-            construct.node.scope,
+            cast(Construct, construct.node.scope),  # a function's parent (the root holds none)
             "LogGroup",
             retention=retention,
             encryption_key=key,

@@ -94,5 +94,5 @@ class NetworkStack(cdk.Stack):
                 cdk.Tags.of(subnet).remove(tag)
         self.control_plane_cidrs = [s.ipv4_cidr_block for s in control_plane]
         # CDK's handler that empties the default security group: a singleton at the stack's root.
-        handler = self.node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
         lambda_log_groups([handler], self.logs_key, retention(log_retention_days))

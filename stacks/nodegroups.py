@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
@@ -127,5 +130,6 @@ def add_gpu_nodegroup(cluster: eks.Cluster, *, group: GpuNodegroup, zone: str, e
         subnets=ec2.SubnetSelection(subnet_group_name=PRIVATE, availability_zones=[zone]),
         max_unavailable=GPU_MAX_UNAVAILABLE,
     )
-    nodegroup.node.default_child.add_property_override("UpdateConfig.UpdateStrategy", GPU_UPDATE_STRATEGY)
+    resource = cast(cdk.CfnResource, nodegroup.node.default_child)  # the CfnNodegroup
+    resource.add_property_override("UpdateConfig.UpdateStrategy", GPU_UPDATE_STRATEGY)
     return nodegroup

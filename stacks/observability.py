@@ -305,7 +305,12 @@ class Observability(Construct):
             description=f"CloudWatch agent and Fluent Bit of {cluster_name} (Pod Identity)",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")],
         )
-        self.agent = eks.Addon(self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON)
+        self.agent = eks.Addon(
+            self,
+            "PodIdentityAgent",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+            addon_name=POD_IDENTITY_AGENT_ADDON,
+        )
         self.association = eks.CfnPodIdentityAssociation(
             self,
             "AgentAccess",
@@ -317,7 +322,7 @@ class Observability(Construct):
         self.addon = eks.Addon(
             self,
             "CloudWatchObservability",
-            cluster=cluster,
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
             addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
             addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
             configuration_values=addon_configuration(cluster_name, serving_namespace, region),

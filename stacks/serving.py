@@ -51,7 +51,12 @@ class ServingStack(cdk.Stack):
         )
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
-        self.manifest = eks.KubernetesManifest(self, "InferenceChart", cluster=cluster, manifest=self.objects)
+        self.manifest = eks.KubernetesManifest(
+            self,
+            "InferenceChart",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+            manifest=self.objects,
+        )
         self.manifest.node.add_dependency(kuberay_operator)
         if serving.allow_unsafe_engine_args:  # opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN)
             cdk.Annotations.of(self.manifest).add_warning_v2(
@@ -62,17 +67,27 @@ class ServingStack(cdk.Stack):
             )
 
         if serving.hf_token_secret:
-            self._grant_token(cluster, serving, pod_identity_agent)
+            self._grant_token(cluster, serving, serving.hf_token_secret, pod_identity_agent)
 
         cdk.CfnOutput(self, "ServeService", value=serve_address(serving.service_name, serving.namespace))
 
-    def _grant_token(self, cluster: eks.Cluster, serving: Serving, pod_identity_agent: eks.Addon | None) -> None:
+    def _grant_token(
+        self, cluster: eks.Cluster, serving: Serving, secret: str, pod_identity_agent: eks.Addon | None
+    ) -> None:
         """Pod Identity: the Ray pods' service account may read exactly the token secret. The agent add-on
         is the cluster stack's when it has one (observability on): EKS allows one per cluster."""
         agent = pod_identity_agent or eks.Addon(
-            self, "PodIdentityAgent", cluster=cluster, addon_name=POD_IDENTITY_AGENT_ADDON
+            self,
+            "PodIdentityAgent",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+            addon_name=POD_IDENTITY_AGENT_ADDON,
         )
-        provider = eks.Addon(self, "SecretsProvider", cluster=cluster, addon_name=SECRETS_PROVIDER_ADDON)
+        provider = eks.Addon(
+            self,
+            "SecretsProvider",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+            addon_name=SECRETS_PROVIDER_ADDON,
+        )
         # Trusted for the Ray pods' service account of this cluster only (stacks/observability.py,
         # pod_identity_principal, has the EKS documentation). The cluster's ARN from its name, which this stack
         # already imports (the manifest's ClusterName): the cluster resource's ARN format is
@@ -97,7 +112,7 @@ class ServingStack(cdk.Stack):
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                resources=[self.secret_arn(serving.hf_token_secret)],
+                resources=[self.secret_arn(secret)],
             )
         )
         association = eks.CfnPodIdentityAssociation(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -119,7 +120,7 @@ class VerifyRunner(Construct):
         )
         subnets = vpc.select_subnets(subnet_group_name=PRIVATE)
         prefix = f"arn:aws:ec2:{stack.region}:{stack.account}"
-        statements = [
+        statements: list[dict[str, Any]] = [
             # its source, nothing else of the bucket
             {"Action": ["s3:GetObject", "s3:GetObjectVersion"], "Resource": self.bucket.arn_for_objects(SOURCE_KEY)},
             {"Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": self.bucket.bucket_arn},

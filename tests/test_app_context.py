@@ -68,6 +68,7 @@ def _run_app(context: dict, outdir):
         text=True,
         timeout=300,
         env=clean_env(CDK_CONTEXT_JSON=json.dumps(context), CDK_OUTDIR=str(outdir), **QUIET_JSII),
+        check=False,
     )
 
 

@@ -29,6 +29,7 @@ def _checkov(directory: Path, framework: str) -> dict:
         text=True,
         timeout=600,
         env=env,
+        check=False,
     )
     assert run.stdout.strip(), run.stderr[-2000:]
     result = json.loads(run.stdout)

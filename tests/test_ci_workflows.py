@@ -53,6 +53,7 @@ def _check(paths):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
 
 
@@ -79,6 +80,7 @@ def _zizmor(paths, min_severity="high"):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(run.stdout)

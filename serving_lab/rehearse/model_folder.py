@@ -108,7 +108,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             printable.append(byte)
             chars.append(256 + extra)
             extra += 1
-    return {byte: chr(char) for byte, char in zip(printable, chars)}
+    return {byte: chr(char) for byte, char in zip(printable, chars, strict=True)}
 
 
 def _qwen_table() -> tuple[dict[bytes, int], list[tuple[int, str]], str, str]:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from charts.ray_pods import worker_environment
+from charts.worker_env import worker_environment
 from charts.serve_config import build_serve_config
 from config.engine_args import is_gdn_model
 from config.instance_types import INSTANCE_TYPES
@@ -100,7 +100,11 @@ def _set(overrides: list[Override], container: dict[str, Any], key: str, value: 
 
 def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
     """(GPUs at the fewest replicas, GPUs at the most)."""
-    low = replicas.replicas if replicas.replicas is not None else max(replicas.min_replicas, 1)
+    if replicas.replicas is not None:
+        low = replicas.replicas
+    else:
+        assert replicas.min_replicas is not None  # Replicas' validator: a fixed count, or min and max
+        low = max(replicas.min_replicas, 1)
     return low * tensor_parallel, replicas.most * tensor_parallel
 
 
@@ -453,7 +457,7 @@ def _emulated_batch_defaults(build: _Build, engine: _Engine) -> None:
     kwargs = engine.kwargs
     target = _batch_settings(kwargs, vllm_batch_defaults(emulation.target_mib, emulation.gpu_model))
     native = _batch_settings(kwargs, vllm_batch_defaults(emulation.host_mib, emulation.host_gpu))
-    for key, value, host_value in zip(("max_num_seqs", "max_num_batched_tokens"), target, native):
+    for key, value, host_value in zip(("max_num_seqs", "max_num_batched_tokens"), target, native, strict=True):
         if key in kwargs:
             continue  # the stage's own setting is what EKS runs
         build.set(
@@ -608,8 +612,8 @@ def plan(
         override(build)
     for index, (path, llm) in enumerate(build.configs):
         engine = _Engine(index, path, llm)
-        for override in ENGINE_OVERRIDES:
-            override(build, engine)
+        for engine_override in ENGINE_OVERRIDES:
+            engine_override(build, engine)
     for override in ENV_OVERRIDES:
         override(build)
     return Plan(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
@@ -61,7 +61,7 @@ class Node:
     ip: str
 
 
-Endpoint = Union[Pod, External, Node]
+Endpoint = Pod | External | Node
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

@@ -54,7 +54,9 @@ class Relay:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=limit,
+            # setrlimit alone runs in the child (no import, no lock to inherit): 3.11's Popen has no other way to
+            # cap the address space before the interpreter starts.
+            preexec_fn=limit,  # noqa: PLW1509
         )
         self.lines: list[str] = []
         self.synced = 0
@@ -62,6 +64,7 @@ class Relay:
         self._sync_round()  # a line added to the sync log came out: its first pass is over
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None  # stdout=PIPE
         for line in self.proc.stdout:
             if line.startswith(f"[{SYNC}] "):
                 self.synced += 1
@@ -70,6 +73,7 @@ class Relay:
 
     def _alive(self) -> None:
         if self.proc.poll() is not None:
+            assert self.proc.stderr is not None  # stderr=PIPE
             raise AssertionError(f"the relay exited ({self.proc.returncode}): {self.proc.stderr.read()[-3000:]}")
 
     def _sync_round(self, timeout: float = 60.0) -> None:

@@ -136,7 +136,7 @@ def test_metric_filters_in_the_template_use_these_patterns(app_synth):
         relay_filter_pattern(p).log_pattern_string for p in NIXL_NOT_ON_EFA.values()
     )
     groups = {json.dumps(f["Properties"]["LogGroupName"]) for f in filters.values()}
-    (group,) = [
+    (_application_group,) = [  # exactly one
         g
         for g in app_synth.resources("dev", "cluster", "AWS::Logs::LogGroup").values()
         if g["Properties"].get("LogGroupName") == "/aws/containerinsights/pd-inference-dev/application"

@@ -27,8 +27,10 @@ FIXTURES = ROOT / "tests" / "ops" / "fixtures"
 REAL_LINES = ROOT / "docs" / "rehearsal" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
 
 EXPECTED_PATTERNS = {
-    '{ ($.kubernetes.container_name = "ray-log-relay") && ($.log = "*rails using provider=*") '
-    '&& ($.log != "*provider=efa*") }',
+    (
+        '{ ($.kubernetes.container_name = "ray-log-relay") && ($.log = "*rails using provider=*") '
+        '&& ($.log != "*provider=efa*") }'
+    ),
     '{ ($.kubernetes.container_name = "ray-log-relay") && ($.log = "*Backend UCX was instantiated*") }',
 }
 

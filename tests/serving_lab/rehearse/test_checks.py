@@ -105,7 +105,7 @@ def test_nixl_lines_are_kept_as_evidence_bounded_and_deduplicated():
     text = (FIXTURES / "ucx.log").read_text()
     lines = checks.nixl_lines({"worker-1.err": text, "worker-2.err": text}, limit=500)
     assert lines and all(line.startswith("worker-") for line in lines)
-    assert len(lines) == len(set(line.split(": ", 1)[1] for line in lines))  # deduplicated across files
+    assert len(lines) == len({line.split(": ", 1)[1] for line in lines})  # deduplicated across files
     assert len(checks.nixl_lines({"w.err": "NIXL x\n" * 10 + "".join(f"NIXL {i}\n" for i in range(50))}, limit=5)) == 5
 
 

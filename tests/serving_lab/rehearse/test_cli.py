@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -19,7 +20,7 @@ H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
 class FakeHead:
     """Stands in for RayHead; records what happened to it."""
 
-    instances: list[FakeHead] = []
+    instances: ClassVar[list[FakeHead]] = []
     fail_with: BaseException | None = None
 
     def __init__(self, *, num_gpus, env, temp_dir, metrics_port=8080, **kwargs):

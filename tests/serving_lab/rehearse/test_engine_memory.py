@@ -35,16 +35,24 @@ def committed_logs(path: Path) -> dict[str, str]:
 # vLLM 0.26's lines as committed (docs/rehearsal/2026-11-30-h200x2-bench/worker-tails-pd-3.txt and
 # worker-tails-colocated-3.txt), the forwarded ones with Ray's colour codes.
 REAL_LINES = [
-    "(Worker pid=5584) INFO 11-30 22:31:31 [gpu_model_runner.py:5347] Model loading took 16.8 GiB memory and "
-    "0.278049 seconds",
-    "(EngineCore pid=5324) \x1b[36m(RayWorkerProc pid=5522)\x1b[0m (Worker pid=5522) INFO 11-30 22:32:44 "
-    "[gpu_worker.py:560] Available KV cache memory: 105.24 GiB",
+    (
+        "(Worker pid=5584) INFO 11-30 22:31:31 [gpu_model_runner.py:5347] Model loading took 16.8 GiB memory and "
+        "0.278049 seconds"
+    ),
+    (
+        "(EngineCore pid=5324) \x1b[36m(RayWorkerProc pid=5522)\x1b[0m (Worker pid=5522) INFO 11-30 22:32:44 "
+        "[gpu_worker.py:560] Available KV cache memory: 105.24 GiB"
+    ),
     "(EngineCore pid=5324) INFO 11-30 22:32:44 [kv_cache_utils.py:2177] GPU KV cache size: 2,431,906 tokens",
-    "(EngineCore pid=5324) INFO 11-30 22:32:44 [kv_cache_utils.py:2178] Maximum concurrency for 4,096 tokens per "
-    "request: 593.73x",
-    "(Worker pid=4010) INFO 11-30 22:54:06 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. "
-    "Desired GPU memory utilization is (0.9, 125.82 GiB). Actual usage is 16.8 GiB for weight, 3.55 GiB for peak "
-    "activation, 0.22 GiB for non-torch memory, and 0.0 GiB for CUDAGraph memory.",
+    (
+        "(EngineCore pid=5324) INFO 11-30 22:32:44 [kv_cache_utils.py:2178] Maximum concurrency for 4,096 tokens per "
+        "request: 593.73x"
+    ),
+    (
+        "(Worker pid=4010) INFO 11-30 22:54:06 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. "
+        "Desired GPU memory utilization is (0.9, 125.82 GiB). Actual usage is 16.8 GiB for weight, 3.55 GiB for peak "
+        "activation, 0.22 GiB for non-torch memory, and 0.0 GiB for CUDAGraph memory."
+    ),
 ]
 
 
@@ -233,7 +241,7 @@ def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fa
     model = tmp_path / "model"
     model.mkdir()
     lines: list[str] = []
-    report, run = cli.rehearse_mode(
+    _, run = cli.rehearse_mode(
         dev,
         _args(tmp_path, bench=True),
         mode="pd",

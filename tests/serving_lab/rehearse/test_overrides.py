@@ -40,7 +40,7 @@ def differences(before: Any, after: Any, path: str = "") -> set[str]:
         and all(isinstance(b, dict) for b in before)
     ):
         found = set()
-        for index, (b, a) in enumerate(zip(before, after)):
+        for index, (b, a) in enumerate(zip(before, after, strict=True)):
             found |= differences(b, a, f"{path}[{index}]")
         return found
     return set() if before == after else {path}

@@ -32,11 +32,11 @@ app = Hello.bind()
 
 
 def _ray_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if ("raylet" in line or "gcs_server" in line) and "ps -eo" not in line]
 
 
-@pytest.mark.skipif(_ray_processes(), reason="another Ray is running on this machine")
+@pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
 def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_path):
     (tmp_path / "hello_app.py").write_text(APP)
     # Ray's sockets live under --temp-dir and a Unix socket path has at most 107 bytes: a short folder.

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,12 @@ def _install(target: Path, pieces: Path, **env_vars: str) -> subprocess.Complete
     trusted = env_vars.pop("trusted", None) or pieces / "SHA256SUMS"
     env = {**os.environ, "REHEARSAL_PYTHON": sys.executable, "REHEARSAL_TRUSTED_SUMS": str(trusted), **env_vars}
     return subprocess.run(
-        ["bash", str(INSTALL), str(target), str(pieces)], capture_output=True, text=True, env=env, timeout=120
+        ["bash", str(INSTALL), str(target), str(pieces)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
 
 
@@ -74,8 +80,10 @@ def test_unpacks_every_tree_and_prints_only_shell_lines(tmp_path, packed):
     assert (target / "serve" / "ray" / "__init__.py").read_text() == SERVE["ray/__init__.py"]
     exports = [line for line in done.stdout.splitlines() if not line.startswith("#")]
     assert sorted(exports) == [
-        f"export PYTHONPATH={target}/serve:{target}/serve/dsl_packages${{PYTHONPATH:+:$PYTHONPATH}} "
-        f"PATH={target}/serve/bin:$PATH",
+        (
+            f"export PYTHONPATH={target}/serve:{target}/serve/dsl_packages${{PYTHONPATH:+:$PYTHONPATH}} "
+            f"PATH={target}/serve/bin:$PATH"
+        ),
         f"export REHEARSAL_BENCH_PATH={target}/bench REHEARSAL_AIPERF={target}/bench/bin/aiperf",
     ]
 
@@ -96,7 +104,9 @@ def test_console_scripts_run_this_hosts_python(tmp_path, packed):
     assert _install(target, packed).returncode == 0
     assert (target / "serve" / "bin" / "ray").read_text().splitlines()[0] == f"#!{sys.executable}"
     assert (target / "serve" / "bin" / "serve").read_text().splitlines()[1].startswith(f"'''exec' {sys.executable} ")
-    ran = subprocess.run([str(target / "serve" / "bin" / "ray")], capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [str(target / "serve" / "bin" / "ray")], capture_output=True, text=True, timeout=60, check=False
+    )
     assert ran.stdout == "ray\n"
 
 
@@ -146,7 +156,7 @@ def _device_run(
     *argv: str,
     cache: Path | None = None,
     bin_dir: Path | None = None,
-    **env_vars: str,
+    env_vars: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
     (default: this Python's, whose `python3` runs the real `ops rehearse`)."""
@@ -159,9 +169,11 @@ def _device_run(
         "TRITON_CACHE_DIR": str(cache or tmp_path / "cache" / "triton"),
         "REHEARSAL_PYTHON": sys.executable,
         "PATH": f"{bin_dir or Path(sys.executable).parent}:/usr/bin:/bin",
-        **env_vars,
+        **(env_vars or {}),
     }
-    return subprocess.run(["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        ["bash", str(DEVICE_RUN), *argv], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
 
 
 def test_the_device_wrapper_refuses_bad_usage_with_one_line(tmp_path):
@@ -172,6 +184,7 @@ def test_the_device_wrapper_refuses_bad_usage_with_one_line(tmp_path):
             text=True,
             timeout=60,
             env={**{k: v for k, v in os.environ.items() if k != "OUT"}, **env},
+            check=False,
         )
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (argv, done.stderr)
 
@@ -228,7 +241,7 @@ def _fake_rehearse_run(tmp_path: Path, **env_vars: str) -> tuple[subprocess.Comp
     fake.mkdir()
     (fake / "python3").write_text(FAKE_REHEARSE)
     (fake / "python3").chmod(0o755)
-    return _device_run(tmp_path, pieces, out, "pd", "--stage", "dev", bin_dir=fake, **env_vars), out
+    return _device_run(tmp_path, pieces, out, "pd", "--stage", "dev", bin_dir=fake, env_vars=env_vars), out
 
 
 def test_the_device_wrapper_brings_back_results_apart_from_records_and_never_aiperfs_prompts(tmp_path):

@@ -14,10 +14,11 @@ from packaging.version import Version
 
 from ...helpers import ROOT
 
-_spec = importlib.util.spec_from_file_location("rehearsal_lock", ROOT / "scripts" / "rehearsal_lock.py")
-lockmod = importlib.util.module_from_spec(_spec)
+_lock_spec = importlib.util.spec_from_file_location("rehearsal_lock", ROOT / "scripts" / "rehearsal_lock.py")
+assert _lock_spec is not None and _lock_spec.loader is not None  # a .py file: a source loader
+lockmod = importlib.util.module_from_spec(_lock_spec)
 sys.modules.setdefault("rehearsal_lock", lockmod)  # dataclasses look their module up
-_spec.loader.exec_module(lockmod)
+_lock_spec.loader.exec_module(lockmod)
 
 LINE = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)*)==(\S+) --hash=sha256:[0-9a-f]{64}$")
 HOST = lockmod.read_host()

@@ -75,18 +75,22 @@ def _head(server: Server, tmp_path) -> ray_cluster.RayHead:
 
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_the_dashboard_client_follows_no_redirect(status, target, tmp_path):
-    with _redirector(status, f"http://127.0.0.1:{target.port}{SECRET}") as redirector:
-        with pytest.raises(ray_cluster.RayError) as err:
-            _head(redirector, tmp_path).deploy({"applications": []})
+    with (
+        _redirector(status, f"http://127.0.0.1:{target.port}{SECRET}") as redirector,
+        pytest.raises(ray_cluster.RayError) as err,
+    ):
+        _head(redirector, tmp_path).deploy({"applications": []})
     assert target.connections == 0 and target.requests == []
     assert [(m, p) for m, p, _ in redirector.requests] == [("PUT", ray_cluster.APPLICATIONS)]
     assert str(err.value) == f"PUT {ray_cluster.APPLICATIONS}: {_one_line(status, target.port)}"
 
 
 def test_waiting_for_a_dashboard_that_redirects_ends_in_one_line_and_reaches_no_one(target, tmp_path):
-    with _redirector(302, f"http://127.0.0.1:{target.port}{SECRET}") as redirector:
-        with pytest.raises(ray_cluster.RayError) as err:
-            _head(redirector, tmp_path).wait_for_dashboard(timeout=0, sleep=lambda s: None)
+    with (
+        _redirector(302, f"http://127.0.0.1:{target.port}{SECRET}") as redirector,
+        pytest.raises(ray_cluster.RayError) as err,
+    ):
+        _head(redirector, tmp_path).wait_for_dashboard(timeout=0, sleep=lambda s: None)
     assert target.connections == 0
     line = str(err.value)
     assert "\n" not in line and "secret" not in line
@@ -97,9 +101,11 @@ def test_waiting_for_a_dashboard_that_redirects_ends_in_one_line_and_reaches_no_
 
 def test_a_dashboard_answer_over_the_cap_is_refused(tmp_path):
     body = b" " * (ray_cluster.DASHBOARD_LIMIT + 1)
-    with Server(lambda method, path: (200, {"Content-Type": "application/json"}, body)) as server:
-        with pytest.raises(ray_cluster.RayError) as err:
-            _head(server, tmp_path).status()
+    with (
+        Server(lambda method, path: (200, {"Content-Type": "application/json"}, body)) as server,
+        pytest.raises(ray_cluster.RayError) as err,
+    ):
+        _head(server, tmp_path).status()
     assert str(err.value) == f"GET {ray_cluster.APPLICATIONS}: the answer exceeds 8 MiB"
 
 
@@ -109,9 +115,11 @@ def test_the_dashboard_client_still_reads_an_answer_and_an_http_error(tmp_path):
         head = _head(server, tmp_path)
         assert head.status() == details
         head.deploy({"applications": []})  # an empty answer is None, no error
-    with Server(lambda method, path: (400, {}, b"Traceback...\nValueError: bad config\n")) as server:
-        with pytest.raises(ray_cluster.RayError) as err:
-            _head(server, tmp_path).deploy({})
+    with (
+        Server(lambda method, path: (400, {}, b"Traceback...\nValueError: bad config\n")) as server,
+        pytest.raises(ray_cluster.RayError) as err,
+    ):
+        _head(server, tmp_path).deploy({})
     assert str(err.value) == f"PUT {ray_cluster.APPLICATIONS}: HTTP 400: ValueError: bad config"
 
 
@@ -209,15 +217,17 @@ def test_stream_chat_reads_a_normal_sse_answer_as_it_arrives():
     with Server(lambda method, path: (200, {"Content-Type": "text/event-stream"}, trickled())) as server:
         result = checks.stream_chat(f"http://127.0.0.1:{server.port}", MODEL, max_tokens=5)
     assert (result["chunks"], result["text"]) == (5, " w0 w1 w2 w3 w4")
-    assert result["ttft_s"] < 0.05 < 0.2 <= result["total_s"]  # the first event came before the last was sent
+    assert result["ttft_s"] < 0.05 and result["total_s"] >= 0.2  # the first event came before the last was sent
     assert [(m, p) for m, p, _ in server.requests] == [("POST", "/v1/chat/completions")]
 
 
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_stream_chat_refuses_a_redirect_and_the_target_sees_no_connection(status, target):
-    with _redirector(status, f"http://127.0.0.1:{target.port}{SECRET}") as redirector:
-        with pytest.raises(checks.HttpFailure) as err:
-            checks.stream_chat(f"http://127.0.0.1:{redirector.port}", MODEL, max_tokens=8)
+    with (
+        _redirector(status, f"http://127.0.0.1:{target.port}{SECRET}") as redirector,
+        pytest.raises(checks.HttpFailure) as err,
+    ):
+        checks.stream_chat(f"http://127.0.0.1:{redirector.port}", MODEL, max_tokens=8)
     assert target.connections == 0 and target.requests == []
     assert str(err.value) == _one_line(status, target.port)
 
@@ -254,11 +264,13 @@ def test_stream_chat_stops_at_its_deadline_on_a_stream_that_trickles_forever():
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_kube_stream_yields_a_redirect_as_it_came_and_follows_none(status, target):
     location = f"http://127.0.0.1:{target.port}/v1/models"
-    with _redirector(status, location) as redirector:
-        with kube.stream(f"http://127.0.0.1:{redirector.port}/v1/models") as answer:
-            assert (answer.status, answer.redirect, answer.location) == (status, True, location)
-            assert kube.redirected(answer.head(), "http://x/") == _one_line(status, target.port)
-            assert answer.read() == b""
+    with (
+        _redirector(status, location) as redirector,
+        kube.stream(f"http://127.0.0.1:{redirector.port}/v1/models") as answer,
+    ):
+        assert (answer.status, answer.redirect, answer.location) == (status, True, location)
+        assert kube.redirected(answer.head(), "http://x/") == _one_line(status, target.port)
+        assert answer.read() == b""
     assert target.connections == 0
 
 
@@ -266,9 +278,11 @@ def test_kube_stream_refuses_a_declared_length_over_the_cap_before_reading():
     declared = {"Content-Type": "text/event-stream", "Content-Length": str(1024 * MiB)}
     with Server(lambda method, path: (200, declared, b"data: {}\n\n")) as server:
         started = time.monotonic()
-        with pytest.raises(kube.AnswerTooLarge) as err:
-            with kube.stream(f"http://127.0.0.1:{server.port}/", timeout=10, limit=MiB):
-                pytest.fail("the body was about to be read")
+        with (
+            pytest.raises(kube.AnswerTooLarge) as err,
+            kube.stream(f"http://127.0.0.1:{server.port}/", timeout=10, limit=MiB),
+        ):
+            pytest.fail("the body was about to be read")
     assert str(err.value) == "the answer exceeds 1 MiB" and time.monotonic() - started < 10
 
 
@@ -277,9 +291,8 @@ def test_kube_stream_reads_lines_up_to_exactly_the_cap():
     with Server(lambda method, path: (200, {}, [body[:300], body[300:]])) as server:
         with kube.stream(f"http://127.0.0.1:{server.port}/", limit=1024) as answer:
             assert list(answer.lines()) == [b"a\n"] * 512 and answer.size == 1024
-        with kube.stream(f"http://127.0.0.1:{server.port}/", limit=1023) as answer:
-            with pytest.raises(kube.AnswerTooLarge):
-                list(answer.lines())
+        with kube.stream(f"http://127.0.0.1:{server.port}/", limit=1023) as answer, pytest.raises(kube.AnswerTooLarge):
+            list(answer.lines())
 
 
 def test_kube_stream_answers_an_unreachable_host_with_the_transport_error():
