@@ -6,8 +6,8 @@ empty CDK app in the same venv with the same App settings, run interleaved side 
 
 Prints the medians and the ratio (target: all stages in at most 1.5x the floor, an empty app that loads
 aws_eks_v2, cdk8s and cdk8s-plus-28), the same synth with cdk-nag on (what `cdk synth` does, through
-cdk.json), and for comparison the empty app with app.py's process tuning (synth_process.py). No AWS access
-is needed or used.
+cdk.json), and for comparison the empty app with app.py's process tuning (gc.freeze() after the imports). No
+AWS access is needed or used.
 Each run writes to its own temporary cdk.out.
 """
 
@@ -20,11 +20,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
-
-from synth_process import NODE_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,20 +35,16 @@ app = cdk.App(builtin_cloud_formation_validation=False)
 cdk.Stack(app, "Empty")
 app.synth()
 """
-# The same empty app with app.py's process tuning (synth_process.py: GC paused while the CDK modules
-# load, no interpreter teardown): shown beside the floor so the app's own cost can be read apart from
-# the tuning. It runs from a temporary file: synth_process is found as this script found it, installed into
-# the venv with the project (scripts/setup.sh).
+# The same empty app with app.py's process tuning (the CDK modules frozen out of the cycle collector once
+# loaded): shown beside the floor so the app's own cost can be read apart from the tuning.
 EMPTY_APP_TUNED = f"""
-import synth_process
-synth_process.configure_environment()
-with synth_process.imports_without_gc():
-    import aws_cdk as cdk
-{textwrap.indent(FLOOR_IMPORTS, "    ").rstrip()}
+import gc
+import aws_cdk as cdk
+{FLOOR_IMPORTS}
+gc.freeze()
 app = cdk.App(builtin_cloud_formation_validation=False)
 cdk.Stack(app, "Empty")
 app.synth()
-synth_process.exit_now(0)
 """
 
 
@@ -62,8 +55,7 @@ def _env(outdir: str) -> dict[str, str]:
         AWS_EC2_METADATA_DISABLED="true",
         CDK_DISABLE_CLI_TELEMETRY="true",
         JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-        NODE_OPTIONS=NODE_FLAGS,
-    )  # the app sets these node flags itself; the floor gets the same
+    )
     return env
 
 
