@@ -21,8 +21,42 @@ if TYPE_CHECKING:  # schema imports this module (the region check); nothing here
 
 
 def check(cfg: StageConfig, path: str) -> None:
-    for rule in (availability_zones, arn_partitions, vpc_range, tag_keys, unsafe_engine_args, alarm_thresholds):
+    for rule in (
+        availability_zones,
+        arn_partitions,
+        vpc_range,
+        tag_keys,
+        unsafe_engine_args,
+        cuda_graph_mode,
+        alarm_thresholds,
+    ):
         rule(cfg, path)
+
+
+def cuda_graph_mode(cfg: StageConfig, path: str) -> None:
+    """serving.engine.cuda_graphs chooses graphs, so it needs enforce_eager: false, and it sets the capture size
+    itself (max_num_seqs): the capture arguments of extra_args would contradict it. Per engine as it runs."""
+    serving = cfg.serving
+    for role in serving.engine_roles():
+        engine = serving.engine_for(role)
+        if engine.cuda_graphs is None:
+            continue
+        field = serving.engine_field(role, "cuda_graphs")
+        if engine.enforce_eager:
+            raise ConfigError(
+                path,
+                field,
+                f"{engine.cuda_graphs} with enforce_eager: true, which captures no CUDA graphs (allowed: "
+                "enforce_eager: false, or leave cuda_graphs out)",
+            )
+        for name in ("max_cudagraph_capture_size", "cudagraph_capture_sizes"):
+            if name in engine.extra_args:
+                raise ConfigError(
+                    path,
+                    field,
+                    f"{engine.cuda_graphs} captures graphs up to max_num_seqs, and extra_args.{name} says otherwise "
+                    f"(allowed: one of the two; set max_num_seqs for the capture size)",
+                )
 
 
 # --- 12. vLLM engine arguments (serving.engine.extra_args) -----------------------------------------------

@@ -89,13 +89,31 @@ def test_each_side_names_its_kv_role(dev):
     assert roles == ["kv_producer", "kv_consumer"]
 
 
-def test_engine_settings_are_the_reference_values(dev):
+def test_engine_settings_are_the_tuned_defaults(dev):
+    # docs/DECISIONS.md, "Engine defaults from evidence"; the tutorial's own engine: the stage file under
+    # docs/rehearsal/2026-12-01-h200-tuned/stages-reference/.
     for side in ("prefill_config", "decode_config"):
         engine = _app(dev)["args"][side]["engine_kwargs"]
-        assert {
-            k: engine[k]
-            for k in ("max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size")
-        } == {
+        assert engine == {
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+            "gpu_memory_utilization": 0.90,
+            "enforce_eager": False,
+            "tensor_parallel_size": 1,
+            "max_num_seqs": 32,
+            "compilation_config": {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY", "max_cudagraph_capture_size": 32},
+            "language_model_only": True,
+            **{k: engine[k] for k in engine if k in ("kv_transfer_config",)},
+        }
+
+
+def test_the_reference_stage_renders_the_tutorials_engine():
+    from config import load_stage_file
+
+    reference = load_stage_file("docs/rehearsal/2026-12-01-h200-tuned/stages-reference/dev.yaml")
+    for side in ("prefill_config", "decode_config"):
+        engine = _app(reference)["args"][side]["engine_kwargs"]
+        assert {k: v for k, v in engine.items() if k != "kv_transfer_config"} == {
             "max_model_len": 4096,
             "dtype": "bfloat16",
             "gpu_memory_utilization": 0.90,
@@ -168,10 +186,12 @@ def test_engine_settings_of_the_stage_file_reach_both_sides_as_vllm_engine_kwarg
         LLMConfig.model_validate(args[side])
 
 
-def test_unset_engine_settings_keep_vllms_defaults(dev):
+def test_unset_engine_settings_keep_vllms_defaults(tmp_path):
     # Nothing unset is emitted: the rendered config (and its snapshot) only carries what the stage says.
-    kwargs = _app(dev)["args"]["prefill_config"]["engine_kwargs"]
-    assert not {"max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"} & set(kwargs)
+    engine = {"enforce_eager": True, "cuda_graphs": None, "max_num_seqs": None, "extra_args": {}}
+    kwargs = _app(config_with(tmp_path, serving={"engine": engine}))["args"]["prefill_config"]["engine_kwargs"]
+    unset = {"max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"}
+    assert not (unset | {"compilation_config"}) & set(kwargs)
 
 
 def test_every_typed_engine_setting_is_a_vllm_engine_argument_of_the_same_type():
@@ -184,9 +204,10 @@ def test_every_typed_engine_setting_is_a_vllm_engine_argument_of_the_same_type()
 
     fields = recorded()
     for name in Engine.model_fields:
-        if name == "extra_args":
+        if name in ("extra_args", "cuda_graphs"):  # cuda_graphs renders into compilation_config (tests/config)
             continue
         assert name in fields, name
+    assert fields["compilation_config"] == "CompilationConfig"
     assert fields["max_num_seqs"] == fields["max_num_batched_tokens"] == "int | None"
     assert fields["enable_prefix_caching"] == "bool | None" and fields["enforce_eager"] == "bool"
     (literal, _none) = typing.get_args(Engine.model_fields["gdn_prefill_backend"].annotation)

@@ -97,7 +97,8 @@ def test_too_many_extra_args_together_are_refused_on_the_role(tmp_path):
     assert len(names) == 40  # 20 in serving.engine, 20 others in the role's: each block within its own 32
     shared, role = {name: 1 for name in names[:20]}, {name: 1 for name in names[20:]}
     line = _refusal(tmp_path, merge({"serving": {"engine": {"extra_args": shared}}}, _role("decode", extra_args=role)))
-    assert ": serving.decode.engine.extra_args: 40 extra engine arguments together" in line
+    committed = len(stage_data("dev")["serving"]["engine"].get("extra_args", {}))  # the stage's own, kept
+    assert f": serving.decode.engine.extra_args: {40 + committed} extra engine arguments together" in line
 
 
 # --- colocated mode -------------------------------------------------------------------------------------------
@@ -166,7 +167,9 @@ def test_an_opt_in_argument_of_a_role_needs_its_opt_in(tmp_path):
             _role("decode", extra_args={"enable_prompt_embeds": True}),
         ),
     )
-    assert cfg.serving.engine_for("decode").extra_args == {"enable_prompt_embeds": True}
+    shared = cfg.serving.engine.extra_args
+    assert cfg.serving.engine_for("decode").extra_args == {**shared, "enable_prompt_embeds": True}
+    assert "enable_prompt_embeds" not in shared
 
 
 def test_an_opt_in_turned_on_by_no_engine_is_refused_naming_every_place(tmp_path):

@@ -48,10 +48,23 @@ def _changed(plan, key):
     return [o for o in plan.overrides if o.path.endswith(f".engine_kwargs.{key}")]
 
 
+def _batch_defaults_unset(cfg):
+    """The stage with vLLM's batch sizes left to vLLM (the committed stages set max_num_seqs themselves)."""
+    engine = cfg.serving.engine.model_copy(update={"max_num_seqs": None, "max_num_batched_tokens": None})
+    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"engine": engine})})
+
+
+def test_a_max_num_seqs_the_stage_sets_is_kept_not_pinned(stages):
+    plan = _plan(stages["dev"], "pd")
+    assert [engine["max_num_seqs"] for engine in _engines(plan)] == [stages["dev"].serving.engine.max_num_seqs] * 2
+    assert not _changed(plan, "max_num_seqs")
+    assert len(_changed(plan, "max_num_batched_tokens")) == 2
+
+
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 @pytest.mark.parametrize("mode", ["pd", "colocated"])
 def test_each_engine_gets_the_l4_budget_of_g6_8xlarge_on_one_h200(stages, stage, mode):
-    plan = _plan(stages[stage], mode)
+    plan = _plan(_batch_defaults_unset(stages[stage]), mode)
     assert plan.num_gpus == 1 and plan.engines == 2 and plan.label == LABEL
     for engine in _engines(plan):
         # 0.90 x 23,034 MiB / 143,771 MiB = 0.144191..., rounded down
@@ -90,7 +103,7 @@ def test_the_engines_still_share_the_gpu_and_the_budgets_are_every_engines_own(d
 def test_every_emulated_engine_config_validates_with_rays_llm_config(dev):
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-    args = _plan(dev).serve_config["applications"][0]["args"]
+    args = _plan(_batch_defaults_unset(dev)).serve_config["applications"][0]["args"]
     for side in SIDES:
         assert LLMConfig.model_validate(args[side]).engine_kwargs["max_num_seqs"] == 256
 
@@ -190,8 +203,9 @@ def test_without_the_flag_the_plan_is_todays(stages, stage, mode):
     shared = overrides.plan(
         stages[stage], mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True
     )
+    own = stages[stage].serving.engine.max_num_seqs
     for engine in _engines(shared):  # --share-gpus alone: its own split and fixed KV cache, as before
-        assert engine["gpu_memory_utilization"] == 0.42 and "max_num_seqs" not in engine
+        assert engine["gpu_memory_utilization"] == 0.42 and engine.get("max_num_seqs") == own
         assert engine["kv_cache_memory_bytes"] == int(143771 * 2**20 * overrides.SHARED_KV_CACHE_FRACTION)
 
 
@@ -324,5 +338,6 @@ def test_the_emulated_budget_holds_the_vision_tower(stages, stage):
     # one 4096 x 4096 image (docs/REHEARSAL.md). Nothing turns the tower off that the stage does not.
     for mode in ("pd", "colocated"):
         plan = _plan(stages[stage], mode)
-        assert all("language_model_only" not in engine for engine in _engines(plan))
+        own = stages[stage].serving.engine.extra_args.get("language_model_only")
+        assert [engine.get("language_model_only") for engine in _engines(plan)] == [own] * len(_engines(plan))
         assert not _changed(plan, "language_model_only")

@@ -99,7 +99,10 @@ def test_an_efa_host_keeps_libfabric_and_sets_fi_provider(dev):
 def test_real_weights_are_not_replaced_by_dummy_ones(dev):
     plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=True)
     kwargs = plan.serve_config["applications"][0]["args"]["prefill_config"]["engine_kwargs"]
-    assert "load_format" not in kwargs and "language_model_only" not in kwargs
+    assert "load_format" not in kwargs
+    # the stage's own language_model_only, untouched by the plan
+    assert kwargs.get("language_model_only") == dev.serving.engine.extra_args.get("language_model_only")
+    assert not [o for o in plan.overrides if "language_model_only" in o.path]
 
 
 def test_a_stage_that_sets_the_gdn_backend_keeps_its_own(tmp_path):
@@ -181,15 +184,17 @@ def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
         assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")
 
 
-def test_dummy_weights_keep_the_vision_tower(stages):
+def test_dummy_weights_keep_the_vision_tower_unless_the_stage_turns_it_off(stages):
     # The model folder has Qwen3.5's processor configurations (model_folder.py), so the engine builds and profiles
-    # the vision tower as on EKS: nothing turns it off that the stage does not.
+    # the vision tower as on EKS: nothing turns it off that the stage does not (the committed stages do, with
+    # language_model_only: true; docs/rehearsal/2026-12-01-h200-tuned/stages-reference/ is one that does not).
     for stage in ("dev", "prod"):
         for mode in overrides.MODES:
             plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
             args = plan.serve_config["applications"][0]["args"]
             llms = args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]
-            assert all("language_model_only" not in llm["engine_kwargs"] for llm in llms)
+            own = stages[stage].serving.engine.extra_args.get("language_model_only")
+            assert [llm["engine_kwargs"].get("language_model_only") for llm in llms] == [own] * len(llms)
             assert not [o for o in plan.overrides if "language_model_only" in o.path]
             (source,) = {o.reason for o in plan.overrides if o.path.endswith(".model_source")}
             assert (

@@ -1,0 +1,82 @@
+"""serving.engine.cuda_graphs: the one CUDA-graph mode a stage may choose (decode_only), rendered into vLLM's
+compilation_config, refused where it cannot do what it says; compilation_config itself stays reserved."""
+
+from __future__ import annotations
+
+import pytest
+
+from charts.serve_config import build_serve_config
+from config import ConfigError, load_stage_file
+from config.schema import Engine
+
+from ..helpers import merge, stage_data, write_stage
+
+
+def _load(tmp_path, change):
+    return load_stage_file(write_stage(tmp_path, merge(stage_data("dev"), change), name="dev"))
+
+
+def _refusal(tmp_path, change) -> str:
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, change)
+    line = str(caught.value)
+    assert "\n" not in line
+    return line
+
+
+def test_decode_only_renders_full_decode_graphs_without_compilation_up_to_max_num_seqs():
+    kwargs = Engine(enforce_eager=False, cuda_graphs="decode_only", max_num_seqs=32).vllm_kwargs()
+    assert kwargs["compilation_config"] == {
+        "mode": 0,
+        "cudagraph_mode": "FULL_DECODE_ONLY",
+        "max_cudagraph_capture_size": 32,
+    }
+    assert kwargs["enforce_eager"] is False
+
+
+def test_without_max_num_seqs_vllm_chooses_the_capture_size():
+    kwargs = Engine(enforce_eager=False, cuda_graphs="decode_only").vllm_kwargs()
+    assert kwargs["compilation_config"] == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+
+
+def test_unset_renders_no_compilation_config():
+    assert "compilation_config" not in Engine(enforce_eager=False).vllm_kwargs()
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_committed_stages_render_it_into_both_engines(stage):
+    cfg = load_stage_file(f"config/{stage}.yaml")
+    args = build_serve_config(cfg.serving)["applications"][0]["args"]
+    for role in ("prefill_config", "decode_config"):
+        engine = args[role]["engine_kwargs"]
+        assert engine["compilation_config"]["cudagraph_mode"] == "FULL_DECODE_ONLY"
+        assert engine["compilation_config"]["max_cudagraph_capture_size"] == engine["max_num_seqs"] == 32
+        assert engine["enforce_eager"] is False
+        assert engine["language_model_only"] is True
+
+
+def test_with_enforce_eager_it_is_refused_naming_the_field(tmp_path):
+    line = _refusal(tmp_path, {"serving": {"engine": {"enforce_eager": True, "cuda_graphs": "decode_only"}}})
+    assert "serving.engine.cuda_graphs: decode_only with enforce_eager: true" in line
+
+
+def test_a_decode_role_block_is_checked_as_it_runs(tmp_path):
+    line = _refusal(tmp_path, {"serving": {"decode": {"replicas": 1, "engine": {"enforce_eager": True}}}})
+    assert "serving.engine.cuda_graphs: decode_only with enforce_eager: true" in line
+
+
+def test_a_capture_size_in_extra_args_beside_it_is_refused(tmp_path):
+    change = {"serving": {"engine": {"extra_args": {"max_cudagraph_capture_size": 64}}}}
+    line = _refusal(tmp_path, change)
+    assert "serving.engine.cuda_graphs" in line and "extra_args.max_cudagraph_capture_size" in line
+
+
+@pytest.mark.parametrize("value", ["full", "FULL_DECODE_ONLY", "piecewise", True])
+def test_other_modes_are_refused(tmp_path, value):
+    line = _refusal(tmp_path, {"serving": {"engine": {"cuda_graphs": value}}})
+    assert "serving.engine.cuda_graphs" in line
+
+
+def test_compilation_config_stays_reserved_in_extra_args(tmp_path):
+    line = _refusal(tmp_path, {"serving": {"engine": {"extra_args": {"compilation_config": "{}"}}}})
+    assert "compilation_config" in line and "reserved" in line
