@@ -62,10 +62,7 @@ def colocated_replicas(serving: Serving) -> Replicas:
     prefill, decode = serving.prefill, serving.decode
     if prefill.replicas is not None and decode.replicas is not None:
         return Replicas(replicas=prefill.replicas + decode.replicas)
-    low = (prefill.replicas if prefill.replicas is not None else prefill.min_replicas) + (
-        decode.replicas if decode.replicas is not None else decode.min_replicas
-    )
-    return Replicas(min_replicas=low, max_replicas=prefill.most + decode.most)
+    return Replicas(min_replicas=prefill.fewest + decode.fewest, max_replicas=prefill.most + decode.most)
 
 
 def build_serve_config(serving: Serving) -> dict[str, Any]:

@@ -491,7 +491,7 @@ def availability_zones(cfg: StageConfig, path: str) -> None:
 def arn_partitions(cfg: StageConfig, path: str) -> None:
     """Every ARN field is in the partition of the stage's region (arn:aws-cn:... names nothing in us-west-2)."""
     expected = partition_of(cfg.region)
-    fields = [
+    fields: list[tuple[str, str | None]] = [
         (f"cluster.admin_principal_arns[{index}]", arn) for index, arn in enumerate(cfg.cluster.admin_principal_arns)
     ]
     fields += [

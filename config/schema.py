@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -74,7 +74,7 @@ def _not_a_bool(value: Any) -> Any:
     """A bool is no number: strict mode refuses `true` for an int or float field, but a Literal of integers
     takes it as 1 (True == 1 in Python), so `log_retention_days: true` would read as one day."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got bool {value}")
+        raise ValueError(f"expected a number, got bool {value}")  # noqa: TRY004  pydantic turns only ValueError into a field error
     return value
 
 
@@ -283,7 +283,7 @@ class Model(Strict):
     )
 
 
-EngineScalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[str, Field(max_length=256)]]
+EngineScalar = StrictBool | StrictInt | StrictFloat | Annotated[str, Field(max_length=256)]
 MAX_EXTRA_ARGS = 32
 
 
@@ -402,7 +402,7 @@ def _role_engine_fields() -> dict[str, Any]:
     """RoleEngine's fields: each of Engine's, with the same type and range, unset by default."""
     fields: dict[str, Any] = {}
     for name, info in Engine.model_fields.items():
-        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        annotation: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
         if name == "extra_args":
             description = (
                 "This role's extra engine arguments, merged key by key over serving.engine.extra_args (this role's "
@@ -475,13 +475,24 @@ class Replicas(Strict):
             raise ValueError("set either replicas, or min_replicas and max_replicas")
         if scaled and (self.min_replicas is None or self.max_replicas is None):
             raise ValueError("autoscaling needs both min_replicas and max_replicas")
-        if scaled and self.min_replicas > self.max_replicas:
-            raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
+        low, high = self.min_replicas, self.max_replicas
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_replicas {low} > max_replicas {high}")
         return self
 
     @property
     def most(self) -> int:
-        return self.replicas if self.replicas is not None else self.max_replicas
+        if self.replicas is not None:
+            return self.replicas
+        assert self.max_replicas is not None  # _one_form: autoscaling has both bounds
+        return self.max_replicas
+
+    @property
+    def fewest(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        assert self.min_replicas is not None  # _one_form: autoscaling has both bounds
+        return self.min_replicas
 
 
 ROLES = ("prefill", "decode")
@@ -491,7 +502,7 @@ class Role(Replicas):
     """One side of PD serving (serving.prefill, serving.decode): its replicas and, in PD mode only, engine settings
     of its own over serving.engine."""
 
-    engine: RoleEngine | None = Field(  # type: ignore[valid-type]
+    engine: RoleEngine | None = Field(
         None,
         description="This role's own engine settings over serving.engine (PD mode only: refused in colocated "
         "mode): each key set here replaces serving.engine's in this role's engine_kwargs, extra_args merge key by "

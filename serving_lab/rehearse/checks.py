@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ops import kube, nixl
-from ops.report import Report
+from ops.report import Report, Status
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
 
@@ -150,7 +150,7 @@ def openai(report: Report, base: str, model: str) -> None:
         tokens = usage.get("completion_tokens") or 0
         # Generated tokens are the proof: with dummy weights the text is noise, and may be only
         # whitespace (seen on an H200: 32 tokens of "\n"), which a text check would call a failure.
-        status = "pass" if tokens > 0 or (text and str(text).strip()) else "fail"
+        status: Status = "pass" if tokens > 0 or (text and str(text).strip()) else "fail"
         report.add(
             "POST /v1/chat/completions",
             status,
@@ -205,7 +205,7 @@ def nixl_transport(report: Report, logs: dict[str, str], *, expect_efa: bool) ->
         report.add("NIXL transport", "fail", finding.detail, verdict=finding.verdict)
     else:
         # No EFA device on this host: "not EFA" is the honest verdict, reported, not hidden.
-        status = "warn" if finding.verdict in ("ucx", "tcp") else "fail"
+        status: Status = "warn" if finding.verdict in ("ucx", "tcp") else "fail"
         report.add(
             "NIXL transport",
             status,
@@ -294,6 +294,6 @@ def ttft_phases(
     except (*FAILURES, phases.ScrapeError) as exc:
         report.add(name, "warn", _error(exc))
         return None
-    status = "pass" if found.engines else "warn"
+    status: Status = "pass" if found.engines else "warn"
     report.add(name, status, "; ".join(found.lines()), **found.to_json())
     return found

@@ -28,6 +28,7 @@ from config.topology import METRICS_PORT, SERVE_PORT
 from ops.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from ops.report import Report
 from serving_lab.bench import aiperf, results, runner
+from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
 from . import checks, overrides, phases, ray_cluster
@@ -87,6 +88,13 @@ def add_parser(sub) -> None:
         help="--bench: only this benchmark profile (repeatable; default: all of the stage's)",
     )
     cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
+    cmd.add_argument(
+        "--request-rates",
+        type=bench_cli._rates,
+        metavar="R,R,...",
+        help="--bench: an open-loop sweep at these request rates (requests/s, Poisson arrivals) for every "
+        "profile, beside its concurrency levels (ops bench --request-rates)",
+    )
     cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
     cmd.add_argument(
         "--level-seconds",
@@ -343,6 +351,7 @@ def _bench(
     adjust = runner.Adjustments(
         hardware=_hardware(host, plan),
         levels=levels,
+        request_rates=getattr(args, "request_rates", None),
         requests_per_stream=args.requests_per_stream,
         deadline=deadline,
         level_seconds=args.level_seconds,
@@ -351,6 +360,7 @@ def _bench(
             "rehearsal": {
                 "overrides": [o.line() for o in plan.overrides],
                 "levels": levels,
+                "request_rates": getattr(args, "request_rates", None),
                 "requests_per_stream": args.requests_per_stream,
                 "level_seconds": args.level_seconds,
                 **({"label": plan.label} if plan.label else {}),

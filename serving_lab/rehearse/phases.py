@@ -39,6 +39,7 @@ SERIES = {
     "ray_vllm_request_prompt_tokens": "prompt_tokens",
     "ray_vllm_nixl_xfer_time_seconds": "nixl_xfer",
     "ray_vllm_nixl_post_time_seconds": "nixl_post",
+    "ray_vllm_nixl_bytes_transferred": "nixl_bytes",
 }
 SERVE_SERIES = "ray_serve_deployment_processing_latency_ms"
 # Ray's core workers export their metrics every metrics_report_interval_ms (10 s by default,
@@ -127,7 +128,11 @@ class Breakdown:
             )
             sizes = ", ".join(
                 f"{engine[name]:.0f} {label}"
-                for name, label in (("prompt_tokens", "prompt tokens"), ("generated_tokens", "generated"))
+                for name, label in (
+                    ("prompt_tokens", "prompt tokens"),
+                    ("generated_tokens", "generated"),
+                    ("nixl_bytes", "bytes per NIXL transfer"),
+                )
                 if engine.get(name) is not None
             )
             out.append(f"{engine['role']} engine ({engine['requests']} requests; {sizes}): {phases}")
@@ -177,7 +182,7 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
     decode = [e for e in engines if e["role"] == "decode" and e["requests"] > 0]
     if nixl_only and len(decode) == 1:
         for extra in nixl_only:
-            for name in ("nixl_xfer", "nixl_post", "nixl_transfers"):
+            for name in ("nixl_xfer", "nixl_post", "nixl_transfers", "nixl_bytes"):
                 if name in extra:
                     decode[0][name] = extra[name]
             engines.remove(extra)

@@ -212,3 +212,36 @@ def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, 
     assert seen["profile_names"] == ["long-prompt"] and seen["mode"] == "colocated"
     adjust = seen["adjust"]
     assert (adjust.levels, adjust.level_seconds, adjust.requests_per_stream) == ([1, 16], 15.0, 64)
+    assert adjust.request_rates is None  # no --request-rates: the profiles' own (none in dev)
+
+
+def test_request_rates_reach_the_benchmark_as_an_open_loop_sweep(tmp_path, dev, monkeypatch):
+    from serving_lab.bench import aiperf, runner
+    from serving_lab.rehearse import overrides
+
+    seen = {}
+    monkeypatch.setattr(
+        runner, "run_stage", lambda cfg, **kwargs: (seen.update(kwargs), (None, tmp_path / "r.json"))[1]
+    )
+    monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
+    model = tmp_path / "model"
+    model.mkdir()
+    args = _args(tmp_path, bench=True, request_rates=[0.5, 2.0])
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=model, real_weights=False)
+    cli._bench(
+        dev, args, mode="pd", host=H200_PAIR, plan=plan, model=model, out=tmp_path, deadline=None, say=lambda _: None
+    )
+    assert seen["adjust"].request_rates == [0.5, 2.0]
+    assert seen["adjust"].recorded["rehearsal"]["request_rates"] == [0.5, 2.0]
+
+
+@pytest.mark.parametrize("text", ["0", "2,1", "fast", "-1"])
+def test_a_bad_request_rate_is_one_line_and_exit_2(text, capsys):
+    from ops.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["rehearse", "--stage", "dev", "--request-rates", text])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    assert "error: argument --request-rates: " in err[-1]  # argparse's usage lines, then the one error line
