@@ -11,10 +11,18 @@ before any construct exists, so no half-written cloud assembly is left behind.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
+
+# jsii's Node.js runtime, which the CDK imports below start, inherits this environment. Its end-of-life and
+# deprecation banners (a dozen lines on stderr, Node 20 here) are silenced as scripts/env.sh does, so that a
+# bad stage file is one line also under `python app.py` and `cdk synth` (cdk.json runs app.py without
+# env.sh). A value the caller set is kept.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 from charts import render
 from config import CONFIG_DIR, ConfigError, load_stages

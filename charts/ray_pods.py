@@ -18,9 +18,9 @@ from config.schema import HeadResources, WeightCache
 from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
 
 from .log_relay import CONTAINER as RELAY_CONTAINER
-from .worker_env import worker_environment
 from .log_relay import RAY_TMP, RELAY_PROGRAM
 from .log_relay import VOLUME as RAY_LOGS_VOLUME
+from .worker_env import worker_environment
 
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"

@@ -6,6 +6,7 @@ import difflib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .secret_shapes import find_secret, redact
 
@@ -96,7 +97,7 @@ def dotted(loc: tuple) -> str:
     return out or "(root)"
 
 
-def _unknown_first(errors: list[dict]) -> dict:
+def _unknown_first(errors: list[ErrorDetails]) -> ErrorDetails:
     """An unknown key hides behind the `missing` error of the key it misspells (`gpu_availabilty_zone`
     makes `gpu_availability_zone` missing): report unknown keys first."""
     for error in errors:

@@ -214,7 +214,8 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
                 "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
                 "private_access: true)",
             )
-    union = list(ipaddress.collapse_addresses(ipaddress.ip_network(c) for c in endpoint.public_access_cidrs))
+    # IPv4 only by now (an IPv6 CIDR is refused above): collapse_addresses takes one version.
+    union = list(ipaddress.collapse_addresses(ipaddress.IPv4Network(c) for c in endpoint.public_access_cidrs))
     open_to_all = union == [ipaddress.IPv4Network("0.0.0.0/0")]
     if not endpoint.private_access and not open_to_all:
         raise ConfigError(

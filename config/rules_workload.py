@@ -366,13 +366,15 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
                 "GPU nodes)",
             )
         return
-    # PD roles of different layouts: each replica's units of TP GPUs, packed onto the nodes together.
-    most = {role: getattr(serving, role).most for role in layouts}
-    gpus = {role: most[role] * par.replica_gpus for role, par in layouts.items()}
-    groups = [(par.tensor, most[role] * par.replica_gpus // par.tensor) for role, par in layouts.items()]
+    # PD roles of different layouts: each replica's units of TP GPUs, packed onto the nodes together. Only PD has
+    # two layouts (a colocated stage's one engine, role None, returned above): every role here is named.
+    roles = {role: par for role, par in layouts.items() if role is not None}
+    most_of = {role: getattr(serving, role).most for role in roles}
+    gpus = {role: most_of[role] * par.replica_gpus for role, par in roles.items()}
+    groups = [(par.tensor, most_of[role] * par.replica_gpus // par.tensor) for role, par in roles.items()]
     if not _packs(groups, spec.gpus, desired):
         side = "serving.decode" if gpus["decode"] > gpus["prefill"] else "serving.prefill"
-        parts = " + ".join(f"{role} {most[role]} x {par.describe()}" for role, par in layouts.items())
+        parts = " + ".join(f"{role} {most_of[role]} x {par.describe()}" for role, par in roles.items())
         raise ConfigError(
             path,
             side,

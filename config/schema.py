@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from . import names, versions
+from .topology import SERVE_PORT, head_service, serve_service
 
 NAME = r"\A[a-z][a-z0-9-]{0,30}[a-z0-9]\z"
 REGION = r"\A[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}\z"
@@ -576,7 +577,7 @@ class Serving(Strict):
     service_name: Annotated[str, Field(pattern=K8S_NAME, max_length=40)] = Field(
         "ray-llm",
         description="The RayService's name, also its service account's and the prefix of its Services "
-        "(<name>-serve-svc, <name>-head-svc).",
+        f"({serve_service('<name>')}, {head_service('<name>')}).",
     )
     image: Annotated[str, Field(pattern=IMAGE, min_length=3, max_length=255)] | None = Field(
         None,
@@ -636,8 +637,8 @@ class Serving(Strict):
     client_namespaces: list[Annotated[str, Field(pattern=K8S_NAME)]] = Field(
         default_factory=list,
         max_length=20,
-        description="Namespaces whose pods may reach Serve's port 8000 on the Ray pods (a NetworkPolicy), each once, "
-        "not the serving namespace itself.",
+        description=f"Namespaces whose pods may reach Serve's port {SERVE_PORT} on the Ray pods (a NetworkPolicy), "
+        "each once, not the serving namespace itself.",
     )
     # The opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
     # engine.extra_args may turn on: each must be named here, and synth warns about each.

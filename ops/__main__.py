@@ -29,6 +29,7 @@ Exit codes (every command):
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import sys
 import textwrap
@@ -39,8 +40,6 @@ from typing import Protocol
 
 from config import CONFIG_DIR, ConfigError, load_stages
 from config import __main__ as validate_cli
-from serving_lab.bench import cli as bench_cli
-from serving_lab.rehearse import cli as rehearse_cli
 
 from . import diff, rehearse_cluster
 
@@ -49,7 +48,10 @@ from . import diff, rehearse_cluster
 # the one handler for the rest (a bug: exit 3). bench, rehearse, rehearse-cluster, diff and validate
 # (config/__main__.py) are modules; preflight, verify and verify-remote share StageCommand below, because
 # their modules import the AWS SDK, which `rehearse` (GPU hosts) must never load: boto3 is imported when
-# one of them runs, not when the parser is built.
+# one of them runs, not when the parser is built. bench and rehearse (serving_lab/) are LazyCommands: their
+# modules are imported only when the parser lists every command (--help, an unknown command) or they run,
+# so `python -m ops verify` runs from the verify runner's upload (ops/remote.py RUNNER_PATHS: config, ops,
+# charts), which holds no serving_lab/.
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,42 @@ def _shown(text: str) -> str:
 OPTION_NUMBER_MAX = 1e9
 
 
+class Unavailable(Exception):
+    """A LazyCommand's package is not in this copy of the project (the verify runner's upload has no
+    serving_lab/): the one line main() prints, exit 2."""
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command whose module (`bench`, `rehearse`: serving_lab/) is imported only when its parser is built in
+    full or it runs. _parser() builds it in full unless the command line names another command: then a bare
+    placeholder parser of the same name stands in, which argparse never shows (only the chosen command's help
+    and errors are printed, and the top-level usage lists the names alone)."""
+
+    name: str
+    module: str
+
+    def _load(self):
+        try:
+            return importlib.import_module(self.module)
+        except ModuleNotFoundError as exc:
+            # Only the module or a package above it missing means "not in this copy"; a package the module
+            # imports that is missing is a real error, raised as it is.
+            parts = self.module.split(".")
+            if exc.name not in {".".join(parts[: i + 1]) for i in range(len(parts))}:
+                raise
+            raise Unavailable(f"{self.name}: not in this copy of the project (no module {exc.name})") from None
+
+    def add_parser(self, sub) -> None:
+        self._load().add_parser(sub)
+
+    def placeholder(self, sub, text: str | None = None) -> None:
+        sub.add_parser(self.name, **({"help": text} if text else {}))
+
+    def run(self, args) -> int:
+        return self._load().run(args)
+
+
 def _verify_remote(cfg, args, session, clients):
     from . import remote
 
@@ -205,8 +243,8 @@ COMMANDS: dict[str, Command] = {
     "verify-remote": StageCommand(
         "verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner", _verify_remote
     ),
-    "bench": bench_cli,
-    "rehearse": rehearse_cli,
+    "bench": LazyCommand("bench", "serving_lab.bench.cli"),
+    "rehearse": LazyCommand("rehearse", "serving_lab.rehearse.cli"),
     "rehearse-cluster": rehearse_cluster,
     "diff": diff,
     "validate": validate_cli,
@@ -225,7 +263,19 @@ NOT_TAKEN = {
 EXIT_CODES = __doc__[__doc__.index("Exit codes (every command):") :].rstrip()
 
 
-def _parser(prog: str = "python -m ops") -> argparse.ArgumentParser:
+def _chosen(argv: list[str] | None) -> str | None:
+    """The command a command line names, when it is plain to see: its first argument after any `--debug`.
+    None (every command's parser built in full) for anything else: no arguments, -h, an unknown command,
+    an abbreviated option. argparse reads the line itself, with the same result either way."""
+    rest = list(argv or [])
+    while rest and rest[0] == "--debug":
+        rest.pop(0)
+    return rest[0] if rest and rest[0] in COMMANDS else None
+
+
+def _parser(prog: str = "python -m ops", argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `argv`, the LazyCommands that it does not name get a placeholder."""
+    chosen = _chosen(argv)
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Operations checks for a stage, and the project's other commands.",
@@ -234,8 +284,16 @@ def _parser(prog: str = "python -m ops") -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS.values():
-        command.add_parser(sub)
+    for name, command in COMMANDS.items():
+        if isinstance(command, LazyCommand) and chosen not in (None, name):
+            command.placeholder(sub)
+            continue
+        try:
+            command.add_parser(sub)
+        except Unavailable as exc:
+            if chosen == name or not isinstance(command, LazyCommand):
+                raise
+            command.placeholder(sub, str(exc))  # the full listing (--help) names it, with why it cannot run
     # --debug also after the subcommand (`python -m ops verify --stage dev --debug`); SUPPRESS keeps a
     # subcommand that was not given it from resetting the top-level one.
     for name, subparser in sub.choices.items():
@@ -276,7 +334,13 @@ def main(argv: list[str] | None = None, session=None, clients: dict | None = Non
     """`session` (a boto3 Session) and `clients` (boto3 clients by service name) let tests pass moto and
     Stubber clients to the AWS commands. boto3 is imported only by the commands that talk to AWS:
     `rehearse` runs on GPU hosts that have no AWS SDK."""
-    args = _parser(prog).parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = _parser(prog, argv)
+    except Unavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     args.aws = (session, clients)
     try:
         return COMMANDS[args.command].run(args)

@@ -39,7 +39,7 @@ try:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     from packaging.version import Version
-except ImportError:  # pragma: no cover - pip always vendors it
+except ImportError:  # no standalone packaging in this interpreter: pip's vendored copy (pip always has one)
     from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
     from pip._vendor.packaging.utils import canonicalize_name
     from pip._vendor.packaging.version import Version
@@ -194,6 +194,7 @@ def _python_version(python: str) -> str | None:
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,  # the exit code is read below: not that version of Python
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -242,6 +243,7 @@ def lock_venv(python: str) -> Path:
         env=_clean_env(),
         capture_output=True,
         text=True,
+        check=False,  # a failure is reported below, with pip's output
     )
     if result.returncode != 0:
         raise LockError(
@@ -282,8 +284,8 @@ def resolve(venv_python: Path, spec: Spec, host: dict[str, str], work: Path) -> 
         "-c",
         str(constraints),
     ]
-    result = subprocess.run(
-        cmd, env=_clean_env(), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    result = subprocess.run(  # a failure is reported below, with the end of pip's output
+        cmd, env=_clean_env(), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
     )
     if result.returncode != 0:
         tail = result.stdout[result.stdout.find("ERROR:") :] if "ERROR:" in result.stdout else result.stdout

@@ -234,8 +234,19 @@ def test_main_job_deploys_dev_between_preflight_and_verify(command):
 
 
 def test_readme_test_command_is_what_ci_runs():
+    """.ci/run ends in `exec scripts/test.sh`; the README's first command block gives that very command as the
+    one that runs the tests (the line's command is exactly scripts/test.sh, its comment says what it does), and
+    the README says that CI runs exactly it."""
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "exec scripts/test.sh"
-    assert "scripts/test.sh      # set up" in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"^```bash\n(.*?)^```$", readme, re.DOTALL | re.MULTILINE)
+    assert block, "README.md has no ```bash block"
+    commands = {}
+    for line in block.group(1).splitlines():
+        command, _, comment = line.partition("#")
+        commands[command.strip()] = comment.strip()
+    assert commands.get("scripts/test.sh", "").startswith("tests: set up"), commands
+    assert "`.ci/run` runs exactly `scripts/test.sh`." in readme
 
 
 @pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)

@@ -230,8 +230,9 @@ class RequestMetrics:
     # the error's): the span of a level (goodput's duration) and the requests in flight at once.
     start_ns: int | None = None
     end_ns: int | None = None
-    output_tokens: int | None = None  # aiperf's output_sequence_length
-    aiperf_good: int | None = None  # aiperf's own verdict (good_request_count, 0 or 1) when run with --goodput
+    # JSON numbers as aiperf wrote them (integers in its records; _value reads every metric alike).
+    output_tokens: float | None = None  # aiperf's output_sequence_length
+    aiperf_good: float | None = None  # aiperf's own verdict (good_request_count, 0 or 1) when run with --goodput
 
 
 def requests(artifact_dir: Path) -> list[RequestMetrics]:
@@ -321,7 +322,7 @@ def _figures(artifact_dir: Path, where: str) -> dict:
         "output_tokens_per_s": summary["output_token_throughput"]["avg"],
         "requests_per_s": summary["request_throughput"]["avg"],
         "samples": Samples(
-            ttft_ms=[round(r.ttft_ms, 3) for r in ok],
+            ttft_ms=[round(r.ttft_ms, 3) for r in ok if r.ttft_ms is not None],  # all of ok: for mypy
             itl_ms=[round(r.itl_ms, 3) for r in ok if r.itl_ms is not None],
             e2e_ms=[round(r.e2e_ms, 3) for r in ok if r.e2e_ms is not None],
         ),

@@ -74,7 +74,7 @@ def measure(
     level = aiperf.parse(artifacts, concurrency)
     ttft, itl, e2e = [], [], []
     for request in aiperf.requests(artifacts):
-        record = served.get(request.request_id)
+        record = served.get(request.request_id or "")  # no id: no match ("" is never a key of served)
         if record is None or request.error or record.ttft_s is None or request.ttft_ms is None:
             continue
         ttft.append(request.ttft_ms - record.ttft_s * 1000)

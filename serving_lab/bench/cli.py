@@ -185,8 +185,8 @@ def run(args) -> int:
 
 def _compare(args) -> int:
     try:
-        runs, objectives = _counted(args, [Path(path) for path in args.compare], "--compare")
-        path = report.compare(*runs, Path(args.out or DEFAULT_OUT / "compare"), objectives=objectives)
+        (a, b), objectives = _counted(args, [Path(path) for path in args.compare], "--compare")
+        path = report.compare(a, b, Path(args.out or DEFAULT_OUT / "compare"), objectives=objectives)
     except (results.ResultsError, ConfigError) as exc:
         print(f"bench --compare: {exc}", file=sys.stderr)
         return 2
@@ -288,7 +288,7 @@ def goodput_markdown(runs: list[results.Run], objectives: goodput.Objectives) ->
     ]
     for label, run in zip(labels, runs, strict=True):
         for profile in run.profiles:
-            for level in (*profile.levels, *profile.rate_levels):
+            for level in profile.all_levels():
                 g = level.goodput
                 if g is None:
                     out.append(f"| {label} | {profile.name} | {level.load} | n/a | | | | |")

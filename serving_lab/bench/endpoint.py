@@ -61,7 +61,9 @@ def port_forward(
 
     for stream, name in ((proc.stdout, "out"), (proc.stderr, "err")):
         threading.Thread(target=pump, args=(stream, name), daemon=True).start()
-    port, errors, closed = None, [], 0
+    port: int | None = None
+    errors: list[str] = []
+    closed = 0
     try:
         while port is None:
             try:

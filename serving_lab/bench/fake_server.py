@@ -23,6 +23,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Self
 
 from aiohttp import web
 
@@ -120,7 +121,7 @@ class FakeOpenAIServer:
     def records(self) -> list[RequestRecord]:
         return list(self._state.records)
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -155,7 +156,8 @@ class FakeOpenAIServer:
         try:
             loop.run_forever()
         finally:
-            loop.run_until_complete(self._runner.cleanup())
+            if self._runner is not None:  # always, once _start_site succeeded (its first statement sets it)
+                loop.run_until_complete(self._runner.cleanup())
             loop.close()
 
     async def _start_site(self) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from . import aiperf
 from .results import Goodput, Level, RateLevel, Run, level_name
@@ -67,7 +68,7 @@ class Objectives:
         if not isinstance(slo, dict):
             return None
         ttft, itl = slo.get("ttft_seconds"), slo.get("itl_seconds")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (ttft, itl)):
+        if not (_positive_number(ttft) and _positive_number(itl)):
             return None
         return cls.of_seconds(ttft, itl)
 
@@ -86,6 +87,11 @@ class Objectives:
     @property
     def title(self) -> str:
         return f"TTFT <= {_ms(self.ttft_ms)} and ITL <= {_ms(self.itl_ms)}"
+
+
+def _positive_number(value: object) -> TypeGuard[float]:
+    """A number above 0 (int or float, not a bool) as JSON holds it."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _ms(value: float) -> str:
@@ -175,5 +181,6 @@ def recount(run: Run, run_path: Path, objectives: Objectives) -> tuple[Run, list
 def best(levels: Iterable[Level | RateLevel], objectives: Objectives) -> Level | RateLevel | None:
     """The level of highest goodput under `objectives` (the first of equals, concurrency levels before rate
     levels in the order given); None when no level has one."""
-    counted = [level for level in levels if level.goodput is not None and objectives.of(level.goodput)]
-    return max(counted, key=lambda level: level.goodput.per_s, default=None)
+    counted = [(level, level.goodput) for level in levels if level.goodput is not None and objectives.of(level.goodput)]
+    top = max(counted, key=lambda pair: pair[1].per_s, default=None)
+    return None if top is None else top[0]

@@ -27,7 +27,7 @@ TIE = 0.05
 @dataclass(frozen=True)
 class Metric:
     label: str
-    get: Callable[[Level], float]
+    get: Callable[[Level | RateLevel], float | None]  # None: not measured at that level (goodput)
     lower_is_better: bool = True
     unit: str = "ms"
 
@@ -115,13 +115,18 @@ def verdicts(a: Run, b: Run, pairs: list[tuple], with_goodput: bool = False) -> 
     neither did, a tie."""
     lines = []
     for metric in (*METRICS, GOODPUT) if with_goodput else METRICS:
-        ahead_a, ahead_b, ratios = [], [], []
-        counted = [(la, lb) for la, lb in pairs if metric.get(la) is not None and metric.get(lb) is not None]
+        ahead_a: list[Level | RateLevel] = []
+        ahead_b: list[Level | RateLevel] = []
+        ratios: list[float] = []
+        counted = []
+        for level_a, level_b in pairs:
+            va, vb = metric.get(level_a), metric.get(level_b)
+            if va is not None and vb is not None:
+                counted.append((level_a, va, vb))
         if not counted:
             lines.append(f"- {metric.label}: n/a at every level")
             continue
-        for level_a, level_b in counted:
-            va, vb = metric.get(level_a), metric.get(level_b)
+        for level_a, va, vb in counted:
             if vb == 0:
                 if metric is GOODPUT and va > 0:
                     ahead_a.append(level_a)
@@ -162,7 +167,7 @@ def _objectives(a: Run, b: Run) -> goodput_.Objectives | None:
             return found
     for run in (a, b):
         for profile in run.profiles:
-            for level in (*profile.levels, *profile.rate_levels):
+            for level in profile.all_levels():
                 if level.goodput is not None:
                     return goodput_.Objectives(level.goodput.ttft_slo_ms, level.goodput.itl_slo_ms)
     return None
@@ -172,7 +177,7 @@ def _has_goodput(run: Run, objectives: goodput_.Objectives) -> bool:
     return any(
         level.goodput is not None and objectives.of(level.goodput)
         for profile in run.profiles
-        for level in (*profile.levels, *profile.rate_levels)
+        for level in profile.all_levels()
     )
 
 
@@ -236,7 +241,7 @@ def goodput_section(profiles: list[tuple[str, list[tuple[str, list]]]], objectiv
     ]
     for name, per_run in profiles:
         bests = [goodput_.best(levels, objectives) for _, levels in per_run]
-        values = [(i, best.goodput.per_s if best else None) for i, best in enumerate(bests)]
+        values = [(i, best.goodput.per_s if best and best.goodput else None) for i, best in enumerate(bests)]
         for rank, i, value in ranking(values):
             label, level = per_run[i][0], bests[i]
             if level is None:
@@ -293,7 +298,7 @@ def markdown(
         "|---|---|---|",
     ]
     out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]
-    if with_goodput:
+    if with_goodput and objectives is not None:  # with_goodput implies objectives
         compared = [
             (
                 name,
@@ -307,6 +312,7 @@ def markdown(
         out += [""] + goodput_section(compared, objectives)[:-1]
     for name, pairs in shared:
         profile = a.profile(name)
+        assert profile is not None  # shared names profiles of both runs
         out += ["", f"## {name}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
         if pairs:
             out += verdicts(a, b, pairs, with_goodput) + [""]
@@ -423,6 +429,7 @@ def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]
     written: dict[str, list[str]] = {}
     for name, pairs in shared:
         profile = a.profile(name)
+        assert profile is not None  # shared names profiles of both runs
         heading = f"{name} ({profile.input_tokens} in / {profile.output_tokens} out)"
         xs = [level_a.concurrency for level_a, _ in pairs]
 

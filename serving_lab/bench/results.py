@@ -16,11 +16,11 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCHEMA = "pd-inference/bench-run/v1"
+SCHEMA: Final = "pd-inference/bench-run/v1"
 
 
 class ResultsError(Exception):
@@ -142,6 +142,10 @@ class ProfileRun(_Model):
     output_tokens: int
     levels: list[Level]  # the concurrency sweep
     rate_levels: list[RateLevel] = Field(default_factory=list)  # the request-rate sweep
+
+    def all_levels(self) -> list[Level | RateLevel]:
+        """The concurrency levels, then the request-rate levels."""
+        return [*self.levels, *self.rate_levels]
 
 
 class Hardware(_Model):
@@ -323,7 +327,7 @@ def _parse(shown: str, raw: bytes):
 def _structure_problem(data) -> str:
     """The first container nested deeper than MAX_DEPTH or number beyond MAX_NUMBER (1e999 reads as
     infinity), walked iteratively: no recursion on hostile input; "" when none."""
-    stack = [(data, 1, ())] if isinstance(data, (dict, list)) else []
+    stack: list[tuple[dict | list, int, tuple]] = [(data, 1, ())] if isinstance(data, (dict, list)) else []
     while stack:
         value, depth, where = stack.pop()
         if depth > MAX_DEPTH:
@@ -378,18 +382,19 @@ def _value_problem(run: Run) -> str:
             if level.concurrency < 1:  # the plots' concurrency axis is logarithmic
                 return f"{where}.levels.{j}.concurrency: {level.concurrency} (allowed: 1 or more)"
             counts += [(f"{where}.levels.{j}.requests", level.requests), (f"{where}.levels.{j}.errors", level.errors)]
-        for j, level in enumerate(profile.rate_levels):
-            if not level.request_rate > 0:
-                return f"{where}.rate_levels.{j}.request_rate: {level.request_rate:g} (allowed: more than 0)"
+        for j, rate in enumerate(profile.rate_levels):
+            if not rate.request_rate > 0:
+                return f"{where}.rate_levels.{j}.request_rate: {rate.request_rate:g} (allowed: more than 0)"
             counts += [
-                (f"{where}.rate_levels.{j}.{name}", getattr(level, name))
+                (f"{where}.rate_levels.{j}.{name}", getattr(rate, name))
                 for name in ("requests", "errors", "max_inflight")
             ]
-        for kind, levels in (("levels", profile.levels), ("rate_levels", profile.rate_levels)):
-            for j, level in enumerate(levels):
-                problem = _goodput_problem(level.goodput)
-                if problem:
-                    return f"{where}.{kind}.{j}.goodput.{problem}"
+        goodputs = [("levels", j, level.goodput) for j, level in enumerate(profile.levels)]
+        goodputs += [("rate_levels", j, rate.goodput) for j, rate in enumerate(profile.rate_levels)]
+        for kind, j, goodput in goodputs:
+            problem = _goodput_problem(goodput)
+            if problem:
+                return f"{where}.{kind}.{j}.goodput.{problem}"
     for where, value in counts:
         if value < 0:
             return f"{where}: {value} (allowed: 0 or more)"
@@ -522,11 +527,7 @@ def merge(runs: list[Run]) -> Run:
                     ),
                 }
             )
-    measured = {
-        level_name(name, level)
-        for name, profile in profiles.items()
-        for level in (*profile.levels, *profile.rate_levels)
-    }
+    measured = {level_name(name, level) for name, profile in profiles.items() for level in profile.all_levels()}
     skipped = sorted({s for run in runs for s in run.settings.get("skipped", [])} - measured)
     settings = {k: v for k, v in first.settings.items() if k != "skipped"}
     settings["merged_from"] = [run.created_at for run in runs]

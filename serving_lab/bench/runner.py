@@ -128,8 +128,8 @@ def run_stage(
         ]
         profiles = [profile for profile in profiles if profile.concurrency or profile.request_rates]
         if not profiles:
-            levels = "no concurrency level" if not adjust.levels else f"none of the levels {list(adjust.levels)}"
-            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has a level to run ({levels}, no request rate)")
+            asked = "no concurrency level" if not adjust.levels else f"none of the levels {list(adjust.levels)}"
+            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has a level to run ({asked}, no request rate)")
     tokenizer = tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
     started = now()
     label = label or cfg.serving.mode
@@ -193,16 +193,17 @@ def run_stage(
                 skipped.append(name)
                 progress(f"{profile.name} {shown}: skipped (time budget spent)")
                 continue
+            streams = concurrency or 0  # a concurrency level's (rate None) is always set; a rate level has none
             workload = aiperf.Workload(
                 input_tokens=profile.input_tokens,
                 output_tokens=profile.output_tokens,
-                concurrency=concurrency or 0,
+                concurrency=streams,
                 request_count=(
-                    profile.request_count(concurrency)
+                    profile.request_count(streams)
                     if rate is None
                     else rate_request_count(rate, adjust.rate_seconds or RATE_LEVEL_SECONDS)
                 ),
-                warmup_requests=concurrency if rate is None else rate_warmup(rate),
+                warmup_requests=streams if rate is None else rate_warmup(rate),
                 random_seed=cfg.benchmark.random_seed,
                 request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
                 duration_seconds=adjust.level_seconds,
@@ -227,7 +228,7 @@ def run_stage(
                 env=adjust.client_env,
             )
             level = (
-                aiperf.parse(artifacts, concurrency)
+                aiperf.parse(artifacts, streams)
                 if rate is None
                 else aiperf.parse_rate(artifacts, rate, workload.arrival)
             )
@@ -239,7 +240,10 @@ def run_stage(
                 f"{level.errors} errors"
                 + (f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good)" if good else "")
             )
-            (levels if rate is None else rate_levels).append(level)
+            if isinstance(level, RateLevel):  # parse_rate's: the rate levels
+                rate_levels.append(level)
+            else:
+                levels.append(level)
             measured[-1] = measured[-1].model_copy(update={"levels": list(levels), "rate_levels": list(rate_levels)})
             result().save(path)  # after every level: an interrupted run keeps what it measured
     return result(), result().save(path)

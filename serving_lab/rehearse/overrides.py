@@ -19,8 +19,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from charts.worker_env import worker_environment
 from charts.serve_config import build_serve_config
+from charts.worker_env import worker_environment
 from config.engine_args import is_gdn_model
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Replicas, StageConfig

@@ -72,10 +72,11 @@ def test_unchanged_tree_has_no_changes_and_no_dangers(clone, diff):
 
 
 def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
+    # An ungated copy of Llama 3.1 8B: under meta-llama validation would want serving.hf_token_secret.
     _edit_stage(
         clone,
         "dev",
-        lambda d: d["serving"]["model"].update(id="llama-3.1-8b", source="meta-llama/Llama-3.1-8B-Instruct"),
+        lambda d: d["serving"]["model"].update(id="llama-3.1-8b-instruct", source="example-org/Llama-3.1-8B-Instruct"),
     )
     markdown = tmp_path / "diff.md"
     run = diff(clone, "--markdown", str(markdown), "--fail-on-danger")
@@ -84,8 +85,9 @@ def test_model_change_touches_only_the_serving_manifest(clone, diff, tmp_path):
     assert _summary(run.stdout, "dev/Cluster") == "no changes"
     assert _summary(run.stdout, "dev/Serving") == "0 added, 1 changed, 0 removed, 0 replaced"
     assert _summary(run.stdout, "prod/Serving") == "no changes"
-    assert "+            model_id: llama-3.1-8b" in run.stdout  # the readable YAML diff
+    assert "+            model_id: llama-3.1-8b-instruct\n" in run.stdout  # the readable YAML diff
     assert "MANUAL STEP" not in run.stdout and "IDLE GPUs" not in run.stdout  # serveConfigV2: applied in place
+    assert "names another model" not in run.stderr  # the id matches the source: no warning
     assert "--- CloudFormation: dev/Serving" in run.stdout  # `cdk diff --template` output ...
     assert max(len(line) for line in run.stdout.splitlines()) < 400  # ... without the manifest's one-line JSON
     text = markdown.read_text()

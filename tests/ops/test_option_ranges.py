@@ -19,6 +19,7 @@ MINIMAL = {
     "rehearse": ["--stage", "dev"],
     "rehearse-cluster": ["--stage", "dev"],
     "diff": ["--base", "HEAD"],
+    "validate": [],
 }
 NEVER = [
     "inf",

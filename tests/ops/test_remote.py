@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import boto3
@@ -186,8 +187,12 @@ def test_upload_of_this_checkout_is_what_git_tracks_under_the_runner_paths():
 
 def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
     """Unpacked on its own, the upload imports everything `python -m ops verify` loads (and loads the
-    stage files): no module comes from outside it."""
+    stage files): no module comes from outside it. The probe runs with `python -S` and only the venv's
+    site-packages on PYTHONPATH: the project's editable install (a .pth finder that maps ops, config,
+    serving_lab ... to this checkout) is not loaded, so a package missing from the upload fails the import
+    instead of being found in the checkout."""
     zipfile.ZipFile(io.BytesIO(remote.package(ROOT))).extractall(tmp_path)
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     probe = (
         "import sys, runpy\n"
         "sys.argv = ['ops', 'verify', '--help']\n"
@@ -198,22 +203,49 @@ def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
         "from pathlib import Path\n"
         "root = Path.cwd().resolve()\n"
         "ours = [Path(m.__file__).resolve() for m in list(sys.modules.values()) if getattr(m, '__file__', None)\n"
-        "        and m.__name__.split('.')[0] in ('ops', 'config', 'charts', 'stacks', 'app')]\n"
+        "        and m.__name__.split('.')[0] in ('ops', 'config', 'charts', 'stacks', 'app', 'serving_lab')]\n"
         "outside = [str(p) for p in ours if not p.is_relative_to(root)]\n"
         "print('outside:', outside)\n"
+        "print('editable:', sorted(m for m in sys.modules if m.startswith('__editable__')))\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-S", "-c", probe],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": ""},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(site_packages)},
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage: python -m ops verify" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == "outside: []"
+    assert proc.stdout.strip().splitlines()[-2:] == ["outside: []", "editable: []"]
+
+
+def test_the_upload_lists_bench_and_rehearse_as_absent_and_refuses_them_in_one_line(tmp_path):
+    """The upload has no serving_lab/: `python -m ops --help` still lists every command, and `bench` is one
+    line and exit 2, not a traceback (the same isolated interpreter as above)."""
+    zipfile.ZipFile(io.BytesIO(remote.package(ROOT))).extractall(tmp_path)
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(site_packages)}
+
+    def ops(*argv):
+        return subprocess.run(
+            [sys.executable, "-S", "-m", "ops", *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+
+    listing = ops("--help")
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert " ".join(listing.stdout.split()).count("not in this copy of the project (no module serving_lab)") == 2
+    refused = ops("bench", "--stage", "dev")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == "bench: not in this copy of the project (no module serving_lab)\n"
 
 
 def test_not_a_git_checkout_is_one_line_with_the_fix_and_no_upload(tmp_path, aws, dev):

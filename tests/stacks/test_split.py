@@ -28,8 +28,10 @@ def before_after(tmp_path_factory):
         [
             config_with(
                 tmp / "b",
+                # An ungated copy of Llama 3.1 8B (KNOWN_MODELS matches the name, so the memory floor still
+                # applies; under meta-llama validation would want serving.hf_token_secret).
                 serving={
-                    "model": {"id": "llama-3.1-8b", "source": "meta-llama/Llama-3.1-8B-Instruct"},
+                    "model": {"id": "llama-3.1-8b-instruct", "source": "example-org/Llama-3.1-8B-Instruct"},
                     "engine": {"max_model_len": 8192, "gpu_memory_utilization": 0.85},
                 },
             )
@@ -51,7 +53,8 @@ def test_model_and_engine_change_changes_only_the_manifest_resource(before_after
     assert set(old) == set(new)
     changed = sorted(name for name in old if old[name] != new[name])
     assert len(changed) == 1 and old[changed[0]]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-    assert "llama-3.1-8b" in new[changed[0]]["Properties"]["Manifest"]
+    assert "llama-3.1-8b-instruct" in new[changed[0]]["Properties"]["Manifest"]
+    assert "example-org/Llama-3.1-8B-Instruct" in new[changed[0]]["Properties"]["Manifest"]
 
 
 def test_stateful_resources_live_in_network_and_cluster_stacks(app_synth):

@@ -30,7 +30,13 @@ def make_level(concurrency: int, ttft: float, itl: float, e2e: float, tokens_per
     )
 
 
-def make_run(mode: str, profiles: dict, hardware: Hardware = HARDWARE, note: str = "", tokens_per_s=None) -> Run:
+def make_run(
+    mode: str,
+    profiles: dict[str, dict[int, tuple[float, float, float]]],
+    hardware: Hardware = HARDWARE,
+    note: str = "",
+    tokens_per_s=None,
+) -> Run:
     """profiles: {name: {concurrency: (ttft p50, itl p50, e2e p50)}}."""
     return Run(
         label=mode,

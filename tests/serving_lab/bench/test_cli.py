@@ -337,8 +337,10 @@ def test_model_not_served_fails_before_calibration(
             200,
             "text/html",
             b"<html><body>Sign in</body></html>",
-            'GET /v1/models is not an OpenAI model list (text/html: "<html><body>Sign in</body></html>"): is {url} the '
-            "Serve endpoint, port 8000?",
+            (
+                'GET /v1/models is not an OpenAI model list (text/html: "<html><body>Sign in</body></html>"): is {url} '
+                "the Serve endpoint, port 8000?"
+            ),
         ),
         (200, "application/json", b'{"models": ["qwen3.5-9b"]}', "GET /v1/models is not an OpenAI model list"),
         (404, "text/plain", b"404 page not found", 'GET /v1/models answered HTTP 404 Not Found: "404 page not found"'),
@@ -397,9 +399,11 @@ FIX = (
     [
         (
             "nope/no-such-tokenizer",
-            "bench: tokenizer 'nope/no-such-tokenizer' is not in the Hugging Face cache and the "
-            "hub http://127.0.0.1:9 cannot be reached (cannot connect: Connection refused): "
-            f"download it once with network access, or {FIX}",
+            (
+                "bench: tokenizer 'nope/no-such-tokenizer' is not in the Hugging Face cache and the "
+                "hub http://127.0.0.1:9 cannot be reached (cannot connect: Connection refused): "
+                f"download it once with network access, or {FIX}"
+            ),
         ),
         ("./no-such-folder", f"bench: tokenizer './no-such-folder': no such folder ({FIX})"),
         (
