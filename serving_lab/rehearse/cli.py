@@ -219,8 +219,8 @@ def rehearse_mode(
         real_weights=real_weights,
         gpu_limit=args.gpus,
         share_gpus=args.share_gpus,
-        emulate_node=getattr(args, "emulate_node", False),
-        kv_cache_bytes=getattr(args, "kv_cache_bytes", None),
+        emulate_node=args.emulate_node,
+        kv_cache_bytes=args.kv_cache_bytes,
     )
     say(
         f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
@@ -255,7 +255,7 @@ def rehearse_mode(
             report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
         memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
         _scrape_metrics(out / f"metrics-{mode}.txt", say)
-        if getattr(args, "ttft_phases", 0):
+        if args.ttft_phases:
             rounds = []
             for streams in (1, 16):  # one stream, then the bench's 16-stream level
                 found = checks.ttft_phases(
@@ -351,7 +351,7 @@ def _bench(
     adjust = runner.Adjustments(
         hardware=_hardware(host, plan),
         levels=levels,
-        request_rates=getattr(args, "request_rates", None),
+        request_rates=args.request_rates,
         requests_per_stream=args.requests_per_stream,
         deadline=deadline,
         level_seconds=args.level_seconds,
@@ -360,7 +360,7 @@ def _bench(
             "rehearsal": {
                 "overrides": [o.line() for o in plan.overrides],
                 "levels": levels,
-                "request_rates": getattr(args, "request_rates", None),
+                "request_rates": args.request_rates,
                 "requests_per_stream": args.requests_per_stream,
                 "level_seconds": args.level_seconds,
                 **({"label": plan.label} if plan.label else {}),

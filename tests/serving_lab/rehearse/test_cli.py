@@ -3,7 +3,6 @@ folder removed on every way out (a failed deploy, Ctrl-C)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -13,6 +12,8 @@ import pytest
 from ops.__main__ import main
 from serving_lab.rehearse import cli, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
+
+from .arguments import rehearse_args as _args
 
 H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
 
@@ -44,30 +45,6 @@ class FakeHead:
 
     def stop(self):
         self.calls.append("stop")
-
-
-def _args(tmp_path, **extra):
-    values = dict(
-        stage="dev",
-        config_dir="config",
-        mode="pd",
-        weights=None,
-        bench=False,
-        profile=[],
-        levels=None,
-        requests_per_stream=None,
-        level_seconds=None,
-        budget=None,
-        deploy_timeout=5,
-        gpus=None,
-        out=str(tmp_path / "out"),
-        aiperf=None,
-        client_pythonpath=None,
-        calibrate=False,
-        share_gpus=False,
-    )
-    values.update(extra)
-    return argparse.Namespace(**values)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from serving_lab.rehearse import cli, overrides
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT, config_with
+from .arguments import rehearse_args
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
@@ -231,7 +232,6 @@ def test_the_flag_is_accepted(capsys, monkeypatch):
 
 
 def test_the_benchmark_results_carry_the_label(tmp_path, dev, monkeypatch):
-    import argparse
 
     from serving_lab.bench import aiperf, runner
 
@@ -243,15 +243,7 @@ def test_the_benchmark_results_carry_the_label(tmp_path, dev, monkeypatch):
 
     monkeypatch.setattr(runner, "run_stage", run_stage)
     monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
-    args = argparse.Namespace(
-        aiperf=None,
-        levels="1,4,16",
-        requests_per_stream=None,
-        level_seconds=None,
-        client_pythonpath=None,
-        profile=["chat"],
-        calibrate=False,
-    )
+    args = rehearse_args(tmp_path, levels="1,4,16", profile=["chat"])
     plan = _plan(dev)
     memory = [{"engine": "Prefill:qwen3_5-9b abcdefgh", "kv_cache_gib": 2.1}]
     cli._bench(

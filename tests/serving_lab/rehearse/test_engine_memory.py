@@ -14,6 +14,7 @@ from serving_lab.rehearse import checks, cli, engine_memory, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
+from .arguments import rehearse_args
 
 BENCH = ROOT / "docs" / "rehearsal" / "2026-11-30-h200x2-bench"
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
@@ -202,34 +203,6 @@ def fake_stack(monkeypatch):
     monkeypatch.setattr(cli, "_scrape_metrics", lambda path, say: None)
 
 
-def _args(tmp_path, **extra):
-    import argparse
-
-    values = dict(
-        stage="dev",
-        config_dir="config",
-        mode="pd",
-        weights=None,
-        bench=False,
-        profile=[],
-        levels=None,
-        requests_per_stream=None,
-        level_seconds=None,
-        budget=None,
-        deploy_timeout=5,
-        gpus=None,
-        out=str(tmp_path / "out"),
-        aiperf=None,
-        client_pythonpath=None,
-        calibrate=False,
-        share_gpus=True,
-        emulate_node=True,
-        kv_cache_bytes=2113009755,
-    )
-    values.update(extra)
-    return argparse.Namespace(**values)
-
-
 def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fake_stack, monkeypatch):
     seen = {}
 
@@ -290,3 +263,8 @@ def test_a_stack_that_never_came_up_still_reports_what_the_engines_logged(tmp_pa
         "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",
         "engine memory (Decode:qwen3_5-9b g61e8ufy)",
     ]
+
+
+def _args(tmp_path, **changed):
+    """An emulated rehearsal on one shared GPU, its KV cache fixed at one engine's profiled figure."""
+    return rehearse_args(tmp_path, share_gpus=True, emulate_node=True, kv_cache_bytes=2113009755, **changed)
