@@ -270,7 +270,8 @@ def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> 
 
 
 def probe_prompt(index: int, words: int = 120) -> str:
-    """A prompt of about 250 tokens that no other request shares (prefix caching cannot shorten its prefill)."""
+    """A prompt that no other request shares (prefix caching cannot shorten its prefill): about 750 tokens of
+    Qwen3.5's (vLLM counted 750: docs/rehearsal/2026-12-01-h200-tuned)."""
     return f"Request {index}: " + " ".join(f"w{(index * 7919 + j * 104729) % 100003}" for j in range(words))
 
 

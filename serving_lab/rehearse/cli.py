@@ -142,7 +142,7 @@ def add_parser(sub) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="after the checks, N ~250-token streams one at a time, then N 16 at a time, with the engines' "
+        help="after the checks, N ~750-token streams one at a time, then N 16 at a time, with the engines' "
         "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
         "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
     )
