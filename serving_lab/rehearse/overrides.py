@@ -1,7 +1,7 @@
 """The rehearsal plan: the stage's own serveConfigV2 with only the overrides one host needs.
 
 Everything starts from `charts.serve_config.build_serve_config` (the code that renders the chart's
-`serveConfigV2`) and `charts.ray_pods.worker_environment` (the worker pod template's `env`). Each
+`serveConfigV2`) and `charts.worker_env.worker_environment` (the worker pod template's `env`). Each
 change is an `Override` with the path it touches, the value before and after, and why; the plan is
 printed before anything starts and written beside the results, so a reader sees exactly how the
 rehearsal differs from what EKS would run. Nothing else may differ (tested against dev and prod).

@@ -100,8 +100,22 @@ def test_the_pod_templates_are_typed_and_serialise_to_what_head_pod_gives(dev):
     assert plain["spec"]["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
 
 
-def test_worker_environment_is_plain_json():
-    assert ray_pods.worker_environment(efa=True)[:2] == [
-        {"name": "FI_PROVIDER", "value": "efa"},
-        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-    ]
+@pytest.mark.parametrize("efa", [True, False])
+def test_the_typed_worker_env_serialises_to_the_plain_data_the_rehearsal_gives_the_engines(efa):
+    # One source for the pod template's env and the rehearsal's engines (charts/worker_env.py): the typed
+    # EnvVars built from it serialise back to exactly it.
+    from charts.worker_env import worker_environment
+
+    typed_env = plain_container(typed(k8s.Container, name="ray-worker", env=ray_pods.worker_env(efa=efa)))["env"]
+    assert typed_env == worker_environment(efa=efa)
+    assert typed_env[:2] == (
+        [
+            {"name": "FI_PROVIDER", "value": "efa"},
+            {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ]
+        if efa
+        else [
+            {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
+        ]
+    )

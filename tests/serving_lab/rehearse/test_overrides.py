@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from charts.ray_pods import worker_environment
 from charts.serve_config import build_serve_config
+from charts.worker_env import worker_environment
 from serving_lab.rehearse import overrides
 from serving_lab.rehearse.host import Gpu, Host
 
