@@ -116,3 +116,18 @@ def one_error_line(capsys) -> str:
     lines = captured.err.splitlines()
     assert len(lines) == 1, lines
     return lines[0]
+
+
+def refusal(tmp_path: Path, change: dict[str, Any], name: str = "dev") -> str:
+    """The one-line ConfigError that dev's stage file with `change` merged in gets (written as `name`.yaml),
+    naming that file first."""
+    import pytest
+
+    from config import ConfigError
+
+    path = write_stage(tmp_path, merge(stage_data("dev"), change), name=name)
+    with pytest.raises(ConfigError) as caught:
+        load_stage_file(path)
+    line = str(caught.value)
+    assert line.startswith(f"{path}: ") and "\n" not in line, line
+    return line

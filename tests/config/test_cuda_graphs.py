@@ -6,22 +6,10 @@ from __future__ import annotations
 import pytest
 
 from charts.serve_config import build_serve_config
-from config import ConfigError, load_stage_file
+from config import load_stage_file
 from config.schema import Engine
 
-from ..helpers import merge, stage_data, write_stage
-
-
-def _load(tmp_path, change):
-    return load_stage_file(write_stage(tmp_path, merge(stage_data("dev"), change), name="dev"))
-
-
-def _refusal(tmp_path, change) -> str:
-    with pytest.raises(ConfigError) as caught:
-        _load(tmp_path, change)
-    line = str(caught.value)
-    assert "\n" not in line
-    return line
+from ..helpers import refusal as _refusal
 
 
 def test_decode_only_renders_full_decode_graphs_without_compilation_up_to_max_num_seqs():

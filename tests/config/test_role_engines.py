@@ -10,16 +10,8 @@ from config import ConfigError, load_stage_file
 from config.schema import Engine, RoleEngine, merged_engine
 
 from ..helpers import config_with, merge, stage_data, write_stage
+from ..helpers import refusal as _refusal
 from .test_workload_rules import FOUR_L4, P5
-
-
-def _refusal(tmp_path, change) -> str:
-    path = write_stage(tmp_path, merge(stage_data("dev"), change), name="dev")
-    with pytest.raises(ConfigError) as caught:
-        load_stage_file(path)
-    line = str(caught.value)
-    assert line.startswith(f"{path}: ") and "\n" not in line
-    return line
 
 
 def _role(role: str, replicas: int = 1, **engine) -> dict:

@@ -33,6 +33,7 @@ from config.rules import secret_kind
 from config.schema import StageConfig
 
 from ..helpers import REHEARSAL, ROOT, config_with, data_file, merge, stage_data, write_stage
+from ..helpers import refusal as _refusal
 from .cases import FAKE_GITHUB_TOKEN, FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_PRIVATE_KEY, FAKE_SECRET_KEY
 
 # Hopper nodes for models too big for an L4 (the GDN backend and resources as a p5 stage needs them).
@@ -43,13 +44,6 @@ P5 = {
         "worker_resources": {"cpu_request": 8, "cpu_limit": 16, "memory_request_gib": 32, "memory_limit_gib": 64},
     },
 }
-
-
-def _refusal(tmp_path, change, name="dev") -> str:
-    path = write_stage(tmp_path, merge(stage_data("dev"), change), name=name)
-    with pytest.raises(ConfigError) as caught:
-        load_stage_file(path)
-    return str(caught.value)
 
 
 def _validate(*args, cwd=ROOT, env=None, timeout=60):

@@ -22,14 +22,8 @@ from config.schema import StageConfig
 from config.secret_shapes import secret_kind
 
 from ..helpers import ROOT, config_with, merge, stage_data, synth, write_stage
+from ..helpers import refusal as _refusal
 from .cases import FAKE_HF_TOKEN, FAKE_SECRET_KEY
-
-
-def _refusal(tmp_path, change) -> str:
-    path = write_stage(tmp_path, merge(stage_data("dev"), change), name="dev")
-    with pytest.raises(ConfigError) as caught:
-        load_stage_file(path)
-    return str(caught.value)
 
 
 def _extra(**args):

@@ -10,9 +10,10 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from config import ConfigError, load_stage_file
+from config import ConfigError
 
 from ..helpers import config_with, merge, stage_data, write_stage
+from ..helpers import refusal as _refusal
 
 # Hopper nodes for models too big for an L4 (the GDN backend and resources as a p5 stage needs them).
 P5 = {
@@ -24,15 +25,6 @@ P5 = {
 }
 # Four L4s per node (g6.12xlarge), two nodes.
 FOUR_L4 = {"gpu_nodegroup": {"instance_type": "g6.12xlarge"}}
-
-
-def _refusal(tmp_path, change) -> str:
-    path = write_stage(tmp_path, merge(stage_data("dev"), change), name="dev")
-    with pytest.raises(ConfigError) as caught:
-        load_stage_file(path)
-    line = str(caught.value)
-    assert line.startswith(f"{path}: ") and "\n" not in line
-    return line
 
 
 def _engine(**extra_args):
