@@ -36,7 +36,7 @@ def check(cfg: StageConfig, path: str) -> None:
 def cuda_graph_mode(cfg: StageConfig, path: str) -> None:
     """serving.engine.cuda_graphs chooses graphs, so it needs enforce_eager: false, and it sets the capture size
     itself (max_num_seqs) inside compilation_config: vLLM refuses a capture size given both there and as an
-    engine argument (vllm/engine/arg_utils.py, create_engine_config: "... and compilation_config"), so
+    engine argument (vllm/engine/arg_utils.py, create_engine_config: "... are mutually exclusive"), so
     extra_args' capture arguments are refused beside it. Per engine as it runs."""
     serving = cfg.serving
     for role in serving.engine_roles():
