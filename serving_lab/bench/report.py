@@ -324,52 +324,54 @@ def markdown(
     return "\n".join(out) + "\n"
 
 
+# The figures both sweeps' tables show for a level, after the columns that say which level it is.
+_FIGURE_HEADS = (
+    "TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | E2E p50 | E2E p90 | E2E p99 | output tok/s | "
+)
+_FIGURE_ALIGN = "---:|" * 9 + "---:|"
+
+
+def _figures(level: Level | RateLevel, with_goodput: bool) -> str:
+    stats = (level.ttft_ms, level.itl_ms, level.e2e_ms)
+    cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
+    return (
+        " | ".join(cells) + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
+        f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
+    )
+
+
+def _goodput_head(with_goodput: bool) -> tuple[str, str]:
+    return (" goodput/s (good/measured) |", "---:|") if with_goodput else ("", "")
+
+
 def _concurrency_table(a: Run, b: Run, pairs: list[tuple[Level, Level]], with_goodput: bool) -> list[str]:
+    head, align = _goodput_head(with_goodput)
     out = [
-        (
-            "| concurrency | run | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | E2E p50 | "
-            "E2E p90 | E2E p99 | output tok/s | requests/s | requests (errors) |"
-        )
-        + (" goodput/s (good/measured) |" if with_goodput else ""),
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if with_goodput else ""),
+        f"| concurrency | run | {_FIGURE_HEADS}requests/s | requests (errors) |{head}",
+        f"|---:|---|{_FIGURE_ALIGN}---:|---:|{align}",
     ]
     for level_a, level_b in pairs:
         for run, level in ((a, level_a), (b, level_b)):
-            stats = (level.ttft_ms, level.itl_ms, level.e2e_ms)
-            cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
-            out.append(
-                f"| {level.concurrency} | {run.label} | "
-                + " | ".join(cells)
-                + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
-                f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
-            )
+            out.append(f"| {level.concurrency} | {run.label} | " + _figures(level, with_goodput))
     return out
 
 
 def _rate_table(a: Run, b: Run, pairs: list[tuple[RateLevel, RateLevel]], with_goodput: bool) -> list[str]:
     """The open-loop sweep: requests sent at a fixed rate (Poisson arrivals), no cap on those in flight."""
+    head, align = _goodput_head(with_goodput)
     out = [
         "Request-rate sweep (open loop: arrivals at the rate, nothing caps the requests in flight):",
         "",
         *verdicts(a, b, pairs, with_goodput),
         "",
-        (
-            "| requests/s sent | run | arrivals | max in flight | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | "
-            "ITL p99 | E2E p50 | E2E p90 | E2E p99 | output tok/s | requests/s done | requests (errors) |"
-        )
-        + (" goodput/s (good/measured) |" if with_goodput else ""),
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        + ("---:|" if with_goodput else ""),
+        f"| requests/s sent | run | arrivals | max in flight | {_FIGURE_HEADS}requests/s done | requests (errors) |{head}",
+        f"|---:|---|---|---:|{_FIGURE_ALIGN}---:|---:|{align}",
     ]
     for level_a, level_b in pairs:
         for run, level in ((a, level_a), (b, level_b)):
-            stats = (level.ttft_ms, level.itl_ms, level.e2e_ms)
-            cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
             out.append(
                 f"| {level.request_rate:g} | {run.label} | {level.arrival} | {level.max_inflight} | "
-                + " | ".join(cells)
-                + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
-                f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
+                + _figures(level, with_goodput)
             )
     return out
 
