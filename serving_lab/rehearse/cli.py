@@ -49,6 +49,15 @@ class RehearsalError(Exception):
         self.code = code
 
 
+class RehearsalInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while a mode was rehearsed, with the report of the checks that had finished: a run that a
+    time limit ends still prints and writes them."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__()
+        self.report = report
+
+
 def _positive_bytes(text: str) -> int:
     """A byte count: a whole number from 1 MiB to 1 TiB."""
     try:
@@ -237,6 +246,7 @@ def rehearse_mode(
     head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
     run_path: Path | None = None
     memory: list | None = None  # vLLM's memory figures per engine (checks.engine_memory)
+    interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
     started = time.monotonic()
     try:
         head.start()
@@ -284,6 +294,9 @@ def rehearse_mode(
         report.add("application RUNNING", "fail", str(exc))
     except aiperf.BenchError as exc:
         report.add("benchmark", "fail", str(exc))
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM from a time limit (ray_cluster.install_signal_handlers)
+        interrupted = time.monotonic() - started
+        raise RehearsalInterrupted(report) from None
     finally:
         logs = ray_cluster.worker_logs(temp)
         if memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
@@ -292,7 +305,14 @@ def rehearse_mode(
         _save_errors(out / f"worker-errors-{mode}.txt", logs)
         head.stop()
         ray_cluster.remove_tree(temp)
-    (out / f"report-{mode}.json").write_text(report.to_json() + "\n")
+        if interrupted is not None:
+            report.add(
+                "rehearsal",
+                "fail",
+                f"interrupted {interrupted:.0f} s after ray start: the checks above are those that finished, "
+                f"the ones after them did not run",
+            )
+        (out / f"report-{mode}.json").write_text(report.to_json() + "\n")  # an interrupted one too
     return report, run_path
 
 
@@ -442,7 +462,11 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
     except (RehearsalError, host_facts.HostError, overrides.PlanError, ModelFolderError) as exc:
         print(f"rehearse: {exc}", file=sys.stderr)
         return _exit_code(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, RehearsalInterrupted):  # the mode in flight: what it had checked
+            reports.append(exc.report)
+        for report in reports:
+            print(report.table())
         print("rehearse: interrupted; Ray stopped", file=sys.stderr)
         return 130
     for report in reports:

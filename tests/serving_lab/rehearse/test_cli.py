@@ -63,7 +63,7 @@ def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path
     model.mkdir()
     args = _args(tmp_path)
     if isinstance(failure, KeyboardInterrupt):
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(cli.RehearsalInterrupted) as interrupted:
             cli.rehearse_mode(
                 dev,
                 args,
@@ -75,6 +75,9 @@ def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path
                 deadline=None,
                 say=lambda line: None,
             )
+        written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
+        assert written["ok"] is False and written["checks"][-1]["name"] == "rehearsal"
+        assert interrupted.value.report.find("rehearsal").status == "fail"
     else:
         report, run = cli.rehearse_mode(
             dev,
@@ -97,6 +100,44 @@ def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path
     assert json.loads((tmp_path / "out" / "plan-pd.json").read_text())["mode"] == "pd"
     assert "Backend UCX was instantiated" in (tmp_path / "out" / "nixl-lines-pd.txt").read_text()
     assert "ERROR something broke" in (tmp_path / "out" / "worker-errors-pd.txt").read_text()
+
+
+def _running_until_interrupted(monkeypatch, tmp_path):
+    """A rehearsal whose stack comes up, passes the OpenAI checks, and is then ended by SIGTERM (a time limit)."""
+    from serving_lab.rehearse import checks
+    from serving_lab.rehearse import host as host_facts
+
+    monkeypatch.setattr(host_facts, "detect", lambda: H200_PAIR)
+    monkeypatch.setattr(cli, "model_folder", lambda cfg, args, work: (tmp_path, False))
+    monkeypatch.setattr(ray_cluster, "wait_until_running", lambda head, app, timeout, progress: None)
+    monkeypatch.setattr(ray_cluster, "install_signal_handlers", lambda: None)
+    monkeypatch.setattr(checks, "openai", lambda report, base, model: report.add("GET /v1/models", "pass", "lists it"))
+
+    def terminated(*args, **kwargs):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(checks, "token_field_probe", terminated)
+
+
+def test_an_interrupted_rehearsal_prints_and_writes_the_checks_that_finished(
+    tmp_path, dev, fake_ray, monkeypatch, capsys
+):
+    _running_until_interrupted(monkeypatch, tmp_path)
+    assert cli.run(_args(tmp_path, mode="pd")) == 130
+    out, err = capsys.readouterr()
+    assert "application RUNNING" in out and "GET /v1/models" in out
+    assert "interrupted 0 s after ray start: the checks above are those that finished" in out
+    assert "FAILED: 2 passed, 1 failed, 1 warnings" in out  # the warning: the fake engines logged no memory
+    assert err.strip().splitlines()[-1] == "rehearse: interrupted; Ray stopped"
+    written = json.loads((tmp_path / "out" / "dev" / "report-pd.json").read_text())
+    assert [check["name"] for check in written["checks"]] == [
+        "application RUNNING",
+        "GET /v1/models",
+        "engine memory",
+        "rehearsal",
+    ]
+    (head,) = fake_ray.instances
+    assert head.calls[-1] == "stop"
 
 
 def test_unknown_profile_exits_2_with_one_line_naming_the_stage_s_profiles(capsys):
