@@ -6,11 +6,15 @@
 # NAME names the results in $OUT: NAME.log (the console), NAME.tgz (plan, report, NIXL lines, metric names,
 # the benchmark runs and aiperf's summaries), NAME-records.tgz (aiperf's per-request records),
 # NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs: what a killed run
-# leaves), install.log, and triton-cache.tgz; each at most 16 MiB, what comes back from a lent host.
+# leaves), install.log, triton-cache.tgz and flashinfer-cache.tgz; each at most 16 MiB, what comes back from
+# a lent host.
 # Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (/tmp/rehearsal-site),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
 # compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
-# REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR).
+# REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR),
+# FLASHINFER_WORKSPACE_BASE (flashinfer-home beside TRITON_CACHE_DIR: FlashInfer's JIT builds go to its
+# .cache/flashinfer, flashinfer/jit/env.py; kept and packed as flashinfer-cache.tgz like Triton's),
+# REHEARSAL_FLASHINFER_SEED (a flashinfer-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR).
 # Exit: ops rehearse's code (124 when the limit ended it); 2 for bad usage; 1 when the install fails.
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -uo pipefail
@@ -34,6 +38,18 @@ seed=${REHEARSAL_TRITON_SEED:-$(dirname "$TRITON_CACHE_DIR")/triton-cache.tgz}
 if [[ -f "$seed" && -z "$(ls -A "$TRITON_CACHE_DIR")" ]]; then
   tar xzf "$seed" -C "$(dirname "$TRITON_CACHE_DIR")" \
     && echo "rehearsal_device_run: Triton cache seeded from $seed ($(find "$TRITON_CACHE_DIR" -type f | wc -l) files)" >&2
+fi
+# FlashInfer compiles its sampling kernels in the first engine's start-up profile on a host without them (seen
+# on an H200: over a minute, docs/rehearsal/2026-12-01-h200-l4-emulated/): the same seeding for its JIT folder.
+# Ninja rebuilds nothing when the sources are older than the outputs: the pieces' files all carry one old
+# mtime (scripts/rehearsal_pack.sh --mtime).
+export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-home}
+flashinfer_cache=$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer
+mkdir -p "$flashinfer_cache"
+flashinfer_seed=${REHEARSAL_FLASHINFER_SEED:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-cache.tgz}
+if [[ -f "$flashinfer_seed" && -z "$(ls -A "$flashinfer_cache")" ]]; then
+  tar xzf "$flashinfer_seed" -C "$FLASHINFER_WORKSPACE_BASE/.cache" \
+    && echo "rehearsal_device_run: FlashInfer cache seeded from $flashinfer_seed ($(find "$flashinfer_cache" -type f | wc -l) files)" >&2
 fi
 
 if ! env_lines=$(scripts/rehearsal_install.sh "$site" "$pieces" 2>"$OUT/install.log"); then
@@ -69,7 +85,10 @@ tar czf "$OUT/$name.tgz" -C "$results" --exclude=inputs.json --exclude='*.csv' -
 if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
   tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
 fi
-for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT/triton-cache.tgz"; do
+if [[ -n "$(ls -A "$flashinfer_cache" 2>/dev/null)" ]]; then
+  tar czf "$OUT/flashinfer-cache.tgz" -C "$FLASHINFER_WORKSPACE_BASE/.cache" flashinfer
+fi
+for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT/triton-cache.tgz" "$OUT/flashinfer-cache.tgz"; do
   if [[ -f "$archive" ]] && (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
     echo "rehearsal_device_run: $(basename "$archive") is over 16 MiB and would not come back: removed" >&2
     rm -f "$archive"

@@ -11,7 +11,8 @@ set -uo pipefail
 budget=${PROFILE_BUDGET_S:-540} reserve=${ARM_RESERVE_S:-130} arm_timeout=${ARM_TIMEOUT_S:-240}
 env_lines=$(scripts/rehearsal_install.sh /tmp/rehearsal-site /tmp/pieces 2>"$OUT/install.log") || { tail -3 "$OUT/install.log"; exit 1; }
 eval "$env_lines"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.rehearsal/cache/triton
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.rehearsal/cache/triton \
+  FLASHINFER_WORKSPACE_BASE=$PWD/.rehearsal/cache/flashinfer-home  # the caches of scripts/rehearsal_device_run.sh
 python3 -c "from serving_lab.rehearse.model_folder import build; build('/tmp/qwen-model', config_path='rehearsal/qwen3.5-9b-config.json')" || exit 1
 ls /tmp/qwen-model > "$OUT/model-folder.txt"
 if [[ -n "${ARM_STACKS_S:-}" ]]; then

@@ -220,6 +220,35 @@ def test_the_device_wrapper_seeds_an_empty_triton_cache_from_an_earlier_runs_arc
     assert (out / "triton-cache.tgz").stat().st_size > 0  # and packed again for the next host
 
 
+def test_the_device_wrapper_seeds_an_empty_flashinfer_cache_and_packs_it_again(tmp_path):
+    # FlashInfer's JIT folder (FLASHINFER_WORKSPACE_BASE/.cache/flashinfer: flashinfer/jit/env.py) is kept like
+    # Triton's: seeded from an earlier host's archive, packed for the next one.
+    pieces, out, cache = tmp_path / "pieces", tmp_path / "out", tmp_path / "cache"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    built = tmp_path / "earlier" / "flashinfer" / "90a" / "cached_ops" / "sampling"
+    built.mkdir(parents=True)
+    (built / "sampling.so").write_text("compiled")
+    cache.mkdir()
+    subprocess.run(
+        ["tar", "czf", str(cache / "flashinfer-cache.tgz"), "-C", str(tmp_path / "earlier"), "flashinfer"], check=True
+    )
+    done = _device_run(tmp_path, pieces, out, "seeded", "--stage", "dev", "--mode", "pd", cache=cache / "triton")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FlashInfer cache seeded from" in done.stderr
+    home = cache / "flashinfer-home" / ".cache" / "flashinfer"
+    assert (home / "90a" / "cached_ops" / "sampling" / "sampling.so").read_text() == "compiled"
+    with tarfile.open(out / "flashinfer-cache.tgz") as packed:
+        assert "flashinfer/90a/cached_ops/sampling/sampling.so" in packed.getnames()
+
+
+def test_the_device_wrapper_leaves_no_flashinfer_archive_when_nothing_was_compiled(tmp_path):
+    pieces, out = tmp_path / "pieces", tmp_path / "out"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    done = _device_run(tmp_path, pieces, out, "cold", "--stage", "dev", "--mode", "pd")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert not (out / "flashinfer-cache.tgz").exists()
+
+
 FAKE_REHEARSE = """#!/bin/sh
 # stands in for `python3 -m ops rehearse ... --out DIR`: writes what a benchmark run leaves
 while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
