@@ -31,7 +31,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checks, overrides, phases, ray_cluster
+from . import checks, kv_profile, overrides, phases, ray_cluster
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +144,8 @@ def add_parser(sub) -> None:
         metavar="BYTES",
         help="--share-gpus --emulate-node: each engine's KV cache, as one engine alone found it on the "
         "emulated budget (vLLM's start-up line '--kv-cache-memory=N'); engines sharing a GPU "
-        "cannot profile it side by side",
+        "cannot profile it side by side. Default: each distinct engine is started alone first to find it "
+        "(a few minutes more; kv-profile-*.log)",
     )
     cmd.add_argument(
         "--ttft-phases",
@@ -220,17 +221,22 @@ def rehearse_mode(
     deadline: float | None,
     say: Callable[[str], None],
 ) -> tuple[Report, Path | None]:
-    plan = overrides.plan(
-        cfg,
-        mode=mode,
-        host=host,
-        model_dir=model,
-        real_weights=real_weights,
-        gpu_limit=args.gpus,
-        share_gpus=args.share_gpus,
-        emulate_node=args.emulate_node,
-        kv_cache_bytes=args.kv_cache_bytes,
-    )
+    def planned(kv_cache_bytes: overrides.KvCacheBytes) -> overrides.Plan:
+        return overrides.plan(
+            cfg,
+            mode=mode,
+            host=host,
+            model_dir=model,
+            real_weights=real_weights,
+            gpu_limit=args.gpus,
+            share_gpus=args.share_gpus,
+            emulate_node=args.emulate_node,
+            kv_cache_bytes=kv_cache_bytes,
+        )
+
+    plan = planned(args.kv_cache_bytes)
+    if plan.kv_profiles:  # engines sharing a GPU on an emulated budget: each engine alone sizes its KV cache first
+        plan = planned(kv_profile.size_caches(plan, out=out, timeout=args.deploy_timeout, say=say))
     say(
         f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:"
@@ -459,7 +465,13 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
                 )
                 reports.append(report)
                 runs += [path] if path else []
-    except (RehearsalError, host_facts.HostError, overrides.PlanError, ModelFolderError) as exc:
+    except (
+        RehearsalError,
+        host_facts.HostError,
+        overrides.PlanError,
+        ModelFolderError,
+        kv_profile.KvProfileError,
+    ) as exc:
         print(f"rehearse: {exc}", file=sys.stderr)
         return _exit_code(exc)
     except KeyboardInterrupt as exc:

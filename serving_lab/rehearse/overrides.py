@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -26,6 +26,10 @@ from config.instance_types import INSTANCE_TYPES
 from config.schema import Replicas, StageConfig
 
 from .host import NODE_IP, Host
+
+# Each shared engine's KV cache on an emulated budget: one figure for every engine (--kv-cache-bytes), one per
+# engine config path (what kv_profile.py found for each), or None (each engine alone is profiled first).
+KvCacheBytes = int | Mapping[str, int] | None
 
 MODES = ("pd", "colocated")
 OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -58,6 +62,9 @@ class Plan:
     # With emulate_node: what the results measure, e.g. "L4 memory budget on an H200: memory emulated, speed
     # is the H200's" (printed, in plan-<mode>.json and in the benchmark results' note); "" otherwise.
     label: str = ""
+    # Engine configs (their paths) whose KV cache one engine alone must size first: engines sharing a GPU on an
+    # emulated budget with no figure given (serving_lab/rehearse/kv_profile.py); a plan with any is not run.
+    kv_profiles: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +73,7 @@ class Plan:
             "num_gpus": self.num_gpus,
             "engines": self.engines,
             **({"label": self.label} if self.label else {}),
+            **({"kv_profiles": self.kv_profiles} if self.kv_profiles else {}),
             "env": self.env,
             "overrides": [asdict(o) for o in self.overrides],
             "serve_config": self.serve_config,
@@ -79,7 +87,8 @@ def _show(value: Any) -> str:
 _UNSET = object()
 
 
-def _llm_configs(serve_config: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def llm_configs(serve_config: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each engine config (an LLMConfig) of the serve config, with its path in it."""
     (app,) = serve_config["applications"]
     args = app["args"]
     if "llm_configs" in args:
@@ -230,7 +239,7 @@ class _Build:
     host: Host
     model_dir: Path
     real_weights: bool
-    kv_cache_bytes: int | None
+    kv_cache_bytes: KvCacheBytes
     serve_config: dict[str, Any]
     gpus: int  # the host's GPUs the rehearsal uses
     tp: int  # serving.engine.tensor_parallel_size
@@ -242,6 +251,7 @@ class _Build:
     configs: list[tuple[str, dict[str, Any]]]
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
 
     def set(self, container: dict[str, Any], key: str, value: Any, path: str, reason: str) -> None:
         _set(self.overrides, container, key, value, path, reason)
@@ -273,7 +283,7 @@ def _start(
     gpu_limit: int | None,
     share_gpus: bool,
     emulate_node: bool,
-    kv_cache_bytes: int | None,
+    kv_cache_bytes: KvCacheBytes,
 ) -> _Build:
     """The stage's serve config in `mode` and the facts the overrides read; a PlanError where the host cannot
     rehearse it."""
@@ -293,7 +303,7 @@ def _start(
                 f"(--share-gpus runs the engines side by side on fewer GPUs)"
             )
         per_gpu = -(-low // gpus)
-    configs = list(_llm_configs(serve_config))
+    configs = list(llm_configs(serve_config))
     emulation = _emulation(cfg, host, gpus) if emulate_node else None
     if emulation:
         budgets = [emulation.utilization(llm["engine_kwargs"]["gpu_memory_utilization"]) for _, llm in configs]
@@ -416,21 +426,23 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
         # Engines sharing a GPU cannot profile their emulated budgets side by side: each counts the other's
         # weights loading meanwhile as its own memory (seen on an H200: "Available KV cache memory: -16.87
         # GiB", then vLLM's "Error in memory profiling ... other processes sharing the same container"),
-        # so the KV cache comes from one engine profiled alone on the same budget (--kv-cache-bytes).
-        if build.kv_cache_bytes is None:
-            raise PlanError(
-                "--share-gpus --emulate-node: engines sharing a GPU cannot profile their budgets "
-                "side by side (each counts the other's weights as its own): give --kv-cache-bytes "
-                "N, the KV cache one engine alone finds on this budget (vLLM prints it at start-up: "
-                "'--kv-cache-memory=N' to fit into requested memory; docs/REHEARSAL.md)"
-            )
+        # so the KV cache comes from one engine profiled alone on the same budget: --kv-cache-bytes, or else a
+        # profile of this engine's own settings that the rehearsal runs first (kv_profile.py, Plan.kv_profiles).
+        given = build.kv_cache_bytes
+        if isinstance(given, Mapping):
+            figure, source = given.get(engine.path), "this engine's settings profiled alone on it first"
+        else:
+            figure, source = given, "--kv-cache-bytes"
+        if figure is None:
+            build.kv_profiles.append(engine.path)
+            return
         build.set(
             kwargs,
             "kv_cache_memory_bytes",
-            build.kv_cache_bytes,
+            figure,
             f"{path}.engine_kwargs.kv_cache_memory_bytes",
-            "engines sharing a GPU on an emulated budget: the KV cache one engine alone found on it "
-            "(--kv-cache-bytes), since side by side they cannot profile it",
+            f"engines sharing a GPU on an emulated budget: the KV cache one engine alone found on it ({source}: "
+            f"vLLM's fit figure), since side by side they cannot profile it",
         )
 
 
@@ -591,7 +603,7 @@ def plan(
     gpu_limit: int | None = None,
     share_gpus: bool = False,
     emulate_node: bool = False,
-    kv_cache_bytes: int | None = None,
+    kv_cache_bytes: KvCacheBytes = None,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
@@ -625,4 +637,5 @@ def plan(
         engines=build.low,
         overrides=build.overrides,
         label=build.emulation.label if build.emulation else "",
+        kv_profiles=build.kv_profiles,
     )

@@ -249,6 +249,8 @@ OPTION_SETS = {
         "emulate_node": True,
         "kv_cache_bytes": 2113009755,
     },
+    # no figure given: the plan names the engine configs whose KV cache one engine alone sizes first
+    "h200x1 --share-gpus --emulate-node": {"host": ONE_H200, "share_gpus": True, "emulate_node": True},
     "l4x2 efa": {"host": L4_PAIR_WITH_EFA},
     "h200x2 --weights": {"host": H200_PAIR, "real_weights": True},
 }
@@ -287,6 +289,7 @@ def test_the_plans_are_the_recorded_ones(stages):
                     "num_gpus": plan.num_gpus,
                     "engines": plan.engines,
                     "label": plan.label,
+                    **({"kv_profiles": plan.kv_profiles} if plan.kv_profiles else {}),
                     "overrides": [o.line() for o in plan.overrides],
                 }
     text = json.dumps(plans, indent=1, sort_keys=True) + "\n"
