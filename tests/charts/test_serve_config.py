@@ -122,6 +122,18 @@ def test_the_reference_stage_renders_the_tutorials_engine():
         }
 
 
+def test_the_per_role_batch_arm_differs_from_dev_only_in_each_roles_batched_tokens(dev):
+    from config import load_stage_file
+
+    arm = load_stage_file("docs/rehearsal/2026-12-01-h200-l4-emulated/stages-per-role-batch/dev.yaml")
+    for side, tokens in (("prefill_config", 4096), ("decode_config", 512)):
+        engine, base = _app(arm)["args"][side], _app(dev)["args"][side]
+        assert engine["engine_kwargs"] == {**base["engine_kwargs"], "max_num_batched_tokens": tokens}
+        assert {k: v for k, v in engine.items() if k != "engine_kwargs"} == {
+            k: v for k, v in base.items() if k != "engine_kwargs"
+        }
+
+
 def test_one_prefill_and_one_decode_replica(dev):
     args = _app(dev)["args"]
     assert args["prefill_config"]["deployment_config"] == {"num_replicas": 1}
