@@ -6,7 +6,8 @@ interfaces. Figures are from the EC2 instance-type documentation (accelerated co
 purpose pages); `python -m ops preflight` checks them against the live DescribeInstanceTypes answer.
 
 `gpu_memory_mib` is one GPU's memory as the NVIDIA driver reports it (`nvidia-smi --query-gpu=memory.total`,
-the figure `ops rehearse` reads from its host), e.g. 23,034 MiB for an L4; 0 means not known, and
+the figure `ops rehearse` reads from its host), one figure per GPU model in `GPU_MEMORY_MIB` (an L4: 23,034
+MiB); 0 means not known, and
 `ops rehearse --emulate-node` refuses such a type. `gpu_memory_gib` is the instance's total (all GPUs), as
 EC2 documents it.
 """
@@ -24,11 +25,26 @@ class InstanceSpec:
     gpu_model: str = ""
     gpu_memory_gib: int = 0
     efa_interfaces: int = 0
-    gpu_memory_mib: int = 0  # per GPU, as the driver reports it (nvidia-smi memory.total); 0: not known
 
     @property
     def has_efa(self) -> bool:
         return self.efa_interfaces > 0
+
+    @property
+    def gpu_memory_mib(self) -> int:
+        """One GPU's memory as the driver reports it (GPU_MEMORY_MIB); 0: not known."""
+        return GPU_MEMORY_MIB.get(self.gpu_model, 0)
+
+
+# One GPU's memory by model, as the NVIDIA driver reports it (nvidia-smi --query-gpu=memory.total).
+GPU_MEMORY_MIB: dict[str, int] = {
+    "L4": 23034,
+    "L40S": 46068,
+    "A10G": 23028,
+    "A100": 40960,  # p4d: A100-SXM4-40GB
+    "H100": 81559,  # 80GB HBM3
+    "H200": 143771,
+}
 
 
 INSTANCE_TYPES: dict[str, InstanceSpec] = {
@@ -41,55 +57,39 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
     "m6i.xlarge": InstanceSpec(vcpus=4, memory_gib=16),
     "m6i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32),
     # NVIDIA L4
-    "g6.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034),
-    "g6.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034),
-    "g6.4xlarge": InstanceSpec(
-        vcpus=16, memory_gib=64, gpus=1, gpu_model="L4", gpu_memory_gib=24, gpu_memory_mib=23034
-    ),
-    "g6.8xlarge": InstanceSpec(
-        vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034
-    ),
-    "g6.12xlarge": InstanceSpec(
-        vcpus=48, memory_gib=192, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034
-    ),
-    "g6.16xlarge": InstanceSpec(
-        vcpus=64, memory_gib=256, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23034
-    ),
-    "g6.24xlarge": InstanceSpec(
-        vcpus=96, memory_gib=384, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1, gpu_memory_mib=23034
-    ),
+    "g6.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, gpus=1, gpu_model="L4", gpu_memory_gib=24),
+    "g6.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1),
+    "g6.12xlarge": InstanceSpec(vcpus=48, memory_gib=192, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1),
+    "g6.16xlarge": InstanceSpec(vcpus=64, memory_gib=256, gpus=1, gpu_model="L4", gpu_memory_gib=24, efa_interfaces=1),
+    "g6.24xlarge": InstanceSpec(vcpus=96, memory_gib=384, gpus=4, gpu_model="L4", gpu_memory_gib=96, efa_interfaces=1),
     "g6.48xlarge": InstanceSpec(
-        vcpus=192, memory_gib=768, gpus=8, gpu_model="L4", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23034
+        vcpus=192, memory_gib=768, gpus=8, gpu_model="L4", gpu_memory_gib=192, efa_interfaces=1
     ),
     # NVIDIA L40S
-    "g6e.xlarge": InstanceSpec(
-        vcpus=4, memory_gib=32, gpus=1, gpu_model="L40S", gpu_memory_gib=48, gpu_memory_mib=46068
-    ),
+    "g6e.xlarge": InstanceSpec(vcpus=4, memory_gib=32, gpus=1, gpu_model="L40S", gpu_memory_gib=48),
     "g6e.8xlarge": InstanceSpec(
-        vcpus=32, memory_gib=256, gpus=1, gpu_model="L40S", gpu_memory_gib=48, efa_interfaces=1, gpu_memory_mib=46068
+        vcpus=32, memory_gib=256, gpus=1, gpu_model="L40S", gpu_memory_gib=48, efa_interfaces=1
     ),
     "g6e.12xlarge": InstanceSpec(
-        vcpus=48, memory_gib=384, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=46068
+        vcpus=48, memory_gib=384, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=1
     ),
     "g6e.24xlarge": InstanceSpec(
-        vcpus=96, memory_gib=768, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=2, gpu_memory_mib=46068
+        vcpus=96, memory_gib=768, gpus=4, gpu_model="L40S", gpu_memory_gib=192, efa_interfaces=2
     ),
     "g6e.48xlarge": InstanceSpec(
-        vcpus=192, memory_gib=1536, gpus=8, gpu_model="L40S", gpu_memory_gib=384, efa_interfaces=4, gpu_memory_mib=46068
+        vcpus=192, memory_gib=1536, gpus=8, gpu_model="L40S", gpu_memory_gib=384, efa_interfaces=4
     ),
     # NVIDIA A10G
-    "g5.xlarge": InstanceSpec(
-        vcpus=4, memory_gib=16, gpus=1, gpu_model="A10G", gpu_memory_gib=24, gpu_memory_mib=23028
-    ),
-    "g5.8xlarge": InstanceSpec(
-        vcpus=32, memory_gib=128, gpus=1, gpu_model="A10G", gpu_memory_gib=24, efa_interfaces=1, gpu_memory_mib=23028
-    ),
+    "g5.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="A10G", gpu_memory_gib=24),
+    "g5.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="A10G", gpu_memory_gib=24, efa_interfaces=1),
     "g5.48xlarge": InstanceSpec(
-        vcpus=192, memory_gib=768, gpus=8, gpu_model="A10G", gpu_memory_gib=192, efa_interfaces=1, gpu_memory_mib=23028
+        vcpus=192, memory_gib=768, gpus=8, gpu_model="A10G", gpu_memory_gib=192, efa_interfaces=1
     ),
     # NVIDIA A100 (p4d: A100-SXM4-40GB) / H100 (80GB HBM3) / H200
     "p4d.24xlarge": InstanceSpec(
-        vcpus=96, memory_gib=1152, gpus=8, gpu_model="A100", gpu_memory_gib=320, efa_interfaces=4, gpu_memory_mib=40960
+        vcpus=96, memory_gib=1152, gpus=8, gpu_model="A100", gpu_memory_gib=320, efa_interfaces=4
     ),
     "p5.48xlarge": InstanceSpec(
         vcpus=192,
@@ -98,7 +98,6 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
         gpu_model="H100",
         gpu_memory_gib=640,
         efa_interfaces=32,
-        gpu_memory_mib=81559,
     ),
     "p5e.48xlarge": InstanceSpec(
         vcpus=192,
@@ -107,7 +106,6 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
         gpu_model="H200",
         gpu_memory_gib=1128,
         efa_interfaces=32,
-        gpu_memory_mib=143771,
     ),
     "p5en.48xlarge": InstanceSpec(
         vcpus=192,
@@ -116,7 +114,6 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
         gpu_model="H200",
         gpu_memory_gib=1128,
         efa_interfaces=16,
-        gpu_memory_mib=143771,
     ),
 }
 

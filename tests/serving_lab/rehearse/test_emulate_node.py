@@ -4,13 +4,12 @@ is a recorded override and the results are labelled. Without the flag the plan i
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from config.instance_types import INSTANCE_TYPES, known_types
+from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES, known_types
 from ops.__main__ import main
 from serving_lab.rehearse import cli, overrides
 from serving_lab.rehearse.host import Gpu, Host
@@ -150,9 +149,7 @@ def test_vllms_batch_defaults_by_gpu():
 
 
 def test_an_instance_type_whose_gpu_memory_is_unknown_is_refused_in_one_line(dev, monkeypatch):
-    monkeypatch.setitem(
-        INSTANCE_TYPES, "g6.8xlarge", dataclasses.replace(INSTANCE_TYPES["g6.8xlarge"], gpu_memory_mib=0)
-    )
+    monkeypatch.delitem(GPU_MEMORY_MIB, "L4")
     with pytest.raises(overrides.PlanError) as error:
         _plan(dev)
     assert str(error.value) == (
