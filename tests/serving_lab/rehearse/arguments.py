@@ -1,5 +1,5 @@
-"""The arguments `ops rehearse` runs with, as its real parser reads them: a test sets only what it changes, and
-an option the parser does not have fails here instead of passing unnoticed."""
+"""The arguments `ops rehearse` runs with, as its real parser reads them (a test sets only what it changes, and
+an option the parser does not have fails here instead of passing unnoticed), and one PD rehearsal run with them."""
 
 from __future__ import annotations
 
@@ -18,3 +18,24 @@ def rehearse_args(tmp_path: Path, **changed: Any) -> argparse.Namespace:
         assert hasattr(args, name), f"ops rehearse has no option for {name!r}"
         setattr(args, name, value)
     return args
+
+
+def rehearse_pd(cfg, args: argparse.Namespace, *, host, tmp_path: Path, model: Path | None = None, say=None):
+    """`cli.rehearse_mode` of `cfg` in PD mode with dummy weights, results in TMP/out, no time budget; `say`
+    collects the console lines (default: dropped)."""
+    from serving_lab.rehearse import cli
+
+    if model is None:
+        model = tmp_path / "model"
+        model.mkdir(exist_ok=True)
+    return cli.rehearse_mode(
+        cfg,
+        args,
+        mode="pd",
+        host=host,
+        model=model,
+        real_weights=False,
+        out=tmp_path / "out",
+        deadline=None,
+        say=say or (lambda line: None),
+    )

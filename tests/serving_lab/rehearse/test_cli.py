@@ -14,6 +14,7 @@ from serving_lab.rehearse import cli, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from .arguments import rehearse_args as _args
+from .arguments import rehearse_pd
 
 H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
 
@@ -59,37 +60,15 @@ def fake_ray(monkeypatch):
 )
 def test_ray_is_stopped_and_its_folder_removed_on_failure_and_interrupt(tmp_path, dev, fake_ray, failure):
     fake_ray.fail_with = failure
-    model = tmp_path / "model"
-    model.mkdir()
     args = _args(tmp_path)
     if isinstance(failure, KeyboardInterrupt):
         with pytest.raises(cli.RehearsalInterrupted) as interrupted:
-            cli.rehearse_mode(
-                dev,
-                args,
-                mode="pd",
-                host=H200_PAIR,
-                model=model,
-                real_weights=False,
-                out=tmp_path / "out",
-                deadline=None,
-                say=lambda line: None,
-            )
+            rehearse_pd(dev, args, host=H200_PAIR, tmp_path=tmp_path)
         written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
         assert written["ok"] is False and written["checks"][-1]["name"] == "rehearsal"
         assert interrupted.value.report.find("rehearsal").status == "fail"
     else:
-        report, run = cli.rehearse_mode(
-            dev,
-            args,
-            mode="pd",
-            host=H200_PAIR,
-            model=model,
-            real_weights=False,
-            out=tmp_path / "out",
-            deadline=None,
-            say=lambda line: None,
-        )
+        report, run = rehearse_pd(dev, args, host=H200_PAIR, tmp_path=tmp_path)
         assert not report.ok and run is None
         assert report.find("application RUNNING").detail == "PUT /api/serve/applications/: HTTP 400: bad config"
         assert json.loads((tmp_path / "out" / "report-pd.json").read_text())["ok"] is False

@@ -14,7 +14,7 @@ from serving_lab.rehearse import checks, cli, engine_memory, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
-from .arguments import rehearse_args
+from .arguments import rehearse_args, rehearse_pd
 
 BENCH = ROOT / "docs" / "rehearsal" / "2026-11-30-h200x2-bench"
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
@@ -211,20 +211,8 @@ def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fa
         return tmp_path / "run.json"
 
     monkeypatch.setattr(cli, "_bench", bench)
-    model = tmp_path / "model"
-    model.mkdir()
     lines: list[str] = []
-    _, run = cli.rehearse_mode(
-        dev,
-        _args(tmp_path, bench=True),
-        mode="pd",
-        host=ONE_H200,
-        model=model,
-        real_weights=False,
-        out=tmp_path / "out",
-        deadline=None,
-        say=lines.append,
-    )
+    _, run = rehearse_pd(dev, _args(tmp_path, bench=True), host=ONE_H200, tmp_path=tmp_path, say=lines.append)
     assert run == tmp_path / "run.json"
     written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
     entries = {c["name"]: c for c in written["checks"] if c["name"].startswith("engine memory")}
@@ -243,19 +231,7 @@ def test_a_stack_that_never_came_up_still_reports_what_the_engines_logged(tmp_pa
         raise ray_cluster.RayError("application 'llm' DEPLOY_FAILED")
 
     monkeypatch.setattr(ray_cluster, "wait_until_running", fail)
-    model = tmp_path / "model"
-    model.mkdir()
-    report, run = cli.rehearse_mode(
-        dev,
-        _args(tmp_path),
-        mode="pd",
-        host=ONE_H200,
-        model=model,
-        real_weights=False,
-        out=tmp_path / "out",
-        deadline=None,
-        say=lambda line: None,
-    )
+    report, run = rehearse_pd(dev, _args(tmp_path), host=ONE_H200, tmp_path=tmp_path)
     assert not report.ok and run is None
     names = [c["name"] for c in json.loads((tmp_path / "out" / "report-pd.json").read_text())["checks"]]
     assert names == [

@@ -15,7 +15,7 @@ from serving_lab.rehearse import cli, kv_profile, overrides, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
-from .arguments import rehearse_args
+from .arguments import rehearse_args, rehearse_pd
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 MODEL = Path("/models/qwen3.5-9b")
@@ -137,17 +137,7 @@ def test_rehearse_profiles_first_then_runs_the_plan_with_the_figures(tmp_path, d
     monkeypatch.setattr(kv_profile, "size_caches", size_caches)
     monkeypatch.setattr(ray_cluster, "RayHead", Head)
     args = rehearse_args(tmp_path, share_gpus=True, emulate_node=True)
-    report, _ = cli.rehearse_mode(
-        dev,
-        args,
-        mode="pd",
-        host=ONE_H200,
-        model=MODEL,
-        real_weights=False,
-        out=tmp_path / "out",
-        deadline=None,
-        say=lambda line: None,
-    )
+    report, _ = rehearse_pd(dev, args, host=ONE_H200, tmp_path=tmp_path, model=MODEL)
     assert seen["asked"] == ["applications[0].args.prefill_config", "applications[0].args.decode_config"]
     written = json.loads((tmp_path / "out" / "plan-pd.json").read_text())
     assert "kv_profiles" not in written
