@@ -220,7 +220,11 @@ def rehearse_mode(
     out: Path,
     deadline: float | None,
     say: Callable[[str], None],
+    kv_found: dict[str, int] | None = None,
 ) -> tuple[Report, Path | None]:
+    """One mode's rehearsal. `kv_found`: the KV cache figures that one engine alone found so far, by its settings
+    (kv_profile.size_caches), shared by the modes of one command so that each engine is profiled once."""
+
     def planned(kv_cache_bytes: overrides.KvCacheBytes) -> overrides.Plan:
         return overrides.plan(
             cfg,
@@ -236,7 +240,7 @@ def rehearse_mode(
 
     plan = planned(args.kv_cache_bytes)
     if plan.kv_profiles:  # engines sharing a GPU on an emulated budget: each engine alone sizes its KV cache first
-        plan = planned(kv_profile.size_caches(plan, out=out, timeout=args.deploy_timeout, say=say))
+        plan = planned(kv_profile.size_caches(plan, out=out, timeout=args.deploy_timeout, say=say, found=kv_found))
     say(
         f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:"
@@ -457,11 +461,21 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
         )
         deadline = time.monotonic() + args.budget if args.budget else None
         out = Path(args.out) / cfg.stage
+        kv_found: dict[str, int] = {}  # --share-gpus --emulate-node: each engine profiled once for both modes
         with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
             model, real = model_folder(cfg, args, Path(work))
             for mode in modes:
                 report, path = rehearse_mode(
-                    cfg, args, mode=mode, host=host, model=model, real_weights=real, out=out, deadline=deadline, say=say
+                    cfg,
+                    args,
+                    mode=mode,
+                    host=host,
+                    model=model,
+                    real_weights=real,
+                    out=out,
+                    deadline=deadline,
+                    say=say,
+                    kv_found=kv_found,
                 )
                 reports.append(report)
                 runs += [path] if path else []

@@ -93,11 +93,13 @@ def size_caches(
     say: Callable[[str], None],
     python: str = sys.executable,
     environ: Mapping[str, str] = os.environ,
+    found: dict[str, int] | None = None,
 ) -> dict[str, int]:
     """Each engine config of `plan.kv_profiles` -> its KV cache in bytes; engine configs of the same settings are
-    profiled once. Logs: out/kv-profile-<mode>-<config>.log."""
+    profiled once, in this plan and in those that share `found` (the figures by engine settings so far: PD and
+    colocated of one rehearsal). Logs: out/kv-profile-<mode>-<config>.log."""
     configs = dict(llm_configs(plan.serve_config))
-    found: dict[str, int] = {}
+    found = {} if found is None else found
     figures: dict[str, int] = {}
     for path in plan.kv_profiles:
         llm = configs[path]

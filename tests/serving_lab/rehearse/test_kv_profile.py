@@ -120,7 +120,7 @@ def test_a_profile_that_fails_is_one_line_naming_its_log(tmp_path, dev, body, sa
 def test_rehearse_profiles_first_then_runs_the_plan_with_the_figures(tmp_path, dev, monkeypatch):
     seen = {}
 
-    def size_caches(plan, *, out, timeout, say):
+    def size_caches(plan, *, out, timeout, say, found):
         seen["asked"] = list(plan.kv_profiles)
         return dict.fromkeys(plan.kv_profiles, 2827682907)
 
@@ -149,7 +149,7 @@ def test_rehearse_profiles_first_then_runs_the_plan_with_the_figures(tmp_path, d
 def test_a_failed_profile_is_exit_1_with_its_one_line(tmp_path, dev, monkeypatch, capsys):
     from serving_lab.rehearse import host as host_facts
 
-    def size_caches(plan, *, out, timeout, say):
+    def size_caches(plan, *, out, timeout, say, found):
         raise kv_profile.KvProfileError("out/kv-profile-pd-prefill_config.log: one engine alone printed no line")
 
     monkeypatch.setattr(host_facts, "detect", lambda: ONE_H200)
@@ -178,3 +178,16 @@ def test_the_profile_script_starts_vllms_offline_engine_with_the_arguments(tmp_p
     figure = kv_profile.profile(llm, env=env, log=tmp_path / "profile.log", timeout=60)
     assert figure == 123456789
     assert json.loads((tmp_path / "called.json").read_text()) == kv_profile.engine_args(llm)
+
+
+def test_pd_and_colocated_of_one_rehearsal_profile_an_engine_once(tmp_path, dev):
+    # the colocated config has the same engine settings as PD's, less the KV connector the profile drops
+    python, said = _fake_python(tmp_path, FIT), []
+    found: dict[str, int] = {}
+    for mode in ("pd", "colocated"):
+        plan = overrides.plan(
+            dev, mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+        )
+        figures = kv_profile.size_caches(plan, out=tmp_path, timeout=30, say=said.append, python=python, found=found)
+        assert set(figures.values()) == {2827682907}
+    assert sum(line.startswith("sizing the KV cache of") for line in said) == 1
