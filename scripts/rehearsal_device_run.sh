@@ -32,25 +32,26 @@ site=${REHEARSAL_SITE:-/tmp/rehearsal-site}
 limit=${REHEARSAL_LIMIT:-520}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.rehearsal/cache/triton} PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR"
-# A cache an earlier host of the same GPU left (its triton-cache.tgz, carried back as REHEARSAL_TRITON_SEED,
-# default beside the cache folder) seeds an empty cache: the engines then skip compiling the GDN kernels.
-seed=${REHEARSAL_TRITON_SEED:-$(dirname "$TRITON_CACHE_DIR")/triton-cache.tgz}
-if [[ -f "$seed" && -z "$(ls -A "$TRITON_CACHE_DIR")" ]]; then
-  tar xzf "$seed" -C "$(dirname "$TRITON_CACHE_DIR")" \
-    && echo "rehearsal_device_run: Triton cache seeded from $seed ($(find "$TRITON_CACHE_DIR" -type f | wc -l) files)" >&2
-fi
-# FlashInfer compiles its sampling kernels in the first engine's start-up profile on a host without them (seen
-# on an H200: over a minute, docs/rehearsal/2026-12-01-h200-l4-emulated/): the same seeding for its JIT folder.
-# Ninja rebuilds nothing when the sources are older than the outputs: the pieces' files all carry one old
-# mtime (scripts/rehearsal_pack.sh --mtime).
+# A kernel cache an earlier host of the same GPU left (its ARCHIVE, carried back) seeds an empty cache folder:
+# seed_cache LABEL FOLDER ARCHIVE; pack_cache FOLDER ARCHIVE packs a non-empty one into $OUT for the next host.
+seed_cache() {
+  if [[ -f "$3" && -z "$(ls -A "$2")" ]]; then
+    tar xzf "$3" -C "$(dirname "$2")" && echo "rehearsal_device_run: $1 cache seeded from $3 ($(find "$2" -type f | wc -l) files)" >&2
+  fi
+}
+pack_cache() {
+  if [[ -n "$(ls -A "$1" 2>/dev/null)" ]]; then tar czf "$OUT/$2" -C "$(dirname "$1")" "$(basename "$1")"; fi
+}
+# Triton's (REHEARSAL_TRITON_SEED, default beside the cache folder): the engines then skip compiling the GDN
+# kernels. FlashInfer's JIT builds: it compiles its sampling kernels in the first engine's start-up profile on a
+# host without them (seen on an H200: over a minute, docs/rehearsal/2026-12-01-h200-l4-emulated/); ninja
+# rebuilds nothing when the sources are older than the outputs, and the pieces' files all carry one old mtime
+# (scripts/rehearsal_pack.sh --mtime).
 export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-home}
 flashinfer_cache=$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer
 mkdir -p "$flashinfer_cache"
-flashinfer_seed=${REHEARSAL_FLASHINFER_SEED:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-cache.tgz}
-if [[ -f "$flashinfer_seed" && -z "$(ls -A "$flashinfer_cache")" ]]; then
-  tar xzf "$flashinfer_seed" -C "$FLASHINFER_WORKSPACE_BASE/.cache" \
-    && echo "rehearsal_device_run: FlashInfer cache seeded from $flashinfer_seed ($(find "$flashinfer_cache" -type f | wc -l) files)" >&2
-fi
+seed_cache Triton "$TRITON_CACHE_DIR" "${REHEARSAL_TRITON_SEED:-$(dirname "$TRITON_CACHE_DIR")/triton-cache.tgz}"
+seed_cache FlashInfer "$flashinfer_cache" "${REHEARSAL_FLASHINFER_SEED:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-cache.tgz}"
 
 if ! env_lines=$(scripts/rehearsal_install.sh "$site" "$pieces" 2>"$OUT/install.log"); then
   echo "rehearsal_device_run: install failed: $(tail -n 1 "$OUT/install.log")" >&2
@@ -82,12 +83,8 @@ wait "$watcher" 2>/dev/null
 # per-request records (profile_export.jsonl) apart in NAME-records.tgz, dropped with a line if too large.
 tar czf "$OUT/$name.tgz" -C "$results" --exclude=inputs.json --exclude='*.csv' --exclude=profile_export.jsonl . 2>/dev/null
 (cd "$results" && find . -name profile_export.jsonl -print0 | tar czf "$OUT/$name-records.tgz" --null -T - 2>/dev/null)
-if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
-  tar czf "$OUT/triton-cache.tgz" -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")"
-fi
-if [[ -n "$(ls -A "$flashinfer_cache" 2>/dev/null)" ]]; then
-  tar czf "$OUT/flashinfer-cache.tgz" -C "$FLASHINFER_WORKSPACE_BASE/.cache" flashinfer
-fi
+pack_cache "$TRITON_CACHE_DIR" triton-cache.tgz
+pack_cache "$flashinfer_cache" flashinfer-cache.tgz
 for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT/triton-cache.tgz" "$OUT/flashinfer-cache.tgz"; do
   if [[ -f "$archive" ]] && (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
     echo "rehearsal_device_run: $(basename "$archive") is over 16 MiB and would not come back: removed" >&2
