@@ -11,10 +11,12 @@ import json
 import time
 import urllib.error
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ops import kube, nixl
 from ops.report import Report, Status
+from serving_lab.bench.results import Run
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
 
@@ -267,6 +269,43 @@ def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> 
             **engine.to_json(),
         )
     return [engine.to_json() for engine in found]
+
+
+def benchmark(report: Report, run: Run, path: Path) -> None:
+    """The benchmark's verdict from what it measured: a level that `--budget` left unstarted (the runner's
+    settings["skipped"], serving_lab/bench/runner.py) is a warning naming it; a run that measured no level fails,
+    since `--bench` asked for figures and none exist."""
+    measured = [f"{profile.name}-c{level.concurrency}" for profile in run.profiles for level in profile.levels] + [
+        f"{profile.name}-r{level.request_rate:g}" for profile in run.profiles for level in profile.rate_levels
+    ]
+    skipped = list(run.settings.get("skipped", []))
+    fix = "a larger --budget: it counts from the rehearsal's start, the engines' start-up included"
+    if not measured:
+        why = f"time budget spent before {', '.join(skipped)}" if skipped else "none was selected"
+        report.add(
+            "benchmark",
+            "fail",
+            f"no level measured ({why}); results: {path}",
+            fix=fix,
+            measured=[],
+            skipped=skipped,
+        )
+    elif skipped:
+        report.add(
+            "benchmark",
+            "warn",
+            f"{len(measured)} of {len(measured) + len(skipped)} levels measured (time budget spent before "
+            f"{', '.join(skipped)}); results: {path}",
+            fix=fix,
+            measured=measured,
+            skipped=skipped,
+        )
+    else:
+        report.add("benchmark", "pass", f"{_levels(len(measured))} measured; results: {path}", measured=measured)
+
+
+def _levels(count: int) -> str:
+    return f"{count} level" if count == 1 else f"{count} levels"
 
 
 def probe_prompt(index: int, words: int = 120) -> str:

@@ -116,7 +116,8 @@ def add_parser(sub) -> None:
         "--budget",
         type=float,
         metavar="SECONDS",
-        help="stop starting benchmark levels after this long (the run so far is kept)",
+        help="stop starting benchmark levels this long after the rehearsal began (the engines' start-up "
+        "counts; the run so far is kept, and the benchmark check warns of each level left out, or fails if none ran)",
     )
     cmd.add_argument(
         "--deploy-timeout",
@@ -287,7 +288,7 @@ def rehearse_mode(
                         say(f"  TTFT phases ({streams} at a time): {line}")
             (out / f"ttft-phases-{mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
         if args.bench and report.ok:
-            run_path = _bench(
+            run, run_path = _bench(
                 cfg,
                 args,
                 mode=mode,
@@ -299,7 +300,7 @@ def rehearse_mode(
                 say=say,
                 engine_memory=memory,
             )
-            report.add("benchmark", "pass", f"results: {run_path}")
+            checks.benchmark(report, run, run_path)
     except ray_cluster.RayError as exc:
         report.add("application RUNNING", "fail", str(exc))
     except aiperf.BenchError as exc:
@@ -374,7 +375,7 @@ def _bench(
     deadline: float | None,
     say: Callable[[str], None],
     engine_memory: list | None = None,
-) -> Path:
+) -> tuple[results.Run, Path]:
     executable = aiperf.find_executable(args.aiperf)
     staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
     levels = _levels(args.levels)
@@ -411,7 +412,7 @@ def _bench(
     )
     emulated = f"{plan.label}; " if plan.label else ""  # --emulate-node: what is emulated, what is not
     note = f"rehearsal: {gpus}, {weights}, {transport}; {emulated}not {cfg.gpu_nodegroup.instance_type}"
-    _, path = runner.run_stage(
+    return runner.run_stage(
         staged,
         url=f"http://127.0.0.1:{SERVE_PORT}",
         executable=executable,
@@ -425,7 +426,6 @@ def _bench(
         adjust=adjust,
         progress=say,
     )
-    return path
 
 
 def _exit_code(exc: Exception) -> int:

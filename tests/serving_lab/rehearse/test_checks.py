@@ -155,3 +155,37 @@ def test_generated_tokens_pass_even_when_dummy_weights_answer_only_whitespace():
     chat = report.find("POST /v1/chat/completions")
     assert chat.status == "pass" and chat.data["completion_tokens"] == 32
     assert report.find("POST /v1/chat/completions (stream)").data["chunks"] == 32
+
+
+def _benchmark_check(levels: dict[int, tuple[float, float, float]], skipped: list[str]):
+    from pathlib import Path
+
+    from ..bench.runs import make_run
+
+    run = make_run("pd", {"chat": levels} if levels else {})
+    run.settings["skipped"] = skipped
+    report = Report("rehearse", "dev")
+    checks.benchmark(report, run, Path("/r/run.json"))
+    (check,) = report.checks
+    return check
+
+
+def test_a_benchmark_that_measured_every_level_passes():
+    check = _benchmark_check({1: (300.0, 6.0, 1900.0), 4: (400.0, 7.0, 2200.0)}, [])
+    assert (check.status, check.detail) == ("pass", "2 levels measured; results: /r/run.json")
+
+
+def test_a_benchmark_the_time_budget_cut_short_warns_naming_the_levels_left_out():
+    check = _benchmark_check({1: (300.0, 6.0, 1900.0)}, ["long-prompt-c1", "long-prompt-c16"])
+    assert check.status == "warn"
+    assert check.detail == (
+        "1 of 3 levels measured (time budget spent before long-prompt-c1, long-prompt-c16); results: /r/run.json"
+    )
+    assert "--budget" in check.fix
+
+
+def test_a_benchmark_that_measured_no_level_fails():
+    # seen on an H200: the engine as rendered reached RUNNING at 402 s of a 450 s --budget and the check passed
+    check = _benchmark_check({}, ["chat-c1", "chat-c4"])
+    assert check.status == "fail"
+    assert check.detail == "no level measured (time budget spent before chat-c1, chat-c4); results: /r/run.json"

@@ -194,7 +194,7 @@ def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, 
         tmp_path, bench=True, profile=["long-prompt"], levels="16,1", level_seconds=15.0, requests_per_stream=64
     )
     plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
-    path = cli._bench(
+    _, path = cli._bench(
         dev,
         args,
         mode="colocated",

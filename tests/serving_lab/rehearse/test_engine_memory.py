@@ -14,6 +14,7 @@ from serving_lab.rehearse import checks, cli, engine_memory, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
+from ..bench.runs import make_run
 from .arguments import rehearse_args, rehearse_pd
 
 BENCH = ROOT / "docs" / "rehearsal" / "2026-11-30-h200x2-bench"
@@ -208,13 +209,14 @@ def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fa
 
     def bench(*args, **kwargs):
         seen.update(kwargs)
-        return tmp_path / "run.json"
+        return make_run("pd", {"chat": {1: (300.0, 6.0, 1900.0)}}), tmp_path / "run.json"
 
     monkeypatch.setattr(cli, "_bench", bench)
     lines: list[str] = []
     _, run = rehearse_pd(dev, _args(tmp_path, bench=True), host=ONE_H200, tmp_path=tmp_path, say=lines.append)
     assert run == tmp_path / "run.json"
     written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
+    assert {"name": "benchmark", "status": "pass"}.items() <= written["checks"][-1].items()
     entries = {c["name"]: c for c in written["checks"] if c["name"].startswith("engine memory")}
     assert list(entries) == [
         "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",
