@@ -5,15 +5,14 @@ the committed logs, its benchmark tables are the committed runs' numbers, its go
 from __future__ import annotations
 
 import re
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from serving_lab.bench import goodput, results
-from serving_lab.bench.cli import goodput_markdown
+from serving_lab.bench import results
 
 from ...helpers import ROOT
+from . import evidence
 
 EVIDENCE = ROOT / "docs" / "rehearsal" / "2026-12-01-h200-l4-emulated"
 EARLIER = ROOT / "docs" / "rehearsal" / "2026-12-01-h200-tuned"
@@ -41,24 +40,7 @@ def _readme() -> str:
 
 
 def _section(number: int) -> str:
-    text = _readme()
-    start = text.index(f"## {number}. ")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else None]
-
-
-def _table_rows(section: str, width: int) -> list[list[str]]:
-    rows = []
-    for line in section.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if (
-            line.startswith("|")
-            and len(cells) == width
-            and not set(cells[0]) <= {"-"}
-            and cells[0] not in ("arm", "profile")
-        ):
-            rows.append(cells)
-    return rows
+    return evidence.section(EVIDENCE / "README.md", number)
 
 
 def _vllm(log: Path) -> dict[str, str]:
@@ -80,10 +62,6 @@ def _vllm(log: Path) -> dict[str, str]:
     }
 
 
-def _strip(cell: str) -> str:
-    return cell.replace("*", "").strip()
-
-
 def test_every_profile_ran_on_the_l4_budget_of_an_h200():
     for log in PROFILE_LOGS.values():
         assert _vllm(log)["budget"] == "0.1441"
@@ -91,8 +69,8 @@ def test_every_profile_ran_on_the_l4_budget_of_an_h200():
 
 @pytest.mark.parametrize("arm", sorted(PROFILE_LOGS))
 def test_the_kv_table_is_vllms_own_lines(arm):
-    rows = {_strip(row[0]).split(" (")[0]: row for row in _table_rows(_section(1), 8)}
-    weights, peak, kv, tokens, requests, fit = (_strip(cell) for cell in rows[arm][1:7])
+    rows = {evidence.strip(row[0]).split(" (")[0]: row for row in evidence.table_rows(_section(1), 8)}
+    weights, peak, kv, tokens, requests, fit = (evidence.strip(cell) for cell in rows[arm][1:7])
     seen = _vllm(PROFILE_LOGS[arm])
     assert (weights, peak, kv, tokens) == (
         f"{seen['weights']} GiB",
@@ -112,46 +90,34 @@ def test_the_ratios_are_the_tables_tokens():
     assert f"FP8: {tokens['online FP8 + the tuned graph mode'] / rendered:.1f}x" in text
 
 
-def _level_cells(level) -> list[str]:
-    g = level.goodput
-    return [
-        f"{level.ttft_ms.p50:.0f} / {level.ttft_ms.p99:.0f}",
-        f"{level.itl_ms.p50:.2f} / {level.itl_ms.p99:.2f}",
-        f"{level.e2e_ms.p50 / 1000:.2f}",
-        f"{level.output_tokens_per_s:.0f}",
-        str(level.requests),
-        f"{g.per_s:.2f} ({g.good} of {g.requests} good)",
-    ]
-
-
 def test_the_emulated_benchmark_table_is_the_runs_numbers():
-    rows = {(row[0], int(row[1])): [_strip(cell) for cell in row[2:]] for row in _table_rows(_section(2), 8)}
+    rows = {
+        (row[0], int(row[1])): [evidence.strip(cell) for cell in row[2:]] for row in evidence.table_rows(_section(2), 8)
+    }
     run = results.load(EVIDENCE / "run-tuned-dev-l4.json")
     levels = [(p.name, level) for p in run.profiles for level in p.levels]
     assert len(rows) == len(levels) == 4
     for profile, level in levels:
-        assert rows[(profile, level.concurrency)] == _level_cells(level)
+        assert rows[(profile, level.concurrency)] == evidence.level_cells(level)
 
 
 def test_the_full_h200_table_is_the_runs_numbers():
-    rows = {(_strip(row[0]), row[1], int(row[2])): [_strip(c) for c in row[3:]] for row in _table_rows(_section(3), 9)}
+    rows = {
+        (evidence.strip(row[0]), row[1], int(row[2])): [evidence.strip(c) for c in row[3:]]
+        for row in evidence.table_rows(_section(3), 9)
+    }
     measured = 0
     for arm, name in ARMS.items():
         for profile in results.load(EVIDENCE / name).profiles:
             for level in profile.levels:
-                assert rows[(_strip(arm), profile.name, level.concurrency)] == _level_cells(level)
+                assert rows[(evidence.strip(arm), profile.name, level.concurrency)] == evidence.level_cells(level)
                 measured += 1
     assert measured == len(rows) == 7
 
 
 def test_the_goodput_ratios_are_the_runs():
     ref, tuned = (results.load(EVIDENCE / name) for name in ARMS.values())
-
-    def per_s(run, profile, streams):
-        return next(
-            lv.goodput.per_s for p in run.profiles if p.name == profile for lv in p.levels if lv.concurrency == streams
-        )
-
+    per_s = evidence.goodput_per_s
     text = " ".join(_section(3).split())
     assert f"Goodput: {per_s(tuned, 'chat', 1) / per_s(ref, 'chat', 1):.1f}x at one stream" in text
     assert f"{per_s(tuned, 'chat', 16) / per_s(ref, 'chat', 16):.1f}x at 16" in text
@@ -169,18 +135,7 @@ def test_each_run_says_what_ran(name):
 
 
 def test_the_committed_goodput_is_what_ops_bench_counts_from_the_records(tmp_path):
-    objectives = goodput.Objectives.of_seconds(2.0, 0.1)
-    runs = []
-    for name, (results_stem, stem) in RUNS.items():
-        for archive_path in (Path(f"{results_stem}.tgz"), Path(f"{results_stem}-records.tgz")):
-            with tarfile.open(archive_path) as archive:
-                archive.extractall(tmp_path / name, filter="data")
-        path = tmp_path / name / "dev" / "runs" / "dev" / f"{stem}.json"
-        assert results.load(path).model_dump() == results.load(EVIDENCE / name).model_dump()
-        run, missing = goodput.recount(results.load(path), path, objectives)
-        assert missing == []
-        runs.append(run)
-    assert goodput_markdown(runs, objectives) == (EVIDENCE / "goodput.md").read_text()
+    assert evidence.recounted_goodput(EVIDENCE, RUNS, tmp_path) == (EVIDENCE / "goodput.md").read_text()
 
 
 def test_the_emulated_tuned_rehearsal_passed_and_the_rendered_one_came_up():
