@@ -22,7 +22,7 @@ from typing import Any
 from charts.serve_config import build_serve_config
 from charts.worker_env import worker_environment
 from config.engine_args import is_gdn_model
-from config.instance_types import INSTANCE_TYPES
+from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES
 from config.schema import Replicas, StageConfig
 
 from .host import NODE_IP, Host
@@ -207,11 +207,13 @@ class _Emulation:
 def _emulation(cfg: StageConfig, host: Host, gpus: int) -> _Emulation:
     instance_type = cfg.gpu_nodegroup.instance_type
     spec = INSTANCE_TYPES.get(instance_type)
-    if spec is None or spec.gpu_memory_mib <= 0:
+    if spec is None or not spec.gpu_model:
+        raise PlanError(f"--emulate-node: config/instance_types.py: {instance_type}: no GPU model recorded for it")
+    if spec.gpu_memory_mib <= 0:
         raise PlanError(
-            f"--emulate-node: config/instance_types.py: {instance_type}: the memory of its "
-            f"{(spec.gpu_model if spec else '') or 'GPU'} is not known (gpu_memory_mib 0); add the "
-            f"driver's figure (nvidia-smi --query-gpu=memory.total) to emulate it"
+            f"--emulate-node: config/instance_types.py: {instance_type}: the memory of its {spec.gpu_model} is not "
+            f"known (GPU_MEMORY_MIB has {', '.join(sorted(GPU_MEMORY_MIB))}); add the driver's figure "
+            f"(nvidia-smi --query-gpu=memory.total) to emulate it"
         )
     used = host.gpus[:gpus]
     if len({gpu.memory_mib for gpu in used}) > 1:

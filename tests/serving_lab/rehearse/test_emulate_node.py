@@ -153,9 +153,19 @@ def test_an_instance_type_whose_gpu_memory_is_unknown_is_refused_in_one_line(dev
     with pytest.raises(overrides.PlanError) as error:
         _plan(dev)
     assert str(error.value) == (
-        "--emulate-node: config/instance_types.py: g6.8xlarge: the memory of its L4 is not known (gpu_memory_mib "
-        "0); add the driver's figure (nvidia-smi --query-gpu=memory.total) to emulate it"
+        "--emulate-node: config/instance_types.py: g6.8xlarge: the memory of its L4 is not known (GPU_MEMORY_MIB "
+        "has A100, A10G, H100, H200, L40S); add the driver's figure (nvidia-smi --query-gpu=memory.total) to "
+        "emulate it"
     )
+
+
+def test_an_instance_type_with_no_gpu_model_is_refused_in_one_line(dev, monkeypatch):
+    from config.instance_types import InstanceSpec
+
+    monkeypatch.setitem(INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1))
+    with pytest.raises(overrides.PlanError) as error:
+        _plan(dev)
+    assert str(error.value) == "--emulate-node: config/instance_types.py: g6.8xlarge: no GPU model recorded for it"
 
 
 def test_budgets_that_do_not_fit_the_host_gpu_are_refused(dev, tmp_path):
