@@ -71,3 +71,10 @@ def recounted_goodput(evidence: Path, runs: dict[str, tuple[Path, str]], tmp_pat
         assert missing == []
         recounted.append(run)
     return goodput_markdown(recounted, objectives)
+
+
+def assert_pd_on_one_shared_h200(run: results.Run) -> None:
+    """A run of dev's PD on one H200 that both engines shared, with dummy weights and UCX, and no failed request."""
+    assert (run.stage, run.mode, run.hardware.gpu) == ("dev", "pd", "NVIDIA H200")
+    assert "dummy weights" in run.note and "not EFA" in run.note and "shared by 2 engines" in run.note
+    assert all(level.errors == 0 for p in run.profiles for level in p.levels)

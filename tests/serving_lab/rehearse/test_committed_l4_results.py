@@ -127,11 +127,9 @@ def test_the_goodput_ratios_are_the_runs():
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_each_run_says_what_ran(name):
     run = results.load(EVIDENCE / name)
-    assert (run.stage, run.mode, run.hardware.gpu) == ("dev", "pd", "NVIDIA H200")
-    assert "dummy weights" in run.note and "not EFA" in run.note and "shared by 2 engines" in run.note
+    evidence.assert_pd_on_one_shared_h200(run)
     emulated = "L4 memory budget on an H200: memory emulated, speed is the H200's"
     assert (emulated in run.note) == (name == "run-tuned-dev-l4.json")
-    assert all(level.errors == 0 for p in run.profiles for level in p.levels)
 
 
 def test_the_committed_goodput_is_what_ops_bench_counts_from_the_records(tmp_path):
