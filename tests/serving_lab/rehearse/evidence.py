@@ -51,9 +51,9 @@ def level_cells(level) -> list[str]:
 
 
 def goodput_per_s(run: results.Run, profile: str, streams: int) -> float:
-    return next(
-        lv.goodput.per_s for p in run.profiles if p.name == profile for lv in p.levels if lv.concurrency == streams
-    )
+    level = next(lv for p in run.profiles if p.name == profile for lv in p.levels if lv.concurrency == streams)
+    assert level.goodput is not None, f"{profile} at {streams} streams: no goodput recorded"
+    return level.goodput.per_s
 
 
 def recounted_goodput(evidence: Path, runs: dict[str, tuple[Path, str]], tmp_path: Path) -> str:
