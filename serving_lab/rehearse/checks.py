@@ -16,7 +16,7 @@ from typing import Any
 
 from ops import kube, nixl
 from ops.report import Report, Status
-from serving_lab.bench.results import Run
+from serving_lab.bench.results import Run, level_name
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
 
@@ -275,8 +275,8 @@ def benchmark(report: Report, run: Run, path: Path) -> None:
     """The benchmark's verdict from what it measured: a level that `--budget` left unstarted (the runner's
     settings["skipped"], serving_lab/bench/runner.py) is a warning naming it; a run that measured no level fails,
     since `--bench` asked for figures and none exist."""
-    measured = [f"{profile.name}-c{level.concurrency}" for profile in run.profiles for level in profile.levels] + [
-        f"{profile.name}-r{level.request_rate:g}" for profile in run.profiles for level in profile.rate_levels
+    measured = [level_name(profile.name, level) for profile in run.profiles for level in profile.levels] + [
+        level_name(profile.name, level) for profile in run.profiles for level in profile.rate_levels
     ]
     skipped = list(run.settings.get("skipped", []))
     fix = "a larger --budget: it counts from the rehearsal's start, the engines' start-up included"

@@ -281,9 +281,7 @@ def test_the_benchmark_results_carry_the_label(tmp_path, dev, monkeypatch):
 def test_sharing_a_gpu_on_an_emulated_budget_without_a_figure_asks_for_a_profile_of_each_engine(dev):
     # Side by side, each engine counted the other's weights as its own (seen on an H200: KV -16.87 GiB): without
     # --kv-cache-bytes the plan names the engine configs whose KV cache one engine alone must size first.
-    plan = overrides.plan(
-        dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
-    )
+    plan = _plan(dev, kv_cache_bytes=None)
     assert plan.kv_profiles == [f"applications[0].args.{side}" for side in SIDES]
     assert all("kv_cache_memory_bytes" not in engine for engine in _engines(plan))
     assert plan.to_json()["kv_profiles"] == plan.kv_profiles
@@ -291,16 +289,7 @@ def test_sharing_a_gpu_on_an_emulated_budget_without_a_figure_asks_for_a_profile
 
 def test_each_engine_gets_the_figure_its_own_profile_found(dev):
     found = {"applications[0].args.prefill_config": 3_000_000_000, "applications[0].args.decode_config": 2_827_682_907}
-    plan = overrides.plan(
-        dev,
-        mode="pd",
-        host=ONE_H200,
-        model_dir=MODEL,
-        real_weights=False,
-        emulate_node=True,
-        share_gpus=True,
-        kv_cache_bytes=found,
-    )
+    plan = _plan(dev, kv_cache_bytes=found)
     assert plan.kv_profiles == [] and "kv_profiles" not in plan.to_json()
     assert [engine["kv_cache_memory_bytes"] for engine in _engines(plan)] == [3_000_000_000, 2_827_682_907]
     reasons = {o.path: o.reason for o in plan.overrides if o.path.endswith("kv_cache_memory_bytes")}
