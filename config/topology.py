@@ -15,12 +15,12 @@ GPU_TAINT_VALUE = "true"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 KUBERAY_NAMESPACE = "kuberay-system"
 # The operator's Helm release. Its pods carry app.kubernetes.io/name and app.kubernetes.io/instance =
-# this name (kuberay helm-chart/kuberay-operator/templates/deployment.yaml and _helpers.tpl, v1.7.0).
+# this name (kuberay helm-chart/kuberay-operator/templates/deployment.yaml and _helpers.tpl, 1.6.2).
 KUBERAY_RELEASE = "kuberay-operator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Ray's ports on the head (KubeRay v1.7.0's defaults, ray-operator/controllers/ray/utils/constant.go:
-# DefaultRedisPort 6379, DefaultDashboardPort 8265, DefaultServingPort 8000, DefaultMetricsPort 8080,
+# Ray's ports on the head (KubeRay 1.6.2's defaults, ray-operator/controllers/ray/utils/constant.go:
+# DefaultGcsServerPort 6379, DefaultDashboardPort 8265, DefaultServingPort 8000, DefaultMetricsPort 8080,
 # DefaultDashboardAgentListenPort 52365): the head container's named ports, what the network policies
 # open, what `ops verify`, `ops bench` and `ops rehearse` connect to.
 GCS_PORT = 6379

@@ -19,10 +19,12 @@ class HelmChartPin:
     version: str
 
 
+# 1.6.2: the release the Go module proxy serves whole, so what is deployed is what the cluster rehearsal runs
+# (docs/DECISIONS.md, "KubeRay 1.6.2").
 KUBERAY_OPERATOR = HelmChartPin(
     chart="kuberay-operator",
     repository="https://ray-project.github.io/kuberay-helm/",
-    version="1.7.0",
+    version="1.6.2",
 )
 NVIDIA_DEVICE_PLUGIN = HelmChartPin(
     chart="nvidia-device-plugin",

@@ -1,5 +1,6 @@
-"""python -m localcluster build: build (or find cached) the local cluster's Go tools; one line and exit 2
-when Go is missing or the Go module proxy refuses a pinned module. scripts/setup.sh --dev runs it."""
+"""python -m localcluster build: build (or find cached) the local cluster's Go programs and download KubeRay's
+chart (tools/go/ pins them) into Go's own caches; one line and exit 2 when Go is missing or the Go module proxy
+refuses a pinned module. scripts/setup.sh --cluster (and --dev) runs it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip())
         return 0 if argv in (["-h"], ["--help"]) else 2
     try:
-        for tool in tools.CONTROL_PLANE_TOOLS:
-            record = tools.ensure(tool, progress=lambda line: print(f"setup: {line}", flush=True))
+        caches = tools.default_caches()
+        for tool in tools.ALL_TOOLS:
+            record = tools.ensure(tool, caches=caches, progress=lambda line: print(f"setup: {line}", flush=True))
             if record.built:
                 print(f"setup: built {tool.name} {record.version} in {record.seconds:.0f} s", flush=True)
+        for source in tools.MODULE_SOURCES:
+            tools.module_dir(source, caches)
     except tools.ToolError as exc:
         print(f"setup: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a wrapper module's go.mod unreadable, a cache folder not writable
+        print(f"setup: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,15 +1,16 @@
 """The Go programs the local cluster runs, built from the Go module proxy once and cached by version.
 
 Every version is pinned in one place, the wrapper modules under tools/go/ (go.mod and go.sum, with the
-proxy's checksums): this table names only what to build from each. A build goes into
-`.cluster-tools/<tool>-<version>-<digest>/bin/` (the digest covers go.mod, go.sum and the link flags), with
-the module and build caches under `.cluster-tools/` too, so a second run builds nothing and removing the
-folder is a clean start. Nothing here falls back to another version: a module the proxy refuses stops the
-build with the proxy's own answer."""
+proxy's checksums): this table names only what to build from each. Go's own module and build caches are
+used (`go env GOMODCACHE GOCACHE`, outside the clone), and the linked binaries go beside them into
+`<user cache>/pd-inference/cluster-tools/<tool>-<version>-<digest>/bin/` (the digest covers go.mod, go.sum
+and the link flags): a second clone on the same machine builds nothing. Nothing here falls back to another
+version: a module the proxy refuses stops the build with the proxy's own answer."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ROOT / "tools" / "go"
-CACHE = ROOT / ".cluster-tools"
 # k8s.io/component-base/version/base.go: the variables `-X` stamps (the module build of k8s.io/kubernetes
 # leaves them at v0.0.0-master, which Helm's kubeVersion constraints and `GET /version` would show).
 VERSION_PACKAGE = "k8s.io/component-base/version"
@@ -82,10 +82,84 @@ KWOK = GoTool("kwok", "sigs.k8s.io/kwok", ("sigs.k8s.io/kwok/cmd/kwok",))
 KUBERAY_OPERATOR = GoTool(
     "kuberay-operator", "github.com/ray-project/kuberay/ray-operator", ("github.com/ray-project/kuberay/ray-operator",)
 )
-# Helm is not among them: no chart the stage installs is served by a registry reachable here at its pinned
-# version (rehearsal.STAND_INS says what stands in for each), so there is nothing for it to install.
-CONTROL_PLANE_TOOLS = (ETCD, KUBERNETES, KWOK)
-ALL_TOOLS = CONTROL_PLANE_TOOLS + (KUBERAY_OPERATOR,)
+# Helm and kubectl are not built: the rehearsal runs the very binaries of the stage's kubectl layer
+# (kubectl_layer.py), which is what installs the charts on EKS.
+ALL_TOOLS = (ETCD, KUBERNETES, KWOK, KUBERAY_OPERATOR)
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    """A module read from the module cache and never built (a chart, CRDs), pinned by its wrapper's go.sum."""
+
+    name: str  # the folder under tools/go/
+    module: str
+
+    def version(self, modules: Path = MODULES) -> str:
+        return GoTool(self.name, self.module, ()).version(modules)
+
+
+KUBERAY_CHART = ModuleSource("kuberay-chart", "github.com/ray-project/kuberay")
+# The release before the stage's, whose CRDs an operator bump starts from (the root module, with the 1.5
+# chart, is refused by the proxy; ray-operator@v1.5.0 is served and holds the same CRDs: docs/DECISIONS.md).
+KUBERAY_PREVIOUS_CRDS = ModuleSource("kuberay-previous", "github.com/ray-project/kuberay/ray-operator")
+MODULE_SOURCES = (KUBERAY_CHART, KUBERAY_PREVIOUS_CRDS)
+
+
+@dataclass(frozen=True)
+class GoCaches:
+    """Where Go keeps modules and compiled packages (its own defaults, shared by every clone), and where the
+    linked binaries are kept by digest."""
+
+    gomodcache: Path
+    gocache: Path
+    binaries: Path
+
+    def environment(self) -> dict[str, str]:
+        """The go command's environment: these caches, the machine's own Go (no toolchain download),
+        go.mod and go.sum as committed (a build that would change them fails)."""
+        env = dict(os.environ)
+        env.update(
+            GOMODCACHE=str(self.gomodcache),
+            GOCACHE=str(self.gocache),
+            GOTOOLCHAIN="local",
+            GOFLAGS="-mod=readonly -trimpath -buildvcs=false",
+            CGO_ENABLED="0",
+        )
+        return env
+
+    @classmethod
+    def under(cls, folder: Path) -> GoCaches:
+        """Every cache inside one folder: a cold build that leaves Go's own caches alone."""
+        return cls(folder / "gomod", folder / "gobuild", folder / "bin")
+
+
+def user_cache_dir() -> Path:
+    """The folder Go's os.UserCacheDir names on Linux (GOCACHE's default parent)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base)
+
+
+def default_caches() -> GoCaches:
+    """Go's own caches, as `go env` reports them, and the binaries beside its build cache."""
+    gomodcache, gocache = _go_env("GOMODCACHE", "GOCACHE")
+    return GoCaches(Path(gomodcache), Path(gocache), user_cache_dir() / "pd-inference" / "cluster-tools")
+
+
+def _go_env(*names: str) -> list[str]:
+    try:
+        result = subprocess.run(["go", "env", *names], capture_output=True, text=True, timeout=60, check=False)
+    except FileNotFoundError:
+        raise ToolError(MISSING_GO) from None
+    values = result.stdout.splitlines()
+    if result.returncode != 0 or len(values) != len(names) or not all(values):
+        raise ToolError(f"go env {' '.join(names)} failed: {_last_line(result)}")
+    return values
+
+
+MISSING_GO = (
+    "the go command is not installed: Go 1.26 is needed to build the local cluster "
+    "(README: which command needs which set-up)"
+)
 
 
 @dataclass
@@ -99,20 +173,6 @@ class BuildRecord:
     binaries: dict[str, Path] = field(default_factory=dict)
 
 
-def go_environment(cache: Path = CACHE) -> dict[str, str]:
-    """The go command's environment: caches inside `cache`, the machine's own Go (no toolchain download),
-    go.mod and go.sum as committed (a build that would change them fails)."""
-    env = dict(os.environ)
-    env.update(
-        GOMODCACHE=str(cache / "gomod"),
-        GOCACHE=str(cache / "gobuild"),
-        GOTOOLCHAIN="local",
-        GOFLAGS="-mod=readonly -trimpath -buildvcs=false",
-        CGO_ENABLED="0",
-    )
-    return env
-
-
 def _digest(tool: GoTool, modules: Path) -> str:
     digest = hashlib.sha256(tool.ldflags(modules).encode())
     for name in ("go.mod", "go.sum"):
@@ -121,8 +181,8 @@ def _digest(tool: GoTool, modules: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def install_dir(tool: GoTool, cache: Path = CACHE, modules: Path = MODULES) -> Path:
-    return cache / f"{tool.name}-{tool.version(modules)}-{_digest(tool, modules)}"
+def install_dir(tool: GoTool, caches: GoCaches, modules: Path = MODULES) -> Path:
+    return caches.binaries / f"{tool.name}-{tool.version(modules)}-{_digest(tool, modules)}"
 
 
 def refusal(output: str) -> str | None:
@@ -135,41 +195,82 @@ def refusal(output: str) -> str | None:
     return None
 
 
-def go_command(args: Sequence[str], *, folder: Path, cache: Path) -> subprocess.CompletedProcess:
+HEARTBEAT_S = 60.0
+
+
+def go_command(
+    args: Sequence[str], *, folder: Path, caches: GoCaches, progress: Callable[[str], None] | None = None
+) -> subprocess.CompletedProcess:
+    """The go command's result; `progress` hears how long it has run, once a minute (a cold build is minutes)."""
+    started = time.monotonic()
     try:
-        return subprocess.run(
+        child = subprocess.Popen(
             ["go", *args],
             cwd=folder,
-            env=go_environment(cache),
-            capture_output=True,
+            env=caches.environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=3600,
-            check=False,  # the callers read the exit status and the output
         )
     except FileNotFoundError:
-        raise ToolError(
-            "the go command is not installed: Go 1.26 is needed to build the local cluster "
-            "(README: what the cluster rehearsal needs)"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"go {' '.join(args[:2])} in tools/go/{folder.name} took over an hour") from None
+        raise ToolError(MISSING_GO) from None
+    stdout = stderr = ""
+    with child:
+        while True:
+            try:
+                stdout, stderr = child.communicate(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                if elapsed > 3600:
+                    child.kill()
+                    raise ToolError(f"go {' '.join(args[:2])} in tools/go/{folder.name} took over an hour") from None
+                if progress:
+                    progress(f"  go {args[0]} in tools/go/{folder.name}: {elapsed / 60:.0f} min so far")
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+def module_dir(source: ModuleSource, caches: GoCaches, modules: Path = MODULES) -> Path:
+    """The module's files in the module cache, downloaded and checked against go.sum if missing."""
+    version = source.version(modules)
+    download = go_command(["mod", "download", "-json", source.module], folder=modules / source.name, caches=caches)
+    if download.returncode != 0:
+        answer = refusal(download.stderr + download.stdout)
+        raise ToolError(f"the Go module proxy refused {source.module}@{version}: {answer or _last_line(download)}")
+    return caches.gomodcache / f"{_escaped(source.module)}@{version}"
+
+
+def _escaped(module: str) -> str:
+    """The module cache's path for a module: upper-case letters as '!' and the lower-case letter."""
+    return re.sub(r"[A-Z]", lambda match: "!" + match.group(0).lower(), module)
+
+
+def built(tool: GoTool, caches: GoCaches, modules: Path = MODULES) -> bool:
+    """Whether a build of this exact version and go.sum is cached (nothing is checked or built)."""
+    target = install_dir(tool, caches, modules)
+    return all((target / "bin" / name).is_file() for name in tool.binaries())
+
+
+def downloaded(source: ModuleSource, caches: GoCaches, modules: Path = MODULES) -> bool:
+    return (caches.gomodcache / f"{_escaped(source.module)}@{source.version(modules)}").is_dir()
 
 
 def ensure(
-    tool: GoTool, *, cache: Path = CACHE, modules: Path = MODULES, progress: Callable[[str], None] = lambda line: None
+    tool: GoTool, *, caches: GoCaches, modules: Path = MODULES, progress: Callable[[str], None] = lambda line: None
 ) -> BuildRecord:
     """The tool's binaries, built unless a build of this exact version and go.sum is cached."""
     version = tool.version(modules)
-    target = install_dir(tool, cache, modules)
+    target = install_dir(tool, caches, modules)
     binaries = {name: target / "bin" / name for name in tool.binaries()}
     if all(path.is_file() and os.access(path, os.X_OK) for path in binaries.values()):
+        check_intact(target, binaries)
         return BuildRecord(tool.name, version, built=False, seconds=0.0, binaries=binaries)
     started = time.monotonic()
-    progress(
-        f"building {tool.name} {version} from the Go module proxy (once; cached in {target.relative_to(cache.parent) if cache.parent in target.parents else target})"
-    )
+    progress(f"building {tool.name} {version} from the Go module proxy (once; kept in {target})")
     folder = modules / tool.name
-    download = go_command(["mod", "download", f"{tool.module}@{version}"], folder=folder, cache=cache)
+    download = go_command(
+        ["mod", "download", f"{tool.module}@{version}"], folder=folder, caches=caches, progress=progress
+    )
     if download.returncode != 0:
         answer = refusal(download.stderr + download.stdout)
         if answer:
@@ -181,7 +282,8 @@ def ensure(
     build = go_command(
         ["build", "-ldflags", tool.ldflags(modules), "-o", str(staging / "bin") + "/", *tool.packages],
         folder=folder,
-        cache=cache,
+        caches=caches,
+        progress=progress,
     )
     if build.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -189,9 +291,40 @@ def ensure(
         if answer:
             raise ToolError(f"building {tool.name} {version}: the Go module proxy refused a dependency: {answer}")
         raise ToolError(f"go build in tools/go/{tool.name} failed: {_last_line(build)}")
+    _write_digests(staging, {name: staging / "bin" / name for name in binaries})
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)  # a half-built folder is never taken for a build
     return BuildRecord(tool.name, version, built=True, seconds=time.monotonic() - started, binaries=binaries)
+
+
+DIGESTS = "sha256.json"
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_digests(folder: Path, binaries: dict[str, Path]) -> None:
+    (folder / DIGESTS).write_text(json.dumps({name: _file_digest(path) for name, path in binaries.items()}))
+
+
+def check_intact(folder: Path, binaries: dict[str, Path]) -> None:
+    """A cached binary that is not what was built (truncated, overwritten) stops with the folder to delete."""
+    try:
+        recorded = json.loads((folder / DIGESTS).read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    for name, path in binaries.items():
+        if recorded.get(name) != _file_digest(path):
+            raise ToolError(corrupted(folder, name))
+
+
+def corrupted(folder: Path, binary: str) -> str:
+    return f"the cached {binary} in {folder} is corrupted: delete that folder and run scripts/setup.sh --cluster"
 
 
 def _last_line(result: subprocess.CompletedProcess) -> str:

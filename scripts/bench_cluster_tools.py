@@ -1,11 +1,11 @@
-"""How long the local cluster costs: the cold set-up (download + build of every Go tool from the Go module
-proxy into an empty cache) and the warm run of the cluster tests (tests/cluster/, tools cached).
+"""How long the local cluster costs: the cold set-up (download + build of every Go program from the Go module
+proxy into empty caches) and the warm run of the cluster tests (tests/cluster/, programs cached).
 
     .venv/bin/python scripts/bench_cluster_tools.py [--cold-cache DIR] [--skip-cold] [--runs N]
 
---cold-cache: build into DIR (default: a new temporary folder, removed afterwards), never the project's
-.cluster-tools/; the warm runs use the project's cache (built first if missing). Prints one line per
-figure; the warm figure is the median of --runs runs of `pytest tests/cluster`."""
+--cold-cache: build into DIR (default: a new temporary folder, removed afterwards), never Go's own caches;
+the warm runs use Go's own caches and the binaries kept beside them (built first if missing). Prints one line
+per figure; the warm figure is the median of --runs runs of `pytest tests/cluster`."""
 
 from __future__ import annotations
 
@@ -22,36 +22,29 @@ from localcluster import tools
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def download_bytes(cache: Path) -> int:
-    """What the proxy sent: the module zips and go.mod files in the module cache's download folder."""
-    return sum(
-        p.stat().st_size
-        for p in (cache / "gomod" / "cache" / "download").rglob("*")
-        if p.is_file() and p.suffix in (".zip", ".mod")
-    )
+def _size(folder: Path, suffixes: tuple[str, ...] = ()) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and (not suffixes or p.suffix in suffixes))
 
 
-def cold(cache: Path) -> None:
+def cold(caches: tools.GoCaches) -> None:
     started = time.monotonic()
-    for tool in tools.CONTROL_PLANE_TOOLS:
-        record = tools.ensure(tool, cache=cache, progress=lambda line: print(f"  {line}", flush=True))
+    for tool in tools.ALL_TOOLS:
+        record = tools.ensure(tool, caches=caches, progress=lambda line: print(f"  {line}", flush=True))
         print(f"  {tool.name} {record.version}: {record.seconds:.0f} s", flush=True)
+    for source in tools.MODULE_SOURCES:
+        tools.module_dir(source, caches)
     total = time.monotonic() - started
     print(
-        f"cold set-up (download + build, {len(tools.CONTROL_PLANE_TOOLS)} tools): {total:.0f} s; "
-        f"downloaded {download_bytes(cache) / 2**20:.0f} MiB; "
-        f"build cache {sum(p.stat().st_size for p in (cache / 'gobuild').rglob('*') if p.is_file()) / 2**20:.0f} MiB"
+        f"cold set-up (download + build, {len(tools.ALL_TOOLS)} programs): {total:.0f} s; downloaded "
+        f"{_size(caches.gomodcache / 'cache' / 'download', ('.zip', '.mod')) / 2**20:.0f} MiB; build cache "
+        f"{_size(caches.gocache) / 2**20:.0f} MiB; binaries {_size(caches.binaries) / 2**20:.0f} MiB"
     )
-    try:
-        tools.ensure(tools.KUBERAY_OPERATOR, cache=cache)
-        print("kuberay-operator: built")
-    except tools.ToolError as exc:
-        print(f"kuberay-operator: {exc}")
 
 
 def warm(runs: int) -> None:
-    for tool in tools.CONTROL_PLANE_TOOLS:
-        tools.ensure(tool)
+    caches = tools.default_caches()
+    for tool in tools.ALL_TOOLS:
+        tools.ensure(tool, caches=caches)
     seconds = []
     for _ in range(runs):
         started = time.monotonic()
@@ -63,7 +56,7 @@ def warm(runs: int) -> None:
         )
         seconds.append(time.monotonic() - started)
     print(
-        f"warm run of tests/cluster (tools cached): median {statistics.median(seconds):.1f} s of {runs} "
+        f"warm run of tests/cluster (programs cached): median {statistics.median(seconds):.1f} s of {runs} "
         f"({', '.join(f'{s:.1f}' for s in seconds)})"
     )
 
@@ -76,16 +69,13 @@ def main() -> int:
     args = parser.parse_args()
     if not args.skip_cold:
         if args.cold_cache:
-            cold(args.cold_cache)
+            cold(tools.GoCaches.under(args.cold_cache))
         else:
             with tempfile.TemporaryDirectory(prefix="cluster-tools-cold-") as folder:
-                cold(Path(folder))
-                subprocess.run(
-                    ["go", "clean", "-modcache"],
-                    env=tools.go_environment(Path(folder)),
-                    capture_output=True,
-                    check=False,
-                )
+                caches = tools.GoCaches.under(Path(folder))
+                cold(caches)
+                # the module cache is read-only by design: Go's own command removes it
+                subprocess.run(["go", "clean", "-modcache"], env=caches.environment(), capture_output=True, check=False)
     warm(args.runs)
     return 0
 

@@ -2,17 +2,20 @@
 # Idempotent set-up: a project venv with the pinned Python packages and the pinned CDK CLI in
 # node_modules/, and the project itself installed into it (.venv/bin/pd-inference). Re-runs are no-ops
 # unless a requirements file, pyproject.toml or package-lock.json changed.
-#   scripts/setup.sh          runtime packages (synth)
-#   scripts/setup.sh --dev    runtime + test and validation packages, both tool venvs below, and the local
-#                             cluster's Go tools (.cluster-tools/)
-#   scripts/setup.sh --bench  only the benchmark venv (.venv-bench: aiperf) for `ops bench`
+#   scripts/setup.sh            runtime packages (synth, ops diff, preflight, verify)
+#   scripts/setup.sh --cluster  runtime + the local control plane of `ops rehearse-cluster`: its Python
+#                               package (requirements-cluster.txt) and its Go programs, built once from the
+#                               Go module proxy into Go's own caches (needs Go 1.26; tools/go/ pins them)
+#   scripts/setup.sh --dev      everything --cluster installs, the test and validation packages and both
+#                               tool venvs below: the test command's set-up
+#   scripts/setup.sh --bench    only the benchmark venv (.venv-bench: aiperf) for `ops bench`
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 mode=${1:-}
-case "$mode" in ""|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (allowed: --dev, --bench)" >&2; exit 2;; esac
+case "$mode" in ""|--cluster|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (allowed: --cluster, --dev, --bench)" >&2; exit 2;; esac
 
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -58,12 +61,13 @@ fi
 command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2; exit 1; }
 
 want="requirements.txt"
+[[ "$mode" == "--cluster" ]] && want="requirements-cluster.txt"
 [[ "$mode" == "--dev" ]] && want="requirements-dev.txt"
 if [[ ! -x .venv/bin/python ]]; then
   "$python" -m venv .venv
 fi
 stamp=.venv/.setup-stamp-$(basename "$want" .txt)
-digest=$(cat requirements-ops.txt requirements.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+digest=$(cat requirements-ops.txt requirements.txt requirements-cluster.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$want" -c constraints.txt
@@ -76,9 +80,10 @@ if [[ "$mode" == "--dev" ]]; then
   tool_venv .venv-checkov requirements-checkov.txt constraints-checkov.txt
 fi
 
-# The local cluster's Go tools (kube-apiserver, controller manager, scheduler, etcd, kwok, Helm), built once
-# from the Go module proxy into .cluster-tools/ (tools/go/ pins them); a cached build is found in a second.
-if [[ "$mode" == "--dev" ]]; then
+# The local cluster's Go programs (kube-apiserver, controller manager, scheduler, etcd, kwok, the KubeRay
+# operator) and KubeRay's chart, from the Go module proxy (tools/go/ pins them) into Go's own caches; a
+# cached build is found in a second, by every clone on the machine.
+if [[ "$mode" == "--dev" || "$mode" == "--cluster" ]]; then
   command -v go >/dev/null || { echo "setup: Go 1.26 is needed to build the local cluster (tools/go/)" >&2; exit 1; }
   .venv/bin/python -m localcluster build
 fi

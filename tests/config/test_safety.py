@@ -522,7 +522,7 @@ def test_every_schema_pattern_is_anchored_at_start_and_end_of_text():
         (("serving", "service_name"), "ray-llm"),
         (("serving", "model", "id"), "qwen3.5-9b"),
         (("cluster", "name"), "pd-dev"),
-        (("addons", "kuberay_operator"), "1.7.0"),
+        (("addons", "kuberay_operator"), "1.6.2"),
         (("serving", "ray_version"), "2.58.0"),
     ],
 )
