@@ -18,14 +18,13 @@ from stacks import assembly
 from stacks.stage import InferenceStage
 
 ROOT = Path(__file__).resolve().parent.parent
-KUBERAY_CRDS = ROOT / "localcluster" / "crds" / "kuberay-v1.7.0"  # committed data (its SOURCE.md)
-CHART_VALUES = ROOT / "config" / "chart_values"  # the Helm charts' default values, committed (its SOURCE.md)
 REHEARSAL = ROOT / "rehearsal"  # the GPU rehearsal's committed data (the model's config.json, its sources)
 
 
 def data_file(path: Path) -> Path:
-    """A file of the repository's committed reference data (KubeRay CRDs, Helm chart defaults, the model's
-    config.json) that these checks validate against. Missing is a failure with a clear reason, not a skip."""
+    """A file of the repository's committed reference data (the model's config.json) that these checks
+    validate against. Missing is a failure with a clear reason, not a skip. Upstream data that may not be
+    committed (KubeRay's CRDs, the charts' default values) comes from tests/reference_data.py."""
     if not path.is_file():
         import pytest
 

@@ -14,7 +14,7 @@ import jsonschema
 import yaml
 from pydantic import BaseModel
 
-from ..helpers import KUBERAY_CRDS, data_file
+from ..reference_data import kuberay_crd
 
 
 def strict(schema: Any) -> Any:
@@ -36,7 +36,7 @@ def strict(schema: Any) -> Any:
 
 @functools.cache
 def crd_validator(kind: str) -> jsonschema.Draft7Validator:
-    path = data_file(KUBERAY_CRDS / f"ray.io_{kind.lower()}s.yaml")
+    path = kuberay_crd(kind)
     crd = yaml.safe_load(path.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     schema = strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))

@@ -10,7 +10,7 @@ Paths and payload shapes, and where they were checked:
   the node and deployment objects carry only the fields verify reads (conditions, allocatable,
   availableReplicas), with Kubernetes' own names.
 - `/apis/ray.io/v1/namespaces/NS/rayservices/NAME`: the RayService's `status` is validated in the tests
-  against KubeRay v1.7.0's CRD (localcluster/crds/kuberay-v1.7.0), strictly.
+  against KubeRay 1.6.2's CRD (the chart's crds/ in the Go module cache: tests/reference_data.py), strictly.
 - `/api/v0/nodes`, `/api/v0/logs`, `/api/v0/logs/file`: Ray 2.58's dashboard, `dashboard/modules/state/
   state_head.py` (routes and query parameters), `dashboard/routes.py::rest_response` (the
   `{"result", "msg", "data"}` envelope), `util/state/common.py` (`ListApiResponse`, `NodeState`), and
@@ -67,7 +67,8 @@ def ray_service_status(app_status: str = "RUNNING", ready: bool = True, message:
             {
                 "type": "Ready",
                 "status": "True" if ready else "False",
-                "reason": "x",
+                # KubeRay 1.6.2's reasons (apis/ray/v1/rayservice_types.go RayServiceConditionReason)
+                "reason": "NonZeroServeEndpoints" if ready else "ZeroServeEndpoints",
                 "lastTransitionTime": "2026-11-30T04:00:00Z",
                 "message": "",
             }

@@ -9,17 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from config import versions
 from config.schema import Addons
 from stacks import addons
 
-from ..helpers import CHART_VALUES, data_file
-
-CHART_DEFAULTS = {
-    # config/chart_values/: each chart's values.yaml at the pinned version (its SOURCE.md)
-    "nvidia-device-plugin": "nvidia-device-plugin-0.20.0.values.yaml",
-    "aws-efa-k8s-device-plugin": "aws-efa-k8s-device-plugin-v0.5.30.values.yaml",
-    "kuberay-operator": "kuberay-operator-1.7.0.values.yaml",
-}
+from ..reference_data import chart_defaults
 
 
 def unknown_value_paths(ours: Any, defaults: Any, path: str = "") -> list[str]:
@@ -45,16 +39,14 @@ def _releases(app_synth, stage="dev"):
 
 
 def test_checker_catches_a_misspelt_value():
-    defaults = yaml.safe_load(data_file(CHART_VALUES / CHART_DEFAULTS["kuberay-operator"]).read_text())
+    defaults = yaml.safe_load(chart_defaults(versions.KUBERAY_OPERATOR).read_text())
     assert unknown_value_paths({"nodeSelectr": {"role": "system"}}, defaults) == ["nodeSelectr"]
     assert unknown_value_paths({"image": {"tagg": "x"}}, defaults) == ["image.tagg"]
 
 
 @pytest.mark.parametrize("release", addons.helm_releases(Addons(), efa=True), ids=lambda r: r.release)
 def test_every_value_we_set_exists_in_the_pinned_charts_defaults(release):
-    # the defaults on file are those of the pinned version
-    assert f"-{release.pin.version}.values" in CHART_DEFAULTS[release.pin.chart]
-    defaults = yaml.safe_load(data_file(CHART_VALUES / CHART_DEFAULTS[release.pin.chart]).read_text())
+    defaults = yaml.safe_load(chart_defaults(release.pin, release.version).read_text())
     assert unknown_value_paths(release.values, defaults) == []
 
 
@@ -93,7 +85,7 @@ def test_releases_in_the_template_match_the_pins(app_synth, stages):
     assert (addons_cfg.nvidia_device_plugin, addons_cfg.efa_device_plugin, addons_cfg.kuberay_operator) == (
         "0.20.0",
         "v0.5.30",
-        "1.7.0",
+        "1.6.2",
     )
 
 
@@ -112,7 +104,7 @@ def test_efa_plugin_tolerates_the_gpu_taint_and_runs_only_on_gpu_nodes(app_synth
 def test_kuberay_operator_runs_on_the_system_node_with_its_crds_and_waits(app_synth):
     props = _releases(app_synth)["kuberay-operator"][1]["Properties"]
     assert json.loads(props["Values"]) == {"nodeSelector": {"role": "system"}}
-    assert props.get("SkipCrds") in (None, False)  # the chart installs the CRDs (too big for a manifest)
+    assert props["SkipCrds"] is True  # the KubeRayCrds step applies them first (stacks/kuberay_crds.py)
     assert props["Wait"] is True
     assert props.get("CreateNamespace") in (None, False)  # created with Pod Security labels (below)
 
