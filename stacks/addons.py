@@ -13,11 +13,14 @@ from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IDependable
 
 from config import versions
 from config.schema import Addons
 from config.topology import GPU_LABELS, GPU_TOLERATION, KUBERAY_NAMESPACE, KUBERAY_RELEASE, SYSTEM_LABELS
+
+from .kuberay_crds import KubeRayCrds, KubeRayCrdsProps
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class HelmRelease:
     values: dict[str, Any]
     create_namespace: bool = False
     wait: bool = False
+    skip_crds: bool = False
 
 
 def _select_gpu_nodes() -> dict[str, Any]:
@@ -93,6 +97,7 @@ def helm_releases(addons: Addons, *, efa: bool) -> list[HelmRelease]:
             addons.kuberay_operator,
             kuberay_operator_values(),
             wait=True,
+            skip_crds=True,  # the KubeRayCrds step owns them (stacks/kuberay_crds.py)
         )
     )
     return releases
@@ -124,6 +129,7 @@ def install(cluster: eks.Cluster, release: HelmRelease) -> eks.HelmChart:
         create_namespace=release.create_namespace,
         wait=release.wait,
         values=release.values,
+        skip_crds=release.skip_crds,
     )
 
 
@@ -145,6 +151,8 @@ class ClusterAddons(Construct):
         cluster: eks.Cluster,
         releases: Sequence[HelmRelease],
         nodes: Sequence[IDependable],
+        kubectl_layer: lambda_.ILayerVersion,
+        subnet_group: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.releases = list(releases)
@@ -159,6 +167,13 @@ class ClusterAddons(Construct):
             # The device plugins and the operator need their nodes; the operator waits until ready.
             chart.node.add_dependency(*nodes)
             self.charts[release.release] = chart
+        operator = next(r for r in self.releases if r.release == KUBERAY_RELEASE)
+        self.kuberay_crds = KubeRayCrds(
+            self,
+            "KubeRayCrds",
+            props=KubeRayCrdsProps(cluster, kubectl_layer, operator.pin, operator.version, subnet_group),
+        )
+        self.charts[KUBERAY_RELEASE].node.add_dependency(self.kuberay_crds.resource)
 
     @property
     def kuberay_operator(self) -> eks.HelmChart:

@@ -93,14 +93,13 @@ class ClusterStack(cdk.Stack):
             encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
+        self.kubectl_layer = kubectl_layer(self, cluster.kubernetes_version)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
             cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(cluster.kubernetes_version),
-            kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=kubectl_layer(self, cluster.kubernetes_version),
-            ),
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_group_name=CONTROL_PLANE)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
@@ -151,6 +150,8 @@ class ClusterStack(cdk.Stack):
             cluster=self.cluster,
             releases=addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa),
             nodes=[self.system_nodegroup, self.gpu_nodegroup],
+            kubectl_layer=self.kubectl_layer,
+            subnet_group=CONTROL_PLANE,
         )
         self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
         self.kuberay_operator = self.addons.kuberay_operator
@@ -179,7 +180,7 @@ class ClusterStack(cdk.Stack):
         )
         provider = self.cluster.kubectl_provider
         assert provider is not None  # kubectl_provider_options above makes one
-        lambda_log_groups([provider], self.logs_key, retention(cluster.log_retention_days))
+        lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, retention(cluster.log_retention_days))
 
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)

@@ -93,6 +93,11 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
         "AwsSolutions::AwsSolutions-L1",
         "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.",
     )
+    _ack(
+        cluster_stack.addons.kuberay_crds.function,
+        "AwsSolutions::AwsSolutions-L1",
+        "The KubeRay CRD step runs on the kubectl provider's runtime, whose AWS CLI layer it shares; it moves with CDK.",
+    )
 
     runner = cluster_stack.verify_runner
     _ack(

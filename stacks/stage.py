@@ -14,6 +14,8 @@ from .cluster import ClusterStack
 from .network import NetworkStack
 from .serving import ServingStack
 
+CRDS_NOTE = "applied server-side before this release by the cluster stack's KubeRayCrds step"
+
 
 class InferenceStage(cdk.Stage):
     def __init__(self, scope: Construct, construct_id: str, *, cfg: StageConfig) -> None:
@@ -81,6 +83,8 @@ class InferenceStage(cdk.Stage):
                 "chart": r.pin.chart,
                 "repository": r.pin.repository,
                 "version": r.version,
+                # The operator's CRDs come from the KubeRayCrds step before the release (stacks/kuberay_crds.py).
+                **({"skip_crds": True, "crds": CRDS_NOTE} if r.skip_crds else {}),
                 "values": r.values,
             }
             for r in self.cluster.helm_releases

@@ -28,6 +28,11 @@ ACCEPTED_WARNINGS = [
     ("W3005", "CustomVpcRestrictDefaultSG", "Same redundant DependsOn in CDK's default-SG custom resource."),
     (
         "W3005",
+        "AddonsKubeRayCrdsHandler",
+        "lambda.Function adds a DependsOn on the kubectl handler's role it shares, which its Role GetAtt implies.",
+    ),
+    (
+        "W3005",
         "CustomS3AutoDeleteObjects",
         (
             "Same redundant DependsOn in CDK's auto-delete-objects custom "

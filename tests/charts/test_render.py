@@ -46,8 +46,9 @@ def test_helm_releases_list_chart_version_and_values(rendered):
     assert [(r["release"], r["chart"], r["version"]) for r in releases] == [
         ("nvidia-device-plugin", "nvidia-device-plugin", "0.20.0"),
         ("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "v0.5.30"),
-        ("kuberay-operator", "kuberay-operator", "1.7.0"),
+        ("kuberay-operator", "kuberay-operator", "1.6.2"),
     ]
+    assert [r.get("skip_crds", False) for r in releases] == [False, False, True]
     assert all("values" in r and "repository" in r and "namespace" in r for r in releases)
 
 

@@ -74,6 +74,7 @@ def test_stateful_logical_ids_are_stable(app_synth):
 
 
 EXPECTED_STATEFUL_IDS = [
+    "cluster:AddonsKubeRayCrdsHandlerLogGroup7635FB4F",  # the KubeRay CRD step's log group (new, not a rename)
     "cluster:ClusterEB0386A7",
     "cluster:ClusterKubectlProviderHandlerLogGroup3ECFC1AD",
     "cluster:ClusterKubectlProviderframeworkonEventLogGroup6586722A",
