@@ -62,9 +62,12 @@ class Applier:
             return f"{base}/namespaces/{namespace}/{resource['name']}/{name}"
         return f"{base}/{resource['name']}/{name}"
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False, wait: float = 10.0) -> dict[str, Any]:
-        """The object as the API server stored it (or would: `dry_run` runs admission, stores nothing)."""
-        query = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict", "force": "true"}
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, wait: float = 10.0, manager: str = FIELD_MANAGER
+    ) -> dict[str, Any]:
+        """The object as the API server stored it (or would: `dry_run` runs admission, stores nothing), its
+        fields owned by `manager`."""
+        query = {"fieldManager": manager, "fieldValidation": "Strict", "force": "true"}
         if dry_run:
             query["dryRun"] = "All"
         path = self.path(obj, wait=wait)

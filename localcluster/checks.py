@@ -1,21 +1,19 @@
-"""What the real API server says of the stage once it is applied: Pod Security on the Ray pods, the verify
-group's rights (SubjectAccessReviews), `ops verify`'s Kubernetes checks with the verify group's token over
-TLS, and whether the KubeRay operator could be built.
-
-The Ray pods here are the RayService's pod templates made into pods as KubeRay's pod builder starts them
-(ray-operator/controllers/ray/common/pod.go, DefaultHeadPodTemplate / DefaultWorkerPodTemplate: the
-template's spec, KubeRay's labels added). What the operator adds to the container (the `ray start` command,
-env, ports, probes, a /dev/shm emptyDir) grants no privilege and is not added: Pod Security judges the
-template's securityContext, volumes and host fields, which come from our chart."""
+"""What the real API server and the real KubeRay operator say of the stage once it is applied: the
+operator's verdict on the RayService (Ready, and the RayCluster, pods, Services and EndpointSlices it made),
+the Serve config it PUT to the head, Pod Security on the pods it made, the verify group's rights
+(SubjectAccessReviews) and `ops verify`'s Kubernetes checks with the verify group's token over TLS."""
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
+import yaml
+
 from config.schema import StageConfig
 from config.topology import (
+    DASHBOARD_PORT,
     DASHBOARD_PORT_NAME,
     KUBERAY_NAMESPACE,
     KUBERAY_RELEASE,
@@ -27,53 +25,11 @@ from config.topology import (
 from ops import verify
 from ops.report import Report
 
-from . import tools
-from .apply import Applier, ApplyError
-from .control_plane import LocalCluster
+from . import ray_objects
+from .control_plane import ClusterError, LocalCluster
+from .ray_head import RayHeadStandIn
 
-# KubeRay v1.7.0's labels on every Ray pod (ray-operator/controllers/ray/utils/constant.go; set in
-# common/pod.go labelPod): the cluster name is generated (<rayservice>-<5 characters>).
-RAY_CLUSTER_NAME = "rehearsal-x7k2p"
-
-
-def ray_service(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return next(o for o in objects if o["kind"] == "RayService")
-
-
-def ray_pods(service: dict[str, Any], namespace: str | None = None) -> list[dict[str, Any]]:
-    """One head and one worker pod from the RayService's templates, in `namespace` (the service's own by
-    default)."""
-    spec = service["spec"]["rayClusterConfig"]
-    namespace = namespace or service["metadata"]["namespace"]
-    groups = [("head", "headgroup", spec["headGroupSpec"]["template"])]
-    groups += [("worker", group["groupName"], group["template"]) for group in spec["workerGroupSpecs"]]
-    pods = []
-    for node_type, group, template in groups:
-        labels = {
-            **(template.get("metadata") or {}).get("labels", {}),
-            "ray.io/is-ray-node": "yes",
-            "ray.io/node-type": node_type,
-            "ray.io/group": group,
-            "ray.io/cluster": RAY_CLUSTER_NAME,
-        }
-        pods.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"{RAY_CLUSTER_NAME}-{node_type}", "namespace": namespace, "labels": labels},
-                "spec": copy.deepcopy(template["spec"]),
-            }
-        )
-    return pods
-
-
-def admitted(applier: Applier, pod: dict[str, Any]) -> str | None:
-    """None when the API server admits the pod (a dry run: nothing is stored), else its refusal."""
-    try:
-        applier.create(pod, dry_run=True)
-        return None
-    except ApplyError as exc:
-        return str(exc)
+READY_TIMEOUT = 120.0
 
 
 # What `ops verify` does through the API, as (verb, resource, subresource, namespace, name): each must be
@@ -100,7 +56,7 @@ def forbidden_requests(cfg: StageConfig) -> list[tuple[str, str, str, str, str]]
     return [
         ("get", "secrets", "", serving.namespace, ""),
         ("list", "secrets", "", "", ""),
-        ("create", "pods", "exec", serving.namespace, f"{RAY_CLUSTER_NAME}-head"),
+        ("create", "pods", "exec", serving.namespace, ""),
         ("create", "services", "proxy", serving.namespace, dashboard),
         ("get", "services", "proxy", serving.namespace, f"{head_service(serving.service_name)}:gcs-server"),
         ("get", "services", "proxy", "kube-system", "kube-dns:dns"),
@@ -144,22 +100,122 @@ def describe_request(request: tuple[str, str, str, str, str]) -> str:
     return f"{verb} {what}" + (f" {name}" if name else "") + (f" in {namespace}" if namespace else "")
 
 
-def check_pod_security(cfg: StageConfig, cluster: LocalCluster, objects: list[dict[str, Any]], report: Report) -> None:
-    applier = Applier(cluster.api())
-    service = ray_service(objects)
-    refused = [problem for pod in ray_pods(service) if (problem := admitted(applier, pod))]
-    if refused:
-        report.add("Pod Security (serving namespace)", "fail", refused[0])
-    else:
-        namespace = service["metadata"]["namespace"]
-        level = next(o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)["metadata"][
-            "labels"
-        ].get("pod-security.kubernetes.io/enforce", "privileged")
+def expected_pods(service: dict[str, Any]) -> int:
+    """The head and every worker replica the RayService's cluster spec asks for."""
+    groups = service["spec"]["rayClusterConfig"].get("workerGroupSpecs") or []
+    return 1 + sum(int(g.get("replicas", 1)) for g in groups)
+
+
+def wait_ready(cluster: LocalCluster, namespace: str, name: str, timeout: float = READY_TIMEOUT):
+    """The operator's objects once the RayService is Ready and every pod it asks for is Running."""
+    api = cluster.api()
+
+    def made():
+        service = ray_objects.ray_service(api, namespace, name)
+        if not service or not ray_objects.is_ready(service):
+            return None
+        objects = ray_objects.read(api, namespace, name)
+        running = [p for p in objects.pods if (p.get("status") or {}).get("phase") == "Running"]
+        return objects if len(running) == expected_pods(service) else None
+
+    return ray_objects.wait_until(made, f"RayService {namespace}/{name} Ready", timeout, cluster.check_alive)
+
+
+def operator_verdict(cfg: StageConfig, cluster: LocalCluster, report: Report):
+    """The RayService Ready, or why not (its Ready condition and the operator's last lines); its objects."""
+    serving = cfg.serving
+    try:
+        made = wait_ready(cluster, serving.namespace, serving.service_name)
+    except ClusterError as exc:
+        service = ray_objects.ray_service(cluster.api(), serving.namespace, serving.service_name) or {}
+        ready = ray_objects.condition(service, "Ready")
+        process = cluster.process("kuberay-operator")
         report.add(
-            "Pod Security (serving namespace)",
-            "pass",
-            f"the head and worker pods of the RayService's templates are admitted in {namespace} (enforce={level})",
+            "KubeRay operator",
+            "fail",
+            f"{exc}: Ready={ready.get('status', 'absent')} ({ready.get('reason', '')}: {ready.get('message', '')})",
+            process.tail() if process else "the operator is not running",
         )
+        return None
+    report.add(
+        "KubeRay operator",
+        "pass",
+        f"RayService {serving.service_name} Ready: RayCluster {made.cluster_name}, {len(made.pods_of('head'))} head "
+        f"and {len(made.pods_of('worker'))} worker pods Running, Services {', '.join(sorted(made.services))}",
+    )
+    return made
+
+
+def service_problems(made: ray_objects.MadeObjects) -> list[str]:
+    """Each Service the operator made selects pods, and its EndpointSlices hold exactly their addresses."""
+    problems = []
+    for name, service in sorted(made.services.items()):
+        selected = {p["status"].get("podIP") for p in made.pods if ray_objects.selects(service, p)}
+        if not selected:
+            problems.append(f"{name} selects no pod")
+        elif ray_objects.ready_addresses(made.endpoint_slices[name]) != selected:
+            problems.append(f"{name}: EndpointSlices {sorted(ray_objects.ready_addresses(made.endpoint_slices[name]))}")
+    return problems
+
+
+def check_services(made: ray_objects.MadeObjects, report: Report) -> None:
+    problems = service_problems(made)
+    if problems:
+        report.add("RayService Services", "fail", "; ".join(problems))
+    else:
+        report.add(
+            "RayService Services",
+            "pass",
+            f"{len(made.services)} Services select the operator's pods; their EndpointSlices hold exactly them",
+        )
+
+
+def serve_config_host(made: ray_objects.MadeObjects) -> str:
+    """Where the operator sends the Serve config: the per-cluster head Service's dashboard port
+    (utils/util.go FetchHeadServiceURL)."""
+    namespace = made.cluster["metadata"]["namespace"]
+    return f"{made.cluster_name}-head-svc.{namespace}.svc.cluster.local:{DASHBOARD_PORT}"
+
+
+def put_bodies(head: RayHeadStandIn, made: ray_objects.MadeObjects) -> list[Any]:
+    """Every Serve config the operator PUT to this cluster's head, parsed."""
+    host = serve_config_host(made)
+    return [json.loads(call.body) for call in head.state.puts() if call.host == host]
+
+
+def check_serve_config(made: ray_objects.MadeObjects, head: RayHeadStandIn, report: Report) -> None:
+    rendered = yaml.safe_load(made.service["spec"]["serveConfigV2"])
+    bodies = put_bodies(head, made)
+    if bodies and all(body == rendered for body in bodies):
+        report.add("Serve config PUT", "pass", f"{len(bodies)} PUT to {serve_config_host(made)}: the rendered config")
+    else:
+        report.add(
+            "Serve config PUT", "fail", f"{len(bodies)} PUT to {serve_config_host(made)}, not the rendered config"
+        )
+
+
+def check_stand_in_calls(head: RayHeadStandIn, report: Report) -> None:
+    unexpected = head.state.unexpected()
+    if unexpected:
+        calls = sorted({f"{c.method} {c.host}{c.path} ({c.status})" for c in unexpected})
+        report.add("operator's calls", "fail", f"calls the stand-in Ray head does not know: {', '.join(calls)}")
+    else:
+        kinds = sorted({f"{c.method} {c.path}" for c in head.state.calls})
+        report.add("operator's calls", "pass", f"only {', '.join(kinds)} ({len(head.state.calls)} calls)")
+
+
+def check_pod_security(cfg: StageConfig, cluster: LocalCluster, made: ray_objects.MadeObjects, report: Report) -> None:
+    """The operator's pods were admitted at the serving namespace's enforce level (they exist, all of them)."""
+    namespace = cfg.serving.namespace
+    labels = cluster.api().get(f"/api/v1/namespaces/{namespace}")["metadata"].get("labels") or {}
+    level = labels.get("pod-security.kubernetes.io/enforce", "privileged")
+    init = sorted({c["name"] for p in made.pods for c in p["spec"].get("initContainers") or []})
+    report.add(
+        "Pod Security (serving namespace)",
+        "pass",
+        f"the operator's {len(made.pods)} pods (init containers: {', '.join(init) or 'none'}) are admitted in "
+        f"{namespace} (enforce={level})",
+    )
 
 
 def check_verify_rbac(cfg: StageConfig, cluster: LocalCluster, report: Report) -> None:
@@ -198,31 +254,21 @@ def check_verify(cfg: StageConfig, cluster: LocalCluster, report: Report) -> Non
         report.add(f"ops verify: {check.name}", check.status, check.detail, check.fix)
 
 
-def check_operator(report: Report, progress: Callable[[str], None]) -> None:
-    try:
-        tools.ensure(tools.KUBERAY_OPERATOR, progress=progress)
-    except tools.ToolError as exc:
-        report.add(
-            "KubeRay operator",
-            "fail",
-            f"blocked: {exc}",
-            "nothing stands in for the operator: the RayService cannot become Ready here until the proxy "
-            "serves this version (no other version is built)",
-        )
-        return
-    report.add(
-        "KubeRay operator",
-        "fail",
-        "built, but running it out of cluster is not wired yet",
-        "localcluster/checks.py check_operator",
-    )
-
-
 def all_checks(
-    cfg: StageConfig, cluster: LocalCluster, applied, report: Report, progress: Callable[[str], None]
+    cfg: StageConfig,
+    cluster: LocalCluster,
+    applied,
+    head: RayHeadStandIn,
+    report: Report,
+    progress: Callable[[str], None],
 ) -> None:
-    progress("checking Pod Security, the verify group's rights and ops verify")
-    check_pod_security(cfg, cluster, applied.objects, report)
+    progress("waiting for the KubeRay operator to make the RayService Ready")
+    made = operator_verdict(cfg, cluster, report)
+    if made is not None:
+        check_services(made, report)
+        check_serve_config(made, head, report)
+        check_pod_security(cfg, cluster, made, report)
+    check_stand_in_calls(head, report)
+    progress("checking the verify group's rights and ops verify")
     check_verify_rbac(cfg, cluster, report)
     check_verify(cfg, cluster, report)
-    check_operator(report, progress)

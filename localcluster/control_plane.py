@@ -86,21 +86,27 @@ class LocalCluster:
         """A kubeconfig for `name` (for the Go programs; JSON is YAML)."""
         path = self.folder / f"{name}.kubeconfig"
         if not path.exists():
-            config = {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "rehearsal",
-                "clusters": [
-                    {
-                        "name": "rehearsal",
-                        "cluster": {"server": self.endpoint, "certificate-authority": str(self.pki.ca_cert)},
-                    }
-                ],
-                "users": [{"name": name, "user": {"token": self.identities[name].token}}],
-                "contexts": [{"name": "rehearsal", "context": {"cluster": "rehearsal", "user": name}}],
-            }
-            path.write_text(json.dumps(config, indent=1))
-            os.chmod(path, 0o600)
+            self.token_kubeconfig(name, self.identities[name].token)
+        return path
+
+    def token_kubeconfig(self, name: str, token: str) -> Path:
+        """A kubeconfig in the cluster's folder that authenticates with `token` (a service account's, say)."""
+        path = self.folder / f"{name}.kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "rehearsal",
+            "clusters": [
+                {
+                    "name": "rehearsal",
+                    "cluster": {"server": self.endpoint, "certificate-authority": str(self.pki.ca_cert)},
+                }
+            ],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": "rehearsal", "context": {"cluster": "rehearsal", "user": name}}],
+        }
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(config, indent=1))
         return path
 
     def process(self, name: str) -> Process | None:
@@ -108,17 +114,24 @@ class LocalCluster:
 
     def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
         log = self.folder / f"{name}.log"
-        handle = log.open("ab")
-        popen = subprocess.Popen(
-            list(argv),
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.folder,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
-        handle.close()
+        with log.open("ab") as handle:
+            try:
+                popen = subprocess.Popen(
+                    list(argv),
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.folder,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                )
+            except OSError as exc:  # ENOEXEC, EACCES: a cached binary that is not one any more
+                binary = Path(argv[0])
+                folder = binary.parent.parent if binary.parent.name == "bin" else binary.parent
+                raise ClusterError(
+                    f"{name}: {binary} cannot be run ({exc.strerror}): delete {folder} and run "
+                    "scripts/setup.sh --cluster"
+                ) from None
         process = Process(name, popen, log)
         self.processes.append(process)
         (self.folder / "pids").write_text(" ".join(str(p.popen.pid) for p in self.processes) + "\n")

@@ -19,7 +19,8 @@ from typing import Any
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 ADDON = "AWS::EKS::Addon"
-APPLIED_TYPES = (MANIFEST, HELM_CHART, ADDON)
+CRDS = "Custom::KubeRayCrds"  # stacks/kuberay_crds.py: a chart's crds/, applied server-side
+APPLIED_TYPES = (MANIFEST, HELM_CHART, ADDON, CRDS)
 
 
 class AssemblyError(Exception):
@@ -32,11 +33,15 @@ class Step:
     logical_id: str
     type: str
     objects: tuple = ()  # manifest: the objects kubectl applies
+    prune_label: str | None = None  # manifest: the label its Update prunes by (`kubectl apply --prune -l`)
     helm: dict[str, Any] | None = None  # Helm release: chart, version, repository, release, namespace, values
     addon: str | None = None  # EKS add-on name
+    crds: dict[str, Any] | None = None  # a chart's CRDs: chart, repository, version
 
     @property
     def label(self) -> str:
+        if self.crds:
+            return f"CRDs of {self.crds['chart']} {self.crds['version']}"
         if self.helm:
             return f"Helm release {self.helm['release']} ({self.helm['chart']} {self.helm['version']})"
         if self.addon:
@@ -118,7 +123,7 @@ def _step(stack: str, logical_id: str, resource: dict[str, Any]) -> Step:
             raise AssemblyError(
                 f"{stack}/{logical_id}: its Manifest is not a JSON list of objects (a value only known at deploy time?)"
             )
-        return Step(stack, logical_id, kind, objects=tuple(objects))
+        return Step(stack, logical_id, kind, objects=tuple(objects), prune_label=props.get("PruneLabel"))
     if kind == HELM_CHART:
         values = props.get("Values")
         return Step(
@@ -133,9 +138,14 @@ def _step(stack: str, logical_id: str, resource: dict[str, Any]) -> Step:
                 "namespace": props.get("Namespace") or "default",
                 "create_namespace": props.get("CreateNamespace") in (True, "true"),
                 "wait": props.get("Wait") in (True, "true"),
+                "timeout": props.get("Timeout"),
+                "skip_crds": props.get("SkipCrds") in (True, "true"),
                 "values": json.loads(values) if isinstance(values, str) and values else {},
             },
         )
+    if kind == CRDS:
+        crds = {"chart": props.get("Chart"), "repository": props.get("Repository"), "version": props.get("Version")}
+        return Step(stack, logical_id, kind, crds=crds)
     return Step(stack, logical_id, kind, addon=props.get("AddonName"))
 
 

@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from config.schema import StageConfig
-from config.topology import VERIFY_GROUP
+from config.topology import KUBERAY_RELEASE, VERIFY_GROUP
 from ops.report import Report
+from stacks.kuberay_crds_handler import index as crds_handler  # the deploy's own command lines
 
-from . import control_plane, deploy_order, kwok, nodes, tools
+from . import control_plane, deploy_order, helm, kubectl_layer, kwok, nodes, operator, tools
 from .apply import Applier, strip_status
 from .control_plane import ClusterError, LocalCluster
+from .ray_head import RayHeadStandIn
 
-CRDS = Path(__file__).resolve().parent / "crds"
 Progress = Callable[[str], None]
 
 
@@ -33,21 +32,30 @@ def quiet(line: str) -> None:
 
 
 # Charts and add-ons a deploy installs that no registry this project reaches serves at the pinned version,
-# and what stands in for them here. Keyed by chart or add-on name; anything not listed is an error (a new
-# chart must say how it is rehearsed).
+# and what stands in for them here. Keyed by chart or add-on name; anything neither installed for real
+# (INSTALLED_CHARTS) nor listed is an error (a new chart must say how it is rehearsed).
 STAND_INS = {
     "nvidia-device-plugin": "the chart's module (github.com/NVIDIA/k8s-device-plugin) is refused by the Go module "
     "proxy at this version; the fake GPU nodes report nvidia.com/gpu as the plugin would",
     "aws-efa-k8s-device-plugin": "an eks-charts chart: no registry route (not a Go module, not on PyPI or npm); the "
     "fake GPU nodes report vpc.amazonaws.com/efa as the plugin would",
-    "kuberay-operator": "the chart's module (github.com/ray-project/kuberay) is refused by the Go module proxy at "
-    "this version; its CRDs are applied from the committed copy (localcluster/crds/, the "
-    "chart's crds/ byte for byte), its Deployment and RBAC are not",
     "vpc-cni": "an EKS managed add-on: no container runs here, so no CNI (NetworkPolicies are admitted, not enforced)",
     "eks-pod-identity-agent": "an EKS managed add-on: no IAM here",
     "amazon-cloudwatch-observability": "an EKS managed add-on (CloudWatch agent, Fluent Bit): no registry route",
     "aws-secrets-store-csi-driver-provider": "an EKS managed add-on: no registry route",
 }
+# Charts installed for real: by the layer's helm, from the module the chart is pinned by (tools/go/).
+INSTALLED_CHARTS = {KUBERAY_RELEASE: tools.KUBERAY_CHART}
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    """Everything a rehearsal runs: the Go binaries, the kubectl layer's helm and kubectl, the charts."""
+
+    binaries: dict[str, Path]
+    layer: kubectl_layer.LayerTools
+    charts: dict[str, Path]  # chart name -> its folder in the module cache
+    caches: tools.GoCaches
 
 
 class RehearsalError(Exception):
@@ -60,32 +68,55 @@ class Applied:
 
     objects: list[dict[str, Any]] = field(default_factory=list)
     stand_ins: list[str] = field(default_factory=list)
+    releases: list[deploy_order.Step] = field(default_factory=list)  # installed for real
 
 
 def versions_match(cfg: StageConfig, modules: Path = tools.MODULES) -> str | None:
     """Why the pinned tools do not fit the stage, or None: the API server's minor must be the stage's
-    `cluster.kubernetes_version`, the operator's version exactly `addons.kuberay_operator`."""
+    `cluster.kubernetes_version`, the operator's and the chart's version exactly `addons.kuberay_operator`."""
     kubernetes = tools.KUBERNETES.version(modules)
     if ".".join(kubernetes.lstrip("v").split(".")[:2]) != cfg.cluster.kubernetes_version:
         return (
             f"the rehearsal builds Kubernetes {kubernetes} (tools/go/kubernetes/go.mod) and the stage runs "
             f"{cfg.cluster.kubernetes_version} (cluster.kubernetes_version)"
         )
-    operator = tools.KUBERAY_OPERATOR.version(modules)
-    if operator.lstrip("v") != cfg.addons.kuberay_operator.lstrip("v"):
-        return (
-            f"the rehearsal builds the KubeRay operator {operator} (tools/go/kuberay-operator/go.mod) and the "
-            f"stage installs {cfg.addons.kuberay_operator} (addons.kuberay_operator)"
-        )
+    for pinned, folder in ((tools.KUBERAY_OPERATOR, "kuberay-operator"), (tools.KUBERAY_CHART, "kuberay-chart")):
+        version = pinned.version(modules)
+        if version.lstrip("v") != cfg.addons.kuberay_operator.lstrip("v"):
+            return (
+                f"the rehearsal pins KubeRay {version} (tools/go/{folder}/go.mod) and the stage installs "
+                f"{cfg.addons.kuberay_operator} (addons.kuberay_operator)"
+            )
     return None
 
 
-def build_tools(progress: Progress = quiet) -> dict[str, Path]:
-    """Every control-plane binary by name (built once, then cached)."""
+SETUP_COMMAND = "scripts/setup.sh --cluster"
+
+
+def setup_missing() -> str | None:
+    """What of the rehearsal's own set-up is missing (without building anything), or None."""
+    try:
+        import cryptography  # noqa: F401 - localcluster/pki.py's package
+    except ModuleNotFoundError:
+        return "the Python package cryptography"
+    try:
+        caches = tools.default_caches()
+    except tools.ToolError as exc:
+        return str(exc)
+    unbuilt = [tool.name for tool in tools.ALL_TOOLS if not tools.built(tool, caches)]
+    unbuilt += [source.name for source in tools.MODULE_SOURCES if not tools.downloaded(source, caches)]
+    return f"the local cluster's {', '.join(unbuilt)} (not built or downloaded yet)" if unbuilt else None
+
+
+def toolbox(cfg: StageConfig, progress: Progress = quiet, caches: tools.GoCaches | None = None) -> Toolbox:
+    """Every binary and chart the rehearsal runs (built or unpacked once, then cached)."""
+    caches = caches or tools.default_caches()
     binaries: dict[str, Path] = {}
-    for tool in tools.CONTROL_PLANE_TOOLS:
-        binaries.update(tools.ensure(tool, progress=progress).binaries)
-    return binaries
+    for tool in tools.ALL_TOOLS:
+        binaries.update(tools.ensure(tool, caches=caches, progress=progress).binaries)
+    layer = kubectl_layer.unpack(cfg.cluster.kubernetes_version, caches.binaries)
+    charts = {name: tools.module_dir(source, caches) / "helm-chart" / name for name, source in INSTALLED_CHARTS.items()}
+    return Toolbox(binaries, layer, charts, caches)
 
 
 def synthesize(cfg: StageConfig, outdir: Path) -> Path:
@@ -99,15 +130,15 @@ def synthesize(cfg: StageConfig, outdir: Path) -> Path:
     return outdir / f"assembly-{cfg.stage}"
 
 
-def start(cfg: StageConfig, folder: Path, binaries: dict[str, Path], progress: Progress = quiet) -> LocalCluster:
+def start(cfg: StageConfig, folder: Path, box: Toolbox, progress: Progress = quiet) -> LocalCluster:
     """The control plane, kwok and the stage's nodes, Ready. The verify identity holds exactly the verify
     group, as the verify runner's access entry maps it (stacks/verify_runner.py)."""
-    cluster = control_plane.start(folder, binaries, groups={"verify": [VERIFY_GROUP]}, progress=progress)
+    cluster = control_plane.start(folder, box.binaries, groups={"verify": [VERIFY_GROUP]}, progress=progress)
     try:
-        config_file = kwok.config(tools.CACHE / "gomod", folder / "kwok.yaml")
+        config_file = kwok.config(box.caches.gomodcache, folder / "kwok.yaml")
         progress("starting kwok and the stage's nodes")
         cluster.start(
-            "kwok", kwok.argv(binaries["kwok"], kubeconfig=cluster.kubeconfig("admin"), config_file=config_file)
+            "kwok", kwok.argv(box.binaries["kwok"], kubeconfig=cluster.kubeconfig("admin"), config_file=config_file)
         )
         version = tools.KUBERNETES.version()
         applier = Applier(cluster.api())
@@ -145,34 +176,38 @@ def _ready(node: dict[str, Any]) -> bool:
     )
 
 
-def crd_objects(version: str) -> list[dict[str, Any]]:
-    folder = CRDS / f"kuberay-v{version.lstrip('v')}"
-    if not folder.is_dir():
-        raise RehearsalError(
-            f"no committed KubeRay CRDs for {version} (localcluster/crds/): the chart's module is "
-            f"refused by the Go module proxy, so they must be committed with their source"
+def install_release(cluster: LocalCluster, box: Toolbox, step: deploy_order.Step, ray_head: RayHeadStandIn) -> str:
+    """A chart installed for real with the layer's helm; for the operator's chart, the operator started out of
+    cluster with the chart's ServiceAccount. Returns Helm's output."""
+    assert step.helm is not None
+    release = helm.Release.of(step.helm)
+    try:
+        output = helm.upgrade_install(
+            box.layer.helm, release, box.charts[release.chart], cluster.kubeconfig("admin"), cluster.folder / "helm"
         )
-    return [yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml"))]
+    except helm.HelmError as exc:
+        raise RehearsalError(str(exc)) from None
+    if release.chart == KUBERAY_RELEASE:
+        operator.start(
+            cluster,
+            box.binaries["ray-operator"],
+            namespace=release.namespace,
+            deployment=release.release,
+            proxy=ray_head.url,
+        )
+    return output
 
 
-def wait_established(applier: Applier, crds: Iterable[dict[str, Any]], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    for crd in crds:
-        path = applier.path(crd)
-        while True:
-            status = applier.api.get(path).get("status") or {}
-            if any(
-                c.get("type") == "Established" and c.get("status") == "True" for c in status.get("conditions") or []
-            ):
-                break
-            if time.monotonic() > deadline:
-                raise RehearsalError(f"CRD {crd['metadata']['name']} not Established within {timeout:g} s")
-            time.sleep(0.2)
-
-
-def install(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Progress = quiet) -> Applied:
-    """Apply every step in deploy order: manifests by server-side apply with strict field validation; a
-    Helm release or add-on by what stands in for it (STAND_INS). The first refusal stops with one line."""
+def install(
+    cluster: LocalCluster,
+    steps: list[deploy_order.Step],
+    box: Toolbox,
+    ray_head: RayHeadStandIn,
+    progress: Progress = quiet,
+) -> Applied:
+    """Apply every step in deploy order: manifests by server-side apply with strict field validation; a Helm
+    release for real where its chart is served here (INSTALLED_CHARTS), else by what stands in for it
+    (STAND_INS). The first refusal stops with one line."""
     applier = Applier(cluster.api())
     applied = Applied()
     for step in steps:
@@ -180,31 +215,61 @@ def install(cluster: LocalCluster, steps: list[deploy_order.Step], progress: Pro
             progress(f"applying {step.label}")
             for obj in step.objects:
                 applied.objects.append(applier.apply(strip_status(obj)))
-            continue
-        name = step.helm["chart"] if step.helm else step.addon
-        if name not in STAND_INS:
-            raise RehearsalError(
-                f"{step.label}: no rehearsal route and no stand-in for it (localcluster/rehearsal.py STAND_INS)"
-            )
-        applied.stand_ins.append(f"{step.label}: {STAND_INS[name]}")
-        if step.helm and step.helm["chart"] == "kuberay-operator":
-            progress(f"{step.label}: applying its CRDs (committed copy)")
-            crds = crd_objects(step.helm["version"])
-            for crd in crds:
-                applier.apply(crd)
-            wait_established(applier, crds)
+        elif step.crds:
+            progress(f"{step.label}: kubectl apply --server-side ({box.layer.kubectl_version}, {box.layer.package})")
+            apply_crds(cluster, box, step)
+        elif step.helm and step.helm["chart"] in INSTALLED_CHARTS:
+            progress(f"{step.label}: helm upgrade --install ({box.layer.helm_version}, {box.layer.package})")
+            install_release(cluster, box, step, ray_head)
+            applied.releases.append(step)
+        else:
+            applied.stand_ins.append(f"{step.label}: {_stand_in(step)}")
     return applied
 
 
+def apply_crds(cluster: LocalCluster, box: Toolbox, step: deploy_order.Step) -> str:
+    """The KubeRayCrds step as its handler runs it (stacks/kuberay_crds_handler/index.py), with the layer's
+    kubectl, on the chart's crds/ from the module cache (the handler pulls the same chart from its repository)."""
+    assert step.crds is not None
+    chart = box.charts.get(step.crds["chart"])
+    if chart is None or helm.chart_version(chart) != step.crds["version"]:
+        raise RehearsalError(f"{step.label}: no chart {step.crds['chart']} {step.crds['version']} here")
+    return apply_crds_from(box.layer.kubectl, chart / "crds", cluster.kubeconfig("admin"))
+
+
+def apply_crds_from(kubectl: Path, crds_dir: Path, kubeconfig: Path) -> str:
+    argv = crds_handler.apply_argv(str(kubectl), str(crds_dir), str(kubeconfig))
+    try:
+        return crds_handler.run(argv)
+    except RuntimeError as exc:
+        raise RehearsalError(f"applying {crds_dir}: {exc}") from None
+
+
+def _stand_in(step: deploy_order.Step) -> str:
+    name = step.helm["chart"] if step.helm else step.addon
+    if name not in STAND_INS:
+        raise RehearsalError(f"{step.label}: no rehearsal route and no stand-in for it (localcluster/rehearsal.py)")
+    return STAND_INS[name]
+
+
 def teardown(
-    cluster: LocalCluster, steps: list[deploy_order.Step], progress: Progress = quiet, timeout: float = 90.0
+    cluster: LocalCluster,
+    steps: list[deploy_order.Step],
+    box: Toolbox,
+    progress: Progress = quiet,
+    timeout: float = 90.0,
 ) -> list[str]:
     """Delete what the deploy applied, in destroy order (the reverse of the deploy's): each manifest's objects
-    last to first, every namespace waited for until the namespace controller has emptied and removed it.
-    Returns what was deleted, in order."""
+    last to first, every namespace waited for until the namespace controller has emptied and removed it, each
+    installed release by `helm uninstall` (the handler's Delete), the operator running until its own release
+    goes. Returns what was deleted, in order."""
     applier = Applier(cluster.api())
     deleted = []
     for step in reversed(steps):
+        if step.helm and step.helm["chart"] in INSTALLED_CHARTS:
+            progress(f"helm uninstall {step.helm['release']}")
+            _uninstall(cluster, box, helm.Release.of(step.helm))
+            deleted.append(f"HelmRelease/{step.helm['namespace']}/{step.helm['release']}")
         for obj in reversed(step.objects):
             progress(f"deleting {obj['kind']} {obj['metadata']['name']}")
             applier.delete(obj, wait=timeout)
@@ -212,48 +277,73 @@ def teardown(
     return deleted
 
 
+def _uninstall(cluster: LocalCluster, box: Toolbox, release: helm.Release) -> None:
+    try:
+        helm.uninstall(box.layer.helm, release, cluster.kubeconfig("admin"), cluster.folder / "helm")
+    except helm.HelmError as exc:
+        raise RehearsalError(str(exc)) from None
+    if release.chart == KUBERAY_RELEASE:
+        cluster.stop("kuberay-operator")  # its pod went with the release
+
+
 def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quiet) -> Report:
     """The whole rehearsal; its report. Raises RehearsalError, ClusterError, ApplyError or ToolError with one
     line when a step cannot run."""
-    from . import checks
-
     report = Report("rehearse-cluster", cfg.stage)
-    binaries = build_tools(progress)
-    report.extra["versions"] = {tool.name: tool.version() for tool in tools.ALL_TOOLS}
-    with tempfile.TemporaryDirectory(prefix=f"rehearse-cluster-{cfg.stage}-") as scratch:
+    box = toolbox(cfg, progress)
+    report.extra["versions"] = {
+        **{tool.name: tool.version() for tool in tools.ALL_TOOLS},
+        "helm (kubectl layer)": box.layer.helm_version,
+        "kubectl (kubectl layer)": box.layer.kubectl_version,
+    }
+    with tempfile.TemporaryDirectory(prefix=f"rehearse-cluster-{cfg.stage}-") as scratch, RayHeadStandIn() as head:
         folder = keep or Path(scratch) / "cluster"
         progress(f"synthesizing {cfg.stage}")
         steps = deploy_order.steps(synthesize(cfg, Path(scratch) / "cdk.out"))
-        cluster = start(cfg, folder, binaries, progress)
+        cluster = start(cfg, folder, box, progress)
         try:
-            version = cluster.api().get("/version")["gitVersion"]
-            report.add(
-                "API server", "pass", f"kube-apiserver {version} on {cluster.endpoint} (TLS, RBAC, Pod Security)"
-            )
-            applied = install(cluster, steps, progress)
-            report.add("deploy order", "pass", " -> ".join(step.label.split(":")[0] for step in steps))
-            report.add(
-                "objects admitted",
-                "pass",
-                f"{len(applied.objects)} objects by server-side apply with strict field validation",
-            )
-            for line in applied.stand_ins:
-                report.add("stand-in", "skip", line)
-            checks.all_checks(cfg, cluster, applied, report, progress)
-            if keep is None:
-                progress("tearing down in destroy order")
-                deleted = teardown(cluster, steps, progress)
-                report.add("teardown", "pass", f"{len(deleted)} objects deleted in destroy order, namespaces gone")
-            else:
-                report.add("teardown", "skip", f"--keep: the cluster runs on in {folder}")
-                report.extra["kept"] = {
-                    "folder": str(folder),
-                    "endpoint": cluster.endpoint,
-                    "kubeconfig": str(cluster.kubeconfig("admin")),
-                }
+            _rehearse(cfg, cluster, steps, box, head, report, progress, keep=keep)
         except BaseException:
             cluster.stop()
             raise
         if keep is None:
             cluster.stop()
     return report
+
+
+def _rehearse(
+    cfg: StageConfig,
+    cluster: LocalCluster,
+    steps: list[deploy_order.Step],
+    box: Toolbox,
+    head: RayHeadStandIn,
+    report: Report,
+    progress: Progress,
+    *,
+    keep: Path | None,
+) -> None:
+    from . import checks
+
+    version = cluster.api().get("/version")["gitVersion"]
+    report.add("API server", "pass", f"kube-apiserver {version} on {cluster.endpoint} (TLS, RBAC, Pod Security)")
+    applied = install(cluster, steps, box, head, progress)
+    report.add("deploy order", "pass", " -> ".join(step.label.split(":")[0] for step in steps))
+    report.add(
+        "objects admitted", "pass", f"{len(applied.objects)} objects by server-side apply with strict field validation"
+    )
+    for line in applied.stand_ins:
+        report.add("stand-in", "skip", line)
+    checks.all_checks(cfg, cluster, applied, head, report, progress)
+    if keep is None:
+        progress("tearing down in destroy order")
+        deleted = teardown(cluster, steps, box, progress)
+        report.add("teardown", "pass", f"{len(deleted)} objects deleted in destroy order, namespaces gone")
+    else:
+        # The stand-in Ray head ends with this process: the operator would see the head go unhealthy.
+        cluster.stop("kuberay-operator")
+        report.add("teardown", "skip", f"--keep: the cluster runs on in {keep} (the operator is stopped)")
+        report.extra["kept"] = {
+            "folder": str(keep),
+            "endpoint": cluster.endpoint,
+            "kubeconfig": str(cluster.kubeconfig("admin")),
+        }

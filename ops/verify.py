@@ -304,7 +304,8 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
     path = f"/apis/ray.io/v1/namespaces/{serving.namespace}/rayservices/{serving.service_name}"
     try:
         status = api.get(path).get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready = condition.get("status") == "True"
         app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
         app_status = str(app.get("status", "absent"))
     except (KubeError, *SHAPE_ERRORS) as exc:
@@ -320,11 +321,15 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
     else:
         message = " ".join(str(app.get("message", "")).split())[:200]
+        # Why the operator holds it back (e.g. ValidationFailed: an upgrade strategy it does not know).
+        reason, detail = condition.get("reason", ""), condition.get("message", "")
+        why = " ".join(f"{reason}: {detail}".split() if detail else [reason])[:200]
         report.add(
             name,
             "fail",
             f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
-            + (f": {message}" if message else ""),
+            + (f": {message}" if message else "")
+            + (f" (Ready: {why})" if not ready and condition.get("reason") else ""),
             f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}",
         )
 

@@ -5,11 +5,10 @@ children and remove the temporary folder."""
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
 
+from ..signals import Terminated, terminating
 from . import compare, processes, render
 from .model import DiffError, DiffResult
 from .schemas import needs_cfn_lint
@@ -76,28 +75,15 @@ def write_markdown(path: Path, result: DiffResult) -> None:
         raise DiffError(f"--markdown {path}: cannot write it ({exc.strerror or exc}): give a writable path") from None
 
 
-class Terminated(Exception):
-    """SIGTERM (or SIGHUP) arrived: raised in the main thread so that every `finally` runs, the temporary
-    clones and assemblies of `compute` among them (the default handler ends the process without them)."""
-
-
-def _terminate(signum, frame) -> None:
-    processes.end_children()
-    raise Terminated(signal.Signals(signum).name)
-
-
 def run(args) -> int:
-    handled = (signal.SIGTERM, signal.SIGHUP) if threading.current_thread() is threading.main_thread() else ()
-    previous = {sig: signal.signal(sig, _terminate) for sig in handled}
     processes.start()
     try:
-        return _run(args)
+        # SIGTERM/SIGHUP end the synth children first, then every `finally` removes the temporary clones.
+        with terminating(before=processes.end_children):
+            return _run(args)
     except Terminated as exc:
         print(f"diff: stopped by {exc}; its temporary folder is removed", file=sys.stderr)
-        return 128 + getattr(signal, str(exc)).value
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return exc.exit_code
 
 
 def _run(args) -> int:

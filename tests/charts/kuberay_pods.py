@@ -1,6 +1,6 @@
-"""The Ray pods as KubeRay v1.7.0 creates them from our RayService, for the flow matrix.
+"""The Ray pods as KubeRay 1.6.2 creates them from our RayService, for the flow matrix.
 
-Labels (ray-operator/controllers/ray/common/pod.go, labelPod, and utils/constant.go at v1.7.0):
+Labels (ray-operator/controllers/ray/common/pod.go, labelPod, and utils/constant.go at 1.6.2; held to the real operator's pods by tests/cluster/test_network_flows.py):
 KubeRay sets ray.io/is-ray-node=yes, ray.io/node-type (head|worker), ray.io/group (headgroup or the
 worker group's name), ray.io/cluster (the RayCluster's name: `<rayservice>-<5 random characters>`,
 new on every cluster recreation), ray.io/identifier (`<cluster>-<node type>`),
@@ -11,7 +11,7 @@ labels are not overridable"). The RayService controller flips ray.io/serve on th
 every Ray container (pod.go) and serves the dashboard agent on 52365 (dashboard-agent-listen-port).
 
 The operator pod's labels come from helm-chart/kuberay-operator/templates/deployment.yaml and
-_helpers.tpl (v1.7.0): name, instance (the release) and component.
+_helpers.tpl (1.6.2): name, instance (the release) and component.
 """
 
 from __future__ import annotations

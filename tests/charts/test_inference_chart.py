@@ -1,5 +1,5 @@
 """The inference chart: the RayService of DESIGN.md section 5, one test per reference point, validated
-strictly against KubeRay v1.7.0's CRD and, for plain objects and the pod templates, Kubernetes 1.35."""
+strictly against KubeRay 1.6.2's CRD and, for plain objects and the pod templates, Kubernetes 1.35."""
 
 from __future__ import annotations
 

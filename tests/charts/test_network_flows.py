@@ -2,7 +2,7 @@
 against the NetworkPolicies each stage really synthesizes (netpol.py implements the API's semantics;
 kuberay_pods.py gives the pods the labels KubeRay sets).
 
-Each needed flow names the file that makes it happen (KubeRay v1.7.0, Ray 2.58.0, vLLM 0.26.0, NIXL
+Each needed flow names the file that makes it happen (KubeRay 1.6.2, Ray 2.58.0, vLLM 0.26.0, NIXL
 1.3). A needed flow that is refused fails the test (the operator's Serve health check did, before this
 matrix); an unneeded flow that is admitted fails it too.
 """
@@ -67,7 +67,7 @@ FLOWS = [
         "head",
         52365,
         False,
-        "not used by the operator in v1.7.0: 52365 only appears in the kubelet probes common/pod.go builds",
+        "not used by the operator in 1.6.2: 52365 only appears in the kubelet probes common/pod.go builds",
     ),
     Flow("operator", "head", 6379, False, "the operator never dials the GCS (redis cleanup is a Job pod)"),
     Flow("operator", "worker-0", 8000, False, "the operator probes the head only (updateHeadPodServeLabel)"),
@@ -236,9 +236,52 @@ FLOWS = [
 ]
 
 
+def subnet_cidrs(app_synth, stage: str, name: str) -> list[str]:
+    subnets = app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()
+    return [
+        s["Properties"]["CidrBlock"]
+        for s in subnets
+        if {"Key": "aws-cdk:subnet-name", "Value": name} in s["Properties"]["Tags"]
+    ]
+
+
+def others(namespace: str, ray_labels: dict, control_plane: str, private: str, clients) -> dict[str, object]:
+    """Every endpoint of the matrix that is not a Ray pod, the operator or a node."""
+    made: dict[str, object] = {
+        "api-proxy": External("EKS control-plane ENI", str(next(ipaddress.ip_network(control_plane).hosts()))),
+        "vpc-host": External("another node", str(list(ipaddress.ip_network(private).hosts())[40])),
+        "other-namespace": Pod("curl", OTHER_NAMESPACE, {"app": "curl"}, "100.64.3.10"),
+        "spoofed-labels": Pod("spoof", OTHER_NAMESPACE, dict(ray_labels), "100.64.3.11"),
+        "stray-pod": Pod("debug", namespace, {"run": "debug"}, "100.64.3.12"),
+        # The agent operator labels the scraper's pods app.kubernetes.io/instance=<namespace>.<name>.
+        "scraper": Pod("ray-metrics-scraper", CLOUDWATCH_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.5.10"),
+        "cloudwatch-daemon": Pod(
+            "cloudwatch-agent",
+            CLOUDWATCH_NAMESPACE,
+            {"app.kubernetes.io/instance": f"{CLOUDWATCH_NAMESPACE}.cloudwatch-agent"},
+            "100.64.5.11",
+        ),
+        "spoofed-scraper": Pod("spoof", OTHER_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.3.13"),
+    }
+    if clients:
+        made["client"] = Pod("gateway", clients[0], {"app": "gateway"}, "100.64.4.10")
+    return made
+
+
+def namespaces(namespace: str, clients) -> dict[str, dict]:
+    return {
+        namespace: {},
+        KUBERAY_NAMESPACE: {},
+        OTHER_NAMESPACE: {},
+        CLOUDWATCH_NAMESPACE: {},
+        **{c: {} for c in clients},
+    }
+
+
 @pytest.fixture(scope="module")
 def topology(app_synth, stages):
-    """Per stage: the pods as KubeRay would run them, and the policies in force."""
+    """Per stage: the pods as KubeRay would run them (kuberay_pods.py, held to the real operator's pods by
+    tests/cluster/test_network_flows.py), and the policies in force."""
     made = {}
     for stage in ("dev", "prod"):
         (manifest,) = app_synth.resources(stage, "serving", "Custom::AWSCDK-EKS-KubernetesResource").values()
@@ -247,17 +290,10 @@ def topology(app_synth, stages):
         namespace = ray_service["metadata"]["namespace"]
         cluster = ray_service["spec"]["rayClusterConfig"]
         (workers,) = cluster["workerGroupSpecs"]
-        subnets = app_synth.resources(stage, "network", "AWS::EC2::Subnet").values()
-        control_plane = [
-            s["Properties"]["CidrBlock"]
-            for s in subnets
-            if {"Key": "aws-cdk:subnet-name", "Value": "control-plane"} in s["Properties"]["Tags"]
-        ]
-        private = [
-            s["Properties"]["CidrBlock"]
-            for s in subnets
-            if {"Key": "aws-cdk:subnet-name", "Value": "private"} in s["Properties"]["Tags"]
-        ]
+        control_plane, private = (
+            subnet_cidrs(app_synth, stage, "control-plane"),
+            subnet_cidrs(app_synth, stage, "private"),
+        )
         assert control_plane and private
         pods: dict[str, object] = {
             "head": kuberay_pod(
@@ -280,44 +316,17 @@ def topology(app_synth, stages):
                 ip=f"100.64.1.{10 + index}",
                 node=f"gpu-node-{index}",
             )
-        ray_labels = pods["head"].labels
+        clients = stages[stage].serving.client_namespaces
         pods.update(
             {
                 "operator": operator_pod(KUBERAY_RELEASE, KUBERAY_NAMESPACE, "100.64.2.10"),
                 "head-node": Node("system-node", "10.0.2.10"),
                 "gpu-node-0": Node("gpu-node-0", "10.0.2.20"),
-                "api-proxy": External(
-                    "EKS control-plane ENI", str(next(ipaddress.ip_network(control_plane[-1]).hosts()))
-                ),
-                "vpc-host": External("another node", str(list(ipaddress.ip_network(private[0]).hosts())[40])),
-                "other-namespace": Pod("curl", OTHER_NAMESPACE, {"app": "curl"}, "100.64.3.10"),
-                "spoofed-labels": Pod("spoof", OTHER_NAMESPACE, dict(ray_labels), "100.64.3.11"),
-                "stray-pod": Pod("debug", namespace, {"run": "debug"}, "100.64.3.12"),
-                # The agent operator labels the scraper's pods app.kubernetes.io/instance=<namespace>.<name>.
-                "scraper": Pod(
-                    "ray-metrics-scraper", CLOUDWATCH_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.5.10"
-                ),
-                "cloudwatch-daemon": Pod(
-                    "cloudwatch-agent",
-                    CLOUDWATCH_NAMESPACE,
-                    {"app.kubernetes.io/instance": f"{CLOUDWATCH_NAMESPACE}.cloudwatch-agent"},
-                    "100.64.5.11",
-                ),
-                "spoofed-scraper": Pod("spoof", OTHER_NAMESPACE, dict(RAY_SCRAPER_POD_LABELS), "100.64.3.13"),
+                **others(namespace, pods["head"].labels, control_plane[-1], private[0], clients),
             }
         )
-        clients = stages[stage].serving.client_namespaces
-        if clients:
-            pods["client"] = Pod("gateway", clients[0], {"app": "gateway"}, "100.64.4.10")
-        namespaces = {
-            namespace: {},
-            KUBERAY_NAMESPACE: {},
-            OTHER_NAMESPACE: {},
-            CLOUDWATCH_NAMESPACE: {},
-            **{c: {} for c in clients},
-        }
         policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
-        made[stage] = (Cluster(namespaces, policies), pods)
+        made[stage] = (Cluster(namespaces(namespace, clients), policies), pods)
     return made
 
 

@@ -1,6 +1,8 @@
 """One real control plane for the cluster tests: kube-apiserver, kube-controller-manager, kube-scheduler,
-etcd and kwok, built from the Go module proxy (cached in .cluster-tools/; scripts/setup.sh --dev builds them)
-and started on loopback, with the dev stage's nodes Ready and the dev stage applied as a deploy applies it."""
+etcd and kwok, built from the Go module proxy into Go's own caches (scripts/setup.sh --dev builds them) and
+started on loopback with the dev stage's nodes Ready; the dev stage applied as a deploy applies it, the
+kuberay-operator chart installed by the kubectl layer's helm and the real KubeRay operator running out of
+cluster against a stand-in Ray head."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from config import load_stages
-from localcluster import deploy_order, rehearsal, tools
+from localcluster import checks, deploy_order, rehearsal, tools
 from localcluster.apply import Applier
+from localcluster.ray_head import RayHeadStandIn
 
 
 @pytest.fixture(scope="session")
@@ -21,11 +24,11 @@ def dev_cfg():
 
 
 @pytest.fixture(scope="session")
-def binaries():
+def box(dev_cfg) -> rehearsal.Toolbox:
     if shutil.which("go") is None:
         pytest.fail("the go command is missing: Go 1.26 builds the local cluster (README: the test command's needs)")
     try:
-        return rehearsal.build_tools()
+        return rehearsal.toolbox(dev_cfg)
     except tools.ToolError as exc:
         pytest.fail(str(exc))
 
@@ -41,16 +44,28 @@ def dev_steps(dev_assembly):
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory, dev_cfg, binaries):
-    local = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("cluster"), binaries)
+def ray_head():
+    with RayHeadStandIn() as head:
+        yield head
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory, dev_cfg, box):
+    local = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("cluster"), box)
     yield local
     local.stop()
 
 
 @pytest.fixture(scope="session")
-def installed(cluster, dev_steps):
+def installed(cluster, dev_steps, box, ray_head):
     """The dev stage applied in deploy order (what stands in for each chart: rehearsal.STAND_INS)."""
-    return rehearsal.install(cluster, dev_steps)
+    return rehearsal.install(cluster, dev_steps, box, ray_head)
+
+
+@pytest.fixture(scope="session")
+def made(cluster, installed, dev_cfg):
+    """What the operator made of the dev RayService once it is Ready."""
+    return checks.wait_ready(cluster, dev_cfg.serving.namespace, dev_cfg.serving.service_name)
 
 
 @pytest.fixture

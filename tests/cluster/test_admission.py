@@ -85,7 +85,7 @@ def test_a_value_of_the_wrong_type_is_refused(installed, admin, dev_steps):
 
 
 def test_the_crd_leaves_upgrade_strategy_values_to_the_operator(installed, admin, dev_steps):
-    # KubeRay v1.7.0's CRD declares spec.upgradeStrategy.type as a plain string (no enum): a value the operator
+    # KubeRay 1.6.2's CRD declares spec.upgradeStrategy.type as a plain string (no enum): a value the operator
     # does not know is admitted by the API server; only the operator, or config/schema.py, can refuse it.
     probe = _ray_service(dev_steps)
     probe["spec"]["upgradeStrategy"]["type"] = "Replace"

@@ -12,7 +12,11 @@ from localcluster.deploy_order import ADDON, HELM_CHART, MANIFEST, AssemblyError
 
 def labels(steps):
     return [
-        s.helm["release"] if s.helm else s.addon or s.objects[0]["kind"] + "/" + s.objects[0]["metadata"]["name"]
+        f"crds:{s.crds['chart']}"
+        if s.crds
+        else s.helm["release"]
+        if s.helm
+        else s.addon or s.objects[0]["kind"] + "/" + s.objects[0]["metadata"]["name"]
         for s in steps
     ]
 
@@ -20,6 +24,7 @@ def labels(steps):
 def test_the_operator_namespace_comes_before_the_operator_and_the_serving_objects_come_last(dev_steps):
     order = labels(dev_steps)
     assert order.index("Namespace/kuberay-system") < order.index("kuberay-operator")
+    assert order.index("crds:kuberay-operator") < order.index("kuberay-operator")
     assert order[-1] == "Namespace/inference"  # the serving stack's one manifest, first object the namespace
     assert dev_steps[-1].stack.startswith("devServing")
     assert all(s.stack.startswith("devCluster") for s in dev_steps[:-1])

@@ -1,66 +1,74 @@
-"""Pod Security admission is real: the Ray pods made from our templates are admitted in the serving
-namespace at its enforce level, and a pod that breaks a namespace's level is refused."""
+"""Pod Security admission is real and judges the pods the KubeRay operator made (its init container and
+probes included), and the chart's operator pod in the restricted operator namespace."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from localcluster import checks
-from localcluster.apply import ApplyError
+from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
+from localcluster.apply import Applier, ApplyError
+
+BASELINE = "baseline-probe"
 
 
-@pytest.fixture(scope="module")
-def pods(installed):
-    return checks.ray_pods(checks.ray_service(installed.objects))
-
-
-def test_the_head_and_worker_pods_are_admitted_in_the_serving_namespace(pods, admin):
-    assert [p["metadata"]["labels"]["ray.io/node-type"] for p in pods] == ["head", "worker"]
-    for pod in pods:
-        assert checks.admitted(admin, pod) is None
+def _as_new(pod: dict, namespace: str) -> dict:
+    """The operator's pod, as a new pod of another namespace (what a controller would POST)."""
+    spec = copy.deepcopy(pod["spec"])
+    spec.pop("nodeName", None)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod["metadata"]["name"], "namespace": namespace, "labels": pod["metadata"]["labels"]},
+        "spec": spec,
+    }
 
 
 @pytest.fixture(scope="module")
 def baseline_namespace(cluster, installed):
-    from localcluster.apply import Applier
-
-    applier = Applier(cluster.api())
-    namespace = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": "baseline-probe", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
-    }
-    applier.apply(namespace)
-    serving_account = next(o for o in installed.objects if o["kind"] == "ServiceAccount")
-    applier.apply(
-        {**serving_account, "metadata": {"name": serving_account["metadata"]["name"], "namespace": "baseline-probe"}}
+    admin = Applier(cluster.api())
+    admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": BASELINE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
+        }
     )
-    return "baseline-probe"
+    account = next(o for o in installed.objects if o["kind"] == "ServiceAccount")
+    admin.apply({**account, "metadata": {"name": account["metadata"]["name"], "namespace": BASELINE}})
+    return BASELINE
 
 
-def test_the_privileged_worker_is_refused_in_a_baseline_namespace(installed, admin, baseline_namespace):
-    (worker,) = [
-        p
-        for p in checks.ray_pods(checks.ray_service(installed.objects), baseline_namespace)
-        if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
-    ]
-    with pytest.raises(
-        ApplyError,
-        match=r'HTTP 403 .*violates PodSecurity "baseline:latest": .*privileged \(container '
-        r'"ray-worker" must not set securityContext.privileged=true\)',
-    ):
+def test_every_pod_the_operator_asked_for_was_admitted(made, dev_cfg):
+    groups = made.service["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert len(made.pods) == 1 + sum(g["replicas"] for g in groups)
+    assert {p["metadata"]["namespace"] for p in made.pods} == {dev_cfg.serving.namespace}
+
+
+def test_the_workers_init_container_copies_the_workers_security_context(made):
+    for worker in made.pods_of("worker"):
+        (init,) = worker["spec"]["initContainers"]
+        assert init["name"] == "wait-gcs-ready"
+        assert init["securityContext"] == worker["spec"]["containers"][0]["securityContext"]
+
+
+def test_the_operators_worker_pod_is_refused_in_a_baseline_namespace(made, admin, baseline_namespace):
+    worker = _as_new(made.pods_of("worker")[0], baseline_namespace)
+    with pytest.raises(ApplyError, match=r'violates PodSecurity "baseline:latest": .*privileged') as refused:
         admin.create(worker, dry_run=True)
+    assert '"wait-gcs-ready"' in str(refused.value) and '"ray-worker"' in str(refused.value)
 
 
-def test_the_head_pod_meets_baseline(installed, admin, baseline_namespace):
-    (head,) = [
-        p
-        for p in checks.ray_pods(checks.ray_service(installed.objects), baseline_namespace)
-        if p["metadata"]["labels"]["ray.io/node-type"] == "head"
-    ]
-    assert checks.admitted(admin, head) is None
+def test_the_operators_head_pod_meets_baseline(made, admin, baseline_namespace):
+    admin.create(_as_new(made.pods_of("head")[0], baseline_namespace), dry_run=True)
 
 
-def test_the_operator_namespace_enforces_restricted(cluster, installed):
-    labels = cluster.api().get("/api/v1/namespaces/kuberay-system")["metadata"]["labels"]
+def test_the_charts_operator_pod_runs_in_the_restricted_operator_namespace(cluster, made):
+    api = cluster.api()
+    labels = api.get(f"/api/v1/namespaces/{KUBERAY_NAMESPACE}")["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = api.get(
+        f"/api/v1/namespaces/{KUBERAY_NAMESPACE}/pods", labelSelector=f"app.kubernetes.io/instance={KUBERAY_RELEASE}"
+    )["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Running"]

@@ -1,28 +1,63 @@
-"""Teardown deletes what the deploy applied in destroy order, on a cluster of its own, and the namespace
-controller removes the namespaces."""
+"""Teardown in destroy order while the operator still runs, on a cluster of its own: the RayService goes
+through the operator's finalizer (its RayCluster and pods with it), Helm uninstalls the operator's release,
+and the namespace controller removes the namespaces."""
 
 from __future__ import annotations
 
-from localcluster import deploy_order, rehearsal
+import pytest
+
+from localcluster import checks, rehearsal
+from localcluster.ray_head import RayHeadStandIn
 from ops.kube import KubeError
 
 
-def test_teardown_deletes_in_reverse_deploy_order_and_the_namespaces_go(tmp_path, dev_cfg, binaries, dev_steps):
-    cluster = rehearsal.start(dev_cfg, tmp_path / "cluster", binaries)
+@pytest.fixture(scope="module")
+def torn_down(tmp_path_factory, dev_cfg, box, dev_steps):
+    with RayHeadStandIn() as head:
+        cluster = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("teardown"), box)
+        try:
+            rehearsal.install(cluster, dev_steps, box, head)
+            made = checks.wait_ready(cluster, dev_cfg.serving.namespace, dev_cfg.serving.service_name)
+            deleted = rehearsal.teardown(cluster, dev_steps, box)
+            yield cluster, made, deleted
+        finally:
+            cluster.stop()
+
+
+def _gone(cluster, path: str) -> bool:
     try:
-        rehearsal.install(cluster, dev_steps)
-        deleted = rehearsal.teardown(cluster, dev_steps)
-        applied = [
-            f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
-            for o in deploy_order.objects(dev_steps)
-        ]
-        assert deleted == list(reversed(applied))
-        assert deleted.index("RayService/inference/ray-llm") < deleted.index("Namespace//inference")
-        for namespace in ("inference", "kuberay-system"):
-            try:
-                cluster.api().get(f"/api/v1/namespaces/{namespace}")
-                raise AssertionError(f"namespace {namespace} still exists")
-            except KubeError as exc:
-                assert exc.status == 404
-    finally:
-        cluster.stop()
+        cluster.api().get(path)
+    except KubeError as exc:
+        return exc.status == 404
+    return False
+
+
+def test_teardown_deletes_in_reverse_deploy_order(torn_down, dev_steps):
+    _, _, deleted = torn_down
+    applied = []
+    for step in dev_steps:
+        if step.helm and step.helm["chart"] in rehearsal.INSTALLED_CHARTS:
+            applied.append(f"HelmRelease/{step.helm['namespace']}/{step.helm['release']}")
+        applied += [f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in step.objects]
+    assert deleted == list(reversed(applied))
+    assert deleted.index("RayService/inference/ray-llm") < deleted.index("HelmRelease/kuberay-system/kuberay-operator")
+
+
+def test_the_rayservice_went_through_the_operators_finalizer(torn_down, dev_cfg):
+    cluster, made, _ = torn_down
+    assert "ray.io/rayservice-finalizer" in made.service["metadata"]["finalizers"]
+    namespace = dev_cfg.serving.namespace
+    assert _gone(cluster, f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{made.cluster_name}")
+    assert _gone(cluster, f"/api/v1/namespaces/{namespace}")
+
+
+def test_the_operators_release_is_uninstalled_and_its_namespace_gone(torn_down):
+    cluster, _, _ = torn_down
+    assert cluster.process("kuberay-operator") is None
+    assert _gone(cluster, "/apis/apps/v1/namespaces/kuberay-system/deployments/kuberay-operator")
+    assert _gone(cluster, "/api/v1/namespaces/kuberay-system")
+
+
+def test_the_crds_stay_as_helm_and_the_crd_step_leave_them(torn_down):
+    cluster, _, _ = torn_down
+    assert not _gone(cluster, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayservices.ray.io")

@@ -46,15 +46,14 @@ def test_verify_reads_the_nodes_over_tls_with_the_verify_token(cluster, installe
     assert (nodes.status, nodes.detail) == ("pass", "2 nodes Ready, each with 1 GPU, 1 EFA allocatable")
 
 
-def test_verify_may_read_the_operator_and_the_rayservice(cluster, installed, dev_cfg):
-    # No operator runs (its module is refused): the Deployment is missing (404), not forbidden (403), and the
-    # RayService is read and found not ready.
+def test_verify_may_read_the_operator_and_the_rayservice(cluster, made, dev_cfg):
+    # The chart's Deployment and the operator's RayService status, read with the verify group's token.
     report = checks.verify_checks(dev_cfg, cluster)
-    assert "HTTP 404" in report.find("KubeRay operator").detail
-    assert report.find("RayService").detail == "ray-llm ready=False, application llm absent"
+    assert report.find("KubeRay operator").detail == "1 replica(s) available in kuberay-system"
+    assert report.find("RayService").detail == "ray-llm Ready, application llm RUNNING"
 
 
-def test_verify_fails_when_the_serving_role_loses_its_rayservice_rule(cluster, installed, admin, dev_cfg):
+def test_verify_fails_when_the_serving_role_loses_its_rayservice_rule(cluster, installed, made, admin, dev_cfg):
     role = copy.deepcopy(
         next(
             o
@@ -74,7 +73,4 @@ def test_verify_fails_when_the_serving_role_loses_its_rayservice_rule(cluster, i
         assert check.status == "fail" and "HTTP 403" in check.detail
     finally:
         admin.apply(original)
-    assert (
-        checks.verify_checks(dev_cfg, cluster).find("RayService").detail
-        == "ray-llm ready=False, application llm absent"
-    )
+    assert checks.verify_checks(dev_cfg, cluster).find("RayService").detail == "ray-llm Ready, application llm RUNNING"

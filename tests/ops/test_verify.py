@@ -101,7 +101,7 @@ def test_application_not_running_fails_and_skips_the_rest(dev):
     check = _check(report, "RayService")
     assert (check.status, check.detail) == (
         "fail",
-        "ray-llm ready=False, application llm DEPLOYING: Deploying app 'llm'.",
+        "ray-llm ready=False, application llm DEPLOYING: Deploying app 'llm'. (Ready: ZeroServeEndpoints)",
     )
     assert {c.status for c in report.checks if c.name.startswith(("NIXL", "GET", "POST"))} == {"skip"}
 

@@ -1,0 +1,101 @@
+"""`python -m ops rehearse-cluster` as an operator runs it: its own set-up named in one line, exit 0 with the
+real operator's verdict on a good stage, 1 when a check fails, and SIGTERM / SIGHUP ending every process it
+started and removing its folder (keys, tokens, etcd data), exit 143 / 129 as Ctrl-C's 130."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localcluster import rehearsal
+from ops import rehearse_cluster
+from ops.report import Report
+from tests.helpers import ROOT, clean_env
+
+COMMAND = [sys.executable, "-m", "ops", "rehearse-cluster", "--stage", "dev"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_without_its_set_up_it_names_the_command_to_run(tmp_path):
+    # An empty user cache: no built program is found (Go's own caches are not touched).
+    env = clean_env(XDG_CACHE_HOME=str(tmp_path / "empty-cache"))
+    run = subprocess.run(COMMAND, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("rehearse-cluster --stage dev: its set-up is missing (the local cluster's etcd, ")
+    assert line.endswith("(not built or downloaded yet)): run scripts/setup.sh --cluster")
+
+
+def test_a_good_stage_exits_0_with_the_operators_verdict(box):
+    run = subprocess.run(COMMAND, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    verdict = run.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"the KubeRay operator's verdict: pass: RayService ray-llm Ready: RayCluster ray-llm-\w+, .*", verdict
+    )
+    assert "b'" not in run.stderr  # no jsii banner read as bytes
+
+
+def _namespace(**kwargs):
+    defaults = {"stage": "dev", "config_dir": "config", "json": False, "keep": False}
+    return type("Args", (), {**defaults, **kwargs})()
+
+
+def test_a_failed_check_exits_1(monkeypatch, capsys):
+    report = Report("rehearse-cluster", "dev")
+    report.add("KubeRay operator", "fail", "RayService inference/ray-llm Ready within 120 s")
+    report.extra["versions"] = {}
+    monkeypatch.setattr(rehearsal, "setup_missing", lambda: None)
+    monkeypatch.setattr(rehearsal, "run", lambda cfg, keep, progress: report)
+    assert rehearse_cluster.run(_namespace()) == 1
+    assert capsys.readouterr().out.strip().endswith("verdict: fail: RayService inference/ray-llm Ready within 120 s")
+
+
+def _started(process: subprocess.Popen, lines: list[str]) -> Path:
+    """The cluster's folder, once kwok has started (the control plane's processes are running)."""
+    deadline = time.monotonic() + 300
+    assert process.stderr is not None
+    for line in process.stderr:
+        lines.append(line)
+        if "starting kwok" in line:
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    found = list(Path(os.environ.get("TMPDIR", "/tmp")).glob("rehearse-cluster-dev-*/cluster/pids"))
+    newest = max(found, key=lambda p: p.stat().st_mtime)
+    return newest.parent
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code):
+    process = subprocess.Popen(COMMAND, cwd=ROOT, env=clean_env(), stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        folder = _started(process, lines)
+        pids = [int(p) for p in (folder / "pids").read_text().split()]
+        assert pids and all(_alive(pid) for pid in pids)
+        process.send_signal(signum)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == code, "".join(lines) + rest
+    assert "every process it started is ended, its folder removed" in rest
+    assert not folder.parent.exists()
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if _alive(pid)] == []
