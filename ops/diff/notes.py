@@ -1,5 +1,6 @@
-"""What a deploy does not do, read from the rendered RayService: a change to its Ray pods under
-`upgradeStrategy: None` (the manual step is printed), and GPUs that the replica counts leave idle."""
+"""What a deploy does not do on its own, read from the rendered output: a change to the RayService's Ray pods
+under `upgradeStrategy: None` (the manual step is printed), a KubeRay operator bump (what to rehearse and check),
+and GPUs that the replica counts leave idle."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from typing import Any
 
 import yaml
 
+from config.topology import HELM_RELEASES_FILE, KUBERAY_RELEASE, RENDERED_DIR
+from config.versions import KUBERAY_OPERATOR
+
 from .kubernetes import ray_services
 
-# KubeRay v1.7.0, ray-operator/controllers/ray/rayservice_controller.go: with upgradeStrategy None,
+# KubeRay 1.6.2, ray-operator/controllers/ray/rayservice_controller.go: with upgradeStrategy None,
 # isZeroDowntimeUpgradeEnabled is false, so shouldPrepareNewCluster never prepares a new RayCluster; and
 # shouldUpdateCluster updates the running one only when worker groups are appended at the end. The spec
 # hash it compares leaves out replicas and min/max replicas, so those are not applied either. Deleting
 # pods does not help (the RayCluster recreates them from its old template); deleting the RayCluster does:
 # with no active cluster left, KubeRay prepares a new one from the RayService's current spec.
-KUBERAY_VERSION = "1.7.0"
+KUBERAY_VERSION = KUBERAY_OPERATOR.version
 RAY_SERVICE_LABELS = "ray.io/originated-from-cr-name={name},ray.io/originated-from-crd=RayService"
 
 
@@ -57,6 +61,30 @@ def manual_steps(base_out: Path, head_out: Path, stage: str) -> list[str]:
             f"deleting only the pods brings back the old spec)"
         )
     return steps
+
+
+def _operator_version(out: Path, stage: str) -> str | None:
+    path = out / RENDERED_DIR / stage / HELM_RELEASES_FILE
+    if not path.is_file():
+        return None
+    releases = [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+    return next((str(r.get("version")) for r in releases if r.get("release") == KUBERAY_RELEASE), None)
+
+
+def operator_bumps(base_out: Path, head_out: Path, stage: str) -> list[str]:
+    """A changed kuberay-operator chart version: the deploy applies the new CRDs, then upgrades the chart."""
+    before, after = _operator_version(base_out, stage), _operator_version(head_out, stage)
+    if before is None or after is None or before == after:
+        return []
+    return [
+        (
+            f"KubeRay operator {before} -> {after} (Helm release {KUBERAY_RELEASE}): the cluster stack applies {after}'s "
+            f"CRDs server-side before the chart upgrade (Helm never upgrades crds/), then the new operator "
+            f"re-reconciles every RayService. Rehearse it first (`python -m ops rehearse-cluster --stage {stage}` "
+            f"runs the pinned operator, tools/go/kuberay-operator), and after the deploy run "
+            f"`python -m ops verify --stage {stage}`"
+        )
+    ]
 
 
 def _serve_engines(spec: dict) -> list[tuple[str, int, int, int]]:

@@ -206,7 +206,7 @@ def test_a_ray_pod_change_under_none_prints_the_manual_step(clone, diff, tmp_pat
         "  ! dev: RayService inference/ray-llm: rayClusterConfig changed (workerGroupSpecs[0]"
         ".template.spec.containers[0].securityContext."
     )
-    assert "under upgradeStrategy None: KubeRay 1.7.0 neither updates nor replaces the running Ray pods" in step
+    assert "under upgradeStrategy None: KubeRay 1.6.2 neither updates nor replaces the running Ray pods" in step
     assert f"After the deploy, run `{KUBECTL}`" in step
     assert "> [!WARNING]" in markdown.read_text() and KUBECTL in markdown.read_text()
 
@@ -282,6 +282,33 @@ def test_no_manual_step_when_kuberay_applies_the_change(change, tmp_path):
         notes.manual_steps(_k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev")
         == []
     )
+
+
+HELM_SNAPSHOT = ROOT / "tests" / "snapshots" / "dev" / "helm-releases.yaml"
+
+
+def _releases_out(tmp_path, name, kuberay_version):
+    documents = _documents(HELM_SNAPSHOT)
+    next(d for d in documents if d["release"] == "kuberay-operator")["version"] = kuberay_version
+    folder = tmp_path / name / "k8s" / "dev"
+    folder.mkdir(parents=True)
+    (folder / "helm-releases.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return tmp_path / name
+
+
+def test_an_operator_bump_is_flagged_with_the_crd_step_and_the_rehearsal(tmp_path):
+    (note,) = notes.operator_bumps(
+        _releases_out(tmp_path, "base", "1.6.2"), _releases_out(tmp_path, "head", "1.7.0"), "dev"
+    )
+    assert note.startswith("KubeRay operator 1.6.2 -> 1.7.0 (Helm release kuberay-operator): the cluster stack applies")
+    assert "`python -m ops rehearse-cluster --stage dev`" in note
+
+
+def test_no_operator_note_when_the_chart_version_is_unchanged(tmp_path):
+    same = notes.operator_bumps(
+        _releases_out(tmp_path, "base", "1.6.2"), _releases_out(tmp_path, "head", "1.6.2"), "dev"
+    )
+    assert same == []
 
 
 def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
