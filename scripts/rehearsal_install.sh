@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# On the offline rehearsal host: checks, reassembles and unpacks what scripts/rehearsal_pack.sh packed.
+# On the offline rehearsal host: checks, reassembles and unpacks what scripts/rehearsal_pack.sh (wheels) and
+# scripts/rehearsal_debs.sh (Debian packages) packed.
 #   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: /tmp/rehearsal-site, .rehearsal/pieces;
 #                                                        PIECES_DIR TARGET works too: SHA256SUMS tells them apart)
 #   env=$(scripts/rehearsal_install.sh T P) && eval "$env"   the same, then use the trees in this shell
 #                                                            (a bare eval "$(...)" would hide a failure)
-# Every tree listed in PIECES_DIR/SHA256SUMS (serve, bench) whose pieces are all there is checked against
+# Every tree listed in PIECES_DIR/SHA256SUMS (serve, bench, libfabric) whose pieces are all there is checked against
 # SHA256SUMS, then unpacked into TARGET/<tree>/ (replacing an older one; a tree already unpacked from the
 # same pieces is left as it is). Console scripts in TARGET/<tree>/bin get this host's python3 (pip wrote the
 # packing machine's). A tree none of whose pieces are here is skipped, so the trees can come in separately.
@@ -13,9 +14,9 @@
 # piece. Environment: REHEARSAL_PYTHON (default: python3 on PATH), REHEARSAL_TRUSTED_SUMS (default
 # rehearsal/pieces.sha256 of this checkout).
 # Nothing in the carried SHA256SUMS is trusted: every line must name a piece of a known tree (the trees are
-# the lock files of this checkout, rehearsal/<tree>.lock, and a piece is <tree>.tar.xz.part-NN), and every
-# piece's digest must be one the repository vouches for (REHEARSAL_TRUSTED_SUMS, written by
-# scripts/rehearsal_pack.sh and committed), so no name reaches rm or tar that the repository did not choose.
+# the lock files and Debian package lists of this checkout, rehearsal/<tree>.lock and rehearsal/<tree>.debs, and a
+# piece is <tree>.tar.xz.part-NN), and every piece's digest must be one the repository vouches for
+# (REHEARSAL_TRUSTED_SUMS, written by scripts/rehearsal_pack.sh and scripts/rehearsal_debs.sh, and committed), so no name reaches rm or tar that the repository did not choose.
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,8 +40,10 @@ target=$(cd "$target" && pwd)
 
 trusted=${REHEARSAL_TRUSTED_SUMS:-$here/rehearsal/pieces.sha256}
 [[ -f "$trusted" ]] || die "no $trusted: the digests of the pieces this checkout vouches for (scripts/rehearsal_pack.sh writes it)"
-known=$(cd "$here/rehearsal" && ls -1 -- *.lock 2>/dev/null | sed 's/\.lock$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | paste -sd'|' || true)
-[[ -n "$known" ]] || die "no rehearsal/<tree>.lock in $here: cannot tell which trees exist"
+# The trees: the wheel locks (rehearsal/<tree>.lock, scripts/rehearsal_pack.sh) and the Debian package lists
+# (rehearsal/<tree>.debs, scripts/rehearsal_debs.sh) of this checkout.
+known=$(cd "$here/rehearsal" && ls -1 -- *.lock *.debs 2>/dev/null | sed 's/\.\(lock\|debs\)$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | sort -u | paste -sd'|' || true)
+[[ -n "$known" ]] || die "no rehearsal/<tree>.lock or <tree>.debs in $here: cannot tell which trees exist"
 pattern="^[0-9a-f]{64}  ($known)\.tar\.xz\.part-[0-9]{2,3}\$"
 bad=$(grep -nvE "$pattern" "$pieces/SHA256SUMS" | head -n1 | cut -c1-120 || true)
 [[ -z "$bad" ]] || die "$pieces/SHA256SUMS line ${bad%%:*}: not '<sha256>  <tree>.tar.xz.part-NN' of a known tree ($known): refused"
@@ -120,6 +123,13 @@ for tree in "${installed[@]}"; do
            echo "export PYTHONPATH=$(path_of "$target/serve")\${PYTHONPATH:+:\$PYTHONPATH} PATH=$target/serve/bin:\$PATH" ;;
     bench) echo "# the benchmark client, in its own processes: PYTHONPATH=\$REHEARSAL_BENCH_PATH \$REHEARSAL_AIPERF ..."
            echo "export REHEARSAL_BENCH_PATH=$(path_of "$target/bench") REHEARSAL_AIPERF=$target/bench/bin/aiperf" ;;
-    *)     echo "export REHEARSAL_${tree^^}_PATH=$(path_of "$target/$tree")" ;;
+    *)     if [[ -f "$here/rehearsal/$tree.debs" ]]; then
+             # Debian packages (libraries and tools, no Python): the folder; for libfabric, ops rehearse
+             # --nixl-backend LIBFABRIC puts its lib/ first on the engines' LD_LIBRARY_PATH.
+             echo "# $tree: Debian packages (rehearsal/$tree.debs): lib/, bin/"
+             echo "export REHEARSAL_${tree^^}=$target/$tree"
+           else
+             echo "export REHEARSAL_${tree^^}_PATH=$(path_of "$target/$tree")"
+           fi ;;
   esac
 done

@@ -146,6 +146,82 @@ def test_a_tree_none_of_whose_pieces_came_is_skipped(tmp_path, packed):
     assert "bench: none of its" in done.stderr and "REHEARSAL_BENCH_PATH" not in done.stdout
 
 
+def test_a_tree_of_debian_packages_is_unpacked_and_named_by_its_folder(tmp_path, packed):
+    # rehearsal/libfabric.debs makes `libfabric` a known tree (scripts/rehearsal_debs.sh packs it): libraries and
+    # tools, no Python, so its line names the folder (ops rehearse --libfabric reads REHEARSAL_LIBFABRIC)
+    _pack(
+        packed, "libfabric", {"lib/libfabric.so.1": "\x7fELF stand-in", "bin/fi_info": "\x7fELF stand-in", "DEBS": ""}
+    )
+    target = tmp_path / "site"
+    done = _install(target, packed)
+    assert done.returncode == 0, done.stderr
+    assert (target / "libfabric" / "lib" / "libfabric.so.1").is_file()
+    assert f"export REHEARSAL_LIBFABRIC={target}/libfabric" in done.stdout.splitlines()
+    assert "REHEARSAL_LIBFABRIC_PATH" not in done.stdout
+    assert (target / "libfabric" / "bin" / "fi_info").read_text() == "\x7fELF stand-in"  # not a console script
+
+
+def test_every_debian_list_pins_each_package_by_the_sha256_of_its_deb():
+    lists = sorted((ROOT / "rehearsal").glob("*.debs"))
+    assert [p.stem for p in lists] == ["libfabric"]
+    for path in lists:
+        text = path.read_text()
+        assert "#: suite trixie" in text and "#: mirror http://deb.debian.org/debian" in text
+        lines = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+        assert lines and all(len(parts) == 3 and len(parts[2]) == 64 for parts in lines)
+        names = [parts[0] for parts in lines]
+        assert names == sorted(names) and len(set(names)) == len(names)
+        assert not (ROOT / "rehearsal" / f"{path.stem}.lock").exists()
+    names = {
+        line.split()[0]
+        for line in (ROOT / "rehearsal" / "libfabric.debs").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    # trixie's libnuma 2.0.19 made NIXL's LIBFABRIC backend exit on the H200 host: the host's own is used
+    assert "libfabric1" in names and "libnuma1" not in names
+
+
+def test_the_committed_digests_vouch_for_one_libfabric_piece():
+    pieces = [line.split()[1] for line in (ROOT / "rehearsal" / "pieces.sha256").read_text().splitlines()]
+    assert [p for p in pieces if p.startswith("libfabric.")] == ["libfabric.tar.xz.part-00"]
+
+
+DEBS = ROOT / "scripts" / "rehearsal_debs.sh"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("libfabric1 2.1.0-1.1 abc\n", "needs '#: suite NAME' and '#: mirror URL' lines"),
+        (
+            "#: suite trixie\n#: mirror http://deb.debian.org/debian\nlibfabric1 2.1.0-1.1 abc\n",
+            "not 'package version sha256'",
+        ),
+        ("#: suite trixie\n#: mirror http://deb.debian.org/debian\n", "lists no package"),
+    ],
+)
+def test_the_deb_packer_refuses_a_bad_list_before_downloading(tmp_path, text, message):
+    # a copy of the scripts and a list of its own: the packer never reaches apt-get or the mirror
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "rehearsal_debs.sh").write_text(DEBS.read_text())
+    (tmp_path / "rehearsal").mkdir()
+    (tmp_path / "rehearsal" / "probe.debs").write_text(text)
+    keyring = tmp_path / "keyring.gpg"
+    keyring.write_bytes(b"")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("apt-get", "dpkg-deb"):  # present, and failing loudly if ever run
+        (tools / tool).write_text("#!/bin/sh\necho ran >&2; exit 99\n")
+        (tools / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:/usr/bin:/bin", "REHEARSAL_DEB_KEYRING": str(keyring)}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "rehearsal_debs.sh"), "probe"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and "ran" not in done.stderr
+    assert message in done.stderr.strip().splitlines()[-1]
+
+
 DEVICE_RUN = ROOT / "scripts" / "rehearsal_device_run.sh"
 
 
