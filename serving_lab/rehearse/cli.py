@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -67,6 +68,31 @@ def _positive_bytes(text: str) -> int:
     if not 2**20 <= value <= 2**40:
         raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
     return value
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    """NAME=VALUE with NAME a shell variable name."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def _transport(args) -> overrides.Transport:
+    """The --nixl-backend, --libfabric, --kv-buffer-device and --engine-env options (a RehearsalError, exit 2, when
+    LIBFABRIC is kept without its libfabric)."""
+    backend = getattr(args, "nixl_backend", None)
+    libfabric = getattr(args, "libfabric", None)
+    if backend == "LIBFABRIC" and libfabric and not (Path(libfabric) / "lib" / "libfabric.so.1").exists():
+        raise RehearsalError(
+            f"--libfabric: {libfabric}/lib has no libfabric.so.1 (scripts/rehearsal_install.sh unpacks it)", 2
+        )
+    return overrides.Transport(
+        nixl_backend=backend,
+        kv_buffer_device=getattr(args, "kv_buffer_device", None),
+        libfabric=libfabric if backend == "LIBFABRIC" else None,
+        engine_env=tuple(getattr(args, "engine_env", None) or ()),
+    )
 
 
 def add_parser(sub) -> None:
@@ -157,6 +183,34 @@ def add_parser(sub) -> None:
         "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
         "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
     )
+    cmd.add_argument(
+        "--nixl-backend",
+        choices=overrides.NIXL_BACKENDS,
+        help="NIXL's backend for the KV cache. Default: the stage's on a host with EFA, else UCX. LIBFABRIC on a "
+        "host without EFA keeps the stage's backend on libfabric's tcp provider (loopback), from the carried "
+        "libfabric (--libfabric), with vLLM's KV buffer in host memory unless --kv-buffer-device says otherwise",
+    )
+    cmd.add_argument(
+        "--libfabric",
+        metavar="DIR",
+        default=os.environ.get("REHEARSAL_LIBFABRIC"),
+        help="--nixl-backend LIBFABRIC: the libfabric tree scripts/rehearsal_install.sh unpacked "
+        "(rehearsal/libfabric.debs; default $REHEARSAL_LIBFABRIC): its lib/ goes first on the engines' LD_LIBRARY_PATH",
+    )
+    cmd.add_argument(
+        "--kv-buffer-device",
+        choices=overrides.KV_BUFFER_DEVICES,
+        help="vLLM's kv_transfer_config.kv_buffer_device: cuda (vLLM's default: NIXL moves GPU memory) or cpu "
+        "(vLLM copies the KV cache to host memory and NIXL moves that)",
+    )
+    cmd.add_argument(
+        "--engine-env",
+        action="append",
+        default=[],
+        type=_env_pair,
+        metavar="NAME=VALUE",
+        help="one more variable of the engines' environment, recorded as an override (repeatable), e.g. UCX_TLS=...",
+    )
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
@@ -237,6 +291,7 @@ def rehearse_mode(
             share_gpus=args.share_gpus,
             emulate_node=args.emulate_node,
             kv_cache_bytes=kv_cache_bytes,
+            transport=_transport(args),
         )
 
     plan = planned(args.kv_cache_bytes)
@@ -404,7 +459,7 @@ def _bench(
         if plan.serve_config and not any(o.path.endswith("load_format") for o in plan.overrides)
         else f"dummy weights of {cfg.serving.model.source}"
     )
-    transport = "LIBFABRIC" if host.has_efa else "UCX on one host, not EFA"
+    transport = transport_label(host, plan)
     gpus = (
         f"{plan.num_gpus} x {host.gpus[0].name} shared by {plan.engines} engines"
         if plan.num_gpus < plan.engines
@@ -426,6 +481,26 @@ def _bench(
         adjust=adjust,
         progress=say,
     )
+
+
+def transport_label(host: host_facts.Host, plan: overrides.Plan) -> str:
+    """How the plan's KV cache moves, for the benchmark's note: its NIXL backend, and on a host without EFA what
+    carries it instead."""
+    backends = {
+        tuple(llm["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"].get("backends", ()))
+        for _, llm in overrides.llm_configs(plan.serve_config)
+        if "kv_transfer_config" in llm["engine_kwargs"]
+    }
+    if host.has_efa:
+        return "LIBFABRIC" if backends != {("UCX",)} else "UCX on an EFA host"
+    if backends == {("LIBFABRIC",)}:
+        buffer = {
+            llm["engine_kwargs"]["kv_transfer_config"].get("kv_buffer_device", "cuda")
+            for _, llm in overrides.llm_configs(plan.serve_config)
+        }
+        staged = ", KV staged in host memory" if buffer == {"cpu"} else ""
+        return f"LIBFABRIC over libfabric's tcp provider on one host{staged}, not EFA"
+    return "UCX on one host, not EFA"
 
 
 def _exit_code(exc: Exception) -> int:

@@ -231,6 +231,25 @@ def _emulation(cfg: StageConfig, host: Host, gpus: int) -> _Emulation:
     )
 
 
+NIXL_BACKENDS = ("UCX", "LIBFABRIC")
+KV_BUFFER_DEVICES = ("cuda", "cpu")
+# Variables the plan puts in front of the host's own value instead of replacing it: ray_cluster.PREPENDED.
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How the KV cache moves, where the rehearsal is told (ops rehearse --nixl-backend, --kv-buffer-device,
+    --libfabric, --engine-env); the defaults keep the plan as it always was: UCX on a host without EFA."""
+
+    nixl_backend: str | None = None  # None: the stage's on an EFA host, else UCX
+    kv_buffer_device: str | None = None  # vLLM's kv_transfer_config.kv_buffer_device; None: vLLM's default (cuda)
+    libfabric: str | None = None  # a libfabric tree (rehearsal/libfabric.debs) for LIBFABRIC without EFA
+    engine_env: tuple[tuple[str, str], ...] = ()  # more engine environment, e.g. UCX_TLS
+
+    def keeps_libfabric(self, host: Host) -> bool:
+        return self.nixl_backend == "LIBFABRIC" and not host.has_efa
+
+
 @dataclass
 class _Build:
     """A plan being built: what every override reads (the stage, the host, the options and the facts derived from
@@ -251,6 +270,7 @@ class _Build:
     sm90: bool
     emulation: _Emulation | None
     configs: list[tuple[str, dict[str, Any]]]
+    transport: Transport = field(default_factory=lambda: Transport())
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -487,15 +507,56 @@ def _emulated_batch_defaults(build: _Build, engine: _Engine) -> None:
 
 
 def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
+    """UCX where the host has no EFA device, unless --nixl-backend LIBFABRIC keeps the stage's backend; any host
+    with --nixl-backend UCX. --nixl-backend LIBFABRIC on a stage of UCX sets LIBFABRIC."""
     kv = engine.kwargs.get("kv_transfer_config")
-    if kv is not None and not build.host.has_efa:
+    if kv is None:
+        return
+    path = f"{engine.path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends"
+    wanted = build.transport.nixl_backend
+    if wanted == "LIBFABRIC":
+        build.set(
+            kv["kv_connector_extra_config"],
+            "backends",
+            ["LIBFABRIC"],
+            path,
+            "--nixl-backend LIBFABRIC: the backend of the EFA stages",
+        )
+    elif not build.host.has_efa:
         build.set(
             kv["kv_connector_extra_config"],
             "backends",
             ["UCX"],
-            f"{engine.path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+            path,
             "no EFA device on this host: NIXL over UCX (shared memory / TCP on one host); the EFA path "
             "is not exercised",
+        )
+    elif wanted == "UCX":
+        build.set(kv["kv_connector_extra_config"], "backends", ["UCX"], path, "--nixl-backend UCX on an EFA host")
+
+
+def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
+    """Where vLLM keeps the KV cache NIXL moves: --kv-buffer-device, or host memory where LIBFABRIC runs without EFA.
+    libfabric's tcp provider has no FI_HMEM (prov/tcp: its memory registrations are FI_HMEM_SYSTEM), so NIXL's
+    LIBFABRIC plugin registers CUDA memory as host memory ("falling back to system memory registration",
+    src/utils/libfabric/libfabric_rail.cpp) and the sockets cannot read it; vLLM's host buffer (kv_buffer_device
+    cpu: a copy to host memory after prefill, back to the GPU before decode) is the path that needs no FI_HMEM."""
+    kv = engine.kwargs.get("kv_transfer_config")
+    if kv is None:
+        return
+    device = build.transport.kv_buffer_device
+    if device is None and build.transport.keeps_libfabric(build.host):
+        device = "cpu"
+        reason = (
+            "LIBFABRIC without EFA runs libfabric's tcp provider, which has no FI_HMEM: vLLM stages the KV cache "
+            "through host memory (what a GPU without GPUDirect RDMA, such as the L4, needs unless the provider "
+            "copies CUDA memory itself)"
+        )
+    else:
+        reason = "--kv-buffer-device"
+    if device is not None:
+        build.set(
+            kv, "kv_buffer_device", device, f"{engine.path}.engine_kwargs.kv_transfer_config.kv_buffer_device", reason
         )
 
 
@@ -579,6 +640,41 @@ def _pod_environment(build: _Build) -> None:
             )
 
 
+def _libfabric_environment(build: _Build) -> None:
+    """--nixl-backend LIBFABRIC on a host without EFA: libfabric's tcp provider, from the carried libfabric
+    (rehearsal/libfabric.debs: the host's own lacks FABRIC_1.7, which NIXL's plugin needs). FI_TCP_IFACE is left
+    unset: the provider lists the host's IPv4 interfaces before loopback and NIXL takes the first (eth0 on the H200
+    host); on loopback (FI_TCP_IFACE=lo) NIXL's rail failed there ("socket listen failed"). --engine-env sets it."""
+    transport = build.transport
+    if not transport.keeps_libfabric(build.host):
+        return
+    efa = {item["name"]: item.get("value") for item in worker_environment(efa=True)}
+    build.env["FI_PROVIDER"] = "tcp"
+    build.add(
+        "worker env FI_PROVIDER",
+        efa.get("FI_PROVIDER"),
+        "tcp",
+        "no EFA device on this host: libfabric's tcp provider (the stage's EFA nodes set efa)",
+    )
+    if transport.libfabric:
+        lib = str(Path(transport.libfabric) / "lib")
+        build.env["LD_LIBRARY_PATH"] = lib
+        build.add(
+            "worker env LD_LIBRARY_PATH",
+            None,
+            lib,
+            "the carried libfabric 2.1 (rehearsal/libfabric.debs), put before the host's own path: the host's "
+            "libfabric 1.17 lacks FABRIC_1.7, so NIXL's LIBFABRIC plugin would not load",
+        )
+
+
+def _engine_env(build: _Build) -> None:
+    for name, value in build.transport.engine_env:
+        before = build.env.get(name)
+        build.env[name] = value
+        build.add(f"worker env {name}", before, value, "--engine-env")
+
+
 PLAN_OVERRIDES = (_other_mode,)
 ENGINE_OVERRIDES = (
     _local_model_folder,
@@ -589,10 +685,11 @@ ENGINE_OVERRIDES = (
     _emulated_memory_budget,
     _emulated_batch_defaults,
     _ucx_without_efa,
+    _kv_buffer_device,
     _tcpstore_port,
     _autoscaling_cap,
 )
-ENV_OVERRIDES = (_per_worker_gpus, _offline_hub, _pod_environment)
+ENV_OVERRIDES = (_per_worker_gpus, _offline_hub, _pod_environment, _libfabric_environment, _engine_env)
 
 
 def plan(
@@ -606,6 +703,7 @@ def plan(
     share_gpus: bool = False,
     emulate_node: bool = False,
     kv_cache_bytes: KvCacheBytes = None,
+    transport: Transport | None = None,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
@@ -622,6 +720,7 @@ def plan(
         emulate_node=emulate_node,
         kv_cache_bytes=kv_cache_bytes,
     )
+    build.transport = transport or Transport()
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.error
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,20 @@ def stop_command(python: str = sys.executable) -> list[str]:
     return [*ray_cli(python), "stop", "--force"]
 
 
+# Search paths the plan puts in front of the host's own (overrides.PREPENDED_ENV): the carried libfabric's lib/
+# must come first, and the host's own entries (the driver's libraries among them) must stay.
+PREPENDED = ("LD_LIBRARY_PATH",)
+
+
+def merged_env(host: Mapping[str, str], plan: Mapping[str, str]) -> dict[str, str]:
+    """The host's environment with the plan's on top; a PREPENDED variable keeps the host's value after the plan's."""
+    env = {**host, **plan}
+    for name in PREPENDED:
+        if name in plan and host.get(name):
+            env[name] = f"{plan[name]}:{host[name]}"
+    return env
+
+
 class RayHead:
     """`ray start --head` with the engines' environment; `stop()` is safe to call more than once."""
 
@@ -84,7 +98,7 @@ class RayHead:
 
     def start(self, timeout: float = 180) -> None:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**merged_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
         self.started = True  # from here on, stop() must run even if start fails half-way
         try:
             done = self.run(

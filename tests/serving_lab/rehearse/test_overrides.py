@@ -229,10 +229,17 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_emulated_memory_budget",
         "_emulated_batch_defaults",
         "_ucx_without_efa",
+        "_kv_buffer_device",
         "_tcpstore_port",
         "_autoscaling_cap",
     ]
-    assert [o.__name__ for o in overrides.ENV_OVERRIDES] == ["_per_worker_gpus", "_offline_hub", "_pod_environment"]
+    assert [o.__name__ for o in overrides.ENV_OVERRIDES] == [
+        "_per_worker_gpus",
+        "_offline_hub",
+        "_pod_environment",
+        "_libfabric_environment",
+        "_engine_env",
+    ]
 
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
@@ -253,6 +260,17 @@ OPTION_SETS = {
     "h200x1 --share-gpus --emulate-node": {"host": ONE_H200, "share_gpus": True, "emulate_node": True},
     "l4x2 efa": {"host": L4_PAIR_WITH_EFA},
     "h200x2 --weights": {"host": H200_PAIR, "real_weights": True},
+    # the stage's LIBFABRIC kept on a host without EFA: libfabric's tcp provider, vLLM's KV buffer in host memory
+    "h200x1 --share-gpus --nixl-backend LIBFABRIC": {
+        "host": ONE_H200,
+        "share_gpus": True,
+        "transport": overrides.Transport(nixl_backend="LIBFABRIC", libfabric="/tmp/rehearsal-site/libfabric"),
+    },
+    "h200x1 --share-gpus --kv-buffer-device cpu --engine-env": {
+        "host": ONE_H200,
+        "share_gpus": True,
+        "transport": overrides.Transport(kv_buffer_device="cpu", engine_env=(("UCX_TLS", "cuda_ipc,cuda_copy,tcp"),)),
+    },
 }
 
 
@@ -297,3 +315,74 @@ def test_the_plans_are_the_recorded_ones(stages):
         recorded_file.write_text(text)
     assert recorded_file.exists(), f"no {recorded_file.name}: run with UPDATE_SNAPSHOTS=1"
     assert text == recorded_file.read_text()
+
+
+def _kv(plan: overrides.Plan, side: str = "prefill_config") -> dict[str, Any]:
+    return plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]["kv_transfer_config"]
+
+
+LIBFABRIC_TREE = "/tmp/rehearsal-site/libfabric"
+
+
+def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_with_a_host_buffer(dev):
+    transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
+    plan = overrides.plan(
+        dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+    )
+    for side in ("prefill_config", "decode_config"):
+        assert _kv(plan, side)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
+        assert _kv(plan, side)["kv_buffer_device"] == "cpu"  # the tcp provider has no FI_HMEM
+    assert plan.env["FI_PROVIDER"] == "tcp"
+    assert plan.env["LD_LIBRARY_PATH"] == f"{LIBFABRIC_TREE}/lib"
+    assert "FI_TCP_IFACE" not in plan.env  # loopback failed on the H200 host; the provider's first interface is used
+    lines = "\n".join(o.line() for o in plan.overrides)
+    assert "worker env FI_PROVIDER: 'efa' -> 'tcp'" in lines  # what the stage's EFA pods set, and what runs here
+    assert "FABRIC_1.7" in lines and "FI_HMEM" in lines
+
+
+def test_libfabric_kept_with_a_cuda_buffer_when_asked(dev):
+    transport = overrides.Transport(nixl_backend="LIBFABRIC", kv_buffer_device="cuda", libfabric=LIBFABRIC_TREE)
+    plan = overrides.plan(
+        dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+    )
+    assert _kv(plan)["kv_buffer_device"] == "cuda"
+    assert any(o.path.endswith("kv_buffer_device") and o.reason == "--kv-buffer-device" for o in plan.overrides)
+
+
+def test_an_efa_host_keeps_libfabric_on_efa_with_vllms_buffer(dev):
+    transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
+    plan = overrides.plan(
+        dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False, transport=transport
+    )
+    assert _kv(plan)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
+    assert "kv_buffer_device" not in _kv(plan)
+    assert plan.env["FI_PROVIDER"] == "efa" and "LD_LIBRARY_PATH" not in plan.env
+
+
+def test_ucx_can_be_asked_for_on_an_efa_host(dev):
+    plan = overrides.plan(
+        dev,
+        mode="pd",
+        host=L4_PAIR_WITH_EFA,
+        model_dir=MODEL,
+        real_weights=False,
+        transport=overrides.Transport(nixl_backend="UCX"),
+    )
+    assert _kv(plan)["kv_connector_extra_config"] == {"backends": ["UCX"]}
+
+
+def test_engine_env_is_an_override_with_the_value_it_replaces(dev):
+    transport = overrides.Transport(engine_env=(("UCX_TLS", "tcp,cuda_copy"), ("NIXL_LOG_LEVEL", "DEBUG")))
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    assert plan.env["UCX_TLS"] == "tcp,cuda_copy" and plan.env["NIXL_LOG_LEVEL"] == "DEBUG"
+    recorded = {o.path: (o.before, o.after) for o in plan.overrides}
+    assert recorded["worker env UCX_TLS"] == (None, "tcp,cuda_copy")
+    assert recorded["worker env NIXL_LOG_LEVEL"] == ("INFO", "DEBUG")
+
+
+def test_colocated_mode_has_no_kv_buffer_to_place(dev):
+    transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
+    plan = overrides.plan(
+        dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport
+    )
+    assert not [o for o in plan.overrides if "kv_buffer_device" in o.path or "backends" in o.path]
