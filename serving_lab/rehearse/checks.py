@@ -226,6 +226,9 @@ NIXL_MARKERS = (
     "NixlPullConnector",
     "kv_role",
     "engine_id",
+    "KV Transfer metrics",
+    "FI_",
+    "libfabric",
 )
 
 

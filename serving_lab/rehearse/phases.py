@@ -40,7 +40,11 @@ SERIES = {
     "ray_vllm_nixl_xfer_time_seconds": "nixl_xfer",
     "ray_vllm_nixl_post_time_seconds": "nixl_post",
     "ray_vllm_nixl_bytes_transferred": "nixl_bytes",
+    "ray_vllm_nixl_num_descriptors": "nixl_descs",
 }
+# The NIXL histograms whose bucket counts the breakdown keeps as well (`<name>_buckets`: {"lo-hi": transfers}):
+# Ray rebuilds a histogram's _sum from its buckets' midpoints, so the counts per bucket are the exact part.
+BUCKETED = ("nixl_xfer", "nixl_bytes", "nixl_descs")
 SERVE_SERIES = "ray_serve_deployment_processing_latency_ms"
 # Ray's core workers export their metrics every metrics_report_interval_ms (10 s by default,
 # src/ray/common/ray_config_def.h): a scrape waits one interval and a margin so the probe's requests,
@@ -57,6 +61,37 @@ Key = tuple[str, tuple[tuple[str, str], ...]]  # (series, labels)
 
 class ScrapeError(Exception):
     """The metrics endpoint did not answer with its text; one line."""
+
+
+def bucket_counts(text: str) -> dict[Key, dict[float, float]]:
+    """Prometheus text -> {(histogram, labels without le): {upper bound: cumulative count}} for BUCKETED series."""
+    wanted = {name for name, short in SERIES.items() if short in BUCKETED}
+    found: dict[Key, dict[float, float]] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line) if line and not line.startswith("#") else None
+        if not match or not match.group(1).endswith("_bucket") or match.group(1)[: -len("_bucket")] not in wanted:
+            continue
+        name, labels, value = match.groups()
+        pairs = _LABEL.findall(labels or "")
+        le = dict(pairs).get("le")
+        key = (name[: -len("_bucket")], tuple(sorted((k, v) for k, v in pairs if k not in _IGNORED_LABELS)))
+        try:
+            found.setdefault(key, {})[float(le) if le is not None else float("inf")] = float(value)
+        except ValueError:
+            pass
+    return found
+
+
+def _bucket_deltas(before: dict[float, float], after: dict[float, float]) -> dict[str, int]:
+    """The transfers the probe added to each bucket, as {"lo-hi": n} (cumulative counts made per bucket)."""
+    out, previous, low = {}, 0.0, 0.0
+    for upper in sorted(after):
+        cumulative = after[upper] - before.get(upper, 0.0)
+        count = round(cumulative - previous)
+        if count > 0:
+            out[f"{low:g}-{upper:g}"] = count
+        previous, low = cumulative, upper
+    return out
 
 
 def parse(text: str) -> dict[Key, tuple[float, float]]:
@@ -132,10 +167,15 @@ class Breakdown:
                     ("prompt_tokens", "prompt tokens"),
                     ("generated_tokens", "generated"),
                     ("nixl_bytes", "bytes per NIXL transfer"),
+                    ("nixl_descs", "descriptors per NIXL transfer"),
                 )
                 if engine.get(name) is not None
             )
             out.append(f"{engine['role']} engine ({engine['requests']} requests; {sizes}): {phases}")
+            for name in BUCKETED:
+                if engine.get(f"{name}_buckets"):
+                    spread = ", ".join(f"{k}: {v}" for k, v in engine[f"{name}_buckets"].items())
+                    out.append(f"  {name} per bucket (transfers): {spread}")
         for name, ms in sorted(self.deployments.items()):
             out.append(f"Serve deployment {name}: handler {ms:.1f} ms mean")
         outside = self.outside_engines_s()
@@ -149,6 +189,7 @@ class Breakdown:
 def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
     """The probe's share of every histogram, per engine and per Serve deployment."""
     old, new = parse(before), parse(after)
+    old_buckets, new_buckets = bucket_counts(before), bucket_counts(after)
     per_engine: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
     deployments: dict[str, float] = {}
     for (series, labels), (total, count) in new.items():
@@ -167,6 +208,10 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
             engine["requests"] = round(d_count)
         if SERIES[series] == "nixl_xfer":
             engine["nixl_transfers"] = round(d_count)
+        if SERIES[series] in BUCKETED and (series, labels) in new_buckets:
+            engine[f"{SERIES[series]}_buckets"] = _bucket_deltas(
+                old_buckets.get((series, labels), {}), new_buckets[(series, labels)]
+            )
     engines = []
     for engine in per_engine.values():
         if "requests" not in engine:
@@ -182,7 +227,14 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
     decode = [e for e in engines if e["role"] == "decode" and e["requests"] > 0]
     if nixl_only and len(decode) == 1:
         for extra in nixl_only:
-            for name in ("nixl_xfer", "nixl_post", "nixl_transfers", "nixl_bytes"):
+            for name in (
+                "nixl_xfer",
+                "nixl_post",
+                "nixl_transfers",
+                "nixl_bytes",
+                "nixl_descs",
+                *(f"{b}_buckets" for b in BUCKETED),
+            ):
                 if name in extra:
                     decode[0][name] = extra[name]
             engines.remove(extra)

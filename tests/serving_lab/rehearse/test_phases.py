@@ -138,3 +138,30 @@ def test_a_concurrent_round_sends_every_request_once_and_records_its_concurrency
     assert sorted(sent) == list(range(16))
     assert found.concurrency == 16
     assert found.to_json()["concurrency"] == 16
+
+
+def _buckets(name: str, labels: str, cumulative: dict[str, float], total: float) -> str:
+    lines = [f"# TYPE {name} histogram\n"]
+    lines += [f'{name}_bucket{{{labels},le="{le}"}} {count}\n' for le, count in cumulative.items()]
+    count = max(cumulative.values())
+    return "".join(lines + [f"{name}_sum{{{labels}}} {total}\n", f"{name}_count{{{labels}}} {count}\n"])
+
+
+def test_the_nixl_histograms_keep_the_probes_transfers_per_bucket():
+    # Ray rebuilds _sum from bucket midpoints, so the counts per bucket are the exact part: 2 earlier transfers,
+    # then the probe's 12 (3 in 0.1-0.2 s, 9 in 0.2-0.3 s: what the H200 run showed over UCX)
+    xfer = "ray_vllm_nixl_xfer_time_seconds"
+    before = _buckets(xfer, DECODE, {"0.1": 0, "0.2": 2, "0.3": 2, "+Inf": 2}, 0.3) + _histogram(
+        "ray_vllm_request_generation_tokens", DECODE, 32, 2
+    )
+    after = (
+        _buckets(xfer, DECODE, {"0.1": 0, "0.2": 5, "0.3": 14, "+Inf": 14}, 0.3 + 12 * 0.225)
+        + _buckets("ray_vllm_nixl_num_descriptors", DECODE, {"30": 0, "50": 12, "+Inf": 12}, 480)
+        + _histogram("ray_vllm_request_generation_tokens", DECODE, 32 + 12 * 16, 14)
+    )
+    found = phases.breakdown(before, after, [0.4] * 12)
+    (decode,) = found.engines
+    assert decode["nixl_xfer"] == pytest.approx(0.225)
+    assert decode["nixl_xfer_buckets"] == {"0.1-0.2": 3, "0.2-0.3": 9}
+    assert decode["nixl_descs"] == pytest.approx(40) and decode["nixl_descs_buckets"] == {"30-50": 12}
+    assert "  nixl_xfer per bucket (transfers): 0.1-0.2: 3, 0.2-0.3: 9" in found.lines()
