@@ -1,13 +1,29 @@
 """Every pinned version of a Helm chart and a container image, in one place.
 
 Stage files may override a chart version (to promote a new one through dev first); when they do not,
-these are the versions that are deployed. Python packages are pinned in requirements*.txt and the CDK
-CLI in package.json.
+these are the versions that are deployed. Python packages are pinned in requirements*.txt, the CDK CLI
+and cdk-assets in package.json (npm_pin reads them), Go modules in tools/go/.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_JSON = Path(__file__).resolve().parent.parent / "package.json"
+
+# The toolchain every command of the project runs on, as CodeBuild's `runtime-versions` names it (the
+# pipeline's projects select exactly these on the standard 8.0 image, whose runtimes.yml offers them):
+# pyproject.toml's requires-python, the Node.js of the CI workflows, the `go` directive of tools/go/.
+TOOLCHAIN = {"python": "3.11", "nodejs": "24", "golang": "1.26"}
+
+
+@functools.cache
+def npm_pin(package: str) -> str:
+    """The exact version package.json pins for an npm package (the CDK CLI, cdk-assets)."""
+    return str(json.loads(PACKAGE_JSON.read_text())["devDependencies"][package])
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@
 #   scripts/setup.sh --cluster  runtime + the local control plane of `ops rehearse-cluster`: its Python
 #                               package (requirements-cluster.txt) and its Go programs, built once from the
 #                               Go module proxy into Go's own caches (needs Go 1.26; tools/go/ pins them)
-#   scripts/setup.sh --dev      everything --cluster installs, the test and validation packages and both
-#                               tool venvs below: the test command's set-up
+#   scripts/setup.sh --checks   runtime + the test, lint and type packages, nothing built: the pipeline's
+#                               Synth step (scripts/pipeline_check.sh); `ops diff` too
+#   scripts/setup.sh --dev      everything --cluster and --checks install, and both tool venvs below: the
+#                               test command's set-up
 #   scripts/setup.sh --bench    only the benchmark venv (.venv-bench: aiperf) for `ops bench`
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 mode=${1:-}
-case "$mode" in ""|--cluster|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (allowed: --cluster, --dev, --bench)" >&2; exit 2;; esac
+case "$mode" in ""|--cluster|--checks|--dev|--bench) ;; *) echo "setup: unknown option ${mode} (allowed: --cluster, --checks, --dev, --bench)" >&2; exit 2;; esac
 
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -62,7 +64,7 @@ command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2;
 
 want="requirements.txt"
 [[ "$mode" == "--cluster" ]] && want="requirements-cluster.txt"
-[[ "$mode" == "--dev" ]] && want="requirements-dev.txt"
+[[ "$mode" == "--dev" || "$mode" == "--checks" ]] && want="requirements-dev.txt"
 if [[ ! -x .venv/bin/python ]]; then
   "$python" -m venv .venv
 fi

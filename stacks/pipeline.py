@@ -1,25 +1,58 @@
-"""The optional delivery pipeline (CDK Pipelines): source from a CodeConnections repository, a synth
-step that runs the README's test command and then synth, the stages in the order of
-`config/_pipeline.yaml`, a manual approval before each stage marked `approval: true`, and after each
-stage a step that runs `ops verify` for it inside the stage's VPC (on its verify runner)."""
+"""The optional delivery pipeline (CDK Pipelines): source from a CodeConnections repository (a full clone, for
+`ops diff`), a Synth step that checks the change and synthesizes every stage, the stages in the order of
+`config/_pipeline.yaml`, and after each stage a step that runs `ops verify` for it inside the stage's VPC (on its
+verify runner). A stage marked `approval: true` first gets `ops diff` against the commit it last deployed, and each
+of its stacks waits for an approval once its change set exists.
+
+Every CodeBuild project runs on CodeBuild's standard 8.0 image with the project's toolchain selected
+(`runtime-versions`: config/versions.py TOOLCHAIN) and a local cache of pip's, npm's and Go's downloads; the CDK CLI
+and cdk-assets are the versions package.json pins."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
 from aws_cdk import pipelines
 from constructs import Construct
 
+from config import versions
 from config.names import PIPELINE_NAME
-from config.pipeline import PipelineConfig
+from config.pipeline import PipelineConfig, PipelineStage
 from config.schema import StageConfig
 from config.topology import VERIFY_SOURCE_KEY, install_ops_command, verify_runner_name, verify_source_bucket
 
 from .stage import InferenceStage
 
-TEST_COMMAND = "scripts/test.sh"
-SYNTH_COMMAND = "npx --no-install cdk synth --quiet"
+CHECK_SETUP = "scripts/setup.sh --checks"
+SYNTH_COMMANDS = ("scripts/pipeline_check.sh", "scripts/cdk synth --quiet")
+# Where the build image keeps pip's, npm's and Go's downloads (HOME is /root on CodeBuild's standard images).
+CACHE_PATHS = ("/root/.cache/pip/**/*", "/root/.npm/**/*", "/root/go/pkg/mod/**/*", "/root/.cache/go-build/**/*")
+# The Synth step's peak memory, measured (scripts/bench_pipeline_step.py): it needs more than SMALL's 3 GB.
+SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
+NO_DEPLOYED_COMMIT = "none"
+
+
+def build_defaults(compute: codebuild.ComputeType = codebuild.ComputeType.SMALL) -> pipelines.CodeBuildOptions:
+    """The image, the runtimes every command of the project uses, and the download cache."""
+    return pipelines.CodeBuildOptions(
+        build_environment=codebuild.BuildEnvironment(
+            build_image=codebuild.LinuxBuildImage.STANDARD_8_0, compute_type=compute
+        ),
+        partial_build_spec=codebuild.BuildSpec.from_object(
+            {
+                "phases": {"install": {"runtime-versions": dict(versions.TOOLCHAIN)}},
+                "cache": {"paths": list(CACHE_PATHS)},
+            }
+        ),
+        cache=codebuild.Cache.local(codebuild.LocalCacheMode.CUSTOM),
+    )
+
+
+def synth_environment() -> codebuild.BuildEnvironment:
+    """The Synth step's size (merged over build_defaults, whose image and runtimes it keeps)."""
+    return codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_8_0, compute_type=SYNTH_COMPUTE)
 
 
 def verify_step(stage: StageConfig, source: pipelines.CodePipelineSource) -> pipelines.CodeBuildStep:
@@ -41,40 +74,132 @@ def verify_step(stage: StageConfig, source: pipelines.CodePipelineSource) -> pip
     )
 
 
+def diff_project_name(stage: str) -> str:
+    return f"{PIPELINE_NAME}-diff-{stage}"
+
+
+def diff_commands(stage: str, parameter: str) -> list[str]:
+    """`ops diff` against the commit the stage last deployed (an SSM parameter the Record step writes)."""
+    return [
+        f'base=$(aws ssm get-parameter --name "{parameter}" --query Parameter.Value --output text)',
+        "mkdir -p diff",
+        (
+            f'if [ "$base" = "{NO_DEPLOYED_COMMIT}" ]; then echo "{stage}: no deploy recorded yet: every stack is new" '
+            f'> diff/{stage}.md; else .venv/bin/python -m ops diff --base "$base" --stage {stage} '
+            f"--markdown diff/{stage}.md; fi"
+        ),
+        f"cat diff/{stage}.md",
+    ]
+
+
 class PipelineStack(cdk.Stack):
     def __init__(
         self, scope: Construct, construct_id: str, *, pipeline: PipelineConfig, stages: dict[str, StageConfig], **kwargs
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        source = pipelines.CodePipelineSource.connection(
-            pipeline.repository, pipeline.branch, connection_arn=pipeline.connection_arn
+        # A full clone (not a zip): `ops diff` compares git revisions.
+        self.source = pipelines.CodePipelineSource.connection(
+            pipeline.repository,
+            pipeline.branch,
+            connection_arn=pipeline.connection_arn,
+            code_build_clone_output=True,
         )
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
             pipeline_name=PIPELINE_NAME,
-            synth=pipelines.ShellStep(
-                "Synth", input=source, commands=[TEST_COMMAND, SYNTH_COMMAND], primary_output_directory="cdk.out"
+            synth=pipelines.CodeBuildStep(
+                "Synth",
+                input=self.source,
+                install_commands=[CHECK_SETUP],
+                commands=list(SYNTH_COMMANDS),
+                primary_output_directory="cdk.out",
             ),
-            code_build_defaults=pipelines.CodeBuildOptions(
-                build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0)
-            ),
+            code_build_defaults=build_defaults(),
+            synth_code_build_defaults=pipelines.CodeBuildOptions(build_environment=synth_environment()),
+            cli_version=versions.npm_pin("aws-cdk"),
+            cdk_assets_cli_version=versions.npm_pin("cdk-assets"),
             cross_account_keys=True,  # a KMS key for the artifact bucket (and cross-account stages)
             enable_key_rotation=True,
         )
         self.stages: list[InferenceStage] = []
         for ref in pipeline.stages:
-            cfg = stages[ref.name]
-            stage = InferenceStage(self, ref.name, cfg=cfg)
-            pre = (
-                [
-                    pipelines.ManualApprovalStep(
-                        f"Approve-{ref.name}", comment=f"Deploy {ref.name}? Review the diff of this change first."
-                    )
-                ]
-                if ref.approval
-                else []
-            )
-            self.pipeline.add_stage(stage, pre=pre, post=[verify_step(cfg, source)])
-            self.stages.append(stage)
+            self._add_stage(ref, stages[ref.name])
         self.pipeline.build_pipeline()  # now, so its projects exist for the compliance acknowledgments
+
+    def _add_stage(self, ref: PipelineStage, cfg: StageConfig) -> None:
+        stage = InferenceStage(self, ref.name, cfg=cfg)
+        verify = verify_step(cfg, self.source)
+        if not ref.approval:
+            self.pipeline.add_stage(stage, post=[verify])
+        else:
+            parameter = self._deployed_commit(ref.name)
+            diff = self._diff_step(ref.name, parameter)
+            record = self._record_step(ref.name, parameter)
+            record.add_step_dependency(verify)
+            self.pipeline.add_stage(
+                stage, pre=[diff], post=[verify, record], stack_steps=self._approvals(stage, ref.name)
+            )
+        self.stages.append(stage)
+
+    def _deployed_commit(self, stage: str) -> ssm.StringParameter:
+        return ssm.StringParameter(
+            self,
+            f"DeployedCommit-{stage}",
+            parameter_name=f"/{PIPELINE_NAME}/{stage}/deployed-commit",
+            string_value=NO_DEPLOYED_COMMIT,
+            description=f"The commit the pipeline last deployed to {stage} and verified (the base of its ops diff)",
+        )
+
+    def _diff_step(self, stage: str, parameter: ssm.StringParameter) -> pipelines.CodeBuildStep:
+        return pipelines.CodeBuildStep(
+            f"Diff-{stage}",
+            input=self.source,
+            project_name=diff_project_name(stage),
+            install_commands=[CHECK_SETUP],
+            commands=diff_commands(stage, parameter.parameter_name),
+            primary_output_directory="diff",
+            role_policy_statements=[
+                iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameter.parameter_arn])
+            ],
+        )
+
+    def _record_step(self, stage: str, parameter: ssm.StringParameter) -> pipelines.CodeBuildStep:
+        return pipelines.CodeBuildStep(
+            f"Record-{stage}",
+            input=self.source,
+            commands=[
+                (
+                    f'aws ssm put-parameter --name "{parameter.parameter_name}" --type String --overwrite '
+                    '--value "$CODEBUILD_RESOLVED_SOURCE_VERSION"'
+                )
+            ],
+            role_policy_statements=[
+                iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[parameter.parameter_arn])
+            ],
+        )
+
+    def _approvals(self, stage: InferenceStage, name: str) -> list[pipelines.StackSteps]:
+        """One approval per stack, after CloudFormation made its change set and before it runs (a stack's change
+        set can exist only once the stacks it imports from are deployed)."""
+        region = stage.cfg.region
+        diff = (
+            f"https://{region}.console.aws.amazon.com/codesuite/codebuild/projects/{diff_project_name(name)}/history"
+            f"?region={region}"
+        )
+        steps = []
+        for stack in stage.stacks:
+            steps.append(
+                pipelines.StackSteps(
+                    stack=stack,
+                    change_set=[
+                        pipelines.ManualApprovalStep(
+                            f"Approve-{stack.stack_name}",
+                            comment=f"Review {stack.stack_name}'s change set in CloudFormation, and the stage's "
+                            f"ops diff (the build log of {diff_project_name(name)}), before it is executed.",
+                            review_url=diff,
+                        )
+                    ],
+                )
+            )
+        return steps

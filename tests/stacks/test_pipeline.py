@@ -4,17 +4,21 @@ placement and a verify step after every stage; cdk-nag and cfn-lint clean."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from config import ConfigError, load_stages
+from config import ConfigError, load_stages, versions
 from config.loader import CONFIG_DIR
 from config.pipeline import load_pipeline
 from stacks import assembly
 
 from ..helpers import ROOT
 from ..test_cfn_lint import _accepted, _lint
+from . import codebuild_local
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +54,40 @@ def test_stages_deploy_in_config_order_after_source_synth_and_self_update(pipeli
     assert names == ["Source", "Build", "UpdatePipeline", "Assets", "dev", "prod"]
 
 
-def test_manual_approval_only_before_prod(pipeline_app):
+def test_manual_approvals_only_in_prod(pipeline_app):
     by_name = {stage["Name"]: stage for stage in _stages(pipeline_app[0])}
     dev, prod = _actions(by_name["dev"]), _actions(by_name["prod"])
     assert not [a for a in dev if a[1] == "Approval"]
-    approvals = [a for a in prod if a[1] == "Approval"]
-    assert [a[0] for a in approvals] == ["Approve-prod"]
-    first_deploy = min(a[2] for a in prod if a[1] == "Deploy")
-    assert approvals[0][2] < first_deploy  # before any of prod's stacks deploys
+    assert [a[0] for a in prod if a[1] == "Approval"] == [
+        "network.Approve-prod-network",
+        "cluster.Approve-prod-cluster",
+        "serving.Approve-prod-serving",
+    ]
+
+
+@pytest.mark.parametrize("stack", ["network", "cluster", "serving"])
+def test_each_prod_stack_is_approved_after_its_change_set_and_before_it_runs(pipeline_app, stack):
+    order = {name: run for name, _, run in _actions({s["Name"]: s for s in _stages(pipeline_app[0])}["prod"])}
+    assert order[f"{stack}.Prepare"] < order[f"{stack}.Approve-prod-{stack}"] < order[f"{stack}.Deploy"]
+
+
+def test_the_prod_diff_runs_before_any_change_set_and_the_approvals_link_it(pipeline_app):
+    prod = {s["Name"]: s for s in _stages(pipeline_app[0])}["prod"]
+    order = {name: run for name, _, run in _actions(prod)}
+    assert order["Diff-prod"] < min(run for name, run in order.items() if name.endswith(".Prepare"))
+    approvals = [a for a in prod["Actions"] if a["ActionTypeId"]["Category"] == "Approval"]
+    link = "https://us-west-2.console.aws.amazon.com/codesuite/codebuild/projects/pd-inference-diff-prod/history"
+    assert {a["Configuration"]["ExternalEntityLink"] for a in approvals} == {f"{link}?region=us-west-2"}
+
+
+def test_the_prod_diff_compares_with_the_commit_prod_last_deployed(pipeline_app):
+    specs = codebuild_local.buildspecs(pipeline_app[0])
+    (diff,) = [s for s in specs.values() if any("ops diff --base" in c for c in codebuild_local.commands(s))]
+    (record,) = [s for s in specs.values() if any("ssm put-parameter" in c for c in codebuild_local.commands(s))]
+    assert any("aws ssm get-parameter --name" in c for c in codebuild_local.commands(diff))
+    assert '--value "$CODEBUILD_RESOLVED_SOURCE_VERSION"' in " ".join(codebuild_local.commands(record))
+    order = {name: run for name, _, run in _actions({s["Name"]: s for s in _stages(pipeline_app[0])}["prod"])}
+    assert order["Record-prod"] > order["Verify-prod"]  # recorded only once verified
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
@@ -68,14 +98,97 @@ def test_verify_runs_after_every_stack_of_the_stage(pipeline_app, stage):
     assert verify[0][2] > max(a[2] for a in actions if a[1] == "Deploy")
 
 
-def test_synth_step_runs_the_test_command_then_synth(pipeline_app):
+def _synth_spec(template):
+    (synth,) = [
+        s for s in codebuild_local.buildspecs(template).values() if "scripts/pipeline_check.sh" in json.dumps(s)
+    ]
+    return synth
+
+
+def test_synth_step_checks_then_synthesizes_every_stage(pipeline_app):
+    spec = _synth_spec(pipeline_app[0])
+    assert spec["phases"]["install"]["commands"] == ["scripts/setup.sh --checks"]
+    assert spec["phases"]["build"]["commands"] == ["scripts/pipeline_check.sh", "scripts/cdk synth --quiet"]
+    assert spec["artifacts"]["base-directory"] == "cdk.out"
+
+
+def test_every_project_selects_the_project_toolchain_on_the_standard_8_image(pipeline_app):
     template = pipeline_app[0]
-    projects = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::CodeBuild::Project"]
-    specs = [json.loads(p["Source"]["BuildSpec"]) for p in projects if "BuildSpec" in p["Source"]]
-    synth = [s for s in specs if "scripts/test.sh" in json.dumps(s)]
-    assert len(synth) == 1
-    commands = synth[0]["phases"]["build"]["commands"]
-    assert commands == ["scripts/test.sh", "npx --no-install cdk synth --quiet"]
+    for name, spec in codebuild_local.buildspecs(template).items():
+        assert spec["phases"]["install"]["runtime-versions"] == versions.TOOLCHAIN, name
+        assert codebuild_local.environments(template)[name]["Image"] == "aws/codebuild/standard:8.0", name
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_the_toolchain_is_the_projects_pins():
+    # python: pyproject's requires-python; nodejs: the CI workflows' setup-node; golang: at least every `go`
+    # line of tools/go/ (the oldest Go each module builds with).
+    requires = re.search(r'requires-python = ">=(\d+\.\d+)"', (ROOT / "pyproject.toml").read_text())
+    workflows = (ROOT / ".github" / "workflows").glob("*.yml")
+    nodes = {m for f in workflows for m in re.findall(r'node-version: "(\d+)"', f.read_text())}
+    gos = [re.findall(r"^go (\d+\.\d+)", f.read_text(), re.MULTILINE) for f in (ROOT / "tools" / "go").glob("*/go.mod")]
+    assert requires and requires.group(1) == versions.TOOLCHAIN["python"]
+    assert nodes == {versions.TOOLCHAIN["nodejs"]}
+    assert gos and all(len(g) == 1 and _minor(g[0]) <= _minor(versions.TOOLCHAIN["golang"]) for g in gos)
+
+
+def test_every_npm_install_is_the_version_package_json_pins(pipeline_app):
+    installs = [
+        command
+        for spec in codebuild_local.buildspecs(pipeline_app[0]).values()
+        for command in codebuild_local.commands(spec)
+        if command.startswith("npm install")
+    ]
+    assert installs  # the self-mutation and asset steps install the CDK CLI and cdk-assets
+    for command in installs:
+        (package,) = re.findall(r"(\S+)@(\S+)$", command)
+        assert package[1] == versions.npm_pin(package[0]), command
+
+
+def test_every_asset_manifest_a_step_publishes_is_in_the_synth_output(pipeline_app):
+    paths = [
+        path
+        for spec in codebuild_local.buildspecs(pipeline_app[0]).values()
+        for command in codebuild_local.commands(spec)
+        for path in re.findall(r'cdk-assets --path "([^"]+)"', command)
+    ]
+    assert paths and all((pipeline_app[1] / path).is_file() for path in paths)
+
+
+def test_self_mutation_deploys_a_stack_of_the_synth_output(pipeline_app):
+    (command,) = [
+        c
+        for s in codebuild_local.buildspecs(pipeline_app[0]).values()
+        for c in codebuild_local.commands(s)
+        if c.startswith("cdk -a . deploy")
+    ]
+    stack = command.split()[4]
+    assert stack in json.loads((pipeline_app[1] / "manifest.json").read_text())["artifacts"]
+
+
+def test_synth_runs_on_a_size_that_holds_its_peak_memory(pipeline_app):
+    environment = codebuild_local.environments(pipeline_app[0])
+    (synth,) = [
+        n
+        for n, s in codebuild_local.buildspecs(pipeline_app[0]).items()
+        if "scripts/pipeline_check.sh" in json.dumps(s)
+    ]
+    assert environment[synth]["ComputeType"] == "BUILD_GENERAL1_MEDIUM"  # 7 GB: the measured peak is above SMALL's 3 GB
+
+
+def test_the_synth_buildspec_passes_in_a_fresh_clone(pipeline_app, tmp_path):
+    clone = tmp_path / "source"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=300)
+    env = codebuild_local.codebuild_environment(clone, Path.home())
+    build = codebuild_local.run_buildspec(_synth_spec(pipeline_app[0]), cwd=clone, env=env, timeout=2400)
+    assert build.ok, build.output[-6000:]
+    artifacts = json.loads((clone / "cdk.out" / "manifest.json").read_text())["artifacts"]
+    assert {"Pipeline", "assembly-Pipeline-dev", "assembly-Pipeline-prod"} <= set(artifacts)
+    print(f"Synth buildspec: {build.seconds}, peak RSS {build.peak_rss / 2**30:.2f} GiB")
 
 
 def test_verify_step_runs_ops_verify_remote(pipeline_app):
