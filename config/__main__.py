@@ -46,7 +46,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .instance_types import INSTANCE_TYPES
 from .loader import CONFIG_DIR, load_stage_file, stage_files
-from .rules import check_together
+from .rules import check_together, placeholder_warnings
 from .schema import StageConfig
 
 
@@ -99,8 +99,9 @@ def validate(paths: list[str]) -> list[str]:
 
 DESCRIPTION = (
     "Check stage files, or every stage file of a folder, as synth does (without CDK), and the stages together.\n"
-    "Exit 0: every file is valid (one summary line each); exit 2: the first problem, one `PATH: field: problem`\n"
-    "line on stderr and nothing on stdout."
+    "Exit 0: every file is valid (one summary line each; a warning line on stderr for each placeholder an example\n"
+    "stage ships: no admin principal, a documentation range as the endpoint's CIDR); exit 2: the first problem,\n"
+    "one `PATH: field: problem` line on stderr and nothing on stdout."
 )
 
 
@@ -128,6 +129,9 @@ def run(args) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    for cfg, path in loaded:  # valid, but not ready to deploy as it is: one line each, exit 0
+        for line in placeholder_warnings(cfg, path):
+            print(line, file=sys.stderr)
     if args.json:
         stages = [{"path": path, "stage": cfg.stage, "summary": summary(cfg)} for cfg, path in loaded]
         print(json.dumps({"command": "validate", "ok": True, "stages": stages}, indent=2))

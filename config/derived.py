@@ -101,16 +101,23 @@ UNREACHABLE = tuple(
         "240.0.0.0/4",
     )
 )
-# Not public either, but harmless placeholders: the documentation ranges (the shipped dev.yaml's example is
-# 198.51.100.0/24, TEST-NET-2) and the retired 6to4 relay range. Not refused, not counted.
+# The documentation ranges (RFC 5737: TEST-NET-1 to 3; the shipped dev.yaml's example is 198.51.100.0/24): nobody
+# connects from them. Not refused (a placeholder in an example), not counted, and warned about.
+DOCUMENTATION = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+# Not public either, but harmless: those and the retired 6to4 relay range.
 _NOT_PUBLIC = list(
-    ipaddress.collapse_addresses(
-        UNREACHABLE
-        + tuple(
-            ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "192.88.99.0/24", "198.51.100.0/24", "203.0.113.0/24")
-        )
-    )
+    ipaddress.collapse_addresses(UNREACHABLE + DOCUMENTATION + (ipaddress.IPv4Network("192.88.99.0/24"),))
 )
+
+
+def documentation_ranges(cidrs: Sequence[str]) -> list[str]:
+    """The entries of `cidrs` that lie inside a documentation range."""
+    found = []
+    for cidr in cidrs:
+        net = ipaddress.ip_network(cidr, strict=False)
+        if net.version == 4 and any(net.subnet_of(doc) for doc in DOCUMENTATION):
+            found.append(cidr)
+    return found
 
 
 def public_addresses(cidrs: Sequence[str]) -> int:

@@ -80,6 +80,17 @@ def verify_runner_name(stage: str) -> str:
     return f"{PREFIX}-{stage}-verify"
 
 
+def pipeline_diff_project(stage: str) -> str:
+    """The pipeline's CodeBuild project that runs `ops diff` before an approved stage (a stage name is at most 20
+    characters: far inside CodeBuild's 255)."""
+    return f"{PIPELINE_NAME}-diff-{stage}"
+
+
+def deployed_commit_parameter(stage: str) -> str:
+    """The SSM parameter holding the commit the pipeline last deployed to a stage and verified."""
+    return f"/{PIPELINE_NAME}/{stage}/deployed-commit"
+
+
 def verify_source_bucket(stage: str, account: str | None, region: str) -> str:
     """The verify runner's source bucket (stacks/verify_runner.py builds it from the deploy-time account
     and region). Without an explicit account, ACCOUNT_PLACEHOLDER stands in for it (same length)."""

@@ -67,6 +67,14 @@ def warnings(cfg: StageConfig, path: str) -> list[str]:
     return [warning_line(path, field, problem) for field, problem in filter(None, found)]
 
 
+def placeholder_warnings(cfg: StageConfig, path: str) -> list[str]:
+    """The warning lines `validate` prints for what the example stages ship as placeholders (nobody can use the
+    cluster, an endpoint range nobody comes from): fine to synthesize, not to deploy as they are. Not printed on
+    every load: every command reads the example stages."""
+    found = [rule(cfg) for rule in (rules_workload.no_admin_principal, rules_workload.placeholder_endpoint_cidrs)]
+    return [warning_line(path, field, problem) for field, problem in filter(None, found)]
+
+
 def gpu_spec(cfg: StageConfig) -> InstanceSpec:
     return INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
 

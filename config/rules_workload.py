@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .derived import PARALLEL_FACTORS, Parallelism, is_gated, parallel_setting, parallelism
+from .derived import PARALLEL_FACTORS, Parallelism, documentation_ranges, is_gated, parallel_setting, parallelism
 from .errors import ConfigError, short
 from .instance_types import INSTANCE_TYPES
 from .schema import StageConfig
@@ -263,6 +263,34 @@ def model_access(cfg: StageConfig, path: str) -> None:
 
 def normalised_model_name(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def placeholder_endpoint_cidrs(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when the public endpoint admits a documentation range only an example uses."""
+    endpoint = cfg.cluster.endpoint
+    found = documentation_ranges(endpoint.public_access_cidrs) if endpoint.public else []
+    if not found:
+        return None
+    return (
+        "cluster.endpoint.public_access_cidrs",
+        (
+            f"{', '.join(found)} is a documentation range (RFC 5737) nobody connects from: put your office, VPN or "
+            "CI egress ranges there, or [] for a private-only endpoint"
+        ),
+    )
+
+
+def no_admin_principal(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when nobody is given cluster-admin rights (allowed with allow_no_admin_principals)."""
+    if cfg.cluster.admin_principal_arns:
+        return None
+    return (
+        "cluster.admin_principal_arns",
+        (
+            "empty: after the deploy nobody can use kubectl or `ops verify` (only the verify runner): put your admin "
+            "IAM role's ARN there (arn:aws:iam::<account>:role/<name>) and delete allow_no_admin_principals"
+        ),
+    )
 
 
 def model_id_mismatch(cfg: StageConfig) -> tuple[str, str] | None:

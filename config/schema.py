@@ -177,6 +177,13 @@ class Cluster(Strict):
         description="Days CloudWatch Logs keeps the stage's log groups: control plane, VPC flow logs, the Lambda "
         "handlers, the verify runner and the observability add-on's.",
     )
+    # Written into the template either way (AWS::EKS::Cluster UpgradePolicy, whose own default is EXTENDED).
+    support_type: Literal["standard", "extended"] = Field(
+        "extended",
+        description="What EKS does when the version's standard support ends: extended (the cluster stays on it, "
+        "billed at the extended-support rate per cluster hour: README, What it costs) or standard (EKS upgrades "
+        "the control plane to the next version itself).",
+    )
 
 
 class SystemNodegroup(Strict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from typing import cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -110,6 +111,10 @@ class ClusterStack(cdk.Stack):
             output_config_command=False,
         )
         self.cluster.node.add_dependency(control_plane_logs)
+        # aws_eks_v2.Cluster has no prop for it; the CfnCluster's default is EXTENDED (docs/DECISIONS.md).
+        cast(cdk.CfnResource, self.cluster.node.default_child).add_property_override(
+            "UpgradePolicy.SupportType", cluster.support_type.upper()
+        )
         if cluster.endpoint.allow_public_internet and endpoint_wide_open(cluster.endpoint.public_access_cidrs):
             cdk.Annotations.of(self.cluster).add_warning_v2(
                 "pd-inference:open-endpoint",

@@ -75,6 +75,9 @@ class NetworkStack(cdk.Stack):
                 ),
             },
         )
+        # ECR serves image layers from S3: with a gateway endpoint the nodes' pulls of the (tens of GB) Ray image
+        # bypass the NAT gateway's per-GB charge; model weights from the Hub still go through it (README, costs).
+        self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         # Subnet roles for load balancers the cluster may create (AWS Load Balancer Controller, Services):
         # internet-facing ones in the public subnets, internal ones in the private (node) subnets only.
         for subnet in self.vpc.public_subnets:

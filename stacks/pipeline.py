@@ -18,7 +18,7 @@ from aws_cdk import pipelines
 from constructs import Construct
 
 from config import versions
-from config.names import PIPELINE_NAME
+from config.names import PIPELINE_NAME, deployed_commit_parameter, pipeline_diff_project
 from config.pipeline import PipelineConfig, PipelineStage
 from config.schema import StageConfig
 from config.topology import VERIFY_SOURCE_KEY, install_ops_command, verify_runner_name, verify_source_bucket
@@ -72,10 +72,6 @@ def verify_step(stage: StageConfig, source: pipelines.CodePipelineSource) -> pip
             ),
         ],
     )
-
-
-def diff_project_name(stage: str) -> str:
-    return f"{PIPELINE_NAME}-diff-{stage}"
 
 
 def diff_commands(stage: str, parameter: str) -> list[str]:
@@ -146,7 +142,7 @@ class PipelineStack(cdk.Stack):
         return ssm.StringParameter(
             self,
             f"DeployedCommit-{stage}",
-            parameter_name=f"/{PIPELINE_NAME}/{stage}/deployed-commit",
+            parameter_name=deployed_commit_parameter(stage),
             string_value=NO_DEPLOYED_COMMIT,
             description=f"The commit the pipeline last deployed to {stage} and verified (the base of its ops diff)",
         )
@@ -155,7 +151,7 @@ class PipelineStack(cdk.Stack):
         return pipelines.CodeBuildStep(
             f"Diff-{stage}",
             input=self.source,
-            project_name=diff_project_name(stage),
+            project_name=pipeline_diff_project(stage),
             install_commands=[CHECK_SETUP],
             commands=diff_commands(stage, parameter.parameter_name),
             primary_output_directory="diff",
@@ -184,7 +180,7 @@ class PipelineStack(cdk.Stack):
         set can exist only once the stacks it imports from are deployed)."""
         region = stage.cfg.region
         diff = (
-            f"https://{region}.console.aws.amazon.com/codesuite/codebuild/projects/{diff_project_name(name)}/history"
+            f"https://{region}.console.aws.amazon.com/codesuite/codebuild/projects/{pipeline_diff_project(name)}/history"
             f"?region={region}"
         )
         steps = []
@@ -196,7 +192,7 @@ class PipelineStack(cdk.Stack):
                         pipelines.ManualApprovalStep(
                             f"Approve-{stack.stack_name}",
                             comment=f"Review {stack.stack_name}'s change set in CloudFormation, and the stage's "
-                            f"ops diff (the build log of {diff_project_name(name)}), before it is executed.",
+                            f"ops diff (the build log of {pipeline_diff_project(name)}), before it is executed.",
                             review_url=diff,
                         )
                     ],

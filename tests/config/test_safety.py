@@ -381,6 +381,8 @@ def test_the_stacks_name_nothing_that_names_py_does_not_know():
         == {
             'assembly.py: stack_name="pd-inference-pipeline"',  # names.PIPELINE_STACK
             "pipeline.py: pipeline_name=PIPELINE_NAME",  # names.PIPELINE_NAME
+            "pipeline.py: project_name=pipeline_diff_project(stage",  # names.pipeline_diff_project
+            "pipeline.py: parameter_name=deployed_commit_parameter(stage",  # names.deployed_commit_parameter
             'stage.py: stack_name=f"{cfg.stage}-network"',  # names.stack_name
             'stage.py: stack_name=f"{cfg.stage}-cluster"',
             'stage.py: stack_name=f"{cfg.stage}-serving"',

@@ -9,7 +9,7 @@ import pytest
 
 from stacks.cluster import ALL_LOG_TYPES
 
-from ..helpers import config_with, synth
+from ..helpers import DELETE, config_with, synth
 
 ALL_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
@@ -127,3 +127,17 @@ def test_access_entries_grant_cluster_admin_to_each_configured_principal(with_ad
         assert len(policies) == 1
         assert policies[0]["AccessScope"] == {"Type": "cluster"}
         assert json.dumps(policies[0]["PolicyArn"]).endswith('AmazonEKSClusterAdminPolicy"]]}')
+
+
+@pytest.mark.parametrize(("stage", "support"), [("dev", "STANDARD"), ("prod", "EXTENDED")])
+def test_the_support_policy_is_the_stage_files_not_ekss_default(app_synth, stage, support):
+    # AWS::EKS::Cluster UpgradePolicy defaults to EXTENDED (billed once standard support ends): always written.
+    (cluster,) = app_synth.resources(stage, "cluster", "AWS::EKS::Cluster").values()
+    assert cluster["Properties"]["UpgradePolicy"] == {"SupportType": support}
+
+
+def test_without_the_key_the_template_says_extended_all_the_same(tmp_path):
+    cfg = config_with(tmp_path, cluster={"support_type": DELETE})
+    assert cfg.cluster.support_type == "extended"
+    (cluster,) = synth([cfg], tmp_path / "out").resources("dev", "cluster", "AWS::EKS::Cluster").values()
+    assert cluster["Properties"]["UpgradePolicy"] == {"SupportType": "EXTENDED"}

@@ -105,3 +105,18 @@ def test_stage_tags_reach_the_resources(app_synth):
     vpc = app_synth.one("prod", "network", "AWS::EC2::VPC")
     tags = {t["Key"]: t["Value"] for t in vpc["Properties"]["Tags"]}
     assert tags["project"] == "pd-inference" and tags["stage"] == "prod"
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_image_layers_reach_s3_through_a_gateway_endpoint_not_the_nat(app_synth, stage):
+    # ECR serves layers from S3: the private (node) subnets route S3 to a gateway endpoint.
+    resources = app_synth.template(stage, "network")["Resources"]
+    (endpoint,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::VPCEndpoint"]
+    assert endpoint.get("VpcEndpointType", "Gateway") == "Gateway"
+    assert ".s3" in json.dumps(endpoint["ServiceName"])
+    private_tables = {
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::EC2::RouteTable" and name.startswith("VpcprivateSubnet")
+    }
+    assert private_tables and private_tables <= {ref["Ref"] for ref in endpoint["RouteTableIds"]}
