@@ -75,9 +75,12 @@ NVIDIA_DEVICE_PLUGIN_BROKEN = frozenset({"0.19.0", "0.19.1", "0.19.2"})
 # RayService must equal the image's Ray, so the serving config is checked against this table.
 DLC_ACCOUNT = "763104351884"
 DLC_REPOSITORY = "ray"
-DLC_SERVE_LLM_TAG = "serve-llm-cuda-v1.0"
+# The patch tag: `serve-llm-cuda-v1.0` (and `-v1`, and the bare prefix) move with every release of the line,
+# so a node replaced next month would pull other software than its peer. The DLC changelog lists the tags
+# (aws/deep-learning-containers docs/ray-llm/changelog/index.md, "Ray LLM v1.0": serve-llm-cuda-v1.0.0).
+DLC_SERVE_LLM_TAG = "serve-llm-cuda-v1.0.0"
 DLC_RAY_VERSIONS = {
-    "serve-llm-cuda-v1.0": "2.58.0",
+    "serve-llm-cuda-v1.0.0": "2.58.0",
 }
 # The vLLM of that image: the engine settings of the stage files are checked against its EngineArgs,
 # recorded in config/vllm_engine_args.json by scripts/record_vllm_engine_args.py.

@@ -14,7 +14,7 @@ from . import worktree
 from .cfn_diff import cdk, cfn_diff
 from .kubernetes import k8s_diffs
 from .model import DiffError, DiffResult, StackDiff, StageDiff
-from .notes import idle_gpus, manual_steps, operator_bumps
+from .notes import idle_gpus, image_bumps, manual_steps, operator_bumps
 from .synth import assemblies, stage_names, synth
 from .templates import resource_changes
 
@@ -67,6 +67,7 @@ def compute(base: str, *, stage: str | None = None, start: Path | None = None, c
                         k8s_diffs(base_out, head_out, stage_name),
                         status=status,
                         manual=manual_steps(base_out, head_out, stage_name)
+                        + image_bumps(base_out, head_out, stage_name)
                         + operator_bumps(base_out, head_out, stage_name),
                         idle_gpus=idle_gpus(base_out, head_out, stage_name),
                     )

@@ -71,6 +71,29 @@ def _operator_version(out: Path, stage: str) -> str | None:
     return next((str(r.get("version")) for r in releases if r.get("release") == KUBERAY_RELEASE), None)
 
 
+def _images(spec: dict) -> set[str]:
+    cluster = spec.get("rayClusterConfig") or {}
+    templates = [(cluster.get("headGroupSpec") or {}).get("template") or {}]
+    templates += [(group.get("template") or {}) for group in cluster.get("workerGroupSpecs") or []]
+    return {c.get("image", "") for t in templates for c in (t.get("spec") or {}).get("containers") or []} - {""}
+
+
+def image_bumps(base_out: Path, head_out: Path, stage: str) -> list[str]:
+    """A changed Ray image of a RayService: every node pulls it again (tens of GB)."""
+    before_all, after_all = ray_services(base_out, stage), ray_services(head_out, stage)
+    notes = []
+    for (namespace, name), after in sorted(after_all.items()):
+        before = before_all.get((namespace, name))
+        old, new = (_images(before) if before else set()), _images(after)
+        if before is not None and old != new:
+            notes.append(
+                f"RayService {namespace}/{name}: Ray image {', '.join(sorted(old))} -> {', '.join(sorted(new))}: "
+                "every Ray pod pulls it again (tens of GB per node); check the new tag's Ray and vLLM against "
+                "config/versions.py DLC_RAY_VERSIONS and VLLM_VERSION"
+            )
+    return notes
+
+
 def operator_bumps(base_out: Path, head_out: Path, stage: str) -> list[str]:
     """A changed kuberay-operator chart version: the deploy applies the new CRDs, then upgrades the chart."""
     before, after = _operator_version(base_out, stage), _operator_version(head_out, stage)

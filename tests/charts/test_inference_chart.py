@@ -133,7 +133,7 @@ def test_rayservice_is_ray_llm_in_namespace_inference(dev_objects):
 
 def test_ray_version_equals_the_images(dev_objects, dev):
     assert ray_service(dev_objects)["spec"]["rayClusterConfig"]["rayVersion"] == "2.58.0"
-    assert dev.image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert dev.image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0.0"
     assert {container(g)["image"] for g in (head(dev_objects), workers(dev_objects))} == {dev.image}
 
 

@@ -304,6 +304,26 @@ def test_an_operator_bump_is_flagged_with_the_crd_step_and_the_rehearsal(tmp_pat
     assert "`python -m ops rehearse-cluster --stage dev`" in note
 
 
+def test_an_image_bump_is_flagged_with_the_old_and_the_new_tag(tmp_path):
+    base, head = _documents(SNAPSHOT), _documents(SNAPSHOT)
+    cluster = _ray_service(head)["spec"]["rayClusterConfig"]
+    for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
+        container = template["spec"]["containers"][0]
+        container["image"] = container["image"].replace("serve-llm-cuda-v1.0.0", "serve-llm-cuda-v1.0.1")
+    (note,) = notes.image_bumps(_k8s_out(tmp_path, "base", "dev", base), _k8s_out(tmp_path, "head", "dev", head), "dev")
+    assert note.startswith("RayService inference/ray-llm: Ray image ")
+    assert ":serve-llm-cuda-v1.0.0 -> " in note and note.count(":serve-llm-cuda-v1.0.1") == 1
+
+
+def test_no_image_note_without_a_new_image(tmp_path):
+    same = notes.image_bumps(
+        _k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)),
+        _k8s_out(tmp_path, "head", "dev", _documents(SNAPSHOT)),
+        "dev",
+    )
+    assert same == []
+
+
 def test_no_operator_note_when_the_chart_version_is_unchanged(tmp_path):
     same = notes.operator_bumps(
         _releases_out(tmp_path, "base", "1.6.2"), _releases_out(tmp_path, "head", "1.6.2"), "dev"

@@ -61,7 +61,7 @@ class Fake:
         params = {
             "registryId": "763104351884",
             "repositoryName": "ray",
-            "imageIds": [{"imageTag": "serve-llm-cuda-v1.0"}],
+            "imageIds": [{"imageTag": "serve-llm-cuda-v1.0.0"}],
         }
         if error:
             self.stubs["ecr"].add_client_error("describe_images", service_error_code=error, expected_params=params)
@@ -70,7 +70,7 @@ class Fake:
                 "describe_images",
                 {
                     "imageDetails": [
-                        {"registryId": "763104351884", "repositoryName": "ray", "imageTags": ["serve-llm-cuda-v1.0"]}
+                        {"registryId": "763104351884", "repositoryName": "ray", "imageTags": ["serve-llm-cuda-v1.0.0"]}
                     ]
                 },
                 params,
