@@ -6,6 +6,7 @@ look, does not block) or skip (not applicable, or a prerequisite failed).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,8 +15,9 @@ import yaml
 
 from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
+from config.topology import CLOUDWATCH_OBSERVABILITY_ADDON as CLOUDWATCH_ADDON
 from config.topology import SECRETS_PROVIDER_ADDON
-from config.versions import DLC_ACCOUNT, DLC_REPOSITORY
+from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_ACCOUNT, DLC_REPOSITORY
 
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
@@ -101,6 +103,7 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
             "vCPU quotas",
             "Kubernetes version",
             "CDK bootstrap",
+            ADDON_CHECK,
             "token secret",
             "image registry",
         ):
@@ -113,6 +116,7 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
         _quotas,
         _kubernetes_version,
         _bootstrap,
+        _addon_configuration,
         _secret,
         _registry,
     ]
@@ -397,6 +401,54 @@ def _bootstrap(cfg: StageConfig, clients: Clients, report: Report, facts: Facts)
         report.add(name, "pass", f"{env} bootstrapped, version {version}")
     else:
         report.add(name, "fail", f"{env} bootstrap version {value} < {MIN_BOOTSTRAP_VERSION}", fix)
+
+
+ADDON_CHECK = "CloudWatch add-on"
+
+
+def addon_schema_errors(schema: dict, values: dict) -> list[str]:
+    """Where `values` breaks the add-on version's configuration schema (JSON Schema, its own draft)."""
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+        for e in sorted(validator.iter_errors(values), key=str)
+    ]
+
+
+def _addon_configuration(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    """EKS checks an add-on's ConfigurationValues against its version's schema, and AWS::EKS::Addon waits for
+    ACTIVE: a refused key fails the cluster stack, and CloudFormation rolls all of it back. So the stage's
+    configuration is checked here against the schema EKS gives for the pinned version."""
+    if not cfg.observability.enabled:
+        report.add(ADDON_CHECK, "skip", "observability is off: the add-on is not installed")
+        return
+
+    def body() -> None:
+        from stacks.observability import addon_configuration  # the values the template carries (loads CDK)
+
+        answer = clients("eks").describe_addon_configuration(
+            addonName=CLOUDWATCH_ADDON, addonVersion=CLOUDWATCH_OBSERVABILITY_VERSION
+        )
+        schema = json.loads(answer.get("configurationSchema") or "{}")
+        values = addon_configuration(cfg.cluster_name, cfg.serving.namespace, cfg.region)
+        errors = addon_schema_errors(schema, values)
+        if errors:
+            report.add(
+                ADDON_CHECK,
+                "fail",
+                f"{CLOUDWATCH_ADDON} {CLOUDWATCH_OBSERVABILITY_VERSION} refuses the configuration: {errors[0]}"
+                + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+                "a deploy would fail the add-on and roll back the cluster stack: fix stacks/observability.py for "
+                "this add-on version, or pin the version it was written for (config/versions.py)",
+            )
+        else:
+            report.add(
+                ADDON_CHECK, "pass", f"{CLOUDWATCH_ADDON} {CLOUDWATCH_OBSERVABILITY_VERSION} accepts the configuration"
+            )
+
+    _guard(report, ADDON_CHECK)(body)
 
 
 def _secret(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:

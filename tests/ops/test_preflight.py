@@ -76,16 +76,39 @@ class Fake:
                 params,
             )
 
+    def addon_schema(self, schema=None):
+        """EKS's answer for the add-on version: a schema the stage's configuration meets, or the one given."""
+        schema = schema or {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {
+                "containerLogs": {"type": "object"},
+                "manager": {"type": "object"},
+                "agents": {"type": "array"},
+            },
+            "additionalProperties": False,
+        }
+        self.stubs["eks"].add_response(
+            "describe_addon_configuration",
+            {
+                "addonName": "amazon-cloudwatch-observability",
+                "addonVersion": "v6.4.0-eksbuild.1",
+                "configurationSchema": json.dumps(schema),
+            },
+            {"addonName": "amazon-cloudwatch-observability", "addonVersion": "v6.4.0-eksbuild.1"},
+        )
+
     def bootstrap(self, version="21"):
         self.session.client("ssm", region_name=self.region).put_parameter(
             Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
         )
 
-    def ready(self, g_quota=256, standard_quota=64, image_error=None):
+    def ready(self, g_quota=256, standard_quota=64, image_error=None, addon_schema=None):
         self.quota("L-1216C47A", standard_quota)
         self.quota("L-DB2E81BA", g_quota)
         self.k8s_version()
         self.bootstrap()
+        self.addon_schema(addon_schema)
         self.image(image_error)
         return self
 
@@ -121,7 +144,7 @@ def test_passing_account_passes_every_check(aws, tmp_path, capsys):
     assert fake.cli(tmp_path, stage_data("dev")) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out
-    assert out.rstrip().endswith("OK: 9 passed, 0 failed, 0 warnings, 1 skipped")
+    assert out.rstrip().endswith("OK: 10 passed, 0 failed, 0 warnings, 1 skipped")
     assert "g6.8xlarge is offered in us-west-2a (usw2-az2)" in out
     assert "On-Demand G and VT instances: quota 256, in use 0, free 256, this stage needs up to 64" in out
 
@@ -276,3 +299,34 @@ def test_bad_stage_file_exits_2_with_the_config_line(tmp_path, capsys):
         capsys.readouterr().err.strip()
         == f"{path}: gpu_nodegroup.count: Input should be greater than or equal to 1 (got 0)"
     )
+
+
+def test_the_addon_configuration_passes_the_schema_eks_gives_for_its_version(aws, tmp_path):
+    report, _ = Fake().ready().run(_cfg(tmp_path))
+    check = report.find("CloudWatch add-on")
+    assert (check.status, check.detail) == (
+        "pass",
+        "amazon-cloudwatch-observability v6.4.0-eksbuild.1 accepts the configuration",
+    )
+
+
+def test_a_key_the_addon_version_refuses_fails_before_the_deploy_would_roll_back(aws, tmp_path):
+    schema = {"type": "object", "properties": {"containerLogs": {"type": "object"}}, "additionalProperties": False}
+    report, _ = Fake().ready(addon_schema=schema).run(_cfg(tmp_path))
+    check = report.find("CloudWatch add-on")
+    assert check.status == "fail" and "\n" not in check.detail
+    assert check.detail.startswith(
+        "amazon-cloudwatch-observability v6.4.0-eksbuild.1 refuses the configuration: (root): "
+    )
+    assert "roll back the cluster stack" in check.fix
+
+
+def test_without_observability_the_addon_is_not_checked(aws, tmp_path):
+    fake = Fake()
+    fake.quota("L-1216C47A", 64)
+    fake.quota("L-DB2E81BA", 256)
+    fake.k8s_version()
+    fake.bootstrap()
+    fake.image()
+    report, _ = fake.run(_cfg(tmp_path, observability={"enabled": False}))
+    assert report.find("CloudWatch add-on").status == "skip"
