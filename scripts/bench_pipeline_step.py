@@ -2,11 +2,13 @@
 """The pipeline's Synth step as CodeBuild runs it (tests/stacks/codebuild_local.py), in a fresh clone of HEAD:
 its time per phase and the peak memory of its process tree, the figures its compute size rests on.
     .venv/bin/python scripts/bench_pipeline_step.py [--runs N]
-Uses this machine's pip, npm and Go caches (as CodeBuild's local cache restores them) and its own runtimes."""
+Uses this machine's pip, npm and Go caches (as CodeBuild's local cache restores them) and its own runtimes; the
+project's venv (scripts/setup.sh) provides its packages."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -17,15 +19,22 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as app.py: Node 20's banner
 
 
-def synth_spec() -> dict:
+def codebuild_local():
+    """The tests' CodeBuild runner (tests/ is no package of the project: loaded from its file)."""
+    spec = importlib.util.spec_from_file_location("codebuild_local", ROOT / "tests" / "stacks" / "codebuild_local.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synth_spec(runner) -> dict:
     from config import load_stages
     from config.pipeline import load_pipeline
     from stacks import assembly
-    from tests.stacks import codebuild_local
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "config"
@@ -35,17 +44,16 @@ def synth_spec() -> dict:
         app = assembly.new_app(outdir=str(Path(scratch) / "out"))
         assembly.build(app, stages, nag=False, pipeline=load_pipeline(folder, [s.stage for s in stages]))
         template = json.loads((Path(app.synth().directory) / "Pipeline.template.json").read_text())
-    (spec,) = [s for s in codebuild_local.buildspecs(template).values() if "scripts/pipeline_check.sh" in json.dumps(s)]
+    (spec,) = [s for s in runner.buildspecs(template).values() if "scripts/pipeline_check.sh" in json.dumps(s)]
     return spec
 
 
 def main() -> int:
-    from tests.stacks import codebuild_local
-
+    runner = codebuild_local()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    spec, seconds, peaks = synth_spec(), [], []
+    spec, seconds, peaks = synth_spec(runner), [], []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as scratch:
             clone = Path(scratch) / "source"

@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as app.py: Node 20's banner
 POLICY_FILE = ROOT / "security" / "cfn-execution-policy.json"
 

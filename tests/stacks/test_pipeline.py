@@ -183,6 +183,8 @@ def test_synth_runs_on_a_size_that_holds_its_peak_memory(pipeline_app):
 def test_the_synth_buildspec_passes_in_a_fresh_clone(pipeline_app, tmp_path):
     clone = tmp_path / "source"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=300)
+    # A repository with the pipeline has its config/_pipeline.yaml (the app builds the pipeline from it).
+    shutil.copy(ROOT / "docs" / "pipeline.example.yaml", clone / "config" / "_pipeline.yaml")
     env = codebuild_local.codebuild_environment(clone, Path.home())
     build = codebuild_local.run_buildspec(_synth_spec(pipeline_app[0]), cwd=clone, env=env, timeout=2400)
     assert build.ok, build.output[-6000:]
