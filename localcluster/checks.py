@@ -204,17 +204,31 @@ def check_stand_in_calls(head: RayHeadStandIn, report: Report) -> None:
         report.add("operator's calls", "pass", f"only {', '.join(kinds)} ({len(head.state.calls)} calls)")
 
 
-def check_pod_security(cfg: StageConfig, cluster: LocalCluster, made: ray_objects.MadeObjects, report: Report) -> None:
-    """The operator's pods were admitted at the serving namespace's enforce level (they exist, all of them)."""
+def pod_security_refusals(cluster: LocalCluster, namespace: str) -> list[str]:
+    """What Pod Security refused in the namespace: the operator's events for the pods it could not create
+    (KubeRay records the API server's answer in them)."""
+    events = cluster.api().get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [e.get("message", "") for e in events if "violates PodSecurity" in (e.get("message") or "")]
+
+
+def check_pod_security(
+    cfg: StageConfig, cluster: LocalCluster, made: ray_objects.MadeObjects | None, report: Report
+) -> None:
+    """The operator's pods were admitted at the serving namespace's enforce level: no refusal in its events."""
     namespace = cfg.serving.namespace
+    refused = pod_security_refusals(cluster, namespace)
+    if refused:
+        report.add("Pod Security (serving namespace)", "fail", " ".join(refused[0].split())[:400])
+        return
     labels = cluster.api().get(f"/api/v1/namespaces/{namespace}")["metadata"].get("labels") or {}
     level = labels.get("pod-security.kubernetes.io/enforce", "privileged")
-    init = sorted({c["name"] for p in made.pods for c in p["spec"].get("initContainers") or []})
+    pods = made.pods if made else []
+    init = sorted({c["name"] for p in pods for c in p["spec"].get("initContainers") or []})
     report.add(
         "Pod Security (serving namespace)",
         "pass",
-        f"the operator's {len(made.pods)} pods (init containers: {', '.join(init) or 'none'}) are admitted in "
-        f"{namespace} (enforce={level})",
+        f"no refusal; the operator's {len(pods)} pods (init containers: {', '.join(init) or 'none'}) are admitted "
+        f"in {namespace} (enforce={level})",
     )
 
 
@@ -267,7 +281,7 @@ def all_checks(
     if made is not None:
         check_services(made, report)
         check_serve_config(made, head, report)
-        check_pod_security(cfg, cluster, made, report)
+    check_pod_security(cfg, cluster, made, report)
     check_stand_in_calls(head, report)
     progress("checking the verify group's rights and ops verify")
     check_verify_rbac(cfg, cluster, report)

@@ -7,6 +7,8 @@ cluster against a stand-in Ray head."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,16 @@ def made(cluster, installed, dev_cfg):
 @pytest.fixture
 def admin(cluster) -> Applier:
     return Applier(cluster.api())
+
+
+@contextmanager
+def stage_on_a_cluster_of_its_own(folder: Path, cfg, box, steps) -> Iterator[tuple]:
+    """(cluster, stand-in head, what the operator made): the stage installed on a new cluster and Ready, for tests
+    whose edits would disturb the session's cluster; stopped afterwards."""
+    with RayHeadStandIn() as head:
+        cluster = rehearsal.start(cfg, folder, box)
+        try:
+            rehearsal.install(cluster, steps, box, head)
+            yield cluster, head, checks.wait_ready(cluster, cfg.serving.namespace, cfg.serving.service_name)
+        finally:
+            cluster.stop()

@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
+from localcluster import checks, ray_objects
 from localcluster.apply import Applier, ApplyError
 
 BASELINE = "baseline-probe"
@@ -72,3 +73,24 @@ def test_the_charts_operator_pod_runs_in_the_restricted_operator_namespace(clust
         f"/api/v1/namespaces/{KUBERAY_NAMESPACE}/pods", labelSelector=f"app.kubernetes.io/instance={KUBERAY_RELEASE}"
     )["items"]
     assert [p["status"]["phase"] for p in pods] == ["Running"]
+
+
+def test_a_refused_pod_of_the_operator_shows_in_the_pod_security_check(
+    cluster, made, admin, baseline_namespace, installed
+):
+    # The stage's RayService in the baseline namespace: the operator's privileged workers are refused there.
+    service = copy.deepcopy(next(o for o in installed.objects if o["kind"] == "RayService"))
+    probe = {
+        "apiVersion": service["apiVersion"],
+        "kind": "RayService",
+        "metadata": {"name": "ray-llm-baseline", "namespace": baseline_namespace},
+        "spec": service["spec"],
+    }
+    admin.apply(probe)
+    try:
+        refused = ray_objects.wait_until(
+            lambda: checks.pod_security_refusals(cluster, baseline_namespace), "a Pod Security refusal", 60
+        )
+        assert 'violates PodSecurity "baseline:latest"' in refused[0]
+    finally:
+        admin.delete(probe, wait=60)

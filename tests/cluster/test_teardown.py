@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster import checks, rehearsal
-from localcluster.ray_head import RayHeadStandIn
+from localcluster import rehearsal
 from ops.kube import KubeError
+
+from .conftest import stage_on_a_cluster_of_its_own
 
 
 @pytest.fixture(scope="module")
 def torn_down(tmp_path_factory, dev_cfg, box, dev_steps):
-    with RayHeadStandIn() as head:
-        cluster = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("teardown"), box)
-        try:
-            rehearsal.install(cluster, dev_steps, box, head)
-            made = checks.wait_ready(cluster, dev_cfg.serving.namespace, dev_cfg.serving.service_name)
-            deleted = rehearsal.teardown(cluster, dev_steps, box)
-            yield cluster, made, deleted
-        finally:
-            cluster.stop()
+    folder = tmp_path_factory.mktemp("teardown")
+    with stage_on_a_cluster_of_its_own(folder, dev_cfg, box, dev_steps) as (cluster, _, made):
+        yield cluster, made, rehearsal.teardown(cluster, dev_steps, box)
 
 
 def _gone(cluster, path: str) -> bool:

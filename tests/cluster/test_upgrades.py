@@ -15,13 +15,15 @@ import pytest
 import yaml
 
 from config.topology import INFERENCE_FILE, RENDERED_DIR
-from localcluster import checks, deploy_order, ray_objects, rehearsal
+from localcluster import checks, deploy_order, ray_objects
 from localcluster.apply import Applier
 from localcluster.control_plane import LocalCluster
 from localcluster.ray_head import RayHeadStandIn
 from ops import verify
 from ops.diff.notes import manual_steps
 from ops.report import Report
+
+from .conftest import stage_on_a_cluster_of_its_own
 
 EDIT_LABEL = ("rehearsal.pd-inference/edit", "pod-template")
 
@@ -44,15 +46,10 @@ class Fresh:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory, dev_cfg, box, dev_steps):
-    with RayHeadStandIn() as head:
-        cluster = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("upgrades"), box)
-        try:
-            rehearsal.install(cluster, dev_steps, box, head)
-            checks.wait_ready(cluster, dev_cfg.serving.namespace, dev_cfg.serving.service_name)
-            rendered = next(o for o in deploy_order.objects(dev_steps) if o["kind"] == "RayService")
-            yield Fresh(cluster, head, rendered, rendered)
-        finally:
-            cluster.stop()
+    rendered = next(o for o in deploy_order.objects(dev_steps) if o["kind"] == "RayService")
+    folder = tmp_path_factory.mktemp("upgrades")
+    with stage_on_a_cluster_of_its_own(folder, dev_cfg, box, dev_steps) as (cluster, head, _):
+        yield Fresh(cluster, head, rendered, rendered)
 
 
 def _observed(fresh: Fresh, namespace: str, name: str) -> dict[str, Any]:
