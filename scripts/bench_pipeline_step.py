@@ -27,6 +27,7 @@ def codebuild_local():
     spec = importlib.util.spec_from_file_location("codebuild_local", ROOT / "tests" / "stacks" / "codebuild_local.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their fields through the module's entry
     spec.loader.exec_module(module)
     return module
 
@@ -49,17 +50,17 @@ def synth_spec(runner) -> dict:
 
 
 def main() -> int:
-    runner = codebuild_local()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
+    runner = codebuild_local()
     spec, seconds, peaks = synth_spec(runner), [], []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as scratch:
             clone = Path(scratch) / "source"
             subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-            build = codebuild_local.run_buildspec(
-                spec, cwd=clone, env=codebuild_local.codebuild_environment(clone, Path.home())
+            build = runner.run_buildspec(
+                spec, cwd=clone, env=runner.codebuild_environment(clone, Path.home())
             )
             if not build.ok:
                 print(build.output[-4000:], file=sys.stderr)
