@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from . import names, rules_safety, rules_workload, versions
+from . import first_start, names, rules_safety, rules_workload, versions
 from .derived import (
     PUBLIC_ENDPOINT_LIMIT,
     SUBNET_LAYOUT,
@@ -57,6 +57,7 @@ def check(cfg: StageConfig, path: str) -> None:
         _benchmark_context,
         _observability,
         rules_safety.check,
+        _gpu_root_volume,
     ):
         rule(cfg, path)
 
@@ -307,6 +308,24 @@ def _system_nodegroup(cfg: StageConfig, path: str) -> None:
     group = cfg.system_nodegroup
     _known_type(path, "system_nodegroup", group.instance_type, gpu=False)
     _sizes(path, "system_nodegroup", group.min_size, group.desired_size, group.max_size)
+    _root_volume(path, "system_nodegroup", group.root_volume_gib, first_start.system_root_volume_floor_gib(), "")
+
+
+def _gpu_root_volume(cfg: StageConfig, path: str) -> None:
+    """Last: a model too large for its GPUs, or an engine setting it cannot run, is the first thing to fix."""
+    floor = first_start.gpu_root_volume_floor_gib(cfg)
+    _root_volume(path, "gpu_nodegroup", cfg.gpu_nodegroup.root_volume_gib, floor, " and the model's weights")
+
+
+def _root_volume(path: str, field: str, given: int, floor: int, also: str) -> None:
+    """Two serving images side by side within kubelet's image-GC threshold (config/first_start.py)."""
+    if given < floor:
+        raise ConfigError(
+            path,
+            f"{field}.root_volume_gib",
+            f"{given} GiB cannot hold two serving images{also} below kubelet's 85 % image-GC threshold "
+            f'(allowed: {floor} or more; docs/DECISIONS.md, "Root volumes and the first start")',
+        )
 
 
 def _gpu_nodegroup(cfg: StageConfig, path: str) -> None:

@@ -196,7 +196,9 @@ class SystemNodegroup(Strict):
     desired_size: Positive = Field(1, description="The nodegroup's desired size.")
     max_size: Positive = Field(2, description="The nodegroup's maximum size.")
     root_volume_gib: Annotated[int, Field(ge=20, le=16384)] = Field(
-        50, description="Each node's root volume (encrypted gp3), in GiB."
+        100,
+        description="Each node's root volume (encrypted gp3), in GiB; it holds the Ray head's image twice during "
+        "an update (config/first_start.py gives the floor).",
     )
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from config.first_start import gpu_root_volume_floor_gib, system_root_volume_floor_gib
 from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
 from config.topology import CLOUDWATCH_OBSERVABILITY_ADDON as CLOUDWATCH_ADDON
 from config.topology import SECRETS_PROVIDER_ADDON
-from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_ACCOUNT, DLC_REPOSITORY
+from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_ACCOUNT, DLC_IMAGE_UNPACK_RATIO, DLC_REPOSITORY
 
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
@@ -504,7 +505,9 @@ def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) 
         report.add(name, "skip", f"{image} is not the DLC image; its registry is not checked")
         return
     try:
-        clients("ecr").describe_images(registryId=DLC_ACCOUNT, repositoryName=repository, imageIds=[{"imageTag": tag}])
+        answer = clients("ecr").describe_images(
+            registryId=DLC_ACCOUNT, repositoryName=repository, imageIds=[{"imageTag": tag}]
+        )
     except AWS_ERRORS as exc:
         code = error_code(exc)
         if code in ("AccessDeniedException", "AccessDenied"):
@@ -522,6 +525,25 @@ def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) 
             report.add(name, "fail", describe(exc), aws_fix(exc))
         return
     report.add(name, "pass", f"{image} is published in {cfg.region}")
+    size = (answer.get("imageDetails") or [{}])[0].get("imageSizeInBytes")
+    if isinstance(size, int) and size > 0:
+        _root_volumes(cfg, report, size / 2**30)
+
+
+def _root_volumes(cfg: StageConfig, report: Report, compressed_gib: float) -> None:
+    """The stage's root volumes against the floors of config/first_start.py, with ECR's size of the image."""
+    floors = {
+        "system_nodegroup": (cfg.system_nodegroup.root_volume_gib, system_root_volume_floor_gib(compressed_gib)),
+        "gpu_nodegroup": (cfg.gpu_nodegroup.root_volume_gib, gpu_root_volume_floor_gib(cfg, compressed_gib)),
+    }
+    short = [f"{group}.root_volume_gib {given} < {floor}" for group, (given, floor) in floors.items() if given < floor]
+    detail = (
+        f"the image is {compressed_gib:.1f} GiB compressed, ~{compressed_gib * DLC_IMAGE_UNPACK_RATIO:.0f} unpacked"
+    )
+    if short:
+        report.add("root volumes", "fail", f"{detail}: two of it do not fit: {'; '.join(short)}", "raise them")
+    else:
+        report.add("root volumes", "pass", f"{detail}: two of it fit every node's root volume")
 
 
 def suggestion(cfg: StageConfig, facts: Facts) -> str | None:

@@ -59,9 +59,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as scratch:
             clone = Path(scratch) / "source"
             subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-            build = runner.run_buildspec(
-                spec, cwd=clone, env=runner.codebuild_environment(clone, Path.home())
-            )
+            build = runner.run_buildspec(spec, cwd=clone, env=runner.codebuild_environment(clone, Path.home()))
             if not build.ok:
                 print(build.output[-4000:], file=sys.stderr)
                 return 1

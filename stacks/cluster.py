@@ -15,6 +15,7 @@ from constructs import Construct
 
 from config import versions
 from config.derived import endpoint_wide_open
+from config.first_start import FirstStart
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, Observability, SystemNodegroup
 
@@ -72,10 +73,11 @@ class ClusterStack(cdk.Stack):
         addon_versions: Addons,
         observability: Observability,
         serving_namespace: str,
+        first_start: FirstStart,
         tags: Mapping[str, str] | None = None,
         **kwargs,
     ) -> None:
-        """`tags`: the stage's tags, for the template resources CDK's tagging does not model (the verify runner's
+        """`first_start`: what the first start moves, which sizes the verify runner's wait. `tags`: the stage's tags, for the template resources CDK's tagging does not model (the verify runner's
         project)."""
         super().__init__(scope, construct_id, **kwargs)
         secrets_key = kms.Key(
@@ -176,6 +178,7 @@ class ClusterStack(cdk.Stack):
             self,
             "VerifyRunner",
             stage=stage,
+            first_start=first_start,
             cluster=self.cluster,
             vpc=vpc,
             logs_key=self.logs_key,

@@ -8,6 +8,7 @@ from constructs import Construct
 from charts.render import StageRendering
 from charts.serve_config import build_serve_config
 from config.derived import worker_resources
+from config.first_start import first_start
 from config.schema import StageConfig
 
 from .cluster import ClusterStack
@@ -51,6 +52,7 @@ class InferenceStage(cdk.Stage):
             addon_versions=cfg.addons,
             observability=cfg.observability,
             serving_namespace=cfg.serving.namespace,
+            first_start=first_start(cfg),
             tags=cfg.tags,
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )

@@ -22,6 +22,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from config.first_start import FirstStart
 from config.topology import (
     VERIFY_GROUP,
     VERIFY_INSTALL_COMMANDS,
@@ -34,7 +35,6 @@ from .log_encryption import lambda_log_groups
 from .network import PRIVATE
 
 SOURCE_KEY = VERIFY_SOURCE_KEY
-VERIFY_WAIT_SECONDS = 1800
 # The construct id of CDK's auto-delete-objects provider, a singleton at the stack's root: aws-cdk-lib 2.275.0
 # custom-resource-handlers/dist/aws-s3/auto-delete-objects-provider.generated.js (getOrCreateProvider: the id
 # `${uniqueid}CustomResourceProvider` on the stack), called with the type Custom::S3AutoDeleteObjects
@@ -43,14 +43,14 @@ AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 
 
-def buildspec(stage: str) -> dict:
+def buildspec(stage: str, wait_s: int) -> dict:
     return {
         "version": "0.2",
         "phases": {
             "install": {"runtime-versions": {"python": "3.11"}, "commands": list(VERIFY_INSTALL_COMMANDS)},
             "build": {
                 "commands": [
-                    f"/tmp/ops/bin/python -m ops verify --stage {stage} --wait {VERIFY_WAIT_SECONDS}",
+                    f"/tmp/ops/bin/python -m ops verify --stage {stage} --wait {wait_s}",
                 ]
             },
         },
@@ -64,6 +64,7 @@ class VerifyRunner(Construct):
         construct_id: str,
         *,
         stage: str,
+        first_start: FirstStart,
         cluster: eks.Cluster,
         vpc: ec2.IVpc,
         logs_key: kms.IKey,
@@ -179,7 +180,7 @@ class VerifyRunner(Construct):
                 "Source": {
                     "Type": "S3",
                     "Location": f"{self.bucket.bucket_name}/{SOURCE_KEY}",
-                    "BuildSpec": json.dumps(buildspec(stage), indent=2),
+                    "BuildSpec": json.dumps(buildspec(stage, first_start.verify_wait_s), indent=2),
                 },
                 # No EncryptionKey: it is the key for the build's output artifacts, and the project has none
                 # (NO_ARTIFACTS); without one CodeBuild uses the AWS managed key for Amazon S3 (CodeBuild User Guide,
@@ -193,7 +194,7 @@ class VerifyRunner(Construct):
                     "Subnets": subnets.subnet_ids,
                     "SecurityGroupIds": [cluster.cluster_security_group_id],
                 },
-                "TimeoutInMinutes": 45,
+                "TimeoutInMinutes": first_start.verify_timeout_minutes,
                 **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
                 "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
             },

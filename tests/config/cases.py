@@ -59,6 +59,21 @@ FOUNDATION = [
         "greater than or equal to 50",
     ),
     (
+        "system-root-volume-below-two-images",
+        {"system_nodegroup": {"root_volume_gib": 67}},
+        "system_nodegroup.root_volume_gib",
+        "cannot hold two serving images below kubelet's 85 % image-GC threshold (allowed: 68 or more;",
+    ),
+    (
+        "gpu-root-volume-below-two-images-and-weights",
+        {"gpu_nodegroup": {"root_volume_gib": 88}},
+        "gpu_nodegroup.root_volume_gib",
+        (
+            "cannot hold two serving images and the model's weights below kubelet's 85 % image-GC threshold "
+            "(allowed: 89 or more;"
+        ),
+    ),
+    (
         "unsupported-k8s",
         {"cluster": {"kubernetes_version": "1.29"}},
         "cluster.kubernetes_version",

@@ -38,7 +38,8 @@ from .cases import FAKE_GITHUB_TOKEN, FAKE_HF_TOKEN, FAKE_KEY_ID, FAKE_PRIVATE_K
 
 # Hopper nodes for models too big for an L4 (the GDN backend and resources as a p5 stage needs them).
 P5 = {
-    "gpu_nodegroup": {"instance_type": "p5.48xlarge"},
+    # 400 GiB: two serving images and a 72B checkpoint's 121 GiB (config/first_start.py)
+    "gpu_nodegroup": {"instance_type": "p5.48xlarge", "root_volume_gib": 400},
     "serving": {
         "engine": {"gdn_prefill_backend": "triton"},
         "worker_resources": {"cpu_request": 8, "cpu_limit": 16, "memory_request_gib": 32, "memory_limit_gib": 64},

@@ -57,7 +57,7 @@ class Fake:
             "describe_cluster_versions", {"clusterVersions": versions}, {"clusterVersions": ["1.35"]}
         )
 
-    def image(self, error=None):
+    def image(self, error=None, size=None):
         params = {
             "registryId": "763104351884",
             "repositoryName": "ray",
@@ -70,7 +70,12 @@ class Fake:
                 "describe_images",
                 {
                     "imageDetails": [
-                        {"registryId": "763104351884", "repositoryName": "ray", "imageTags": ["serve-llm-cuda-v1.0.0"]}
+                        {
+                            "registryId": "763104351884",
+                            "repositoryName": "ray",
+                            "imageTags": ["serve-llm-cuda-v1.0.0"],
+                            **({"imageSizeInBytes": size} if size else {}),
+                        }
                     ]
                 },
                 params,
@@ -103,13 +108,13 @@ class Fake:
             Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
         )
 
-    def ready(self, g_quota=256, standard_quota=64, image_error=None, addon_schema=None):
+    def ready(self, g_quota=256, standard_quota=64, image_error=None, addon_schema=None, image_size=None):
         self.quota("L-1216C47A", standard_quota)
         self.quota("L-DB2E81BA", g_quota)
         self.k8s_version()
         self.bootstrap()
         self.addon_schema(addon_schema)
-        self.image(image_error)
+        self.image(image_error, image_size)
         return self
 
     def run(self, cfg):
@@ -277,6 +282,28 @@ def test_registry_access_denied_is_a_warning_not_a_failure(aws, tmp_path):
 def test_registry_without_the_image_fails(aws, tmp_path):
     report, _ = Fake().ready(image_error="ImageNotFoundException").run(_cfg(tmp_path))
     assert report.find("image registry").status == "fail"
+
+
+def test_root_volumes_pass_with_the_image_size_ecr_gives(aws, tmp_path):
+    report, _ = Fake().ready(image_size=9 * 2**30).run(_cfg(tmp_path))
+    check = report.find("root volumes")
+    assert (check.status, check.detail) == (
+        "pass",
+        "the image is 9.0 GiB compressed, ~19 unpacked: two of it fit every node's root volume",
+    )
+
+
+def test_root_volumes_fail_when_the_real_image_is_larger_than_planned(aws, tmp_path):
+    # 20 GiB compressed: the system floor is (8 + 105.6) / 0.85 = 134 GiB, the dev GPU floor 155 (17.98 more).
+    report, _ = Fake().ready(image_size=20 * 2**30).run(_cfg(tmp_path))
+    check = report.find("root volumes")
+    assert check.status == "fail" and report.exit_code == 1
+    assert check.detail.endswith("two of it do not fit: system_nodegroup.root_volume_gib 100 < 134")
+
+
+def test_root_volumes_are_not_judged_without_a_size(aws, tmp_path):
+    report, _ = Fake().ready().run(_cfg(tmp_path))
+    assert report.find("root volumes") is None
 
 
 def test_no_credentials_is_one_line_in_the_table_and_exit_1(tmp_path, monkeypatch, capsys):

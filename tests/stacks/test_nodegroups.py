@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from config.first_start import system_root_volume_floor_gib
+
 from ..helpers import config_with, synth
 
 
@@ -98,6 +100,12 @@ def test_gpu_root_volume_is_encrypted_gp3_of_configured_size(app_synth, stage, s
             "Ebs": {"VolumeSize": size, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True},
         }
     ]
+
+
+def test_system_root_volume_default_holds_two_serving_images(app_synth, stages):
+    data = _launch_template(app_synth, "dev", _nodegroup(app_synth, "dev", "system"))
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 100
+    assert stages["dev"].system_nodegroup.root_volume_gib == 100 >= system_root_volume_floor_gib()
 
 
 @pytest.mark.parametrize("role", ["system", "gpu-worker"])

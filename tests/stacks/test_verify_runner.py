@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from config.first_start import VERIFY_SETUP_MINUTES, first_start
 from config.topology import VERIFY_GROUP
 
 
@@ -21,6 +22,16 @@ def test_project_runs_ops_verify_for_its_stage(app_synth):
     spec = json.loads(project["Source"]["BuildSpec"])
     assert spec["phases"]["build"]["commands"] == ["/tmp/ops/bin/python -m ops verify --stage dev --wait 1800"]
     assert "requirements-ops.txt" in spec["phases"]["install"]["commands"][1]
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_project_waits_for_its_stage_first_start_and_times_out_after(app_synth, stages, stage):
+    """The wait is the stage's first start (config/first_start.py), the build's timeout that plus the set-up."""
+    start = first_start(stages[stage])
+    project = _project(app_synth, stage)
+    command = json.loads(project["Source"]["BuildSpec"])["phases"]["build"]["commands"][0]
+    assert command.endswith(f"--wait {start.verify_wait_s}")
+    assert project["TimeoutInMinutes"] == start.verify_wait_s // 60 + VERIFY_SETUP_MINUTES
 
 
 def test_project_is_in_the_private_subnets_with_the_cluster_security_group(app_synth):
