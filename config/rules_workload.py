@@ -76,6 +76,11 @@ APP_NAMESPACES = {
     CLOUDWATCH_NAMESPACE: "the CloudWatch Observability add-on's namespace",
 }
 RESERVED_PREFIX = "kube-"
+# AWS installs its own agents into namespaces of these prefixes, by add-on or by console (GuardDuty's runtime
+# agent amazon-guardduty, Network Flow Monitor amazon-network-flow-monitor, Fargate logging aws-observability,
+# CloudWatch amazon-cloudwatch): a stage that took one would relabel it privileged, deny its ingress and delete
+# it on destroy. The prefix is the class; no list of today's agents would stay complete.
+AWS_PREFIXES = ("amazon-", "aws-")
 # A namespace is a DNS-1123 label (Kubernetes: at most 63 lower-case letters, digits and '-', starting and
 # ending with a letter or digit); the schema's K8S_NAME pattern already holds it to that, this is the rule's own.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -86,7 +91,7 @@ def serving_namespace(cfg: StageConfig, path: str) -> None:
     field = "serving.namespace"
     consequence = "the serving stack creates its namespace, denies ingress to every pod in it and deletes it on destroy"
     allowed = (
-        f"a namespace of its own, e.g. inference; not default or kube-*, nor "
+        f"a namespace of its own, e.g. inference; not default, kube-*, amazon-* or aws-*, nor "
         f"{', '.join(sorted(n for n in APP_NAMESPACES if not n.startswith(RESERVED_PREFIX)))}"
     )
     if not DNS_LABEL.fullmatch(name):
@@ -98,6 +103,13 @@ def serving_namespace(cfg: StageConfig, path: str) -> None:
         )
     if name in KUBERNETES_NAMESPACES or name.startswith(RESERVED_PREFIX):
         raise ConfigError(path, field, f"{name} is a Kubernetes system namespace: {consequence} (allowed: {allowed})")
+    if name.startswith(AWS_PREFIXES) and name not in APP_NAMESPACES:
+        raise ConfigError(
+            path,
+            field,
+            f"{name} is in a namespace class AWS installs its agents into (amazon-*, aws-*): {consequence} "
+            f"(allowed: {allowed})",
+        )
     if name in APP_NAMESPACES:
         raise ConfigError(
             path,

@@ -232,6 +232,10 @@ def test_no_other_mount_of_the_worker_pod_is_in_the_cache_folders(dev):
         ("kube-anything", "is a Kubernetes system namespace"),
         ("kuberay-system", "is the KubeRay operator's namespace (its Helm release), which this app installs"),
         ("amazon-cloudwatch", "is the CloudWatch Observability add-on's namespace, which this app installs"),
+        ("amazon-guardduty", "is in a namespace class AWS installs its agents into (amazon-*, aws-*)"),
+        ("amazon-network-flow-monitor", "is in a namespace class AWS installs its agents into (amazon-*, aws-*)"),
+        ("aws-observability", "is in a namespace class AWS installs its agents into (amazon-*, aws-*)"),
+        ("aws-anything-new", "is in a namespace class AWS installs its agents into (amazon-*, aws-*)"),
     ],
 )
 def test_the_serving_namespace_is_never_kubernetes_or_an_add_on(tmp_path, namespace, phrase):
