@@ -8,7 +8,7 @@
 # NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs: what a killed run
 # leaves), install.log, triton-cache.tgz and flashinfer-cache.tgz; each at most 16 MiB, what comes back from
 # a lent host.
-# Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (/tmp/rehearsal-site),
+# Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site: private; scripts/rehearsal_install.sh refuses a folder others can write),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
 # compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
 # REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR),
@@ -28,7 +28,7 @@ shift
 [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "rehearsal_device_run: NAME: '$name' (allowed: letters, digits, . _ -)" >&2; exit 2; }
 mkdir -p "$OUT"
 pieces=${REHEARSAL_PIECES:-.rehearsal/pieces}
-site=${REHEARSAL_SITE:-/tmp/rehearsal-site}
+site=${REHEARSAL_SITE:-${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site}
 limit=${REHEARSAL_LIMIT:-520}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.rehearsal/cache/triton} PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the offline rehearsal host: checks, reassembles and unpacks what scripts/rehearsal_pack.sh (wheels) and
 # scripts/rehearsal_debs.sh (Debian packages) packed.
-#   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: /tmp/rehearsal-site, .rehearsal/pieces;
+#   scripts/rehearsal_install.sh [TARGET [PIECES_DIR]]   (defaults: $REHEARSAL_SITE, else
+#                                                        ${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site; .rehearsal/pieces;
 #                                                        PIECES_DIR TARGET works too: SHA256SUMS tells them apart)
 #   env=$(scripts/rehearsal_install.sh T P) && eval "$env"   the same, then use the trees in this shell
 #                                                            (a bare eval "$(...)" would hide a failure)
@@ -17,14 +18,19 @@
 # the lock files and Debian package lists of this checkout, rehearsal/<tree>.lock and rehearsal/<tree>.debs, and a
 # piece is <tree>.tar.xz.part-NN), and every piece's digest must be one the repository vouches for
 # (REHEARSAL_TRUSTED_SUMS, written by scripts/rehearsal_pack.sh and scripts/rehearsal_debs.sh, and committed), so no name reaches rm or tar that the repository did not choose.
+# The target is code that runs (its trees go on PYTHONPATH, its stamps skip the unpack): it is refused unless
+# it and every folder above it belong to this user or root and no one else may write them (a sticky
+# root-owned parent such as /tmp excepted: others cannot rename or remove what is ours in it, sticky(8)).
+# A new target is made 0700.
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-target=${1:-/tmp/rehearsal-site}
+default_target=${REHEARSAL_SITE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/rehearsal-site}
+target=${1:-$default_target}
 pieces=${2:-$here/.rehearsal/pieces}
 # The folders may come in either order: the one with SHA256SUMS holds the pieces.
 if [[ $# -ge 1 && -f "$1/SHA256SUMS" && ( $# -lt 2 || ! -f "${2:-}/SHA256SUMS" ) ]]; then
-  pieces=$1 target=${2:-/tmp/rehearsal-site}
+  pieces=$1 target=${2:-$default_target}
 fi
 
 say() { echo "rehearsal_install: $*" >&2; }
@@ -34,8 +40,26 @@ python=${REHEARSAL_PYTHON:-$(command -v python3 || true)}
 [[ -n "$python" && -x "$python" ]] || die "no python3 on PATH (set REHEARSAL_PYTHON)"
 [[ -f "$pieces/SHA256SUMS" ]] || die "no SHA256SUMS in $pieces (copy it with the pieces)"
 for tool in xz tar sha256sum; do command -v $tool >/dev/null || die "$tool is needed"; done
-mkdir -p "$target"
-target=$(cd "$target" && pwd)
+# private_folder FOLDER: refuse (exit 1, one line) a folder that someone else owns or may write, or whose
+# parents someone else could swap; stat(1) %u is the owner, %a the mode in octal.
+private_folder() {
+  local folder=$1 me owner mode
+  me=$(id -u)
+  while :; do
+    read -r owner mode < <(stat -c '%u %a' -- "$folder") || die "target: cannot stat $folder"
+    [[ "$owner" == "$me" || "$owner" == 0 ]] \
+      || die "target $target: $folder belongs to uid $owner, not to you or root: refused (give a folder of your own)"
+    # group- or world-writable: only a sticky root-owned parent (never the target itself) may be
+    if (( 8#$mode & 8#022 )) && { [[ "$folder" == "$target" || "$owner" != 0 ]] || ! (( 8#$mode & 8#1000 )); }; then
+      die "target $target: $folder is writable by others (mode $mode): refused (chmod go-w it, or give a folder of your own)"
+    fi
+    [[ "$folder" == / ]] && break
+    folder=$(dirname -- "$folder")
+  done
+}
+(umask 077 && mkdir -p -- "$target") || die "target $target: cannot create it"
+target=$(cd -- "$target" && pwd -P)
+private_folder "$target"
 [[ "$target" != "$(cd "$pieces" && pwd)" ]] || die "the target $target is the pieces' folder: give another"
 
 trusted=${REHEARSAL_TRUSTED_SUMS:-$here/rehearsal/pieces.sha256}

@@ -425,3 +425,64 @@ def test_a_piece_the_checkout_does_not_vouch_for_is_refused(tmp_path, packed):
 def test_without_the_committed_digests_nothing_is_installed(tmp_path, packed):
     result = _install(tmp_path / "site", packed, trusted=str(tmp_path / "absent.sha256"))
     assert result.returncode == 1 and "the digests of the pieces this checkout vouches for" in result.stderr
+
+
+def _one_refusal(done: subprocess.CompletedProcess, folder: Path, why: str) -> None:
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rehearsal_install: target ")
+    assert f": {folder} {why}" in lines[0]
+
+
+def test_a_target_under_a_folder_others_can_write_is_refused(tmp_path, packed):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # world-writable, not sticky: anyone may rename site/ and put their own tree there
+    done = _install(shared / "site", packed)
+    _one_refusal(done, shared, "is writable by others (mode 777)")
+    assert not (shared / "site" / "serve").exists()
+
+
+def test_a_target_others_can_write_is_refused_even_when_sticky(tmp_path, packed):
+    target = tmp_path / "site"
+    target.mkdir()
+    target.chmod(0o1777)
+    _one_refusal(_install(target, packed), target, "is writable by others (mode 1777)")
+    target.chmod(0o775)
+    _one_refusal(_install(target, packed), target, "is writable by others (mode 775)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+def test_a_target_another_user_owns_is_refused(tmp_path, packed):
+    target = tmp_path / "site"
+    target.mkdir(mode=0o755)
+    os.chown(target, 65534, 65534)
+    _one_refusal(_install(target, packed), target, "belongs to uid 65534, not to you or root")
+
+
+def test_a_sticky_root_owned_parent_like_tmp_is_accepted(tmp_path, packed):
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    if sticky.stat().st_uid != 0:
+        pytest.skip("the sticky parent must be root's, as /tmp is")
+    done = _install(sticky / "site", packed)
+    assert done.returncode == 0, done.stderr
+    assert (sticky / "site").stat().st_mode & 0o777 == 0o700  # made private
+
+
+def test_the_default_target_is_a_private_folder_in_home(tmp_path, packed):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    env = {**os.environ, "HOME": str(home), "REHEARSAL_PYTHON": sys.executable}
+    env.pop("REHEARSAL_SITE", None)
+    env.pop("XDG_CACHE_HOME", None)
+    env["REHEARSAL_TRUSTED_SUMS"] = str(packed / "SHA256SUMS")
+    done = subprocess.run(
+        ["bash", str(INSTALL), str(packed)], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    site = home / ".cache" / "rehearsal-site"
+    assert (site / "serve" / "ray" / "__init__.py").is_file()
+    assert site.stat().st_mode & 0o777 == 0o700
+    assert f"PATH={site}/serve/bin:$PATH" in done.stdout
