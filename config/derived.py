@@ -101,6 +101,7 @@ UNREACHABLE = tuple(
         "240.0.0.0/4",
     )
 )
+_UNREACHABLE_UNION = list(ipaddress.collapse_addresses(UNREACHABLE))
 # The documentation ranges (RFC 5737: TEST-NET-1 to 3; the shipped dev.yaml's example is 198.51.100.0/24): nobody
 # connects from them. Not refused (a placeholder in an example), not counted, and warned about.
 DOCUMENTATION = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
@@ -145,10 +146,20 @@ def endpoint_wide_open(cidrs: Sequence[str]) -> bool:
     return public_addresses(cidrs) > PUBLIC_ENDPOINT_LIMIT
 
 
+def _overlap(net: ipaddress.IPv4Network, other: ipaddress.IPv4Network) -> int:
+    """Two CIDR blocks either nest or are disjoint."""
+    if other.subnet_of(net):
+        return other.num_addresses
+    return net.num_addresses if net.subnet_of(other) else 0
+
+
 def is_unreachable(cidr: str) -> bool:
-    """A range that lies entirely inside UNREACHABLE (10.0.0.0/8, 192.168.1.0/24, 100.64.0.0/10, ...)."""
+    """A range whose every address lies in UNREACHABLE, whether inside one of its blocks (10.0.0.0/8,
+    192.168.1.0/24) or across several (224.0.0.0/3: multicast and reserved)."""
     net = ipaddress.ip_network(cidr, strict=False)
-    return net.version == 4 and any(net.subnet_of(special) for special in UNREACHABLE)
+    if net.version != 4:
+        return False
+    return sum(_overlap(net, special) for special in _UNREACHABLE_UNION) == net.num_addresses
 
 
 # --- How many GPUs one replica takes -------------------------------------------------------------------

@@ -343,8 +343,37 @@ def _gpu_nodegroup(cfg: StageConfig, path: str) -> None:
         )
 
 
+# An image reference as the OCI distribution grammar defines it (distribution/reference regexp.go: a domain with
+# an optional port, lower-case path components joined by '.', '_', '__' or dashes, a tag of up to 128 word
+# characters and '.', '-', a digest algorithm:hex), here with a tag or a digest required: an untagged
+# reference pulls `latest`, which moves.
+_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    rf"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}(?:@{_DIGEST})?|@{_DIGEST})"
+)
+
+
 def _serving_image(cfg: StageConfig, path: str) -> None:
     serving = cfg.serving
+    if serving.image is None and not versions.DLC_REGISTRIES.get(cfg.region):
+        raise ConfigError(
+            path,
+            "region",
+            f"{cfg.region} has no registry of the Ray Serve LLM Deep Learning Container (config/dlc_registries.json) "
+            f"(allowed: a region listed there, or serving.image naming an image you host)",
+        )
+    if serving.image is not None and not IMAGE_REFERENCE.fullmatch(serving.image):
+        raise ConfigError(
+            path,
+            "serving.image",
+            f"{short(serving.image, 80)} is not an image reference with a tag or digest (allowed: "
+            "[registry[:port]/]lower-case/path:tag or ...@sha256:<hex>, e.g. 123456789012.dkr.ecr.us-west-2."
+            "amazonaws.com/ray:serve-llm-cuda-v1.0.0)",
+        )
+    _serving_model_id(cfg, path)
     tag = cfg.image.rsplit(":", 1)[-1] if ":" in cfg.image.rsplit("/", 1)[-1] else ""
     image_ray = versions.DLC_RAY_VERSIONS.get(tag)
     if image_ray is not None and image_ray != serving.ray_version:
@@ -352,6 +381,19 @@ def _serving_image(cfg: StageConfig, path: str) -> None:
             path,
             "serving.ray_version",
             f"{serving.ray_version} differs from the image's Ray {image_ray} (allowed: {image_ray} for tag {tag})",
+        )
+
+
+def _serving_model_id(cfg: StageConfig, path: str) -> None:
+    """Ray Serve LLM reads `base:adapter` in a model id (ray.llm._internal.serve lora utils, get_base_model_id:
+    model_id.split(":")[0]), so an id with ':' would route to a LoRA adapter that does not exist."""
+    model_id = cfg.serving.model.id
+    if ":" in model_id:
+        raise ConfigError(
+            path,
+            "serving.model.id",
+            f"{short(model_id, 80)} has a ':', which Ray Serve LLM reads as base-model:LoRA-adapter (allowed: "
+            "letters, digits, '.', '_' and '-')",
         )
 
 

@@ -92,7 +92,7 @@ def serving_namespace(cfg: StageConfig, path: str) -> None:
     consequence = "the serving stack creates its namespace, denies ingress to every pod in it and deletes it on destroy"
     allowed = (
         f"a namespace of its own, e.g. inference; not default, kube-*, amazon-* or aws-*, nor "
-        f"{', '.join(sorted(n for n in APP_NAMESPACES if not n.startswith(RESERVED_PREFIX)))}"
+        f"{', '.join(sorted(n for n in APP_NAMESPACES if not n.startswith((RESERVED_PREFIX, *AWS_PREFIXES))))}"
     )
     if not DNS_LABEL.fullmatch(name):
         raise ConfigError(

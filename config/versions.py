@@ -73,8 +73,11 @@ NVIDIA_DEVICE_PLUGIN_BROKEN = frozenset({"0.19.0", "0.19.1", "0.19.2"})
 
 # The AWS Deep Learning Container for Ray Serve LLM, and the Ray each tag carries. `rayVersion` in the
 # RayService must equal the image's Ray, so the serving config is checked against this table.
-DLC_ACCOUNT = "763104351884"
 DLC_REPOSITORY = "ray"
+# The account that serves that repository differs by region (18 of the 34 regions are not 763104351884):
+# config/dlc_registries.json, recorded by scripts/record_dlc_registries.py from this SageMaker SDK release.
+SAGEMAKER_CORE_VERSION = "2.27.0"
+DLC_REGISTRIES: dict[str, str] = json.loads((Path(__file__).with_name("dlc_registries.json")).read_text())["registries"]
 # The patch tag: `serve-llm-cuda-v1.0` (and `-v1`, and the bare prefix) move with every release of the line,
 # so a node replaced next month would pull other software than its peer. The DLC changelog lists the tags
 # (aws/deep-learning-containers docs/ray-llm/changelog/index.md, "Ray LLM v1.0": serve-llm-cuda-v1.0.0).
@@ -95,5 +98,7 @@ VLLM_VERSION = "0.26.0"
 
 
 def dlc_image(region: str, tag: str = DLC_SERVE_LLM_TAG) -> str:
-    """The regional ECR address of the Ray Serve LLM Deep Learning Container."""
-    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{DLC_REPOSITORY}:{tag}"
+    """The regional ECR address of the Ray Serve LLM Deep Learning Container; a region without a registry
+    has none (config/rules.py refuses such a stage unless serving.image names another image)."""
+    account = DLC_REGISTRIES.get(region, "")
+    return f"{account}.dkr.ecr.{region}.amazonaws.com/{DLC_REPOSITORY}:{tag}" if account else ""

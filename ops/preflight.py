@@ -18,7 +18,7 @@ from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
 from config.topology import CLOUDWATCH_OBSERVABILITY_ADDON as CLOUDWATCH_ADDON
 from config.topology import SECRETS_PROVIDER_ADDON
-from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_ACCOUNT, DLC_IMAGE_UNPACK_RATIO, DLC_REPOSITORY
+from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_IMAGE_UNPACK_RATIO, DLC_REGISTRIES, DLC_REPOSITORY
 
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
@@ -501,12 +501,13 @@ def _registry(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) 
     image = cfg.image
     registry, _, rest = image.partition("/")
     repository, _, tag = rest.partition(":")
-    if not registry.startswith(f"{DLC_ACCOUNT}.dkr.ecr.") or repository != DLC_REPOSITORY:
+    account = DLC_REGISTRIES.get(cfg.region, "")
+    if not account or not registry.startswith(f"{account}.dkr.ecr.") or repository != DLC_REPOSITORY:
         report.add(name, "skip", f"{image} is not the DLC image; its registry is not checked")
         return
     try:
         answer = clients("ecr").describe_images(
-            registryId=DLC_ACCOUNT, repositoryName=repository, imageIds=[{"imageTag": tag}]
+            registryId=account, repositoryName=repository, imageIds=[{"imageTag": tag}]
         )
     except AWS_ERRORS as exc:
         code = error_code(exc)

@@ -494,7 +494,7 @@ SERVING += [
         "namespace-kube-prefix",
         {"serving": {"namespace": "kube-inference"}},
         "serving.namespace",
-        "not default or kube-*",
+        "not default, kube-*, amazon-* or aws-*, nor kuberay-system)",
     ),
     (
         "namespace-of-the-operator",

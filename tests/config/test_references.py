@@ -1,0 +1,109 @@
+"""References a stage file names: the serving image (its grammar, its registry by region), the model id clients
+ask for, the VPC range and the endpoint's ranges. Each class by its rule, not by the examples that found it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from config import versions
+from config.derived import is_unreachable
+
+from ..helpers import ROOT, config_with
+from ..helpers import refusal as _refusal
+
+RECORD = json.loads((ROOT / "config" / "dlc_registries.json").read_text())
+
+
+# --- the DLC image's registry, by region ------------------------------------------------------------------------
+
+
+def test_every_deployable_region_has_its_registry_or_is_listed_without():
+    deployable = json.loads((ROOT / "config" / "regions.json").read_text())["partitions"]["aws"]["regions"]
+    assert sorted(RECORD["registries"]) + RECORD["without_registry"] == sorted(deployable)
+    assert all(len(account) == 12 and account.isdigit() for account in RECORD["registries"].values())
+
+
+@pytest.mark.parametrize(
+    "region, account",
+    [("us-west-2", "763104351884"), ("ap-east-1", "871362719292"), ("eu-south-2", "503227376785")],
+)
+def test_the_default_image_is_pulled_from_the_region_s_own_registry(region, account):
+    assert versions.dlc_image(region) == f"{account}.dkr.ecr.{region}.amazonaws.com/ray:serve-llm-cuda-v1.0.0"
+
+
+def test_a_region_without_a_registry_is_refused_unless_an_image_is_named(tmp_path, monkeypatch):
+    monkeypatch.delitem(versions.DLC_REGISTRIES, "ap-east-1")
+    change = {"region": "ap-east-1", "availability_zones": ["ap-east-1a", "ap-east-1b"]}
+    change["gpu_availability_zone"] = "ap-east-1a"
+    line = _refusal(tmp_path, change)
+    assert ": region: ap-east-1 has no registry of the Ray Serve LLM Deep Learning Container" in line
+    image = "123456789012.dkr.ecr.ap-east-1.amazonaws.com/ray:serve-llm-cuda-v1.0.0"
+    assert config_with(tmp_path, **change, serving={"image": image}).image == image
+
+
+# --- the image reference's grammar --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        ":::",
+        "@@@",
+        "a:b:c",
+        "registry.example.com/Ray:tag",  # upper case in a path component
+        "registry.example.com/ray",  # no tag, no digest: `latest`
+        "registry.example.com/ray:",
+        "registry.example.com//ray:tag",
+        "-registry.example.com/ray:tag",
+        "registry.example.com/ray:-tag",
+        "registry.example.com/ray@sha256:abc",  # a digest too short to be one
+        "registry.example.com/ray:" + "t" * 129,
+        "registry.example.com/ray..x:tag",
+    ],
+)
+def test_a_string_that_is_no_pinned_image_reference_is_refused(tmp_path, image):
+    line = _refusal(tmp_path, {"serving": {"image": image}})
+    assert ": serving.image: " in line and "is not an image reference with a tag or digest" in line
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0.0",
+        "localhost:5000/team/ray-llm:2.58.0_cu13",
+        "registry.example.com/ray@sha256:" + "a" * 64,
+        "registry.example.com/ray:v1@sha256:" + "0" * 64,
+        "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0.0",
+    ],
+)
+def test_pinned_image_references_pass(tmp_path, image):
+    assert config_with(tmp_path, serving={"image": image, "ray_version": "2.58.0"}).image == image
+
+
+# --- the model id -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_id", ["qwen:lora", "qwen3.5-9b:", "a:b:c"])
+def test_a_model_id_with_a_colon_is_refused(tmp_path, model_id):
+    line = _refusal(tmp_path, {"serving": {"model": {"id": model_id}}})
+    assert f": serving.model.id: '{model_id}' has a ':', which Ray Serve LLM reads as base-model:LoRA-adapter" in line
+
+
+# --- ranges -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cidr", ["224.0.0.0/3", "224.0.0.0/4", "240.0.0.0/5", "172.16.0.0/13", "169.254.0.0/16"])
+def test_a_range_made_only_of_special_purpose_blocks_is_unreachable(cidr):
+    assert is_unreachable(cidr)
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "8.8.8.0/24", "192.168.0.0/15", "223.0.0.0/7"])
+def test_a_range_with_a_public_address_is_not(cidr):
+    assert not is_unreachable(cidr)
+
+
+def test_a_multicast_endpoint_range_is_refused(tmp_path):
+    line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": ["224.0.0.0/3"]}}})
+    assert ": cluster.endpoint.public_access_cidrs" in line and "224.0.0.0/3" in line
