@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.kube import KubeApi, KubeError
+from ops.signals import deferred
 
 from . import pki as pki_module
 from .pki import LOOPBACK
@@ -62,6 +63,57 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
+
+
+# Every process a LocalCluster of this Python process started and has not stopped, in start order: what
+# stop_everything ends when a signal or an error leaves processes that no caller holds a cluster for (start()
+# had started some and had not returned the cluster yet, or had returned it and its caller not yet in `try`).
+RUNNING: list[Process] = []
+
+
+def _popen(name: str, argv: Sequence[str], log, folder: Path, env: Mapping[str, str] | None) -> subprocess.Popen:
+    """The child in a session (and process group) of its own: `end` signals the whole group, so nothing it
+    starts outlives it, and a terminal's Ctrl-C or hangup reaches this process alone, which ends it."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=folder,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    except OSError as exc:  # ENOEXEC, EACCES: a cached binary that is not one any more
+        raise ClusterError(unrunnable(name, Path(argv[0]), exc)) from None
+
+
+def unrunnable(name: str, binary: Path, exc: OSError) -> str:
+    """One line for a cached binary that cannot be executed: the file, why, and the folder to delete."""
+    folder = binary.parent.parent if binary.parent.name == "bin" else binary.parent
+    return f"{name}: {binary} cannot be run ({exc.strerror or exc}): delete {folder} and run scripts/setup.sh --cluster"
+
+
+def end(process: Process) -> None:
+    """SIGTERM to its process group, SIGKILL after 10 s; no longer in RUNNING."""
+    if process.popen.poll() is None:
+        try:
+            os.killpg(process.popen.pid, signal.SIGTERM)
+            process.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+    if process in RUNNING:
+        RUNNING.remove(process)
+
+
+def stop_everything() -> None:
+    """End every process still in RUNNING, last started first (no signal cuts it short)."""
+    with deferred():
+        for process in reversed(list(RUNNING)):
+            end(process)
 
 
 @dataclass
@@ -114,27 +166,14 @@ class LocalCluster:
 
     def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
         log = self.folder / f"{name}.log"
-        with log.open("ab") as handle:
-            try:
-                popen = subprocess.Popen(
-                    list(argv),
-                    stdout=handle,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=self.folder,
-                    start_new_session=True,
-                    env={**os.environ, **(env or {})},
-                )
-            except OSError as exc:  # ENOEXEC, EACCES: a cached binary that is not one any more
-                binary = Path(argv[0])
-                folder = binary.parent.parent if binary.parent.name == "bin" else binary.parent
-                raise ClusterError(
-                    f"{name}: {binary} cannot be run ({exc.strerror}): delete {folder} and run "
-                    "scripts/setup.sh --cluster"
-                ) from None
-        process = Process(name, popen, log)
-        self.processes.append(process)
-        (self.folder / "pids").write_text(" ".join(str(p.popen.pid) for p in self.processes) + "\n")
+        # Started and recorded in one step no signal cuts in two: a child started but not recorded in RUNNING
+        # would outlive a SIGTERM (stop_everything ends what RUNNING holds).
+        with log.open("ab") as handle, deferred():
+            popen = _popen(name, argv, handle, self.folder, env)
+            process = Process(name, popen, log)
+            self.processes.append(process)
+            RUNNING.append(process)
+            (self.folder / "pids").write_text(" ".join(str(p.popen.pid) for p in self.processes) + "\n")
         return process
 
     def check_alive(self) -> None:
@@ -143,18 +182,12 @@ class LocalCluster:
                 raise ClusterError(f"{process.name} exited with code {process.popen.returncode}\n{process.tail()}")
 
     def stop(self, name: str | None = None) -> None:
-        """Stop one process, or all in reverse start order (SIGTERM, then SIGKILL after 10 s)."""
-        for process in reversed([p for p in self.processes if name is None or p.name == name]):
-            if process.popen.poll() is None:
-                try:
-                    os.killpg(process.popen.pid, signal.SIGTERM)
-                    process.popen.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.popen.pid, signal.SIGKILL)
-                    process.popen.wait(timeout=10)
-                except ProcessLookupError:
-                    pass
-            self.processes.remove(process)
+        """Stop one process, or all in reverse start order (SIGTERM, then SIGKILL after 10 s); a signal that
+        arrives meanwhile is raised once they are all stopped, not half-way."""
+        with deferred():
+            for process in reversed([p for p in self.processes if name is None or p.name == name]):
+                end(process)
+                self.processes.remove(process)
 
     def wait_ready(self, path: str = "/readyz", timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout

@@ -90,7 +90,7 @@ def upgrade_install(helm: Path, release: Release, chart_dir: Path, kubeconfig: P
     values_file = folder / f"{release.release}.values.yaml"
     values_file.write_text(json.dumps(release.values, indent=2))  # as the handler writes it
     argv = upgrade_argv(helm, release, chart_dir, values_file, kubeconfig)
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=environment(folder), check=False)
+    result = _run(argv, folder)
     if result.returncode != 0:
         raise HelmError(f"helm upgrade --install {release.release}: {_last_error(result)}")
     return result.stdout
@@ -104,9 +104,20 @@ def uninstall(helm: Path, release: Release, kubeconfig: Path, folder: Path) -> N
     if release.timeout is not None:
         argv += ["--timeout", release.timeout]
     argv += ["--kubeconfig", str(kubeconfig)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=environment(folder), check=False)
+    result = _run(argv, folder)
     if result.returncode != 0:
         raise HelmError(f"helm uninstall {release.release}: {_last_error(result)}")
+
+
+def _run(argv: list[str], folder: Path) -> subprocess.CompletedProcess:
+    """Helm's run. subprocess.run kills it on any exception while waiting, a signal's Terminated included
+    (CPython's Lib/subprocess.py run(): `except: process.kill(); raise`): no Helm outlives a SIGTERM."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, env=environment(folder), check=False)
+    except OSError as exc:  # ENOEXEC, EACCES: the layer's cached helm is not a program any more
+        raise HelmError(
+            f"{argv[0]} cannot be run ({exc.strerror or exc}): delete {Path(argv[0]).parent} and run it again"
+        ) from None
 
 
 def _last_error(result: subprocess.CompletedProcess) -> str:

@@ -7,9 +7,11 @@ cluster; `run` strings them together for `python -m ops rehearse-cluster`."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 from config.schema import StageConfig
 from config.topology import KUBERAY_RELEASE, VERIFY_GROUP
 from ops.report import Report
+from ops.signals import Terminated, deferred
 from stacks.kuberay_crds_handler import index as crds_handler  # the deploy's own command lines
 
 from . import control_plane, deploy_order, helm, kubectl_layer, kwok, nodes, operator, tools
@@ -243,6 +246,10 @@ def apply_crds_from(kubectl: Path, crds_dir: Path, kubeconfig: Path) -> str:
         return crds_handler.run(argv)
     except RuntimeError as exc:
         raise RehearsalError(f"applying {crds_dir}: {exc}") from None
+    except OSError as exc:  # ENOEXEC, EACCES: the layer's cached kubectl is not a program any more
+        raise RehearsalError(
+            f"{kubectl} cannot be run ({exc.strerror or exc}): delete {kubectl.parent} and run it again"
+        ) from None
 
 
 def _stand_in(step: deploy_order.Step) -> str:
@@ -288,7 +295,8 @@ def _uninstall(cluster: LocalCluster, box: Toolbox, release: helm.Release) -> No
 
 def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quiet) -> Report:
     """The whole rehearsal; its report. Raises RehearsalError, ClusterError, ApplyError or ToolError with one
-    line when a step cannot run."""
+    line when a step cannot run. Whatever ends it early (a signal's Terminated included) ends every process it
+    started and removes its scratch folder; a signal removes a half-made --keep folder too."""
     report = Report("rehearse-cluster", cfg.stage)
     box = toolbox(cfg, progress)
     report.extra["versions"] = {
@@ -296,19 +304,42 @@ def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quie
         "helm (kubectl layer)": box.layer.helm_version,
         "kubectl (kubectl layer)": box.layer.kubectl_version,
     }
-    with tempfile.TemporaryDirectory(prefix=f"rehearse-cluster-{cfg.stage}-") as scratch, RayHeadStandIn() as head:
-        folder = keep or Path(scratch) / "cluster"
-        progress(f"synthesizing {cfg.stage}")
-        steps = deploy_order.steps(synthesize(cfg, Path(scratch) / "cdk.out"))
-        cluster = start(cfg, folder, box, progress)
-        try:
-            _rehearse(cfg, cluster, steps, box, head, report, progress, keep=keep)
-        except BaseException:
-            cluster.stop()
-            raise
-        if keep is None:
-            cluster.stop()
+    try:
+        with scratch_folder(f"rehearse-cluster-{cfg.stage}-") as scratch, RayHeadStandIn() as head:
+            folder = keep or scratch / "cluster"
+            progress(f"synthesizing {cfg.stage}")
+            steps = deploy_order.steps(synthesize(cfg, scratch / "cdk.out"))
+            cluster = start(cfg, folder, box, progress)
+            try:
+                _rehearse(cfg, cluster, steps, box, head, report, progress, keep=keep)
+            except BaseException:
+                cluster.stop()
+                raise
+            if keep is None:
+                cluster.stop()
+    except BaseException as exc:
+        # Before the scratch folder goes: what no cluster object held yet (a signal between start() and `try`).
+        control_plane.stop_everything()
+        if keep is not None and isinstance(exc, (Terminated, KeyboardInterrupt)):
+            with deferred():
+                shutil.rmtree(keep, ignore_errors=True)  # a half-made cluster is not kept
+        raise
     return report
+
+
+@contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder, removed when the block ends. Made and removed in steps no signal cuts in two
+    (tempfile.TemporaryDirectory's removal can be: a SIGTERM in its rmtree would leave half the keys)."""
+    made: list[Path] = []
+    try:
+        with deferred():
+            made.append(Path(tempfile.mkdtemp(prefix=prefix)))
+        yield made[0]
+    finally:
+        with deferred():
+            for folder in made:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _rehearse(

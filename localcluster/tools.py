@@ -14,11 +14,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ops.signals import deferred
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ROOT / "tools" / "go"
@@ -148,8 +151,8 @@ def default_caches() -> GoCaches:
 def _go_env(*names: str) -> list[str]:
     try:
         result = subprocess.run(["go", "env", *names], capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError:
-        raise ToolError(MISSING_GO) from None
+    except OSError as exc:
+        raise ToolError(go_unrunnable(exc)) from None
     values = result.stdout.splitlines()
     if result.returncode != 0 or len(values) != len(names) or not all(values):
         raise ToolError(f"go env {' '.join(names)} failed: {_last_line(result)}")
@@ -201,21 +204,14 @@ HEARTBEAT_S = 60.0
 def go_command(
     args: Sequence[str], *, folder: Path, caches: GoCaches, progress: Callable[[str], None] | None = None
 ) -> subprocess.CompletedProcess:
-    """The go command's result; `progress` hears how long it has run, once a minute (a cold build is minutes)."""
+    """The go command's result; `progress` hears how long it has run, once a minute (a cold build is minutes).
+    go runs in a process group of its own, ended whole (its compile and link children too) if this returns
+    early: Popen's own `with` would wait for a build of minutes to finish after a SIGTERM."""
     started = time.monotonic()
-    try:
-        child = subprocess.Popen(
-            ["go", *args],
-            cwd=folder,
-            env=caches.environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    except FileNotFoundError:
-        raise ToolError(MISSING_GO) from None
+    with deferred():  # started and its group known in one step: no child that nothing ends
+        child = _start_go(args, folder, caches)
     stdout = stderr = ""
-    with child:
+    try:
         while True:
             try:
                 stdout, stderr = child.communicate(timeout=HEARTBEAT_S)
@@ -223,11 +219,46 @@ def go_command(
             except subprocess.TimeoutExpired:
                 elapsed = time.monotonic() - started
                 if elapsed > 3600:
-                    child.kill()
                     raise ToolError(f"go {' '.join(args[:2])} in tools/go/{folder.name} took over an hour") from None
                 if progress:
                     progress(f"  go {args[0]} in tools/go/{folder.name}: {elapsed / 60:.0f} min so far")
+    except BaseException:
+        with deferred():
+            _end_group(child)
+        raise
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+def _start_go(args: Sequence[str], folder: Path, caches: GoCaches) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(
+            ["go", *args],
+            cwd=folder,
+            env=caches.environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(go_unrunnable(exc)) from None
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    """SIGKILL to the child's process group (a build has nothing to save), then reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.communicate()
+
+
+def go_unrunnable(exc: OSError) -> str:
+    """Go missing (FileNotFoundError), or a go binary that cannot be executed (ENOEXEC, EACCES)."""
+    if isinstance(exc, FileNotFoundError):
+        return MISSING_GO
+    where = shutil.which("go") or "go"
+    return f"the go command ({where}) cannot be run ({exc.strerror or exc}): reinstall Go 1.26 (README: set-up)"
 
 
 def module_dir(source: ModuleSource, caches: GoCaches, modules: Path = MODULES) -> Path:

@@ -13,20 +13,20 @@ Set-up of its own: scripts/setup.sh --cluster (Go 1.26; it builds the Go program
 proxy into Go's own caches: about 12 minutes cold on 2 cores). Without it: one line naming that command.
 
 Exit codes: 0 every check passed; 1 a check failed or the cluster did not start; 2 bad arguments or stage
-file, the pinned tools do not fit the stage, or the set-up is missing; 129 / 130 / 143 stopped by SIGHUP,
-Ctrl-C or SIGTERM (every process it started is ended and its folder, keys and tokens included, removed)."""
+file, the pinned tools do not fit the stage, or the set-up is missing; 129 / 130 / 131 / 143 stopped by
+SIGHUP, Ctrl-C, SIGQUIT or SIGTERM (every process it started is ended and its folder, keys and tokens
+included, removed; a second signal meanwhile does not cut that short)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from config import CONFIG_DIR, ConfigError, load_stages
 
-from .signals import Terminated, terminating
+from .signals import EVERY, Terminated, terminating
 
 KEEP_DIR = Path(__file__).resolve().parent.parent / ".rehearse-cluster"
 HELP = "the stage's Kubernetes objects on a local kube-apiserver (built from source), checked, torn down"
@@ -49,6 +49,22 @@ def _progress(line: str) -> None:
 
 
 def run(args) -> int:
+    """Every terminating signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) is handled from the first line on, not only
+    while the cluster runs: one that arrives before would end the process by its default action (exit -15)."""
+    label = f"rehearse-cluster --stage {args.stage}"
+    try:
+        with terminating(signals=EVERY):
+            return _run(args)
+    except (Terminated, KeyboardInterrupt) as exc:
+        code = exc.exit_code if isinstance(exc, Terminated) else 130
+        print(
+            f"{label}: stopped by {exc or 'Ctrl-C'}; every process it started is ended, its folder removed",
+            file=sys.stderr,
+        )
+        return code
+
+
+def _run(args) -> int:
     try:
         (cfg,) = load_stages(args.config_dir, only=args.stage)
     except ConfigError as exc:
@@ -64,53 +80,50 @@ def run(args) -> int:
     from localcluster.tools import ToolError
 
     label = f"rehearse-cluster --stage {cfg.stage}"
-    missing = rehearsal.setup_missing()
-    if missing:
-        print(f"{label}: its set-up is missing ({missing}): run {rehearsal.SETUP_COMMAND}", file=sys.stderr)
-        return 2
-    mismatch = rehearsal.versions_match(cfg)
-    if mismatch:
-        print(f"{label}: {mismatch}", file=sys.stderr)
-        return 2
-    keep = KEEP_DIR / cfg.stage if args.keep else None
-    if keep is not None and keep.exists() and any(keep.iterdir()):
-        print(
-            f"{label}: {keep} holds a kept cluster: stop it (kill $(cat {keep}/pids)) and remove the folder first",
-            file=sys.stderr,
-        )
+    refusal = _refusal(cfg, args, rehearsal)
+    if refusal:
+        print(f"{label}: {refusal}", file=sys.stderr)
         return 2
     try:
-        with terminating():
-            report = rehearsal.run(cfg, keep=keep, progress=_progress)
-    except (Terminated, KeyboardInterrupt) as exc:
-        if keep is not None:
-            shutil.rmtree(keep, ignore_errors=True)  # a half-made cluster is not kept
-        code = exc.exit_code if isinstance(exc, Terminated) else 130
-        print(
-            f"{label}: stopped by {exc or 'Ctrl-C'}; every process it started is ended, its folder removed",
-            file=sys.stderr,
-        )
-        return code
+        report = rehearsal.run(cfg, keep=KEEP_DIR / cfg.stage if args.keep else None, progress=_progress)
     except ToolError as exc:
         print(f"{label}: {exc}", file=sys.stderr)
         return 2
     except (ClusterError, ApplyError, AssemblyError, rehearsal.RehearsalError) as exc:
         print(f"{label}: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        print(report.to_json())
-    else:
-        versions = ", ".join(f"{name} {version}" for name, version in report.extra["versions"].items())
-        print(f"ran: {versions}")
-        print(report.table())
-        print(f"\nthe KubeRay operator's verdict: {_verdict(report)}")
-        kept = report.extra.get("kept")
-        if kept:
-            print(
-                f"\nkept running: {kept['endpoint']}; kubectl --kubeconfig {kept['kubeconfig']} ...; "
-                f"stop: kill $(cat {kept['folder']}/pids)"
-            )
+    _print(report, args.json)
     return report.exit_code
+
+
+def _refusal(cfg, args, rehearsal) -> str | None:
+    """Why the rehearsal cannot start (exit 2): its set-up missing, tools that do not fit, a kept cluster."""
+    missing = rehearsal.setup_missing()
+    if missing:
+        return f"its set-up is missing ({missing}): run {rehearsal.SETUP_COMMAND}"
+    mismatch = rehearsal.versions_match(cfg)
+    if mismatch:
+        return mismatch
+    keep = KEEP_DIR / cfg.stage
+    if args.keep and keep.exists() and any(keep.iterdir()):
+        return f"{keep} holds a kept cluster: stop it (kill $(cat {keep}/pids)) and remove the folder first"
+    return None
+
+
+def _print(report, as_json: bool) -> None:
+    if as_json:
+        print(report.to_json())
+        return
+    versions = ", ".join(f"{name} {version}" for name, version in report.extra["versions"].items())
+    print(f"ran: {versions}")
+    print(report.table())
+    print(f"\nthe KubeRay operator's verdict: {_verdict(report)}")
+    kept = report.extra.get("kept")
+    if kept:
+        print(
+            f"\nkept running: {kept['endpoint']}; kubectl --kubeconfig {kept['kubeconfig']} ...; "
+            f"stop: kill $(cat {kept['folder']}/pids)"
+        )
 
 
 def _verdict(report) -> str:

@@ -1,6 +1,7 @@
 """`python -m ops rehearse-cluster` as an operator runs it: its own set-up named in one line, exit 0 with the
-real operator's verdict on a good stage, 1 when a check fails, and SIGTERM / SIGHUP ending every process it
-started and removing its folder (keys, tokens, etcd data), exit 143 / 129 as Ctrl-C's 130."""
+real operator's verdict on a good stage, 1 when a check fails, and SIGTERM / SIGHUP / SIGQUIT ending every
+process it started and removing its folder (keys, tokens, etcd data), exit 143 / 129 / 131 as Ctrl-C's 130
+(tests/ops/test_rehearse_cluster_signals.py: the same at every moment of a run, with stand-in processes)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def _started(process: subprocess.Popen, lines: list[str]) -> Path:
     return newest.parent
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
 def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code):
     process = subprocess.Popen(COMMAND, cwd=ROOT, env=clean_env(), stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

@@ -1,0 +1,120 @@
+"""`ops rehearse-cluster` stopped by a signal at any moment, fast: the real CLI and rehearsal.run in a process of
+their own, with the slow steps (build, synth, the control plane) replaced by children that behave as its
+processes do (one of them with a child of its own, one that ignores SIGTERM). Whatever the signal and the
+moment, no child survives, its folder (with a stand-in for the keys) is gone and the exit code is 128+N.
+tests/cluster/test_rehearse_cluster_cli.py does the same with the real control plane."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import ROOT, clean_env
+
+CHILD = r"""
+import os, signal, sys, threading, time, types
+from pathlib import Path
+from localcluster import control_plane, deploy_order, rehearsal
+from ops import rehearse_cluster
+
+signum, moment, record = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+
+def send(sig=signum):
+    os.kill(os.getpid(), sig)
+    time.sleep(30)  # a handler that returned: the run would go on
+
+def setup_missing():
+    if moment == "early":  # before any process: the default action would exit -15
+        send()
+
+def start(cfg, folder, box, progress):
+    (folder / "pki").mkdir(parents=True)
+    (folder / "pki" / "ca.key").write_text("the cluster's CA key")
+    cluster = control_plane.LocalCluster(folder=folder, pki=None, endpoint="https://127.0.0.1:1", identities={})
+    cluster.start("etcd", ["/bin/sh", "-c", f"sleep 300 & echo $! > {record}/grandchild; wait"])
+    cluster.start("kube-apiserver", ["/bin/sh", "-c", "trap '' TERM; sleep 300"])  # SIGTERM ignored: 10 s to stop
+    while not (record / "grandchild").exists():
+        time.sleep(0.05)
+    pids = [p.popen.pid for p in cluster.processes] + [int((record / "grandchild").read_text())]
+    (record / "pids").write_text(" ".join(map(str, pids)))
+    (record / "folder").write_text(str(folder.parent))
+    if moment == "start":  # the cluster object never reaches the code that would stop it
+        send()
+    return cluster
+
+def rehearse(*args, **kwargs):
+    if moment == "twice":  # a second signal while the first one's cleanup waits for the SIGTERM-deaf process
+        threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGHUP)).start()
+    send()
+
+rehearse_cluster.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
+rehearsal.setup_missing = setup_missing
+rehearsal.versions_match = lambda cfg: None
+rehearsal.toolbox = lambda cfg, progress: types.SimpleNamespace(
+    layer=types.SimpleNamespace(helm_version="v3", kubectl_version="v1.35")
+)
+rehearsal.synthesize = lambda cfg, outdir: outdir
+deploy_order.steps = lambda assembly: []
+rehearsal.start = start
+rehearsal._rehearse = rehearse
+args = types.SimpleNamespace(stage="dev", config_dir="config", json=False, keep=False)
+sys.exit(rehearse_cluster.run(args))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "signum, moment",
+    [
+        (signal.SIGTERM, "rehearse"),
+        (signal.SIGHUP, "rehearse"),
+        (signal.SIGQUIT, "rehearse"),
+        (signal.SIGINT, "rehearse"),
+        (signal.SIGTERM, "early"),
+        (signal.SIGHUP, "start"),
+        (signal.SIGTERM, "twice"),
+    ],
+)
+def test_a_signal_at_any_moment_ends_every_child_and_removes_the_folder(tmp_path, signum, moment):
+    record, scratch = tmp_path / "record", tmp_path / "tmp"
+    record.mkdir()
+    scratch.mkdir()
+    env = clean_env(TMPDIR=str(scratch))
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, str(int(signum)), moment, str(record)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    pids = [int(p) for p in (record / "pids").read_text().split()] if (record / "pids").exists() else []
+    try:
+        assert run.returncode == 128 + signum, run.stderr[-3000:]
+        assert run.stderr.strip().splitlines()[-1] == (
+            f"rehearse-cluster --stage dev: stopped by {signal.Signals(signum).name}; every process it started "
+            "is ended, its folder removed"
+        )
+        assert list(scratch.iterdir()) == []  # the cluster's folder, the key in it, the scratch folder
+        assert (moment == "early") == (pids == [])
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
