@@ -366,14 +366,24 @@ class KubeApi:
     timeout: float = 30.0
 
     def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context()
-        if self.ca_data:
-            try:
-                context.load_verify_locations(cadata=base64.b64decode(self.ca_data).decode())
-            except (ValueError, ssl.SSLError) as exc:
-                raise KubeError(
-                    f"the cluster's certificate authority data is not a PEM certificate ({exc})", kind="answer"
-                ) from None
+        """TLS that trusts the cluster's CA alone, as kubectl with certificate-authority-data does: never the
+        system's store too, where a TLS-inspecting proxy's CA would be trusted and get the bearer token.
+        ssl.create_default_context() without cafile, capath or cadata loads the system's CAs (CPython's ssl
+        docs: "the system's default CA certificates" via load_default_certs()), and a CA loaded after adds to
+        them; SSLContext(PROTOCOL_TLS_CLIENT) starts with none, CERT_REQUIRED and hostname checking on."""
+        if not self.ca_data:
+            raise KubeError(
+                "the cluster has no certificate authority data: the token is sent only to a server its own CA "
+                "vouches for (EKS's DescribeCluster returns it: an endpoint that is not EKS? check AWS_ENDPOINT_URL)",
+                kind="endpoint",
+            )
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        try:
+            context.load_verify_locations(cadata=base64.b64decode(self.ca_data).decode())
+        except (ValueError, ssl.SSLError) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            raise KubeError(
+                f"the cluster's certificate authority data is not a PEM certificate ({exc})", kind="answer"
+            ) from None
         return context
 
     def request(

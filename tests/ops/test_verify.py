@@ -21,7 +21,7 @@ from ops.kube import KubeApi, KubeError
 
 from ..charts.validators import crd_errors
 from ..helpers import config_with
-from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, SlowServer, node, ray_service_status
+from .fake_cluster import FIXTURES, HEAD, SERVE, TOKEN, FakeCluster, Scenario, SlowServer, node, ray_service_status, tls
 
 
 def _run(cfg, scenario, **kwargs):
@@ -214,7 +214,7 @@ def test_private_endpoint_unreachable_says_run_inside_the_vpc(aws, dev):
     with socket.socket() as sock:  # a closed port on loopback: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    access = verify.ClusterAccess(endpoint=f"https://127.0.0.1:{port}", ca_data=None, private_only=True)
+    access = verify.ClusterAccess(endpoint=f"https://127.0.0.1:{port}", ca_data=tls().ca_data, private_only=True)
     with pytest.raises(verify.AccessError) as err:
         verify.connect(dev, aws, access)
     assert "private-only API endpoint" in str(err.value) and "run verify inside the VPC" in str(err.value)
