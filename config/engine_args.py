@@ -14,7 +14,8 @@ from typing import Any
 
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
 # Which fields extra_args may set, by what they do (reserved / opt-in / allowed, and the allowed values of a
-# few): config/rules_safety.py, a class for every recorded field.
+# few): config/rules_safety.py, a class for every recorded field, and for every allowed one the check it gets
+# (ENGINE_ARG_CHECKS: one value for both PD roles, counted by a rule, or its type only).
 # The GPUs of compute capability 9.x (Hopper), and the models with Gated DeltaNet layers, on which
 # FlashInfer's GDN prefill kernel is missing in the pinned vLLM ("SM90 GDN prefill DSL kernel is
 # unavailable" from vllm/model_executor/.../qwen_gdn_linear_attn.py, seen on an H200: docs/REHEARSAL.md,

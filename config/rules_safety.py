@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ def check(cfg: StageConfig, path: str) -> None:
         vpc_range,
         tag_keys,
         unsafe_engine_args,
+        pinned_revisions,
+        role_identity,
         cuda_graph_mode,
         alarm_thresholds,
     ):
@@ -65,12 +68,15 @@ def cuda_graph_mode(cfg: StageConfig, path: str) -> None:
 # Every field of the recorded EngineArgs (config/vllm_engine_args.json, vLLM 0.26.0) in exactly one class, by
 # what the argument does (tests/config/test_safety_classes.py checks the classes cover the record exactly):
 #   reserved: refused whatever the value: the project sets it, or it runs or imports code, replaces the weights
-#     or the model's config, changes the KV connector, sends data out, opens the node's file system, or
-#     carries a secret;
+#     or the model's config or the files read, changes the KV connector, sends data out, opens the node's file
+#     system, carries a secret, turns off a part the stack relies on (stats, tokenizer, language model), or sizes
+#     memory in a way no rule here can count;
 #   opt-in:   allowed only when serving.allow_unsafe_engine_args names it (synth then warns), because it runs
 #     code from the model's repository or widens what a client can make the server do;
-#   allowed:  tuning (memory, scheduling, kernels, parallel layout within the engine's GPUs, metrics), with
-#     the values of ENGINE_ARG_VALUES where a string could name code, a file or a download.
+#   allowed:  each with its check (ENGINE_ARG_CHECKS, 12a): IDENTITY_ARGS (what is loaded, the KV layout: one
+#     value for both PD roles, revisions pinned to a commit), COUNTED_ARGS (fed into the fit, pod, alarm and
+#     parallel rules) or FREE_TUNING (type only), with the values of ENGINE_ARG_VALUES where a string could name
+#     code, a file or a download, or a size the fit check cannot count.
 # A recorded field in no class is refused ("not classified"): the check is an allowlist.
 _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
     "set by the project (serving.engine's own fields, serving.model, or the serve config the chart writes)": (
@@ -164,6 +170,48 @@ _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
     "carries a secret: the token comes from serving.hf_token_secret (Secrets Manager, mounted as a file)": (
         "hf_token",
     ),
+    "decides which files of serving.model.source download and load: a pattern can leave out the safetensors "
+    "and load another format": ("ignore_patterns",),
+    # Tuning by name, but each turns off a part the stack relies on, and nothing fails at start.
+    "turns off the engine's stats, which the TtftP99 alarm and the dashboard read: with no data the alarm never "
+    "fires and verify still passes (vllm/v1/engine/async_llm.py: no stat loggers without log_stats)": (
+        "disable_log_stats",
+    ),
+    "skips the tokenizer, which the OpenAI chat and completions endpoints need to read text "
+    "(vllm/entrypoints/openai/chat_completion/serving.py: 'Tokenizer not available when skip_tokenizer_init=True'; "
+    "tokens_only sets it, vllm/engine/arg_utils.py)": ("skip_tokenizer_init", "tokens_only"),
+    "skips the language model, so the engine generates no text (vllm/config/multimodal.py, mm_encoder_only: "
+    "'skips the language component of the model')": ("mm_encoder_only",),
+    # Memory no rule here can count: refused, where the counted form exists it is named.
+    "sizes memory past vLLM's memory profile, so the fit check cannot count it: a fixed block count "
+    "(vllm/config/cache.py: 'overrides the profiled num_gpu_blocks ... Used for testing preemption') or an "
+    "unprofiled vision encoder (vllm/config/multimodal.py, skip_mm_profiling: 'shifts the responsibility to users "
+    "for estimating the peak memory'); a fixed KV size is kv_cache_memory_bytes, which is counted": (
+        "num_gpu_blocks_override",
+        "skip_mm_profiling",
+    ),
+    "moves whole layers to the CPU by a count of layers (the prefetch offloader, vllm/config/offload.py), which no "
+    "rule here turns into GiB of the worker pod's memory; cpu_offload_gb, in GiB, is counted": (
+        "offload_backend",
+        "offload_group_size",
+        "offload_num_in_group",
+        "offload_params",
+        "offload_prefetch_step",
+    ),
+    "turns on LoRA slots no adapter can fill (adapters reach the engine only through Ray Serve's lora_config, no "
+    "stage setting), with GPU memory the fit check does not count": (
+        "enable_lora",
+        "max_loras",
+        "max_lora_rank",
+        "max_cpu_loras",
+        "lora_dtype",
+        "lora_target_modules",
+        "fully_sharded_loras",
+        "enable_mixed_moe_lora_format",
+        "enable_moe_shared_loras",
+        "enable_tower_connector_lora",
+        "specialize_active_lora",
+    ),
 }
 _OPT_IN_BY_REASON: dict[str, tuple[str, ...]] = {
     "runs the Python code of the model's repository (and code_revision picks which)": (
@@ -179,34 +227,74 @@ _OPT_IN_BY_REASON: dict[str, tuple[str, ...]] = {
 }
 ENGINE_ARGS_RESERVED: dict[str, str] = {name: why for why, names in _RESERVED_BY_REASON.items() for name in names}
 ENGINE_ARGS_OPT_IN: dict[str, str] = {name: why for why, names in _OPT_IN_BY_REASON.items() for name in names}
-ENGINE_ARGS_ALLOWED = frozenset(
+# --- 12a. the allowed arguments, each with the check it gets ----------------------------------------------
+# IDENTITY_ARGS: what decides which weights, configuration and tokenizer load, or how the KV cache (and a hybrid
+# model's recurrent state) is laid out. A PD request is prefilled by one engine and decoded by the other, and NIXL
+# moves the KV cache between them after comparing a hash of the model's name, dtype, KV heads and layers, the KV
+# cache dtype and the attention backend only (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py,
+# compute_nixl_compatibility_hash): not the revision, tokenizer, quantization or files read, so two roles that load
+# different weights exchange KV silently. Both roles run one value of each (role_identity); the reserved ones
+# (tokenizer, hf_overrides, hf_config_path, model_weights, quantization_config, ...) no stage sets at all. Not here:
+# max_model_len (each role's is checked against the benchmark), block_size and tensor_parallel_size (NIXL checks and
+# bridges them at its handshake, the note of the same function).
+IDENTITY_ARGS: dict[str, str] = {
+    "dtype": "the dtype the weights are cast to and the KV cache is kept in",
+    "revision": "which commit of serving.model.source's weights, config and chat template load",
+    "code_revision": "which commit of the repository's own model code runs (with trust_remote_code)",
+    "tokenizer_revision": "which commit of the tokenizer and its chat template load",
+    "tokenizer_mode": "which tokenizer implementation turns text into token ids",
+    "quantization": "the format the weights are held and multiplied in",
+    "load_format": "which files of the repository are read",
+    "model_impl": "which model code (vLLM's or Transformers') runs the weights",
+    "language_model_only": "whether the vision tower loads, so which inputs the engine takes",
+    "generation_config": "the sampling defaults a request gets",
+    "kv_cache_dtype": "the dtype the KV cache is stored in",
+    "calculate_kv_scales": "the scales an fp8 KV cache is written with",
+    "kv_sharing_fast_prefill": "which layers keep the prompt's KV cache",
+    "disable_sliding_window": "whether sliding-window layers keep the whole context's KV cache",
+    "disable_hybrid_kv_cache_manager": "how a hybrid model's KV cache is grouped into blocks",
+    "mamba_cache_dtype": "the dtype of the recurrent state (Gated DeltaNet, Mamba) moved with the KV cache",
+    "mamba_ssm_cache_dtype": "the dtype of the SSM state moved with the KV cache",
+    "mamba_block_size": "how the recurrent state is cut into blocks",
+    "mamba_cache_mode": "which recurrent states are kept per block",
+}
+# A revision is pinned by a full commit id only: a branch (main) or a tag moves when the repository's owner pushes,
+# and refs/pr/N is a Hub pull request anyone can open, with weights, config and chat template of its own, which the
+# stage would serve under its own model id. huggingface_hub takes 40 lower-case hex digits as a commit
+# (huggingface_hub/file_download.py, REGEX_COMMIT_HASH = "[0-9a-f]{40}"), the one name that never changes.
+# What a mismatch does: NIXL's hash covers the dtypes (the handshake fails, at the first request); the rest it
+# does not see at all.
+NIXL_SILENT = "which NIXL's handshake does not compare: the two would serve one request from different models"
+NIXL_CHECKS = {
+    name: "which NIXL's handshake refuses only when the first request arrives" for name in ("dtype", "kv_cache_dtype")
+}
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+PINNED_REVISIONS = ("revision", "code_revision", "tokenizer_revision")
+# COUNTED_ARGS: what changes the memory one engine holds, or how it spans its GPUs, each fed into a rule.
+COUNTED_ARGS: dict[str, str] = {
+    "kv_cache_memory_bytes": "a fixed KV cache per GPU in place of gpu_memory_utilization's share: counted against "
+    "the GPU's memory, one max_model_len sequence and the GpuMemory alarm (rules_workload.engine_memory)",
+    "cpu_offload_gb": "weights held in the worker pod's memory, per GPU: counted against "
+    "serving.worker_resources' memory limit (rules_workload.engine_memory)",
+    "mm_processor_cache_gb": "the multimodal processor cache, in the pod's memory once per process of an engine: "
+    "counted with cpu_offload_gb (rules_workload.engine_memory)",
+    "decode_context_parallel_size": "splits the KV cache over an engine's TP ranks: checked against "
+    "tensor_parallel_size and the model's heads (rules_workload.parallel_layout)",
+}
+# The rest tunes speed, scheduling, kernels, loading or the pod's own logs: no rule of the stack reads it, and its
+# type (with ENGINE_ARG_VALUES' values for a few) is all that is checked.
+FREE_TUNING = frozenset(
     {
-        # memory, KV cache and offload
+        # memory layout, KV cache and offload
         "block_size",
-        "calculate_kv_scales",
-        "cpu_offload_gb",
         "cpu_offload_params",
-        "kv_cache_dtype",
         "kv_cache_dtype_skip_layers",
-        "kv_cache_memory_bytes",
-        "kv_sharing_fast_prefill",
-        "num_gpu_blocks_override",
-        "offload_backend",
-        "offload_group_size",
-        "offload_num_in_group",
-        "offload_params",
-        "offload_prefetch_step",
         "enable_cumem_allocator",
-        "disable_hybrid_kv_cache_manager",
         "prefix_caching_hash_algo",
         "prefix_match_unit",
         "mamba_backend",
-        "mamba_block_size",
-        "mamba_cache_dtype",
-        "mamba_cache_mode",
         "mamba_cache_philox_rounds",
         "mamba_config",
-        "mamba_ssm_cache_dtype",
         "enable_mamba_cache_stochastic_rounding",
         # scheduling and batching
         "async_scheduling",
@@ -221,7 +309,6 @@ ENGINE_ARGS_ALLOWED = frozenset(
         "stream_interval",
         "performance_mode",
         "disable_cascade_attn",
-        "disable_sliding_window",
         "shutdown_timeout",
         "distributed_timeout_seconds",
         "cpu_distributed_timeout_seconds",
@@ -246,7 +333,6 @@ ENGINE_ARGS_ALLOWED = frozenset(
         "jit_monitor_mode",
         "jit_monitor_verbose",
         # parallel layout inside the engine's tensor_parallel_size GPUs
-        "decode_context_parallel_size",
         "dcp_comm_backend",
         "dcp_kv_cache_interleave_size",
         "cp_kv_cache_interleave_size",
@@ -261,28 +347,17 @@ ENGINE_ARGS_ALLOWED = frozenset(
         "numa_bind_cpus",
         "numa_bind_nodes",
         # quantization of the checkpoint the stage names, and how it is read
-        "quantization",
         "allow_deprecated_quantization",
-        "load_format",
-        "ignore_patterns",
         "pt_load_map_location",
         "max_parallel_loading_workers",
         "safetensors_load_strategy",
         "safetensors_prefetch_block_size",
         "safetensors_prefetch_num_threads",
         "use_tqdm_on_load",
-        # which revision of the same repository (code runs only with trust_remote_code, which is opt-in)
-        "revision",
-        "tokenizer_revision",
         # model behaviour, tokenizer, outputs
-        "model_impl",
         "runner",
         "convert",
         "pooler_config",
-        "generation_config",
-        "tokenizer_mode",
-        "skip_tokenizer_init",
-        "tokens_only",
         "max_logprobs",
         "logprobs_mode",
         "reasoning_parser",
@@ -290,33 +365,17 @@ ENGINE_ARGS_ALLOWED = frozenset(
         "structured_outputs_config",
         "seed",
         "watermark",
-        "language_model_only",
         "enable_return_routed_experts",
-        # LoRA sizes (adapters reach the engine only through Ray Serve's lora_config, which a stage cannot set)
-        "enable_lora",
-        "max_loras",
-        "max_lora_rank",
-        "max_cpu_loras",
-        "lora_dtype",
-        "lora_target_modules",
-        "fully_sharded_loras",
-        "enable_mixed_moe_lora_format",
-        "enable_moe_shared_loras",
-        "enable_tower_connector_lora",
-        "specialize_active_lora",
         # multimodal processing (inputs arrive in requests; fetching them is reserved above)
         "limit_mm_per_prompt",
         "media_io_kwargs",
         "interleave_mm_strings",
         "disable_chunked_mm_input",
-        "skip_mm_profiling",
-        "mm_encoder_only",
         "mm_encoder_tp_mode",
         "mm_encoder_attn_backend",
         "mm_encoder_attn_dtype",
         "mm_encoder_fp8_scale_save_margin",
         "mm_ipc_gpu_memory_gb",
-        "mm_processor_cache_gb",
         "mm_processor_cache_type",
         "mm_shm_cache_max_object_size_mb",
         "mm_tensor_ipc",
@@ -324,7 +383,6 @@ ENGINE_ARGS_ALLOWED = frozenset(
         # metrics and logs inside the pod (what leaves it is the observability stack's choice)
         "aggregate_engine_logging",
         "cudagraph_metrics",
-        "disable_log_stats",
         "enable_layerwise_nvtx_tracing",
         "enable_logging_iteration_details",
         "enable_mfu_metrics",
@@ -336,6 +394,15 @@ ENGINE_ARGS_ALLOWED = frozenset(
         "renderer_num_workers",
     }
 )
+FREE_CHECK = "its type and allowed values only: no rule of the stack depends on it"
+# Every argument extra_args may set, with what checks it (tests/config/test_engine_identity.py: the three groups are
+# disjoint and cover ENGINE_ARGS_ALLOWED).
+ENGINE_ARG_CHECKS: dict[str, str] = {
+    **{name: FREE_CHECK for name in FREE_TUNING},
+    **{name: f"one value for prefill and decode: it decides {what}" for name, what in IDENTITY_ARGS.items()},
+    **COUNTED_ARGS,
+}
+ENGINE_ARGS_ALLOWED = frozenset(ENGINE_ARG_CHECKS).difference(ENGINE_ARGS_RESERVED, ENGINE_ARGS_OPT_IN)
 # Allowed arguments whose string value could name code, a file or a download: only these values.
 ENGINE_ARG_VALUES: dict[str, tuple[tuple[str, ...], str]] = {
     # "pt" unpickles torch files, "dummy" serves random weights, "tensorizer" and "runai_streamer" fetch from a
@@ -346,6 +413,12 @@ ENGINE_ARG_VALUES: dict[str, tuple[tuple[str, ...], str]] = {
     "model_impl": (("auto", "vllm", "transformers"), "vLLM's or the installed Transformers' model code"),
     # any other value is a folder to read the generation config from
     "generation_config": (("auto", "vllm"), "the model's own or vLLM's defaults; a folder is not allowed"),
+    # The KV cache dtypes the fit check counts (config/derived.py model_memory_floor: an fp8 cache is half a 16-bit
+    # one); the 4-bit and per-head formats it does not count, and fp8_inc / fp8_ds_mla are for other hardware or MLA.
+    "kv_cache_dtype": (
+        ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
+        "the KV cache dtypes the fit check counts",
+    ),
     # Online quantization of a bf16 checkpoint (fp8 first: a supported tuning), and the methods a
     # pre-quantized checkpoint declares (vLLM reads those from the checkpoint, the argument only confirms it).
     # Other names are methods registered by plugins.
@@ -432,6 +505,59 @@ def unsafe_engine_args(cfg: StageConfig, path: str) -> None:
                     f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
                     f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)",
                 )
+
+
+def _runs(engine: Any, name: str) -> Any:
+    """The value `engine` runs `name` with: its typed field, its extra argument, or None (vLLM's default)."""
+    return getattr(engine, name) if name in type(engine).model_fields else engine.extra_args.get(name)
+
+
+def _key(engine: Any, name: str) -> str:
+    return name if name in type(engine).model_fields else f"extra_args.{name}"
+
+
+def pinned_revisions(cfg: StageConfig, path: str) -> None:
+    """revision, code_revision and tokenizer_revision name a commit (COMMIT_ID), in every engine the mode runs."""
+    serving = cfg.serving
+    for role in serving.engine_roles():
+        engine = serving.engine_for(role)
+        for name in PINNED_REVISIONS:
+            value = engine.extra_args.get(name)
+            if value is None or (isinstance(value, str) and COMMIT_ID.fullmatch(value)):
+                continue
+            raise ConfigError(
+                path,
+                serving.engine_field(role, f"extra_args.{name}"),
+                f"{short(value)} is not a commit id: a branch or tag (main, v1.0) moves when the repository "
+                "changes, and refs/pr/N is a Hub pull request anyone can open, with weights, config and chat "
+                f"template of its own, served under serving.model.id {short(serving.model.id)} (allowed: a full "
+                f"commit id of {short(serving.model.source, 80)}, 40 lower-case hex digits; or leave {name} out)",
+            )
+
+
+def role_identity(cfg: StageConfig, path: str) -> None:
+    """In PD mode prefill and decode run one value of every IDENTITY_ARGS setting (typed field or extra argument):
+    the field named is the role block that sets it (prefill first)."""
+    serving = cfg.serving
+    if serving.mode != "pd":
+        return
+    prefill, decode = serving.engine_for("prefill"), serving.engine_for("decode")
+    for name, what in IDENTITY_ARGS.items():
+        ours, theirs = _runs(prefill, name), _runs(decode, name)
+        if ours == theirs and type(ours) is type(theirs):
+            continue
+        key = _key(prefill, name)
+        fields = [serving.engine_field(role, key) for role in ("prefill", "decode")]
+        field = next(f for f in fields if not f.startswith("serving.engine."))
+        unset = "unset (vLLM's default)"
+        raise ConfigError(
+            path,
+            field,
+            f"prefill runs {unset if ours is None else short(ours)}, decode {unset if theirs is None else short(theirs)}:"
+            f" {name} decides {what}, and a request prefilled by one is decoded by the other from the KV cache NIXL "
+            f"moves, {NIXL_CHECKS.get(name, NIXL_SILENT)} (allowed: one value for both roles, set in "
+            f"serving.engine.{key})",
+        )
 
 
 # --- 15. places that do not exist ------------------------------------------------------------------------
