@@ -240,6 +240,7 @@ ENGINE_ARGS_OPT_IN: dict[str, str] = {name: why for why, names in _OPT_IN_BY_REA
 IDENTITY_ARGS: dict[str, str] = {
     "dtype": "the dtype the weights are cast to and the KV cache is kept in",
     "revision": "which commit of serving.model.source's weights, config and chat template load",
+    "trust_remote_code": "whether the repository's own config, tokenizer and model classes run",
     "code_revision": "which commit of the repository's own model code runs (with trust_remote_code)",
     "tokenizer_revision": "which commit of the tokenizer and its chat template load",
     "tokenizer_mode": "which tokenizer implementation turns text into token ids",

@@ -443,7 +443,7 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
 # The attention heads of the models whose config.json is known (keyed like KNOWN_MODELS, by model_key): (query
 # heads, KV heads). Qwen3.5-9B: rehearsal/qwen3.5-9b-config.json, text_config num_attention_heads 16 and
 # num_key_value_heads 4 (tests/config/test_engine_identity.py reads them there); Llama 3.1: its config.json on the
-# Hub, 32 and 8 (8B), 64 and 8 (70B). A model not here is not checked.
+# Hub, 32 and 8 (8B), 64 and 8 (70B). Every one is dense (no expert layers). A model not here is not checked.
 _LLAMA_8B = ("llama-3.1-8b", "llama-3.1-8b-instruct", "meta-llama-3.1-8b", "meta-llama-3.1-8b-instruct")
 _LLAMA_70B = ("llama-3.1-70b", "llama-3.1-70b-instruct", "meta-llama-3.1-70b", "meta-llama-3.1-70b-instruct")
 MODEL_HEADS: dict[str, tuple[int, int]] = {
@@ -473,6 +473,30 @@ def parallel_layout(cfg: StageConfig, path: str) -> None:
         heads = MODEL_HEADS.get(model_key(serving.model.source))
         if heads is not None:
             _heads_divide(cfg, path, role, tp, dcp, heads)
+        _experts(cfg, path, role, dense=heads is not None)
+
+
+def _experts(cfg: StageConfig, path: str, role: str | None, *, dense: bool) -> None:
+    """Expert parallel needs expert layers (vllm/config/model.py, _verify_with_expert_parallelism: "Number of experts
+    in the model must be greater than 0"), which no model of MODEL_HEADS has; EPLB needs expert parallel
+    (vllm/config/parallel.py: "enable_expert_parallel must be True to use EPLB")."""
+    serving = cfg.serving
+    args = serving.engine_for(role).extra_args
+    expert_parallel = args.get("enable_expert_parallel") is True
+    if dense and expert_parallel:
+        raise ConfigError(
+            path,
+            serving.engine_field(role, "extra_args.enable_expert_parallel"),
+            f"true, but {short(serving.model.source, 80)} is dense (no expert layers), and vLLM refuses expert "
+            "parallel without experts (allowed: false, or leave it out)",
+        )
+    if args.get("enable_eplb") is True and not expert_parallel:
+        raise ConfigError(
+            path,
+            serving.engine_field(role, "extra_args.enable_eplb"),
+            "true without enable_expert_parallel: true: expert load balancing moves experts between expert-parallel "
+            "ranks, and vLLM refuses it without them (allowed: false, or with enable_expert_parallel on an MoE model)",
+        )
 
 
 def _heads_divide(cfg: StageConfig, path: str, role: str | None, tp: int, dcp: int, heads: tuple[int, int]) -> None:

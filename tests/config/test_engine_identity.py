@@ -125,6 +125,7 @@ ROLE_VALUES = {
     "dtype": "float16",
     "revision": COMMIT,
     "code_revision": COMMIT,
+    "trust_remote_code": True,
     "tokenizer_revision": COMMIT,
     "tokenizer_mode": "hf",
     "quantization": "fp8",
@@ -371,3 +372,16 @@ def test_batch_limits_are_checked_against_each_other(tmp_path, change, field, ph
     assert f": {field}.max_num_batched_tokens: " in line and phrase in line, line
     chunked = merge({"serving": {"engine": {"max_num_batched_tokens": 4096}}}, _extra(enable_chunked_prefill=False))
     config_with(tmp_path, **chunked)
+
+
+@pytest.mark.parametrize(
+    "args, field, phrase",
+    [
+        ({"enable_expert_parallel": True}, "enable_expert_parallel", "is dense (no expert layers)"),
+        ({"enable_eplb": True}, "enable_eplb", "true without enable_expert_parallel: true"),
+    ],
+)
+def test_expert_parallel_is_checked_against_the_model(tmp_path, args, field, phrase):
+    line = _refusal(tmp_path, _extra(**args))
+    assert f": serving.engine.extra_args.{field}: " in line and phrase in line, line
+    config_with(tmp_path, **_extra(enable_expert_parallel=False, enable_eplb=False))
