@@ -287,6 +287,7 @@ def goodput_markdown(runs: list[results.Run], objectives: goodput.Objectives) ->
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for label, run in zip(labels, runs, strict=True):
+        label = report.md(label)  # a results file's text (report.md says why)
         for profile in run.profiles:
             for level in profile.all_levels():
                 g = level.goodput

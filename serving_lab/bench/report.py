@@ -20,6 +20,44 @@ from . import goodput as goodput_
 from .results import Level, RateLevel, ResultsError, Run
 
 COLORS = ("#1f77b4", "#d62728")
+# Every string a results file carries (labels, notes, model, image, endpoint, settings) goes through md() (or
+# code() inside a code span) before it enters the Markdown: a results file is data from wherever it was
+# made, and GitHub and most viewers render Markdown's raw HTML and links. CommonMark 0.31 section 2.4
+# (backslash escapes: any ASCII punctuation), 2.5 (entity references); GFM 0.29 section 4.10 (a `|` in a
+# table cell is escaped as `\|`, also inside code spans).
+_MARKDOWN_ESCAPES = str.maketrans(
+    {
+        "&": "&amp;",  # no entity of the file's own
+        "<": "&lt;",  # no raw HTML (<script>, <img onerror=...>) and no <autolink>
+        ">": "&gt;",
+        **{c: "\\" + c for c in "\\`*_[]|~"},  # no code span, emphasis, [link](javascript:...) or cell break
+    }
+)
+
+
+def md(value: object) -> str:
+    """A value from a results file as plain Markdown text, safe in a table cell: one line, no markup."""
+    return _one_line(str(value)).translate(_MARKDOWN_ESCAPES)
+
+
+def code(value: object) -> str:
+    """A value from a results file inside a code span: backticks cannot close it (they become '), `|` cannot
+    end the table cell; nothing else is read as markup inside a code span (CommonMark 6.1)."""
+    return "`" + _one_line(str(value)).replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _one_line(text: str) -> str:
+    """Line breaks (str.splitlines' set) and other control characters as spaces: a newline would end the
+    table row, or start an HTML block or a heading of the file's own."""
+    return "".join(" " if (ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029") else c for c in text)
+
+
+def _plain(value: object) -> str:
+    """A value from a results file in a plot title or legend: matplotlib reads `$...$` as mathtext (and an
+    unbalanced `$` fails the figure), matplotlib.org text/mathtext.html."""
+    return _one_line(str(value)).replace("$", "\\$")
+
+
 # A difference smaller than this is reported as a tie: shared machines and networks are noisy.
 TIE = 0.05
 
@@ -138,12 +176,12 @@ def verdicts(a: Run, b: Run, pairs: list[tuple], with_goodput: bool = False) -> 
             (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
         parts = []
         if ahead_a:
-            parts.append(f"**{a.label}** ahead at {_at(ahead_a)}")
+            parts.append(f"**{md(a.label)}** ahead at {_at(ahead_a)}")
         if ahead_b:
-            parts.append(f"**{b.label}** ahead at {_at(ahead_b)}")
+            parts.append(f"**{md(b.label)}** ahead at {_at(ahead_b)}")
         if not parts:
             parts.append(f"within {TIE:.0%} at every level")
-        span = f" ({a.label}/{b.label} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+        span = f" ({md(a.label)}/{md(b.label)} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
         lines.append(f"- {metric.label}: " + "; ".join(parts) + span)
     return lines
 
@@ -225,6 +263,7 @@ def _good(g) -> str:
 def goodput_section(profiles: list[tuple[str, list[tuple[str, list]]]], objectives: goodput_.Objectives) -> list[str]:
     """The ranking table: per profile, each run's best goodput and where it reached it.
     `profiles`: (profile name, [(run label, the run's levels that count) for each run that has it])."""
+    # objectives.title is numbers formatted by goodput.Objectives.title (no text of a file): not escaped
     out = [
         "## Goodput",
         "",
@@ -245,11 +284,11 @@ def goodput_section(profiles: list[tuple[str, list[tuple[str, list]]]], objectiv
         for rank, i, value in ranking(values):
             label, level = per_run[i][0], bests[i]
             if level is None:
-                out.append(f"| {name} | {rank} | {label} | n/a | | | |")
+                out.append(f"| {md(name)} | {md(rank)} | {md(label)} | n/a | | | |")
                 continue
             g = level.goodput
             out.append(
-                f"| {name} | {rank} | {label} | {value:.2f} | {level.load} | {g.good} / {g.requests} | "
+                f"| {md(name)} | {md(rank)} | {md(label)} | {value:.2f} | {md(level.load)} | {g.good} / {g.requests} | "
                 f"{g.attainment:.0%} |"
             )
     return out + [""]
@@ -268,36 +307,36 @@ def markdown(
     rates = rates or {}
     with_goodput = objectives is not None and (_has_goodput(a, objectives) or _has_goodput(b, objectives))
     rows = [
-        ("run", a.label, b.label),
-        ("mode", a.mode, b.mode),
-        ("stage", a.stage, b.stage),
-        ("hardware", a.hardware.title, b.hardware.title),
-        ("GPU availability zone", a.hardware.availability_zone, b.hardware.availability_zone),
-        ("model", f"{a.model_id} ({a.model_source})", f"{b.model_id} ({b.model_source})"),
+        ("run", md(a.label), md(b.label)),
+        ("mode", md(a.mode), md(b.mode)),
+        ("stage", md(a.stage), md(b.stage)),
+        ("hardware", md(a.hardware.title), md(b.hardware.title)),
+        ("GPU availability zone", md(a.hardware.availability_zone), md(b.hardware.availability_zone)),
+        ("model", f"{md(a.model_id)} ({md(a.model_source)})", f"{md(b.model_id)} ({md(b.model_source)})"),
         ("image", _image(a), _image(b)),
         ("engine", _engine(a), _engine(b)),
         ("KV transfer", _kv(a), _kv(b)),
         ("client", _client(a), _client(b)),
         ("client overhead per request", _overhead(a), _overhead(b)),
-        ("endpoint", a.endpoint, b.endpoint),
-        ("measured at", a.created_at, b.created_at),
+        ("endpoint", md(a.endpoint), md(b.endpoint)),
+        ("measured at", md(a.created_at), md(b.created_at)),
     ]
-    out = [f"# Benchmark: {a.label} vs {b.label}", ""]
+    out = [f"# Benchmark: {md(a.label)} vs {md(b.label)}", ""]
     for note in dict.fromkeys(n for n in (a.note, b.note) if n):
-        out += [f"> **{note}**", ""]
+        out += [f"> **{md(note)}**", ""]
     if a.hardware != b.hardware:
         out += ["> Warning: the two runs used different hardware; differences below are not only the mode.", ""]
     out += [
         (
-            f"Hardware: {a.hardware.title}; model {a.model_id}. Latencies in ms, throughput in output tokens/s. "
+            f"Hardware: {md(a.hardware.title)}; model {md(a.model_id)}. Latencies in ms, throughput in output tokens/s. "
             f'Percentiles and throughput are aiperf\'s own figures. "Ahead" means better by more than '
             f"{TIE:.0%}."
         ),
         "",
-        f"| | {a.label} | {b.label} |",
+        f"| | {md(a.label)} | {md(b.label)} |",
         "|---|---|---|",
     ]
-    out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]
+    out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]  # each cell escaped where it is made
     if with_goodput and objectives is not None:  # with_goodput implies objectives
         compared = [
             (
@@ -313,10 +352,11 @@ def markdown(
     for name, pairs in shared:
         profile = a.profile(name)
         assert profile is not None  # shared names profiles of both runs
-        out += ["", f"## {name}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
+        out += ["", f"## {md(name)}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
         if pairs:
             out += verdicts(a, b, pairs, with_goodput) + [""]
-        out += [f"![{image}]({image})" for image in images.get(name, [])] + [""]
+        # the plot files are named from profile names, which results.PROFILE_NAME keeps to [A-Za-z0-9._-]
+        out += [f"![{md(image)}]({image})" for image in images.get(name, [])] + [""]
         if pairs:
             out += _concurrency_table(a, b, pairs, with_goodput)
         if name in rates:
@@ -352,7 +392,7 @@ def _concurrency_table(a: Run, b: Run, pairs: list[tuple[Level, Level]], with_go
     ]
     for level_a, level_b in pairs:
         for run, level in ((a, level_a), (b, level_b)):
-            out.append(f"| {level.concurrency} | {run.label} | " + _figures(level, with_goodput))
+            out.append(f"| {level.concurrency} | {md(run.label)} | " + _figures(level, with_goodput))
     return out
 
 
@@ -370,20 +410,21 @@ def _rate_table(a: Run, b: Run, pairs: list[tuple[RateLevel, RateLevel]], with_g
     for level_a, level_b in pairs:
         for run, level in ((a, level_a), (b, level_b)):
             out.append(
-                f"| {level.request_rate:g} | {run.label} | {level.arrival} | {level.max_inflight} | "
+                f"| {level.request_rate:g} | {md(run.label)} | {md(level.arrival)} | {level.max_inflight} | "
                 + _figures(level, with_goodput)
             )
     return out
 
 
 def _client(run: Run) -> str:
-    return f"{run.client.get('name')} {run.client.get('version')}"
+    return f"{md(run.client.get('name'))} {md(run.client.get('version'))}"
 
 
 def _engine(run: Run) -> str:
     engine = run.settings.get("engine", {})
     return (
-        f"max_model_len {engine.get('max_model_len')}, TP {engine.get('tensor_parallel_size')}, {engine.get('dtype')}"
+        f"max_model_len {md(engine.get('max_model_len'))}, TP {md(engine.get('tensor_parallel_size'))}, "
+        f"{md(engine.get('dtype'))}"
     )
 
 
@@ -393,8 +434,8 @@ def _kv(run: Run) -> str:
     backend = run.settings.get("kv_backend")
     changed = _rehearsal_override(run, ".kv_connector_extra_config.backends")
     if changed is not None:
-        return f"NIXL {', '.join(changed)} (rehearsal override; the stage's: {backend})"
-    return f"NIXL {backend}"
+        return f"NIXL {md(', '.join(map(str, changed)))} (rehearsal override; the stage's: {md(backend)})"
+    return f"NIXL {md(backend)}"
 
 
 def _image(run: Run) -> str:
@@ -402,9 +443,9 @@ def _image(run: Run) -> str:
     if "rehearsal" in run.settings:
         return (
             f"none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray "
-            f"{run.settings.get('ray_version', '?')}); the stage's is `{run.image}`"
+            f"{md(run.settings.get('ray_version', '?'))}); the stage's is {code(run.image)}"
         )
-    return f"`{run.image}`"
+    return code(run.image)
 
 
 def _rehearsal_override(run: Run, path_end: str):
@@ -418,8 +459,9 @@ def _rehearsal_override(run: Run, path_end: str):
 
 
 def _title(a: Run, b: Run, what: str) -> str:
-    note = f"\n{a.note or b.note}" if (a.note or b.note) else ""
-    return f"{what}: {a.label} vs {b.label}\n{a.hardware.title}, {a.model_id}{note}"
+    note = a.note or b.note
+    lines = [f"{what}: {a.label} vs {b.label}", f"{a.hardware.title}, {a.model_id}", *([note] if note else [])]
+    return "\n".join(_plain(line) for line in lines)
 
 
 def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]:
@@ -452,7 +494,7 @@ def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]
                         marker="o",
                         color=COLORS[index],
                         linestyle="-" if k == 0 else "--",
-                        label=f"{run.label} {stat}".strip(),
+                        label=_plain(f"{run.label} {stat}".strip()),
                     )
             axis.set_xscale("log", base=2)
             axis.set_xticks(xs, [str(x) for x in xs])
@@ -486,7 +528,7 @@ def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]
             axis.set_xlabel("concurrent streams")
             axis.set_ylabel(ylabel)
             axis.grid(True, axis="y", alpha=0.3)
-            axis.legend([boxes["boxes"][0], boxes["boxes"][1]], [a.label, b.label], fontsize=8)
+            axis.legend([boxes["boxes"][0], boxes["boxes"][1]], [_plain(a.label), _plain(b.label)], fontsize=8)
         fig.suptitle(_title(a, b, heading + ": distributions per request"), fontsize=10)
         distributions = f"distributions-{name}.png"
         fig.savefig(Path(out_dir) / distributions, dpi=90, metadata={"Software": None})

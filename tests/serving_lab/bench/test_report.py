@@ -3,6 +3,8 @@ hardware in titles, the warnings, and nothing written when there is nothing to c
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from serving_lab.bench import report
@@ -111,3 +113,50 @@ def test_a_rehearsal_names_the_host_packages_instead_of_the_image_it_did_not_run
         "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`"
     )
     assert report._image(PD) == "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`"
+
+
+# What a results file could carry into the report (it is data from wherever the run was made).
+HOSTILE = {
+    "label": "pd<script>alert(1)</script>|x",
+    "note": "see [here](javascript:alert(1)) <img src=x onerror=alert(1)>\n# injected heading",
+    "stage": "dev|extra cell",
+    "model_id": "m`code`*bold*_em_",
+    "image": "evil`|<b>`image",
+    "endpoint": "<javascript:alert(1)>",
+}
+
+
+def _hostile():
+    engine = {**PD.settings["engine"], "dtype": "bf16\n| forged | row |"}
+    return PD.model_copy(update={**HOSTILE, "settings": {**PD.settings, "engine": engine}})
+
+
+def _unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def test_strings_from_a_results_file_are_escaped_in_the_markdown():
+    noted = PD.model_copy(update={"note": "a note"})  # the hostile run has one: its lines are counted too
+    plain = report.markdown(noted, COLOCATED, report.shared_levels(noted, COLOCATED), {})
+    hostile = _hostile()
+    text = report.markdown(hostile, COLOCATED, report.shared_levels(hostile, COLOCATED), {})
+    assert len(text.splitlines()) == len(plain.splitlines())  # no line break of the file's own
+    assert not re.search(r"(?<!\\)\]\(javascript:", text)  # no [link](javascript:...)
+    for raw in ("<script", "<img", "<javascript", "`code`", "*bold*", "_em_"):
+        assert raw not in text, raw
+    assert "pd&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in text
+    for line_plain, line_hostile in zip(plain.splitlines(), text.splitlines(), strict=True):
+        if line_plain.startswith("|"):  # every table row keeps its cells
+            assert _unescaped_pipes(line_hostile) == _unescaped_pipes(line_plain), line_hostile
+    image_row = next(line for line in text.splitlines() if line.startswith("| image |"))
+    assert image_row.startswith("| image | `evil'\\|<b>'image` |")  # a code span: nothing in it is markup
+
+
+def test_md_escapes_markup_and_line_breaks():
+    assert report.md("a|b\n<i>[x](y)</i> `c` & \u2028d") == "a\\|b &lt;i&gt;\\[x\\](y)&lt;/i&gt; \\`c\\` &amp;  d"
+
+
+def test_plots_take_a_label_with_dollar_signs_as_text(tmp_path):
+    # matplotlib reads $...$ as mathtext: an unknown command there would fail the figure
+    odd = PD.model_copy(update={"label": "pd $\\notacommand$"})
+    assert report.compare(odd, COLOCATED, tmp_path).is_file()
