@@ -257,7 +257,7 @@ def go_unrunnable(exc: OSError) -> str:
     """Go missing (FileNotFoundError), or a go binary that cannot be executed (ENOEXEC, EACCES)."""
     if isinstance(exc, FileNotFoundError):
         return MISSING_GO
-    where = shutil.which("go") or "go"
+    where = shutil.which("go", mode=os.F_OK) or "go"  # F_OK: one without its x bit too
     return f"the go command ({where}) cannot be run ({exc.strerror or exc}): reinstall Go 1.26 (README: set-up)"
 
 

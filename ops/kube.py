@@ -352,6 +352,39 @@ def stream(
         timer.cancel()
 
 
+# Levels of arrays and objects an answer may nest. A Kubernetes object has a few dozen at most (a CRD's schema
+# the most); CPython's json decoder recurses once per level and raises RecursionError past the recursion
+# limit (1000), and whatever walks, prints (repr) or re-encodes the value recurses as deep again: bounded
+# here, once, every answer can be read by any code. (Go's encoding/json, kubectl's, stops at 10000.)
+MAX_DEPTH = 200
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_DEPTH levels."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the answer nests arrays or objects more than {MAX_DEPTH} levels deep")
+
+
+def parse_json(body: bytes | str) -> Any:
+    """The JSON value of an answer; ValueError when it is not JSON (nor UTF-8 text), TooDeep (a ValueError)
+    when it nests more than MAX_DEPTH levels."""
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise TooDeep() from None
+    stack = [(value, 1)]  # by hand, not recursively: the check must not be what overflows
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > MAX_DEPTH:
+                    raise TooDeep()
+                stack.append((child, depth + 1))
+    return value
+
+
 def snippet(answer: Answer, limit: int = 80) -> str:
     """The start of an answer, on one line, for an error message."""
     text = " ".join(answer.body[:400].decode(errors="replace").split())
@@ -436,7 +469,7 @@ class KubeApi:
             # The Status object's message, read from the whole body (a cut body is not JSON), then shortened.
             detail: Any = answer.body.decode(errors="replace")
             try:
-                detail = json.loads(detail).get("message", detail)
+                detail = parse_json(answer.body).get("message", detail)
             except (ValueError, AttributeError):
                 pass
             detail = " ".join(str(detail).split())
@@ -455,7 +488,9 @@ class KubeApi:
         if raw:
             return answer.body.decode(errors="replace")
         try:
-            return json.loads(answer.body)
+            return parse_json(answer.body)
+        except TooDeep as exc:
+            raise KubeError(f"{method} {path}: {exc}: not what a Kubernetes API server sends", kind="answer") from None
         except ValueError:
             raise KubeError(
                 f"{method} {path}: the answer is not JSON ({answer.content_type or 'no content type'}: "
