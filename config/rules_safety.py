@@ -279,6 +279,12 @@ COUNTED_ARGS: dict[str, str] = {
     "serving.worker_resources' memory limit (rules_workload.engine_memory)",
     "mm_processor_cache_gb": "the multimodal processor cache, in the pod's memory once per process of an engine: "
     "counted with cpu_offload_gb (rules_workload.engine_memory)",
+    "mm_processor_cache_type": "shm puts the multimodal processor cache in /dev/shm: counted against "
+    "serving.worker_resources.shm_gib (rules_workload.engine_memory)",
+    "watermark": "keeps a share of the KV cache free of requests: counted against one max_model_len sequence "
+    "(rules_workload.engine_memory)",
+    "mm_ipc_gpu_memory_gb": "carved out of the KV cache's memory: counted against one max_model_len sequence "
+    "(rules_workload.engine_memory)",
     "decode_context_parallel_size": "splits the KV cache over an engine's TP ranks: checked against "
     "tensor_parallel_size and the model's heads (rules_workload.parallel_layout)",
 }
@@ -365,7 +371,6 @@ FREE_TUNING = frozenset(
         "reasoning_config",
         "structured_outputs_config",
         "seed",
-        "watermark",
         "enable_return_routed_experts",
         # multimodal processing (inputs arrive in requests; fetching them is reserved above)
         "limit_mm_per_prompt",
@@ -376,8 +381,6 @@ FREE_TUNING = frozenset(
         "mm_encoder_attn_backend",
         "mm_encoder_attn_dtype",
         "mm_encoder_fp8_scale_save_margin",
-        "mm_ipc_gpu_memory_gb",
-        "mm_processor_cache_type",
         "mm_shm_cache_max_object_size_mb",
         "mm_tensor_ipc",
         "video_pruning_rate",

@@ -532,7 +532,9 @@ def engine_memory(cfg: StageConfig, path: str) -> None:
     sequence and the GpuMemory alarm; offloaded weights and the multimodal cache against the pod's memory limit."""
     for role in cfg.serving.engine_roles():
         _fixed_kv_cache(cfg, path, role)
+        _kv_left(cfg, path, role)
         _pod_memory(cfg, path, role)
+        _shm_cache(cfg, path, role)
 
 
 def _fixed_kv_cache(cfg: StageConfig, path: str, role: str | None) -> None:
@@ -632,3 +634,53 @@ def scheduler_limits(cfg: StageConfig, path: str) -> None:
                 f"{engine.max_model_len}: a prompt must fit one step, and vLLM refuses it (allowed: "
                 f"{engine.max_model_len} or more, or chunked prefill on)",
             )
+
+
+def _kv_left(cfg: StageConfig, path: str, role: str | None) -> None:
+    """The KV cache left for requests after mm_ipc_gpu_memory_gb (vllm/config/multimodal.py: "carved out of the
+    engine's KV-cache memory") and the watermark (vllm/config/scheduler.py: "Fraction of total KV cache blocks to
+    keep free") holds one max_model_len sequence, or no request of that length is ever scheduled."""
+    serving = cfg.serving
+    engine = serving.engine_for(role)
+    mark, carved = (engine.extra_args.get(name) for name in ("watermark", "mm_ipc_gpu_memory_gb"))
+    if mark is None and carved is None:
+        return
+    name = "watermark" if mark is not None else "mm_ipc_gpu_memory_gb"
+    field, mark, carved = serving.engine_field(role, f"extra_args.{name}"), mark or 0, carved or 0
+    if not 0 <= mark < 1 or carved < 0:
+        raise ConfigError(
+            path,
+            field,
+            f"{short(engine.extra_args[name])} (allowed: watermark 0 to below 1, mm_ipc_gpu_memory_gb 0 or more)",
+        )
+    floor = model_memory_floor(cfg, engine)
+    if floor is None or not floor.kv_gib or floor.gpu_gib <= 0:
+        return  # the architecture's KV size is unknown
+    fixed = engine.extra_args.get("kv_cache_memory_bytes")
+    room = fixed / GIB * floor.gpus if fixed else floor.available_gib - floor.weights_gib - RUNTIME_RESERVE_GIB
+    left = (room - carved) * (1 - mark)
+    if left < floor.kv_gib:
+        raise ConfigError(
+            path,
+            field,
+            f"({room:.2f} GiB of KV cache - mm_ipc_gpu_memory_gb {carved:g}) x (1 - watermark {mark:g}) = {left:.2f} "
+            f"GiB left for requests, less than one {engine.max_model_len}-token sequence ({floor.kv_gib:.2f} GiB), so "
+            "no request of that length is ever scheduled (allowed: smaller values, or a smaller max_model_len)",
+        )
+
+
+def _shm_cache(cfg: StageConfig, path: str, role: str | None) -> None:
+    """mm_processor_cache_type shm keeps mm_processor_cache_gb (default 4) in /dev/shm (vllm/config/multimodal.py:
+    "If `shm`, use shared memory FIFO cache"), a memory-backed emptyDir of serving.worker_resources.shm_gib."""
+    serving = cfg.serving
+    args = serving.engine_for(role).extra_args
+    if args.get("mm_processor_cache_type") != "shm":
+        return
+    cache, shm = args.get("mm_processor_cache_gb", 4), cfg.serving.worker_resources.shm_gib
+    if cache > shm:
+        raise ConfigError(
+            path,
+            serving.engine_field(role, "extra_args.mm_processor_cache_type"),
+            f"shm puts mm_processor_cache_gb {cache:g} GiB in /dev/shm, larger than its {shm} GiB "
+            "(serving.worker_resources.shm_gib) (allowed: lru, a smaller cache, or a larger shm_gib)",
+        )

@@ -63,10 +63,9 @@ def test_identity_and_counted_arguments_are_real_engine_settings():
 
 
 # A name that says memory, a block count, offloading, adapters or a parallel size is counted or refused, never free
-# tuning; the two exceptions say why.
+# tuning; the exception says why.
 SIZES_MEMORY = re.compile(r"memory|_gb$|_bytes$|blocks|offload|lora|parallel_size|tokenizer|log_stats")
 NOT_SIZING = {
-    "mm_ipc_gpu_memory_gb": "carved out of the KV cache's memory (vllm/config/multimodal.py), inside the profile",
     "cpu_offload_params": "a set of names, which no stage scalar can set (check_extra refuses it)",
 }
 
@@ -385,3 +384,24 @@ def test_expert_parallel_is_checked_against_the_model(tmp_path, args, field, phr
     line = _refusal(tmp_path, _extra(**args))
     assert f": serving.engine.extra_args.{field}: " in line and phrase in line, line
     config_with(tmp_path, **_extra(enable_expert_parallel=False, enable_eplb=False))
+
+
+@pytest.mark.parametrize(
+    "args, field, phrase",
+    [
+        ({"watermark": 0.99}, "watermark", "left for requests, less than one 4096-token sequence"),
+        ({"mm_ipc_gpu_memory_gb": 4.0}, "mm_ipc_gpu_memory_gb", "left for requests, less than one"),
+        ({"watermark": 0.5, "kv_cache_memory_bytes": 200_000_000}, "watermark", "(0.19 GiB of KV cache"),
+        ({"watermark": 1.5}, "watermark", "(allowed: watermark 0 to below 1"),
+        ({"mm_ipc_gpu_memory_gb": -1.0}, "mm_ipc_gpu_memory_gb", "mm_ipc_gpu_memory_gb 0 or more"),
+        ({"mm_processor_cache_type": "shm", "mm_processor_cache_gb": 16}, "mm_processor_cache_type", "in /dev/shm"),
+        ({"mm_processor_cache_type": "shm"}, None, None),  # vLLM's 4 GiB within dev's 8 GiB
+        ({"watermark": 0.1, "mm_ipc_gpu_memory_gb": 0.5}, None, None),
+    ],
+)
+def test_memory_carved_from_the_kv_cache_or_put_in_shm_is_counted(tmp_path, args, field, phrase):
+    if field is None:
+        config_with(tmp_path, **_extra(**args))
+        return
+    line = _refusal(tmp_path, _extra(**args))
+    assert f": serving.engine.extra_args.{field}: " in line and phrase in line, line
