@@ -24,10 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
+try:
+    from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
 
-from config.schema import StageConfig
+    from config.schema import StageConfig
+except ModuleNotFoundError as missing:  # a python3 without the project's venv: pydantic, or the project itself
+    print(
+        f"stage_reference.py: no module {missing.name!r} in {sys.executable}: run it with the project's venv, "
+        ".venv/bin/python scripts/stage_reference.py (scripts/setup.sh makes .venv)",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "STAGE_FILE.md"
