@@ -57,6 +57,84 @@ def buildspec(stage: str, wait_s: int) -> dict:
     }
 
 
+def eni_statements(prefix: str, vpc_id: str, subnet_ids: list[str]) -> list[dict[str, Any]]:
+    """What CodeBuild needs to run a build in the VPC (CodeBuild User Guide, "Allow CodeBuild access to AWS
+    services required to create a VPC network interface", auth-and-access-control-iam-identity-based-access-
+    control.html), each write held to this stage's VPC: the describe calls have no resource-level
+    permissions; creating and deleting an interface is allowed in this VPC only (ec2:Vpc, the VPC's ARN, a
+    condition key of the network-interface, subnet and security-group resources: Service Authorization
+    Reference, Amazon EC2); the interface permission to CodeBuild and this stage's private subnets only."""
+    vpc = f"{prefix}:vpc/{vpc_id}"
+    return [
+        {
+            "Action": [
+                "ec2:DescribeDhcpOptions",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeVpcs",
+            ],
+            "Resource": "*",
+        },
+        {
+            "Action": ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"],
+            "Resource": "*",
+            "Condition": {"ArnEquals": {"ec2:Vpc": vpc}},
+        },
+        {
+            "Action": "ec2:CreateNetworkInterfacePermission",
+            "Resource": f"{prefix}:network-interface/*",
+            "Condition": {
+                "StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"},
+                "ArnEquals": {"ec2:Subnet": [f"{prefix}:subnet/{s}" for s in subnet_ids]},
+            },
+        },
+    ]
+
+
+def runner_security_group(scope: Construct, name: str, vpc_id: str, cluster_group_id: str) -> ec2.CfnSecurityGroup:
+    """The runner's own security group: out on TCP 443 only, to the cluster's security group (the private API
+    endpoint's interfaces are in it: EKS User Guide, sec-group-reqs.html) and to anywhere, which the install
+    phase needs (pip from PyPI through the NAT gateway; PyPI is a CDN of no fixed addresses) as does the
+    build (S3 for its source, EKS, STS, CloudWatch Logs: public endpoints, no interface endpoints here).
+    Nothing else: no node or pod port. DNS to the VPC's resolver is not subject to security groups (Amazon
+    VPC User Guide, "Amazon DNS server"). The cluster's group admits 443 from it, which its default
+    self-referencing rule would not."""
+    group = ec2.CfnSecurityGroup(
+        scope,
+        "SecurityGroup",
+        group_description=f"{name}: out on 443 only (the cluster API, AWS APIs, PyPI through NAT)",
+        vpc_id=vpc_id,
+        security_group_egress=[
+            ec2.CfnSecurityGroup.EgressProperty(
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                destination_security_group_id=cluster_group_id,
+                description="the cluster's private API endpoint",
+            ),
+            ec2.CfnSecurityGroup.EgressProperty(
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                cidr_ip="0.0.0.0/0",
+                description="pip from PyPI through NAT; S3, EKS, STS and CloudWatch Logs APIs",
+            ),
+        ],
+    )
+    ec2.CfnSecurityGroupIngress(
+        scope,
+        "ApiFromRunner",
+        group_id=cluster_group_id,
+        ip_protocol="tcp",
+        from_port=443,
+        to_port=443,
+        source_security_group_id=group.attr_group_id,
+        description=f"{name} to the cluster's private API endpoint",
+    )
+    return group
+
+
 class VerifyRunner(Construct):
     def __init__(
         self,
@@ -127,28 +205,7 @@ class VerifyRunner(Construct):
             {"Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": self.bucket.bucket_arn},
             {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": self.log_group.log_group_arn},
             {"Action": "eks:DescribeCluster", "Resource": cluster.cluster_arn},
-            # CodeBuild in a VPC: describe calls have no resource-level permissions; the interface
-            # permission is limited to CodeBuild and to this stage's private subnets.
-            {
-                "Action": [
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcs",
-                ],
-                "Resource": "*",
-            },
-            {
-                "Action": "ec2:CreateNetworkInterfacePermission",
-                "Resource": f"{prefix}:network-interface/*",
-                "Condition": {
-                    "StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"},
-                    "ArnEquals": {"ec2:Subnet": [f"{prefix}:subnet/{s}" for s in subnets.subnet_ids]},
-                },
-            },
+            *eni_statements(prefix, vpc.vpc_id, subnets.subnet_ids),
         ]
         if application_logs is not None:
             # verify's telemetry check (ops/telemetry.py): ListMetrics has no resource-level permissions;
@@ -169,6 +226,7 @@ class VerifyRunner(Construct):
             },
         )
         project_arn = f"arn:aws:codebuild:{stack.region}:{stack.account}:project/{name}"
+        self.security_group = runner_security_group(self, name, vpc.vpc_id, cluster.cluster_security_group_id)
         self.project = cdk.CfnResource(
             self,
             "Project",
@@ -188,11 +246,12 @@ class VerifyRunner(Construct):
                 # the log group below, under the stage's logs key.
                 "Artifacts": {"Type": "NO_ARTIFACTS"},
                 "Environment": {"Type": "LINUX_CONTAINER", "Image": BUILD_IMAGE, "ComputeType": "BUILD_GENERAL1_SMALL"},
-                # The cluster security group (as the kubectl provider uses): reaches the private endpoint.
+                # A security group of its own (runner_security_group), not the cluster's, which every node and
+                # pod is in and which admits all traffic from itself.
                 "VpcConfig": {
                     "VpcId": vpc.vpc_id,
                     "Subnets": subnets.subnet_ids,
-                    "SecurityGroupIds": [cluster.cluster_security_group_id],
+                    "SecurityGroupIds": [self.security_group.attr_group_id],
                 },
                 "TimeoutInMinutes": first_start.verify_timeout_minutes,
                 **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),

@@ -1,5 +1,5 @@
-"""The in-VPC verify runner: a CodeBuild project in the private subnets with the cluster security group,
-allowed to describe the cluster and mapped to a read-only Kubernetes group; its source bucket."""
+"""The in-VPC verify runner: a CodeBuild project in the private subnets with a security group of its own
+(out on 443 only), allowed to describe the cluster and mapped to a read-only Kubernetes group; its source bucket."""
 
 from __future__ import annotations
 
@@ -34,12 +34,82 @@ def test_project_waits_for_its_stage_first_start_and_times_out_after(app_synth, 
     assert project["TimeoutInMinutes"] == start.verify_wait_s // 60 + VERIFY_SETUP_MINUTES
 
 
-def test_project_is_in_the_private_subnets_with_the_cluster_security_group(app_synth):
-    vpc_config = _project(app_synth, "prod")["VpcConfig"]
-    cluster_id = next(iter(app_synth.resources("prod", "cluster", "AWS::EKS::Cluster")))
-    assert vpc_config["SecurityGroupIds"] == [{"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}]
+def _runner_group(app_synth, stage):
+    """The runner's own security group: (logical id, properties)."""
+    (found,) = [
+        (name, res["Properties"])
+        for name, res in app_synth.resources(stage, "cluster", "AWS::EC2::SecurityGroup").items()
+        if "verify" in res["Properties"].get("GroupDescription", "")
+    ]
+    return found
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_project_is_in_the_private_subnets_with_a_security_group_of_its_own(app_synth, stage):
+    vpc_config = _project(app_synth, stage)["VpcConfig"]
+    group_id, _ = _runner_group(app_synth, stage)
+    # not the cluster security group, which every node and pod is in and which admits all traffic from itself
+    assert vpc_config["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
     assert len(vpc_config["Subnets"]) == 3
     assert all("privateSubnet" in s["Fn::ImportValue"] for s in vpc_config["Subnets"])
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_runner_group_goes_out_on_443_only_and_the_cluster_admits_it_on_443(app_synth, stage):
+    group_id, group = _runner_group(app_synth, stage)
+    cluster_id = next(iter(app_synth.resources(stage, "cluster", "AWS::EKS::Cluster")))
+    cluster_group = {"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}
+    assert "SecurityGroupIngress" not in group
+    egress = sorted(
+        (
+            rule["IpProtocol"],
+            rule["FromPort"],
+            rule["ToPort"],
+            json.dumps(rule.get("CidrIp", rule.get("DestinationSecurityGroupId"))),
+        )
+        for rule in group["SecurityGroupEgress"]
+    )
+    assert egress == sorted([("tcp", 443, 443, json.dumps("0.0.0.0/0")), ("tcp", 443, 443, json.dumps(cluster_group))])
+    ingress = [
+        r["Properties"]
+        for r in app_synth.resources(stage, "cluster", "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("SourceSecurityGroupId") == {"Fn::GetAtt": [group_id, "GroupId"]}
+    ]
+    assert [(i["GroupId"], i["IpProtocol"], i["FromPort"], i["ToPort"]) for i in ingress] == [
+        (cluster_group, "tcp", 443, 443)
+    ]
+
+
+def _runner_statements(app_synth, stage="dev"):
+    project = _project(app_synth, stage)
+    role_id = project["ServiceRole"]["Fn::GetAtt"][0]
+    role = app_synth.template(stage, "cluster")["Resources"][role_id]["Properties"]
+    (policy,) = role["Policies"]
+    return policy["PolicyDocument"]["Statement"]
+
+
+def _actions(statement):
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else actions
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_runner_creates_and_deletes_interfaces_only_in_its_vpc(app_synth, stage):
+    statements = _runner_statements(app_synth, stage)
+    writes = ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface")
+    for statement in statements:
+        for action in writes:
+            if action in _actions(statement):
+                vpc = statement["Condition"]["ArnEquals"]["ec2:Vpc"]
+                assert "vpc/" in json.dumps(vpc), statement
+    assert {a for s in statements for a in _actions(s)} >= set(writes)
+    (permission,) = [s for s in statements if "ec2:CreateNetworkInterfacePermission" in _actions(s)]
+    assert permission["Condition"]["StringEquals"] == {"ec2:AuthorizedService": "codebuild.amazonaws.com"}
+    assert len(permission["Condition"]["ArnEquals"]["ec2:Subnet"]) == 3
+    # whatever stays on "*" is a describe call (no resource-level permissions) or ListMetrics
+    for statement in statements:
+        if statement["Resource"] == "*" and "Condition" not in statement:
+            assert all(a.startswith(("ec2:Describe", "cloudwatch:List")) for a in _actions(statement)), statement
 
 
 def test_runner_is_a_read_only_kubernetes_group_not_an_admin(app_synth):
