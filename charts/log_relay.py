@@ -20,8 +20,11 @@ reads 64 KiB at a time and holds at most 8 KiB of a line; a longer line is forwa
 (the markers are looked for there) with " [... cut by the log relay]", and the rest of it is skipped. The
 files already there when it starts are followed from their end (its comment says why); a file that
 appears later, or a new file under a followed name (another inode: rotated), is read from its start, after
-what is left of the old one, which it still holds open; a file shorter than what was read (truncated) is
-read again from its start.
+what is left of the old one, which it still holds open. A file rewritten in place is read again from its
+start: shorter than what was read (truncated), or no longer holding the last bytes read where they were
+(copytruncate, then grown past the old offset within one pass; checked when its size or modification time
+changed). Only regular files are followed: a FIFO, socket or device under a worker's name is skipped
+(opened non-blocking if at all, so a FIFO cannot hold the relay, and the alarm, waiting for a writer).
 
 The relay's container, its volume and mounts are built with the other pod parts, typed, in charts/ray_pods.py
 (`relay_container`, `ray_logs_volume`, `ray_logs_mount`).
@@ -33,7 +36,7 @@ CONTAINER = "ray-log-relay"
 VOLUME = "ray-logs"
 RAY_TMP = "/tmp/ray"
 
-RELAY_PROGRAM = r"""import glob, os, sys, time
+RELAY_PROGRAM = r"""import glob, os, stat, sys, time
 LOGS = os.environ.get("RELAY_LOGS", "/tmp/ray/session_latest/logs")
 POLL = float(os.environ.get("RELAY_POLL_SECONDS", "2"))
 MARKERS = (b"rails using provider=", b"Backend LIBFABRIC was instantiated", b"Backend UCX was instantiated",
@@ -44,12 +47,18 @@ LONGEST = 8192  # a longer line: its first LONGEST bytes (markers looked for the
 CUT = " [... cut by the log relay]"
 MOST_OPEN = 200  # files held open (a rotated file is read to its end through its descriptor); past that,
 # the ones idle longest are closed, and opened again when they grow
+MARK = 256  # the last bytes read of a file, looked for again where they were: gone, the file was rewritten
+# O_NONBLOCK: a FIFO under a worker's name opens at once instead of waiting for a writer (it is then refused
+# as not a regular file); reads of a regular file ignore the flag (POSIX open(2)). O_NOFOLLOW: the path is
+# already realpath()'s, so a link there now is a swap since: refused (ELOOP), the next pass looks again.
+FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class Follow:
     def __init__(self, real, name, ident, log):
         self.real, self.name, self.ident, self.log = real, name, ident, log
         self.pos, self.partial, self.skip, self.idle = 0, b"", False, 0
+        self.mark, self.mtime = b"", None  # the bytes just before pos; the mtime when they were checked
 
 
 def ident(st):
@@ -90,8 +99,28 @@ def feed(f, data):
 def read(f, most):
     data = f.log.read(min(most, CHUNK))
     f.pos += len(data)
+    f.mark = (f.mark + data)[-MARK:]
     feed(f, data)
     return len(data)
+
+
+def open_log(real, want):  # a regular file, the one stat()ed (ident `want`), else None; never blocks
+    fd = os.open(real, FLAGS)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or ident(st) != want:  # a FIFO, a device; or replaced since the stat
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+def rewritten(f, st):  # truncated, shorter than what was read; or truncated and grown again past it in one
+    # pass (copytruncate, then the writer's next lines): the bytes read last are no longer where they were
+    if st.st_size < f.pos:
+        return True
+    if not f.mark or f.log is None or (st.st_size == f.pos and st.st_mtime_ns == f.mtime):
+        return False
+    f.mtime = st.st_mtime_ns
+    return os.pread(f.log.fileno(), len(f.mark), f.pos - len(f.mark)) != f.mark
 
 
 def drain(f):  # a file gone from its name (rotated away, removed): what is left of it, if still open
@@ -116,21 +145,28 @@ def room():  # before a file is opened: at most MOST_OPEN at any time, the one i
 
 def follow(real, name, st, at_end):
     room()
-    log = open(real, "rb", buffering=0)
-    if ident(os.fstat(log.fileno())) != ident(st):  # replaced since the stat: the next pass
-        log.close()
+    log = open_log(real, ident(st))
+    if log is None:  # not a regular file, or replaced since the stat: the next pass
         return None
     f = Follow(real, name, ident(st), log)
     if at_end and st.st_size:
         log.seek(st.st_size - 1)
         f.skip = log.read(1) != b"\n"  # inside a line begun before the start: skip to its end
         f.pos = log.tell()
+        f.mark = os.pread(log.fileno(), min(MARK, f.pos), f.pos - min(MARK, f.pos))
+    f.mtime = st.st_mtime_ns
     return f
 
 
 def step(f, st):
-    if st.st_size < f.pos:  # truncated (same file, shorter than what was read): from its start again
-        f.pos, f.partial, f.skip = 0, b"", False
+    if f.log is None and st.st_size > f.pos:  # closed while idle, grown since
+        room()
+        f.log = open_log(f.real, f.ident)
+        if f.log is None:
+            return
+        f.log.seek(f.pos)
+    if rewritten(f, st):  # the same file (inode), rewritten: from its start again
+        f.pos, f.partial, f.skip, f.mark = 0, b"", False, b""
         if f.log is not None:
             f.log.seek(0)
     if st.st_size == f.pos:
@@ -139,12 +175,10 @@ def step(f, st):
     f.idle = 0
     if f.log is None:
         room()
-        log = open(f.real, "rb", buffering=0)
-        if ident(os.fstat(log.fileno())) != f.ident:
-            log.close()
+        f.log = open_log(f.real, f.ident)
+        if f.log is None:
             return
-        log.seek(f.pos)
-        f.log = log
+        f.log.seek(f.pos)
     most = st.st_size - f.pos  # what is there now; what is written meanwhile, the next pass
     while most > 0:
         got = read(f, most)
@@ -164,9 +198,11 @@ while True:
     for path in glob.glob(os.path.join(LOGS, "worker-*.out")) + glob.glob(os.path.join(LOGS, "worker-*.err")):
         try:
             real = os.path.realpath(path)
-            now[real] = (os.path.basename(path), os.stat(real))
+            st = os.stat(real)
         except OSError:
-            pass
+            continue
+        if stat.S_ISREG(st.st_mode):  # not a FIFO, socket or device: opening one may block or never end
+            now[real] = (os.path.basename(path), st)
     where = {ident(st): real for real, (name, st) in now.items()}
     gone = [files.pop(real) for real in list(files) if real not in now or ident(now[real][1]) != files[real].ident]
     for f in gone:  # rotated or removed: followed on under its new name if that is one of ours, else drained

@@ -388,3 +388,47 @@ def test_it_holds_at_most_200_files_open_and_opens_again_one_that_grows(tmp_path
     assert sorted(running.settled()) == sorted(
         f"[{name}] (pid=1) ERROR {which}" for name in names for which in ("first", "second")
     )
+
+
+def test_a_fifo_or_device_under_a_workers_name_is_skipped_and_the_relay_goes_on(tmp_path, relay):
+    # open() of a FIFO waits for a writer: the relay would block there forever and the alarm go blind.
+    running = relay()
+    os.mkfifo(tmp_path / "worker-fifo.err")
+    os.mkfifo(tmp_path / "elsewhere.fifo")
+    (tmp_path / "worker-link.out").symlink_to(tmp_path / "elsewhere.fifo")  # followed to a FIFO
+    (tmp_path / "worker-zero.out").symlink_to("/dev/zero")  # a device that never ends
+    running.settled()
+    (tmp_path / "worker-a.err").write_text("(pid=1) ERROR after the FIFO\n")
+    running.read_until(lambda lines: lines == ["[worker-a.err] (pid=1) ERROR after the FIFO"])
+    assert running.settled() == ["[worker-a.err] (pid=1) ERROR after the FIFO"]
+
+
+@pytest.mark.parametrize("longer", [True, False], ids=["grown-past-the-offset", "grown-back-to-it"])
+def test_a_copytruncate_that_grows_again_within_one_pass_is_read_from_its_start(tmp_path, relay, longer):
+    # Truncated and written again between two passes: no size below what was read to tell it, only the
+    # bytes read last no longer where they were.
+    running = relay()
+    path = tmp_path / "worker-c.err"
+    old = "(pid=1) ERROR before the copytruncate\n" + "INFO noise\n" * 10
+    path.write_text(old)
+    running.read_until(lambda lines: lines == ["[worker-c.err] (pid=1) ERROR before the copytruncate"])
+    new = "(pid=1) ERROR first after the copytruncate\n"
+    new += "INFO quiet\n" * ((len(old) - len(new)) // len("INFO quiet\n"))
+    new = new.ljust(len(old) - 1, "x") + "\n"  # exactly as long as what was read
+    if longer:
+        new += "(pid=1) ERROR second after the copytruncate\n"
+    inode = path.stat().st_ino
+    with running.paused():
+        time.sleep(0.05)  # another modification time than the last pass saw
+        os.truncate(path, 0)  # logrotate's copytruncate
+        with path.open("a") as log:
+            log.write(new)
+        assert path.stat().st_ino == inode and path.stat().st_size >= len(old)
+    wanted = [
+        "[worker-c.err] (pid=1) ERROR before the copytruncate",
+        "[worker-c.err] (pid=1) ERROR first after the copytruncate",
+    ]
+    if longer:
+        wanted.append("[worker-c.err] (pid=1) ERROR second after the copytruncate")
+    running.read_until(lambda lines: len(lines) >= len(wanted))
+    assert running.settled() == wanted
