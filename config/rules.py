@@ -619,7 +619,7 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
 # model sees it: the refusal names the field and the kind, never the value); ops/secret_scan.py scans
 # every synth output for the same shapes. They live in config/secret_shapes.py (errors.py cuts them out of
 # every message too) and are re-exported here.
-from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind  # noqa: F401
+from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind, secret_like_key  # noqa: F401
 
 # No string of a stage file is longer than 2,048 characters (the longest field's max_length); one over 64 KiB
 # is refused before it is scanned, so the scan's work is bounded by the file (256 KiB) whatever it holds.
@@ -641,7 +641,7 @@ def refuse_secrets(data: Any, path: str) -> None:
                 f"a string of {len(text)} characters (allowed: up to "
                 f"{MAX_STRING_CHARS}; no setting of a stage file is that long)",
             )
-        memo = (text, bool(key) and KEY_CONTEXT.search(key) is not None)
+        memo = (text, secret_like_key(key))  # the key class by its words (config/secret_shapes.py)
         if memo not in seen:
             seen[memo] = secret_kind(text, "secret" if memo[1] else "")
         return seen[memo]

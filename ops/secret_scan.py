@@ -1,5 +1,7 @@
-"""Find secret-shaped values in what a synth writes: AWS keys, Hugging Face tokens, private keys, and
-any value the caller says is secret. `python -m ops scan-secrets DIR [--secret VALUE ...]`."""
+"""Find secret-shaped values in what a synth writes: AWS keys, vendors' tokens (by the shape of a prefix and
+a token part), private and SSH2 key files, URLs with a password, tokens given to a secret-like name (`"Password":
+"..."`, an environment variable's name/value pair), and any value the caller says is secret. app.py runs
+`scan` on cdk.out after every synth."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from pathlib import Path
 
 from config.rules import SECRET_SHAPES
 
-# The value shapes are the stage-file check's (config/rules.py SECRET_SHAPES: one list for both); in
-# generated files an AWS secret access key is recognised by its name nearby.
+# The value shapes are the stage-file check's (config/rules.py SECRET_SHAPES: one list for both, each with
+# search and finditer, some confirming each match with a test); in generated files an AWS secret access key is
+# recognised by its name nearby.
 PATTERNS = {
     **{kind.split(" ", 1)[1]: pattern for kind, pattern in SECRET_SHAPES},
     "AWS secret access key": re.compile(r"(?i)aws.{0,24}secret.{0,24}[\"':= ]+[0-9A-Za-z/+]{40}\b"),

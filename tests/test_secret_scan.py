@@ -88,6 +88,9 @@ def test_scan_finds_the_new_shapes_on_their_lines(tmp_path):
         "a.yaml:4: private key",
         "a.yaml:2: GitLab token",
         "a.yaml:5: Slack token",
+        # the GitLab token again, by its class: a vendor's prefix and a token, and a token under `token:`
+        "a.yaml:2: vendor token",
+        "a.yaml:2: token under a secret-like name",
     ]
 
 
@@ -114,3 +117,76 @@ def test_a_text_file_over_the_cap_is_reported_not_skipped(tmp_path, monkeypatch)
         "large.txt:0: a text file over 1000 bytes, not scanned (allowed: up to 1000 bytes)"
     ]
     assert scanned_files(tmp_path) == 1
+
+
+# --- issue #34 item 2: secret shapes by class, in what a synth writes -------------------------------------
+
+HEX40 = "3f9c2a7b" + "e41d0c86" + "5ab7f2e9" + "d0134c68" + "b7a9e5f1"  # a hex token (a password, say)
+BASE32 = "JBSWY3DP" + "EHPK3PXP" + "KRUGS4ZA" + "MFZWIZLO"
+
+
+def test_scan_finds_tokens_under_secret_like_names_urls_and_vendor_prefixes(tmp_path):
+    (tmp_path / "template.json").write_text(
+        '{\n "Resources": {\n  "Db": {\n   "Properties": {\n'
+        + '    "MasterUserPassword": "'
+        + HEX40
+        + '",\n    "Environment": [\n     {\n      "Name": "SMTP_PASS",\n      "Value": "'
+        + BASE32
+        + '"\n     }\n    ],\n    "Url": "postgres://'
+        + "admin:"
+        + 'hunter2@db.internal/app"\n   }\n  }\n }\n}\n'
+    )
+    (tmp_path / "inference.yaml").write_text(
+        "env:\n  - name: HF_TOKEN_PATH\n    value: /mnt/secrets/hf-token\n  - name: X_AUTH_TOKEN\n    value: "
+        + HEX40
+        + "\nkey: |\n  ---- BEGIN SSH2 "
+        + "PUBLIC KEY ----\nother: dop"
+        + "_v1_"
+        + HEX40
+        + HEX40[:24]
+        + "\n"
+    )
+    assert [str(f) for f in scan(tmp_path)] == [
+        "inference.yaml:7: SSH2 key file",
+        "inference.yaml:8: vendor token",
+        "inference.yaml:4: token in a secret-like variable",
+        "template.json:12: URL with a password in it",
+        "template.json:5: token under a secret-like name",
+        "template.json:8: token in a secret-like variable",
+    ]
+
+
+def test_scan_passes_the_synths_own_hashes_names_and_references(tmp_path):
+    (tmp_path / "manifest.json").write_text(
+        '{"files": {"'
+        + HEX40
+        + HEX40[:24]
+        + '": {"source": {"path": "asset.'
+        + HEX40
+        + HEX40[:24]
+        + '.zip"}, "destinations": {"d": {"bucketName": "cdk-hnb659fds-assets-123456789012-us-west-2",'
+        + ' "objectKey": "'
+        + HEX40
+        + HEX40[:24]
+        + '.zip"}}}},\n "S3Key": "'
+        + HEX40
+        + '.zip", "HfTokenSecretArn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf",\n'
+        + ' "labels": {"aws.cdk.eks/prune-c86230b7bd32583bfd8a26b0c47d61f91c1bd6cab5": ""},\n'
+        + ' "ServiceToken": "arn:aws:lambda:us-west-2:123456789012:function:pd-Handler-1A2B3C4D5E6F",\n'
+        + ' "kms_key_arn": "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",\n'
+        + ' "Image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray@sha256:'
+        + HEX40
+        + HEX40[:24]
+        + '", "tokenizer": "Qwen/Qwen3.5-9B", "url": "https://github.com/org/repo"}\n'
+    )
+    assert [str(f) for f in scan(tmp_path)] == []
+
+
+def test_the_new_shapes_keep_the_scan_linear(tmp_path):
+    """Near misses of every new shape, 4 MB of them: a name before many short values, prefixes without a
+    token, userinfo without its @, headers without their end."""
+    unit = 'password: "ab12", "x_token": 1, sk-a-b-c, https://u:p /x, ---- BEGIN SSH2 , name: A_KEY\n value: {}\n'
+    (tmp_path / "near.txt").write_text(unit * (4_000_000 // len(unit)))
+    start = time.perf_counter()
+    assert scan(tmp_path) == []
+    assert time.perf_counter() - start < 10
