@@ -175,4 +175,7 @@ def test_an_opt_in_turned_on_by_no_engine_is_refused_naming_every_place(tmp_path
 def test_the_gpu_memory_alarm_is_judged_against_the_hungriest_role(tmp_path):
     change = merge({"observability": {"gpu_memory_percent": 92}}, _role("prefill", gpu_memory_utilization=0.95))
     line = _refusal(tmp_path, change)
-    assert ": observability.gpu_memory_percent: " in line and "(serving.prefill.engine.gpu_memory_utilization)" in line
+    assert (
+        ": observability.gpu_memory_percent: " in line
+        and "(serving.prefill.engine.gpu_memory_utilization and 1 GiB" in line
+    )
