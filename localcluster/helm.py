@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from . import children
+
 
 class HelmError(Exception):
     """One line: the release that Helm could not install, and Helm's last line."""
@@ -109,15 +111,16 @@ def uninstall(helm: Path, release: Release, kubeconfig: Path, folder: Path) -> N
         raise HelmError(f"helm uninstall {release.release}: {_last_error(result)}")
 
 
-def _run(argv: list[str], folder: Path) -> subprocess.CompletedProcess:
-    """Helm's run. subprocess.run kills it on any exception while waiting, a signal's Terminated included
-    (CPython's Lib/subprocess.py run(): `except: process.kill(); raise`): no Helm outlives a SIGTERM."""
+def _run(argv: list[str], folder: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Helm's run, in a process group ended whole if the wait ends early (a signal, the timeout)."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=600, env=environment(folder), check=False)
+        return children.run(argv, timeout=timeout, env=environment(folder))
     except OSError as exc:  # ENOEXEC, EACCES: the layer's cached helm is not a program any more
         raise HelmError(
             f"{argv[0]} cannot be run ({exc.strerror or exc}): delete {Path(argv[0]).parent} and run it again"
         ) from None
+    except subprocess.TimeoutExpired:
+        raise HelmError(f"helm {argv[1]} {argv[2]}: no answer within {timeout:g} s (Helm was ended)") from None
 
 
 def _last_error(result: subprocess.CompletedProcess) -> str:

@@ -14,14 +14,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.signals import deferred
+from . import children
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ROOT / "tools" / "go"
@@ -207,11 +206,10 @@ def go_command(
     """The go command's result; `progress` hears how long it has run, once a minute (a cold build is minutes).
     go runs in a process group of its own, ended whole (its compile and link children too) if this returns
     early: Popen's own `with` would wait for a build of minutes to finish after a SIGTERM."""
-    started = time.monotonic()
-    with deferred():  # started and its group known in one step: no child that nothing ends
-        child = _start_go(args, folder, caches)
+    started, child = time.monotonic(), None
     stdout = stderr = ""
     try:
+        child = _start_go(args, folder, caches)
         while True:
             try:
                 stdout, stderr = child.communicate(timeout=HEARTBEAT_S)
@@ -223,34 +221,17 @@ def go_command(
                 if progress:
                     progress(f"  go {args[0]} in tools/go/{folder.name}: {elapsed / 60:.0f} min so far")
     except BaseException:
-        with deferred():
-            _end_group(child)
+        if child is not None:
+            children.end_group(child)
         raise
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
 def _start_go(args: Sequence[str], folder: Path, caches: GoCaches) -> subprocess.Popen:
     try:
-        return subprocess.Popen(
-            ["go", *args],
-            cwd=folder,
-            env=caches.environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        return children.start(["go", *args], cwd=folder, env=caches.environment())
     except OSError as exc:
         raise ToolError(go_unrunnable(exc)) from None
-
-
-def _end_group(child: subprocess.Popen) -> None:
-    """SIGKILL to the child's process group (a build has nothing to save), then reap it."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    child.communicate()
 
 
 def go_unrunnable(exc: OSError) -> str:

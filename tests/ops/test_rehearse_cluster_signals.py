@@ -118,3 +118,60 @@ def test_a_signal_at_any_moment_ends_every_child_and_removes_the_folder(tmp_path
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+SHORT_LIVED = r"""
+import os, signal, sys, threading, time
+from pathlib import Path
+from localcluster import helm, tools
+from ops.signals import EVERY, Terminated, terminating
+
+which, record = sys.argv[1], Path(sys.argv[2])
+fake = record / "bin"
+fake.mkdir()
+program = fake / which
+program.write_text(f"#!/bin/sh\nsleep 300 &\necho $$ $! > {record}/pids.tmp\nmv {record}/pids.tmp {record}/pids\nwait\n")
+program.chmod(0o755)
+
+def signal_once_started():
+    while not (record / "pids").exists():
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=signal_once_started, daemon=True).start()
+try:
+    with terminating(signals=EVERY):
+        if which == "go":
+            os.environ["PATH"] = f"{fake}:{os.environ['PATH']}"
+            tools.go_command(["build"], folder=record, caches=tools.GoCaches(record, record, record))
+        else:
+            helm.uninstall(program, helm.Release("r", "c", "1", "ns", {}), record / "kubeconfig", record / "helm")
+except Terminated as exc:
+    sys.exit(exc.exit_code)
+"""
+
+
+@pytest.mark.parametrize("which", ["go", "helm"])
+def test_a_signal_during_a_build_or_a_helm_run_ends_the_program_and_what_it_started(tmp_path, which):
+    # go build runs compile and link; a Helm plugin or post-renderer is a program of its own: the stand-in
+    # here starts a child and waits for it, as they do.
+    run = subprocess.run(
+        [sys.executable, "-c", SHORT_LIVED, which, str(tmp_path)],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    try:
+        assert run.returncode == 143, run.stderr[-3000:]
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
