@@ -13,7 +13,9 @@ an answer read as it arrives (server-sent events). No AWS SDK import here: `ops 
 hosts without one.
 
 `KubeApi` sends its bearer token only to an https:// endpoint with a host and no userinfo, query or
-fragment, and turns every answer outside 2xx (a redirect included) into a KubeError.
+fragment, whose certificate the cluster's own CA signed (never a CA of the system's store), and turns every
+answer outside 2xx (a redirect included), and every answer it cannot parse (not JSON, nested deeper than
+MAX_DEPTH), into a KubeError.
 """
 
 from __future__ import annotations
