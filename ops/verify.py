@@ -323,7 +323,7 @@ def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         message = " ".join(str(app.get("message", "")).split())[:200]
         # Why the operator holds it back (e.g. ValidationFailed: an upgrade strategy it does not know).
         reason, detail = condition.get("reason", ""), condition.get("message", "")
-        why = " ".join(f"{reason}: {detail}".split() if detail else [reason])[:200]
+        why = " ".join(f"{reason}: {detail}".split() if detail else str(reason).split())[:200]  # any JSON type: str()
         report.add(
             name,
             "fail",

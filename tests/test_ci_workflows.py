@@ -104,9 +104,9 @@ def _summary(findings):
 
 
 def _steps(name):
+    """A workflow and the run scripts of all its jobs' steps (pr.yml: the tests, and the gate job)."""
     workflow = yaml.safe_load((WORKFLOWS / name).read_text())
-    (job,) = workflow["jobs"].values()
-    return workflow, [step.get("run", "") for step in job["steps"]]
+    return workflow, [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
 
 
 def _all_steps():
@@ -158,14 +158,14 @@ def test_pr_job_runs_the_readme_test_command_and_posts_the_diff():
     diff = next(r for r in runs if "ops diff" in r)
     assert '--base "$BASE_SHA"' in diff and '--markdown "$RUNNER_TEMP/diff.md"' in diff
     assert 'cat "$RUNNER_TEMP/diff.md" >> "$GITHUB_STEP_SUMMARY"' in diff and "--fail-on-danger" in diff
-    (gate,) = [s for s in workflow["jobs"]["test-and-diff"]["steps"] if s.get("id") == "gate"]
+    (gate,) = [s for s in workflow["jobs"]["diff-gate"]["steps"] if s.get("id") == "gate"]
     assert gate["env"]["BASE_REF"] == "${{ github.base_ref }}"  # the target branch, as data
 
 
 def _gate_steps():
-    """The PR job's steps: the one that checks out the gate's code, the one that runs `ops diff`."""
+    """The gate job's steps: the one that checks out the gate's code, the one that runs `ops diff`."""
     workflow = yaml.safe_load((WORKFLOWS / "pr.yml").read_text())
-    steps = workflow["jobs"]["test-and-diff"]["steps"]
+    steps = workflow["jobs"]["diff-gate"]["steps"]
     (runs,) = [i for i, step in enumerate(steps) if "-m ops diff" in step.get("run", "")]
     (checkout,) = [i for i, step in enumerate(steps) if "worktree add" in step.get("run", "")]
     return steps, checkout, runs
@@ -188,11 +188,18 @@ def test_the_danger_gate_runs_the_base_branchs_diff_code_not_the_pull_requests()
     assert diff["working-directory"] == "${{ runner.temp }}/diff-gate"
     assert diff["env"]["BASE_SHA"] == f"${{{{ steps.{gate['id']}.outputs.sha }}}}"
     (command,) = [line for line in diff["run"].splitlines() if "-m ops diff" in line]
-    assert command.strip().startswith('"$GITHUB_WORKSPACE/.venv/bin/python" -m ops diff ')
+    # the gate's own venv, built by the base's setup.sh in the gate's worktree, never the PR's .venv
+    assert command.strip().startswith('"$RUNNER_TEMP/diff-gate/.venv/bin/python" -m ops diff ')
     assert '--base "$BASE_SHA"' in command and '--tree "$GITHUB_WORKSPACE"' in command
+    assert "--run-tree-code" in command  # the PR's code synthesized, sandboxed (ops/diff/synth.py)
+    (setup,) = [i for i, step in enumerate(steps) if "scripts/setup.sh" in step.get("run", "")]
+    assert checkout < setup < runs and steps[setup]["working-directory"] == "${{ runner.temp }}/diff-gate"
+    # the job runs no code of the PR's outside the sandbox: no test command, no venv of its checkout
+    assert all("scripts/test.sh" not in step.get("run", "") for step in steps)
+    assert all("GITHUB_WORKSPACE/.venv" not in step.get("run", "") for step in steps)
     # nothing in the step runs the PR's own ops code: no `cd` back into the checkout, no PYTHONPATH to it
     assert "cd " not in diff["run"] and "PYTHONPATH" not in diff["run"] and "PYTHONPATH" not in diff["env"]
-    assert ".venv/bin/python -m ops" not in diff["run"].replace('"$GITHUB_WORKSPACE/.venv/bin/python" -m ops', "")
+    assert ".venv/bin/python -m ops" not in diff["run"].replace('"$RUNNER_TEMP/diff-gate/.venv/bin/python" -m ops', "")
     # and no later step runs `ops diff` from the PR's checkout
     assert all("ops diff" not in step.get("run", "") for step in steps[runs + 1 :])
 

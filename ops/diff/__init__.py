@@ -1,7 +1,8 @@
 """`diff --base REF`: what a change does to every stage, offline, for pull-request review.
 
-Synthesizes the base revision (in a temporary git worktree) and the working tree, both without
-credentials, then per stage: `cdk diff --template` of each stack against the base template, a unified
+Synthesizes the base revision (in a temporary git worktree) and the working tree, each in a sandbox
+without credentials (ops/diff/synth.py); of another checkout (--tree) only the stage files are taken as
+data, on the base's code, unless --run-tree-code (ops/diff/trust.py, docs/DEPLOYING.md). Then per stage: `cdk diff --template` of each stack against the base template, a unified
 diff of the rendered Kubernetes YAML and Helm values, and a summary per stack (added / changed /
 removed / replaced). Replacing or deleting the cluster, a nodegroup, the VPC or the KMS key, and a
 launch-template change that rolls a nodegroup's nodes, are listed first as dangers.
@@ -16,8 +17,9 @@ working tree (or only in the base) is reported as new (or removed): every resour
 
 One concern a module:
   worktree    the git checkout the command runs in, and the base revision in a temporary git worktree
-  synth       synth of one side without credentials; its cloud assemblies and stage names
-  processes   the child processes (synths, git, cdk diff), ended on SIGTERM
+  trust       what of the compared tree is data (stage files) and what is code; the stage files' copy
+  synth       synth of one side in a sandbox (no credentials, HOME, network); cloud assemblies, stage names
+  processes   the child processes (synths, git, cdk diff), ended on SIGTERM, SIGHUP or SIGINT
   templates   the template diff: resource changes between two templates of a stack
   schemas     CloudFormation's resource schemas from cfn-lint (createOnlyProperties: what replaces)
   danger      which changes are destructive, and their one-line description

@@ -12,19 +12,21 @@ from .synth import env
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cdk(repo: Path) -> Path:
-    """The project's pinned CDK CLI (node_modules of the checkout, else of this code's own checkout)."""
-    for root in (repo, ROOT):
-        cli = root / "node_modules" / ".bin" / "cdk"
-        if cli.exists():
-            return cli
-    raise DiffError("the pinned CDK CLI is not installed: run scripts/setup.sh")
+def cdk() -> Path:
+    """The pinned CDK CLI of this code's own checkout, never the compared tree's node_modules (that would be
+    the tree's code judging itself)."""
+    cli = ROOT / "node_modules" / ".bin" / "cdk"
+    if not cli.exists():
+        raise DiffError(f"the pinned CDK CLI is not installed in {ROOT}: run scripts/setup.sh there")
+    return cli
 
 
-def cfn_diff(repo: Path, head_out: Path, stack_path: str, base_template: Path) -> str:
+def cfn_diff(sandbox: Path, head_out: Path, stack_path: str, base_template: Path) -> str:
+    """Run in `sandbox`, not in the tree: the CLI reads cdk.json of its folder, whose `plugin` list it loads
+    (aws-cdk-cli packages/aws-cdk/lib/cli/user-configuration.ts reads cdk.json and ~/.cdk.json)."""
     run = child(
         [
-            str(cdk(repo)),
+            str(cdk()),
             "diff",
             "--app",
             str(head_out),
@@ -33,8 +35,8 @@ def cfn_diff(repo: Path, head_out: Path, stack_path: str, base_template: Path) -
             str(base_template),
             stack_path,
         ],
-        cwd=repo,
-        env=env(head_out, None),
+        cwd=sandbox,
+        env=env(head_out, None, sandbox),
         timeout=300,
     )
     text = (run.stdout + run.stderr).strip()

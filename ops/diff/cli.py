@@ -1,10 +1,12 @@
 """`python -m ops diff`: the command protocol of ops/__main__.py (`add_parser(sub)`, `run(args) -> int`).
 Every expected failure is one `diff: ...` line and exit 2, found before minutes of synth where it can be
-(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); SIGTERM and SIGHUP end the
-children and remove the temporary folder."""
+(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); SIGTERM, SIGHUP and SIGINT
+end the children (SIGTERM to their groups, then SIGKILL: ops/diff/processes.py), remove the temporary folder
+and exit 128 + the signal. What --tree trusts: its help, and docs/DEPLOYING.md."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -33,8 +35,20 @@ def add_parser(sub) -> None:
         "--tree",
         metavar="PATH",
         help="the git checkout whose working tree is compared with REF (default: the one around the "
-        "current folder); CI runs the base branch's diff code with the pull request's checkout "
-        "here, so a pull request cannot change the gate that judges it",
+        "current folder). Trusted: the diff code that runs, its venv and its CDK CLI, and REF as resolved in "
+        "PATH's repository (give CI's base commit id). From PATH only data is taken: its stage files "
+        "(config/*.yaml, _pipeline.yaml), synthesized by REF's code; a change to any other file that synth "
+        "runs (app.py, stacks/, charts/, config/*.py, ops/, ...) is reported as not judged, and fails "
+        "--fail-on-danger, unless --run-tree-code",
+    )
+    cmd.add_argument(
+        "--run-tree-code",
+        action="store_true",
+        help="with --tree: also synthesize PATH with its own code, in a sandbox (empty HOME, no AWS or other "
+        "variables of yours, no credentials files, no network where unshare -rn works), by this venv and "
+        "CDK CLI; its dangers are joined with those REF's code finds in its stage files. That code can "
+        "still read and write your files by absolute path: only for a checkout whose code you would run, "
+        "or on a host with nothing to steal (the pull-request workflow)",
     )
     cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
     cmd.add_argument(
@@ -43,7 +57,8 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--fail-on-danger",
         action="store_true",
-        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted",
+        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted, or "
+        "when part of the change could not be judged by trusted code (see --tree)",
     )
 
 
@@ -79,11 +94,14 @@ def run(args) -> int:
     processes.start()
     try:
         # SIGTERM/SIGHUP end the synth children first, then every `finally` removes the temporary clones.
-        with terminating(before=processes.end_children):
+        with terminating(before=processes.end_children), processes.interrupts():
             return _run(args)
     except Terminated as exc:
         print(f"diff: stopped by {exc}; its temporary folder is removed", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("diff: stopped by SIGINT; its temporary folder is removed", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 def _run(args) -> int:
@@ -94,7 +112,7 @@ def _run(args) -> int:
         tree = Path(args.tree) if args.tree else None
         if tree is not None and not tree.is_dir():
             raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
-        result = compare.compute(args.base, stage=args.stage, start=tree)
+        result = compare.compute(args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code)
         if args.json:
             print(render.as_json(result))
         else:
@@ -104,4 +122,4 @@ def _run(args) -> int:
     except DiffError as exc:
         print(f"diff: {exc}", file=sys.stderr)
         return 2
-    return 1 if args.fail_on_danger and result.dangers else 0
+    return 1 if args.fail_on_danger and result.fails else 0

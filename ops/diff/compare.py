@@ -1,6 +1,7 @@
-"""Both sides of a diff: the base revision in a temporary worktree and the working tree, each synthesized
-(only the side that has the stage, for a stage added or removed by the change), compared stack by stack and
-stage by stage."""
+"""Both sides of a diff: the base revision in a temporary worktree and the compared tree, each synthesized in
+a sandbox (only the sides that have the stage, for a stage added or removed by the change), compared stack
+by stack and stage by stage. What the tree contributes is decided in ops/diff/trust.py: its stage files
+always, on the base's code; its own code only when allowed (--run-tree-code, or the tree is this checkout)."""
 
 from __future__ import annotations
 
@@ -8,73 +9,173 @@ import concurrent.futures
 import json
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import worktree
+from . import trust, worktree
 from .cfn_diff import cdk, cfn_diff
 from .kubernetes import k8s_diffs
 from .model import DiffError, DiffResult, StackDiff, StageDiff
 from .notes import idle_gpus, image_bumps, manual_steps, operator_bumps
-from .synth import assemblies, stage_names, synth
+from .synth import assemblies, network_note, stage_names, synth
 from .templates import resource_changes
 
 
-def compute(base: str, *, stage: str | None = None, start: Path | None = None, cfn: bool = True) -> DiffResult:
-    """Diff the working tree of the checkout around `start` (default: the current folder) against `base`."""
+@dataclass
+class Side:
+    tree: Path
+    out: Path
+    label: str
+    sandbox: Path
+
+
+@dataclass
+class Plan:
+    base: Side
+    head: Side  # the side the report shows
+    check: Side | None = None  # the tree's stage files on the base's code, judged too when head ran tree code
+    trust: list[str] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)
+
+
+def compute(
+    base: str, *, stage: str | None = None, start: Path | None = None, cfn: bool = True, run_tree_code: bool = False
+) -> DiffResult:
+    """Diff the working tree of the checkout around `start` (default: the current folder) against `base`.
+    With `start` the tree is another checkout (a pull request): untrusted, its code runs only with
+    `run_tree_code`. Without it the tree is the checkout this code runs from (`python -m ops` imports it)."""
     tree = worktree.repo_root(start or Path.cwd())
-    cdk(tree)
+    cdk()
     work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
-    base_tree, base_out, head_out = work / "base", work / "base.out", work / "head.out"
     try:
-        commit = worktree.add(tree, base, base_tree)
-        sides = [(base_tree, base_out, f"base {base}"), (tree, head_out, "working tree")]
-        if stage:
-            # A stage of only one side (added or removed by the change) is synthesized on that side alone:
-            # the other has nothing, so every resource is added (or removed).
-            in_base, in_head = stage in stage_names(base_tree), stage in stage_names(tree)
-            if not in_base and not in_head:
-                names = ", ".join(sorted(set(stage_names(base_tree)) | set(stage_names(tree)))) or "none"
-                raise DiffError(f"no stage named {stage!r} in {base} or the working tree (stages: {names})")
-            sides = [side for side, present in zip(sides, (in_base, in_head), strict=True) if present]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            jobs = [pool.submit(synth, side_tree, side_out, stage, label) for side_tree, side_out, label in sides]
-            for job in jobs:
-                job.result()
-        old, new = assemblies(base_out), assemblies(head_out)
-        empty = work / "empty.template.json"
-        empty.write_text("{}")
-        stages: list[StageDiff] = []
-        cfn_jobs: dict[str, tuple[StackDiff, concurrent.futures.Future[str]]] = {}
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            for stage_name in sorted(set(old) | set(new)):
-                stacks = []
-                for path in sorted(set(old.get(stage_name, {})) | set(new.get(stage_name, {}))):
-                    before_file = old.get(stage_name, {}).get(path)
-                    after_file = new.get(stage_name, {}).get(path)
-                    before = json.loads(before_file.read_text()) if before_file else {}
-                    after = json.loads(after_file.read_text()) if after_file else {}
-                    stack = StackDiff(stage_name, path, resource_changes(before, after))
-                    if cfn and after_file and stack.changes:
-                        cfn_jobs[path] = (stack, pool.submit(cfn_diff, tree, head_out, path, before_file or empty))
-                    elif not after_file:
-                        stack.cfn_diff = f"stack {path} is removed"
-                    stacks.append(stack)
-                status = "new" if stage_name not in old else "removed" if stage_name not in new else ""
-                stages.append(
-                    StageDiff(
-                        stage_name,
-                        stacks,
-                        k8s_diffs(base_out, head_out, stage_name),
-                        status=status,
-                        manual=manual_steps(base_out, head_out, stage_name)
-                        + image_bumps(base_out, head_out, stage_name)
-                        + operator_bumps(base_out, head_out, stage_name),
-                        idle_gpus=idle_gpus(base_out, head_out, stage_name),
-                    )
-                )
-            for stack, cfn_job in cfn_jobs.values():
-                stack.cfn_diff = cfn_job.result()
-        return DiffResult(base=f"{base} ({commit[:10]})", stages=stages)
+        commit = worktree.add(tree, base, work / "base")
+        code = trust.code_changes(trust.changed_paths(tree, commit))
+        untrusted = start is not None
+        plan = _plan(tree, commit, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
+        result = _judge(plan, base, stage, work, cfn)
+        result.base = f"{base} ({commit[:10]})"
+        return result
     finally:
-        worktree.remove(tree, base_tree)
+        for name in ("base", "data"):
+            worktree.remove(tree, work / name)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _data_side(tree: Path, commit: str, work: Path) -> Side:
+    """The base revision with the tree's stage files: what the base's code makes of the tree's data."""
+    worktree.add(tree, commit, work / "data")
+    trust.copy_stage_files(tree, work / "data")
+    return Side(work / "data", work / "data.out", "working tree's stage files on the base's code", work / "sbx-data")
+
+
+def _plan(tree: Path, commit: str, work: Path, code: list[str], *, untrusted: bool, run_code: bool) -> Plan:
+    base = Side(work / "base", work / "base.out", "base", work / "sbx-base")
+    listed = ", ".join(code[:8]) + (f" and {len(code) - 8} more" if len(code) > 8 else "")
+    if not code:
+        data = _data_side(tree, commit, work)
+        return Plan(base, data, trust=["working tree: no code change; its stage files, synthesized by the base's code"])
+    if not run_code:
+        data = _data_side(tree, commit, work)
+        return Plan(
+            base,
+            data,
+            trust=["working tree: its stage files, synthesized by the base's code"],
+            unjudged=[f"code changes not synthesized ({listed}): pass --run-tree-code to synthesize them, sandboxed"],
+        )
+    own = Side(tree, work / "head.out", "working tree", work / "sbx-head")
+    note = (
+        f"working tree: synthesized by its own code ({listed}); sandboxed: empty HOME, no credentials, {network_note()}"
+    )
+    if not untrusted:
+        return Plan(base, own, trust=[note])
+    note += "; joined with the dangers the base's code finds in its stage files"
+    return Plan(base, own, check=_data_side(tree, commit, work), trust=[note])
+
+
+def _present(plan: Plan, base: str, stage: str | None) -> list[Side]:
+    """The sides that have the stage (all, without one); a stage on neither side is an error."""
+    sides = [side for side in (plan.base, plan.head, plan.check) if side]
+    if not stage:
+        return sides
+    names = {id(side): stage_names(side.tree) for side in sides}
+    if not any(stage in found for found in names.values()):
+        every = ", ".join(sorted(set().union(*names.values()))) or "none"
+        raise DiffError(f"no stage named {stage!r} in {base} or the working tree (stages: {every})")
+    return [side for side in sides if stage in names[id(side)]]
+
+
+def _judge(plan: Plan, base: str, stage: str | None, work: Path, cfn: bool) -> DiffResult:
+    sides = _present(plan, base, stage)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        jobs = {id(side): pool.submit(synth, side.tree, side.out, stage, side.label, side.sandbox) for side in sides}
+        for side in (plan.base, plan.head):
+            if id(side) in jobs:
+                jobs[id(side)].result()
+        check = _checked(plan, jobs)
+    result = DiffResult(base, _stages(plan.base.out, plan.head.out, work, cfn), trust=plan.trust)
+    result.unjudged = plan.unjudged
+    if check is not None:
+        seen = {(path, change.logical_id, change.action) for path, change in result.dangers}
+        also = DiffResult(base, _stages(plan.base.out, check.out, work, False)).dangers
+        result.also_dangers = [(p, c) for p, c in also if (p, c.logical_id, c.action) not in seen]
+    return result
+
+
+def _checked(plan: Plan, jobs: dict[int, concurrent.futures.Future[None]]) -> Side | None:
+    """The check side (the tree's stage files on the base's code), once synthesized; None when there is none
+    or its synth failed, which is then a part not judged (the stage files need the tree's own code)."""
+    if plan.check is None or id(plan.check) not in jobs:
+        return None
+    try:
+        jobs[id(plan.check)].result()
+    except DiffError as exc:
+        plan.unjudged.append(f"{exc}: only the tree's own code judged its stage files")
+        return None
+    return plan.check
+
+
+def _stack(stage_name: str, path: str, before_file: Path | None, after_file: Path | None) -> StackDiff:
+    before = json.loads(before_file.read_text()) if before_file else {}
+    after = json.loads(after_file.read_text()) if after_file else {}
+    stack = StackDiff(stage_name, path, resource_changes(before, after))
+    if not after_file:
+        stack.cfn_diff = f"stack {path} is removed"
+    return stack
+
+
+def _stages(base_out: Path, head_out: Path, work: Path, cfn: bool) -> list[StageDiff]:
+    """Every stage of either side, its stacks compared; `cdk diff` of each changed stack (with `cfn`)."""
+    old, new = assemblies(base_out), assemblies(head_out)
+    empty = work / "empty.template.json"
+    empty.write_text("{}")
+    stages: list[StageDiff] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        cfn_jobs = []
+        for stage_name in sorted(set(old) | set(new)):
+            before, after = old.get(stage_name, {}), new.get(stage_name, {})
+            stacks = [_stack(stage_name, path, before.get(path), after.get(path)) for path in sorted({*before, *after})]
+            for stack in stacks:
+                if cfn and stack.path in after and stack.changes:
+                    job = pool.submit(cfn_diff, work / "sbx-cdk", head_out, stack.path, before.get(stack.path, empty))
+                    cfn_jobs.append((stack, job))
+            stages.append(_stage(stage_name, stacks, base_out, head_out, old, new))
+        for stack, job in cfn_jobs:
+            stack.cfn_diff = job.result()
+    return stages
+
+
+def _stage(name: str, stacks: list[StackDiff], base_out: Path, head_out: Path, old: dict, new: dict) -> StageDiff:
+    status = "new" if name not in old else "removed" if name not in new else ""
+    manual = (
+        manual_steps(base_out, head_out, name)
+        + image_bumps(base_out, head_out, name)
+        + operator_bumps(base_out, head_out, name)
+    )
+    return StageDiff(
+        name,
+        stacks,
+        k8s_diffs(base_out, head_out, name),
+        status=status,
+        manual=manual,
+        idle_gpus=idle_gpus(base_out, head_out, name),
+    )

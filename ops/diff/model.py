@@ -53,16 +53,29 @@ class StageDiff:
 class DiffResult:
     base: str
     stages: list[StageDiff]
+    # What produced the working-tree side (ops/diff/trust.py): one line each, printed with the report.
+    trust: list[str] = field(default_factory=list)
+    # Dangers the base's code found in the tree's stage files that the tree's own code did not report.
+    also_dangers: list[tuple[str, ResourceChange]] = field(default_factory=list)
+    # What the gate could not judge with trusted code (unsynthesized code changes, stage files the base's code
+    # rejects): --fail-on-danger fails on these as on a danger.
+    unjudged: list[str] = field(default_factory=list)
 
     @property
     def dangers(self) -> list[tuple[str, ResourceChange]]:
-        return [
+        own = [
             (stack.path, change)
             for stage in self.stages
             for stack in stage.stacks
             for change in stack.changes
             if change.dangerous
         ]
+        return own + self.also_dangers
+
+    @property
+    def fails(self) -> bool:
+        """What --fail-on-danger exits 1 on."""
+        return bool(self.dangers or self.unjudged)
 
     @property
     def manual_steps(self) -> list[tuple[str, str]]:

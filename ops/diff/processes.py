@@ -1,30 +1,43 @@
-"""The child processes of a diff (synths, git, cdk diff), registered while they run, so that SIGTERM can
-end them before the temporary folder they write into is removed (their threads then return at once)."""
+"""The child processes of a diff (synths, git, cdk diff), registered while they run, so that a terminating
+signal can end them before the temporary folder they write into is removed (their threads then return).
+
+Each child leads a process group of its own (start_new_session), so that its own children (jsii's Node.js
+runtime under a synth) are reached too. Ending them: SIGTERM to every group, a bounded wait (jsii's kernel
+removes its temporary files on SIGTERM), then SIGKILL to the groups still there (POSIX killpg(3))."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .model import DiffError
 
+GRACE_SECONDS = 5.0
 _children: set[subprocess.Popen] = set()
-_children_lock = threading.Lock()
+# Reentrant: the signal handler that ends the children runs in the main thread, which may hold the lock.
+_children_lock = threading.RLock()
 _stopping = threading.Event()
 
 
 def child(argv: list[str], *, timeout: float, **options) -> subprocess.CompletedProcess:
     """subprocess.run(argv, capture_output=True, text=True, timeout=...), with the child registered; none is
-    started once SIGTERM has arrived (queued jobs of a thread pool would otherwise still start theirs)."""
+    started once a terminating signal has arrived (queued jobs of a thread pool would still start theirs)."""
     if _stopping.is_set():
         raise DiffError("stopped")
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options) as process:
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
+    ) as process:
         with _children_lock:
             _children.add(process)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _signal_group(process, signal.SIGKILL)
             process.communicate()
             raise
         finally:
@@ -33,18 +46,60 @@ def child(argv: list[str], *, timeout: float, **options) -> subprocess.Completed
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except OSError:  # the group is gone already
+        pass
+
+
+def _alive(process: subprocess.Popen) -> bool:
+    """Not reaped yet and its group still has a member (no poll(): the thread in communicate() holds the
+    wait lock, so poll() would answer None until it returns)."""
+    if process.returncode is not None:
+        return False
+    try:
+        os.killpg(process.pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def interrupts() -> Iterator[None]:
+    """SIGINT too ends the children first (in groups of their own, they no longer get the terminal's ^C),
+    then raises KeyboardInterrupt as Python's default handler does."""
+
+    def _interrupt(signum, frame) -> None:
+        end_children()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def start() -> None:
     """A new diff starts children again (after an earlier one in this process was stopped)."""
     _stopping.clear()
 
 
-def end_children() -> None:
-    """Start no more children, and kill the ones running now."""
+def end_children(grace: float = GRACE_SECONDS) -> None:
+    """Start no more children; SIGTERM the running ones' groups, wait up to `grace` s, SIGKILL what is left."""
     _stopping.set()
     with _children_lock:
         running = list(_children)
     for process in running:
-        try:
-            process.kill()
-        except OSError:
-            pass
+        _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in running:
+        while _alive(process) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for process in running:
+        # the leader may have exited while a grandchild (node) lingers in its group: SIGKILL the group anyway
+        _signal_group(process, signal.SIGKILL)

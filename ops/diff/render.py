@@ -24,6 +24,10 @@ def text(result: DiffResult) -> str:
         lines += [f"  ! {stage}: {step}" for stage, step in manual]
     for name, idle in result.idle:
         lines.append(f"IDLE GPUs: {name}: {idle}")
+    if result.unjudged:
+        lines.append(f"NOT JUDGED: {len(result.unjudged)} part(s) of the change (--fail-on-danger fails on them)")
+        lines += [f"  ! {item}" for item in result.unjudged]
+    lines += [f"TRUST: {line}" for line in result.trust]
     for stage in result.stages:
         lines.append(f"\n{stage.title}")
         for stack in stage.stacks:
@@ -54,6 +58,11 @@ def markdown(result: DiffResult) -> str:
         out += ["> [!NOTE]", "> **GPUs left idle by the replica counts**", ">"]
         out += [f"> - `{stage}`: {idle}" for stage, idle in result.idle]
         out.append("")
+    if result.unjudged:
+        out += ["> [!CAUTION]", f"> **{len(result.unjudged)} part(s) of the change not judged by trusted code**", ">"]
+        out += [f"> - {_md(item)}" for item in result.unjudged]
+        out.append("")
+    out += [f"Trust: {_md(line)}" for line in result.trust] + ([""] if result.trust else [])
     out += ["| stage | stack | added | changed | removed | replaced |", "|---|---|---|---|---|---|"]
     for stage in result.stages:
         for stack in stage.stacks:
@@ -92,6 +101,14 @@ def markdown(result: DiffResult) -> str:
     return "\n".join(out) + "\n"
 
 
+def _md(line: str) -> str:
+    """A line that carries the tree's file names, as plain Markdown text: no HTML, code span, table cell or
+    line break of the name's own (git allows any byte but NUL in a path)."""
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("`", "&#96;"), ("|", "&#124;")):
+        line = line.replace(raw, escaped)
+    return " ".join(line.splitlines())
+
+
 def as_json(result: DiffResult) -> str:
     """The report as one JSON document (--json): what the text says, as data."""
 
@@ -110,6 +127,9 @@ def as_json(result: DiffResult) -> str:
             "command": "diff",
             "base": result.base,
             "dangerous": bool(result.dangers),
+            "fails": result.fails,  # what --fail-on-danger exits 1 on: a danger, or a part not judged
+            "unjudged": list(result.unjudged),
+            "trust": list(result.trust),
             "dangers": [{"stack": path, **change(item)} for path, item in result.dangers],
             "manual_steps": [{"stage": stage, "text": step} for stage, step in result.manual_steps],
             "idle_gpus": [{"stage": stage, "text": idle} for stage, idle in result.idle],

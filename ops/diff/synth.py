@@ -1,8 +1,17 @@
-"""Synth of one side (the base worktree or the working tree) without credentials, and what it wrote: the
-cloud assembly of every stage (its stacks' templates) and the stage names of a tree."""
+"""Synth of one side (the base worktree, the base with the tree's stage files, or the tree's own code), each
+in a sandbox, and what it wrote: the cloud assembly of every stage (its stacks' templates) and the stage
+names of a tree.
+
+The sandbox (every synth and `cdk diff`): an environment of a few named variables only (no AWS_*, CDK_*,
+tokens or proxies of the caller), an empty HOME and TMPDIR of its own inside the diff's temporary folder
+(no ~/.aws, ~/.cdk.json, ~/.npmrc; jsii's leftovers are removed with the folder), the running venv's Python
+with -E -s (no PYTHON* variables, no user site), and no network where the kernel lets an unprivileged user
+make a network namespace (`unshare -rn`, util-linux unshare(1)). It does not hide the caller's files from
+code that opens them by absolute path: run a tree's code (--run-tree-code) only where that is acceptable."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -13,12 +22,19 @@ from .model import DiffError
 from .processes import child
 
 SYNTH_TIMEOUT = 600
+# The caller's variables a synth keeps: the programs (node, git) and the locale; nothing else.
+KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 
-def env(outdir: Path, stage: str | None) -> dict[str, str]:
-    """The environment of a synth (and of `cdk diff`): no AWS or CDK settings of the caller, no credentials."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+def env(outdir: Path, stage: str | None, sandbox: Path) -> dict[str, str]:
+    """The environment of a synth (and of `cdk diff`): named variables only, HOME and TMPDIR in `sandbox`."""
+    home, tmp = sandbox / "home", sandbox / "tmp"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {key: os.environ[key] for key in KEPT if key in os.environ}
     env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
         CDK_OUTDIR=str(outdir),
         AWS_EC2_METADATA_DISABLED="true",
         AWS_CONFIG_FILE="/dev/null",
@@ -31,9 +47,25 @@ def env(outdir: Path, stage: str | None) -> dict[str, str]:
     return env
 
 
-def synth(tree: Path, outdir: Path, stage: str | None, label: str) -> None:
+@functools.cache
+def no_network() -> list[str]:
+    """The prefix that runs a command without network (`unshare -rn`: a user and a network namespace of its
+    own, only a down loopback inside), or [] where the kernel refuses unprivileged user namespaces."""
     try:
-        run = child([sys.executable, "app.py"], cwd=tree, env=env(outdir, stage), timeout=SYNTH_TIMEOUT)
+        probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return ["unshare", "-rn", "--"] if probe.returncode == 0 else []
+
+
+def network_note() -> str:
+    return "no network" if no_network() else "network NOT isolated (unshare -rn is refused on this host)"
+
+
+def synth(tree: Path, outdir: Path, stage: str | None, label: str, sandbox: Path) -> None:
+    argv = [*no_network(), sys.executable, "-E", "-s", "app.py"]
+    try:
+        run = child(argv, cwd=tree, env=env(outdir, stage, sandbox), timeout=SYNTH_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise DiffError(
             f"synth of the {label} did not finish within {SYNTH_TIMEOUT} s: run `python app.py` "

@@ -9,10 +9,14 @@ from pathlib import Path
 from .model import DiffError
 from .processes import child
 
+# The compared tree's repository may be someone else's: none of its hooks (post-checkout runs on `worktree
+# add`) and no fsmonitor program (run on an index refresh) runs (git-config(1) core.hooksPath, core.fsmonitor).
+SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     try:
-        return child(["git", *args], cwd=cwd, timeout=300)
+        return child(["git", *SAFE, *args], cwd=cwd, timeout=300)
     except FileNotFoundError:
         raise DiffError(
             "git is not installed (or not on PATH): install git; diff builds the base revision in a git worktree"
@@ -43,4 +47,6 @@ def add(repo: Path, ref: str, where: Path) -> str:
 
 def remove(repo: Path, where: Path) -> None:
     """Remove the worktree (whatever state it is in); never fails."""
-    subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=repo, capture_output=True, check=False)
+    subprocess.run(
+        ["git", *SAFE, "worktree", "remove", "--force", str(where)], cwd=repo, capture_output=True, check=False
+    )

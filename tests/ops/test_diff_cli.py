@@ -9,10 +9,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
+from pathlib import Path
 
-from ops.diff import DiffResult, ResourceChange, StackDiff, StageDiff, compare
+import pytest
+
+from ops.diff import DiffResult, ResourceChange, StackDiff, StageDiff, compare, processes
 from tests.helpers import ROOT, clean_env
 
 CFN_LINT_MISSING = (
@@ -21,7 +25,20 @@ CFN_LINT_MISSING = (
 )
 
 
-def test_sigterm_mid_synth_removes_the_temporary_folder_and_exits_143(tmp_path):
+def _ours(tmp_path) -> list[str]:
+    """Processes still running with the test's TMPDIR (or a folder in it) in their environment."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if str(tmp_path).encode() in environ.read_bytes():
+                found.append(environ.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_n(tmp_path, sig):
     env = clean_env(TMPDIR=str(tmp_path))
     env["PATH"] = os.environ["PATH"]
     process = subprocess.Popen(
@@ -38,15 +55,38 @@ def test_sigterm_mid_synth_removes_the_temporary_folder_and_exits_143(tmp_path):
         assert process.poll() is None, process.communicate()
         time.sleep(0.2)
     assert list(tmp_path.glob("pd-diff-*")), "diff never made its temporary folder"
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 143, stderr
-    assert stderr.strip().splitlines()[-1] == "diff: stopped by SIGTERM; its temporary folder is removed"
-    assert list(tmp_path.glob("pd-diff-*")) == []
+    assert process.returncode == 128 + sig, stderr
+    assert stderr.strip().splitlines()[-1] == f"diff: stopped by {sig.name}; its temporary folder is removed"
+    assert list(tmp_path.iterdir()) == []  # jsii's temporary files too (each synth's TMPDIR is in the folder)
+    assert _ours(tmp_path) == []  # no synth, node or git child outlives it
     leftover = subprocess.run(
         ["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert str(tmp_path) not in leftover.stdout
+
+
+def test_ending_the_children_asks_first_then_kills_their_whole_group(tmp_path):
+    asked, orphan = tmp_path / "asked", tmp_path / "orphan.pid"
+    # the child writes `asked` on SIGTERM (then hangs on), and leaves a grandchild in its group
+    script = f"trap 'touch {asked}' TERM; sleep 300 & echo $! > {orphan}; while :; do sleep 0.1; done"
+    runner = threading.Thread(target=lambda: processes.child(["sh", "-c", script], timeout=60), daemon=True)
+    processes.start()
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not orphan.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    processes.end_children(grace=1.0)
+    runner.join(timeout=10)
+    processes.start()
+    assert asked.exists()  # SIGTERM first: a child can clean up
+    assert time.monotonic() - started < 5  # then SIGKILL after the grace
+    assert not runner.is_alive()
+    grandchild = int(orphan.read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
 
 
 def test_without_cfn_lint_diff_says_what_to_run_and_exits_2(monkeypatch, capsys):

@@ -23,10 +23,9 @@ DISABLE_THE_GATE = "\n\nResourceChange.dangerous = property(lambda self: False) 
 
 @pytest.fixture
 def pull_request(tmp_path):
-    """A clone of this repository's committed state (the pull request's checkout), node_modules linked in."""
+    """A clone of this repository's committed state (the pull request's checkout)."""
     repo = tmp_path / "pr"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    (repo / "node_modules").symlink_to(ROOT / "node_modules")
     return repo
 
 
@@ -41,7 +40,7 @@ def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monk
     monkeypatch.chdir(tmp_path)  # not a checkout: only --tree names one
     (tmp_path / "checkout").mkdir()
     assert main(["diff", "--base", "abc123", "--tree", str(tmp_path / "checkout")]) == 0
-    assert seen == {"base": "abc123", "stage": None, "start": tmp_path / "checkout"}
+    assert seen == {"base": "abc123", "stage": None, "start": tmp_path / "checkout", "run_tree_code": False}
     capsys.readouterr()
     assert main(["diff", "--base", "abc123"]) == 0
     assert seen["start"] is None  # without --tree: the checkout around the current folder, as before

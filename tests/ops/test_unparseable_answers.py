@@ -6,12 +6,14 @@ not Kubernetes'."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ops import verify
 from ops.kube import MAX_DEPTH, KubeApi, KubeError
 
-from .fake_cluster import TOKEN, FakeCluster, Scenario, tls
+from .fake_cluster import TOKEN, FakeCluster, Scenario, ray_service_status, tls
 from .http_server import Server
 
 
@@ -72,3 +74,16 @@ def test_a_check_whose_answer_is_too_deep_fails_alone_in_one_line(dev, body):
     assert nodes.fix.startswith("the endpoint did not answer as a Kubernetes API server")
     assert report.find("KubeRay operator").status == "pass"
     assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("reason", [5, ["Ready", "no"], {"a": 1}, None, True])
+def test_a_condition_reason_of_another_type_is_shown_not_an_internal_error(dev, reason):
+    status = ray_service_status(ready=False)
+    status["conditions"][0].update(reason=reason, message="")
+    rayservice = {"apiVersion": "ray.io/v1", "kind": "RayService", "status": status}
+    path = "/apis/ray.io/v1/namespaces/inference/rayservices/ray-llm"
+    scenario = Scenario(raw={path: (200, "application/json", json.dumps(rayservice).encode())})
+    with FakeCluster(scenario) as fake:
+        report = verify.run(dev, fake.api(), progress=lambda *a: None)
+    found = report.find("RayService")
+    assert found.status == "fail" and "\n" not in found.detail
