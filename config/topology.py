@@ -67,11 +67,16 @@ RENDERED_FILES = (INFERENCE_FILE, SERVE_CONFIG_FILE, HELM_RELEASES_FILE)
 VERIFY_SOURCE_KEY = "source.zip"
 VERIFY_REQUIREMENTS = "requirements-ops.txt"
 VERIFY_CONSTRAINTS = "constraints.txt"
+# requirements-ops.txt at constraints.txt's pins, with their dependencies, each with its wheel's sha256
+# (scripts/lock_ops.sh writes it).
+VERIFY_LOCK = "requirements-ops.lock"
 
 
 def install_ops_command(venv: str) -> str:
-    """Installs what `python -m ops` needs into the virtual environment `venv`."""
-    return f"{venv}/bin/pip install --quiet -r {VERIFY_REQUIREMENTS} -c {VERIFY_CONSTRAINTS}"
+    """Installs what `python -m ops` needs into the virtual environment `venv`: only the wheels whose hashes
+    the lock names (pip's hash-checking mode: every dependency must be listed, hashed and pinned; pip
+    documentation, "Secure installs"), never an sdist's build step."""
+    return f"{venv}/bin/pip install --quiet --require-hashes --only-binary=:all: -r {VERIFY_LOCK}"
 
 
 # The runner's buildspec (stacks/verify_runner.py); the pipeline's verify step installs the same into .ops.

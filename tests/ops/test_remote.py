@@ -120,6 +120,7 @@ TRACKED = [
     "constraints.txt",
     "ops/__init__.py",
     "ops/__main__.py",
+    "requirements-ops.lock",
     "requirements-ops.txt",
 ]
 # What a developer's checkout holds besides: secrets, keys, ignored and untracked files, and tracked files
@@ -181,7 +182,7 @@ def test_upload_of_this_checkout_is_what_git_tracks_under_the_runner_paths():
     assert not [
         n
         for n in names
-        if not n.startswith(("ops/", "config/", "charts/")) and n not in ("requirements-ops.txt", "constraints.txt")
+        if not n.startswith(("ops/", "config/", "charts/")) and n not in ("requirements-ops.txt", "constraints.txt", "requirements-ops.lock")
     ]
 
 

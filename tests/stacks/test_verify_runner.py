@@ -21,7 +21,9 @@ def test_project_runs_ops_verify_for_its_stage(app_synth):
     assert project["Name"] == "pd-inference-dev-verify"
     spec = json.loads(project["Source"]["BuildSpec"])
     assert spec["phases"]["build"]["commands"] == ["/tmp/ops/bin/python -m ops verify --stage dev --wait 1800"]
-    assert "requirements-ops.txt" in spec["phases"]["install"]["commands"][1]
+    assert spec["phases"]["install"]["commands"][1] == (
+        "/tmp/ops/bin/pip install --quiet --require-hashes --only-binary=:all: -r requirements-ops.lock"
+    )
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
