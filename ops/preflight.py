@@ -6,7 +6,6 @@ look, does not block) or skip (not applicable, or a prerequisite failed).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_IMAGE_UNPACK_R
 
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
+from .kube import parse_json
 from .report import Report
 
 # The oldest bootstrap stack version the synthesized templates accept (their CheckBootstrapVersion rule).
@@ -432,7 +432,15 @@ def _addon_configuration(cfg: StageConfig, clients: Clients, report: Report, fac
         answer = clients("eks").describe_addon_configuration(
             addonName=CLOUDWATCH_ADDON, addonVersion=CLOUDWATCH_OBSERVABILITY_VERSION
         )
-        schema = json.loads(answer.get("configurationSchema") or "{}")
+        schema = _schema(answer.get("configurationSchema") or "{}")
+        if schema is None:
+            report.add(
+                ADDON_CHECK,
+                "fail",
+                f"EKS answered a configuration schema for {CLOUDWATCH_ADDON} that is no JSON object",
+                "run preflight again; if it persists, check the add-on version in config/versions.py",
+            )
+            return
         values = addon_configuration(cfg.cluster_name, cfg.serving.namespace, cfg.region)
         errors = addon_schema_errors(schema, values)
         if errors:
@@ -450,6 +458,15 @@ def _addon_configuration(cfg: StageConfig, clients: Clients, report: Report, fac
             )
 
     _guard(report, ADDON_CHECK)(body)
+
+
+def _schema(text: object) -> dict | None:
+    """The add-on's JSON schema, or None when EKS's answer is not a JSON object (too deep included)."""
+    try:
+        schema = parse_json(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return schema if isinstance(schema, dict) else None
 
 
 def _secret(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:

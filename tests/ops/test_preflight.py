@@ -81,8 +81,9 @@ class Fake:
                 params,
             )
 
-    def addon_schema(self, schema=None):
-        """EKS's answer for the add-on version: a schema the stage's configuration meets, or the one given."""
+    def addon_schema(self, schema=None, raw=None):
+        """EKS's answer for the add-on version: a schema the stage's configuration meets, or the one given
+        (`raw`: the answer's text as it is)."""
         schema = schema or {
             "$schema": "http://json-schema.org/draft-07/schema#",
             "type": "object",
@@ -98,7 +99,7 @@ class Fake:
             {
                 "addonName": "amazon-cloudwatch-observability",
                 "addonVersion": "v6.4.0-eksbuild.1",
-                "configurationSchema": json.dumps(schema),
+                "configurationSchema": json.dumps(schema) if raw is None else raw,
             },
             {"addonName": "amazon-cloudwatch-observability", "addonVersion": "v6.4.0-eksbuild.1"},
         )
@@ -108,12 +109,12 @@ class Fake:
             Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
         )
 
-    def ready(self, g_quota=256, standard_quota=64, image_error=None, addon_schema=None, image_size=None):
+    def ready(self, g_quota=256, standard_quota=64, image_error=None, addon_schema=None, image_size=None, raw=None):
         self.quota("L-1216C47A", standard_quota)
         self.quota("L-DB2E81BA", g_quota)
         self.k8s_version()
         self.bootstrap()
-        self.addon_schema(addon_schema)
+        self.addon_schema(addon_schema, raw)
         self.image(image_error, image_size)
         return self
 
@@ -282,6 +283,13 @@ def test_registry_access_denied_is_a_warning_not_a_failure(aws, tmp_path):
 def test_registry_without_the_image_fails(aws, tmp_path):
     report, _ = Fake().ready(image_error="ImageNotFoundException").run(_cfg(tmp_path))
     assert report.find("image registry").status == "fail"
+
+
+@pytest.mark.parametrize("raw", ["not json", "[" * 100_000 + "]" * 100_000, "[1, 2]", '"a string"'])
+def test_an_addon_schema_that_is_no_json_object_is_one_failed_line(aws, tmp_path, raw):
+    report, _ = Fake().ready(raw=raw).run(_cfg(tmp_path))
+    check = report.find("CloudWatch add-on")
+    assert check.status == "fail" and "that is no JSON object" in check.detail and report.exit_code == 1
 
 
 def test_root_volumes_pass_with_the_image_size_ecr_gives(aws, tmp_path):
