@@ -18,6 +18,7 @@ or says in its --help why it does not; and --debug (a traceback on internal erro
 Exit codes (every command):
   0      every hard check passed (diff, bench, validate: done)
   1      a check failed, the cluster cannot be reached, or (diff --fail-on-danger) a destructive change
+         or a part of the change trusted code could not judge
   2      bad arguments, stage file or local set-up (an AWS profile that does not exist, an AWS config file
          that does not parse, an AWS endpoint URL that is not a URL, a credential_process that fails or does
          not answer within a minute, an AWS endpoint that does not answer as AWS, git missing; diff: the base
