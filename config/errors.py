@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -111,6 +112,24 @@ def did_you_mean(given: Any, allowed: list[str]) -> str:
     return f", did you mean {close[0]}?" if close else ""
 
 
+# YAML's own spelling of a value it read as a number, a boolean or null.
+_YAML_SPELLING = {type(None): "null", bool: "true/false"}
+
+
+def _yaml_typed(given: Any, ctx: dict) -> str:
+    """When YAML read the value as a number, boolean or null but an allowed value is the same text as a string
+    (`kubernetes_version: 1.35`, `upgrade_strategy: None` written `null`), say to quote it."""
+    if isinstance(given, str):
+        return ""
+    allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+    spelled = {"None", "null"} if given is None else {str(given).lower(), str(given)}
+    match = next((value for value in allowed if value in spelled or value.lower() in spelled), None)
+    if match is None:
+        return ""
+    kind = _YAML_SPELLING.get(type(given), "a number")
+    return f'; YAML read it as {kind}: quote it, as "{match}"'
+
+
 def from_validation_error(path: str, model: type[BaseModel], error: ValidationError) -> ConfigError:
     """The first problem pydantic found (unknown keys first), as one ConfigError; a count of the others
     is appended."""
@@ -130,7 +149,7 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
     elif kind in ("string_pattern_mismatch",):
         problem = f"{short(given)} does not match the allowed form (pattern {ctx.get('pattern')})"
     elif kind == "literal_error":
-        problem = f"{short(given)} is not allowed (allowed: {ctx.get('expected')})"
+        problem = f"{short(given)} is not allowed (allowed: {ctx.get('expected')}){_yaml_typed(given, ctx)}"
     elif kind == "value_error":
         problem = str(ctx.get("error", first["msg"]))
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):
@@ -141,5 +160,6 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
     if about_key:
         problem = f"the key: {problem}"
     if len(errors) > 1:
-        problem += f" [+{len(errors) - 1} more]"
+        more = len(errors) - 1
+        problem += f"; and {more} more problem{'s' if more > 1 else ''} in the file"
     return ConfigError(path, dotted(loc), problem)

@@ -209,6 +209,13 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
             "(allowed: a public CIDR allow-list, private_access: true, or both)",
         )
     for index, cidr in enumerate(endpoint.public_access_cidrs):
+        if "/" not in cidr:  # the schema let ipaddress read it (a bare address is a /32); the template would not
+            raise ConfigError(
+                path,
+                f"{field}[{index}]",
+                f"{cidr} has no prefix length: EKS's publicAccessCidrs are CIDR blocks "
+                f"(allowed: {cidr}/{32 if ':' not in cidr else 128} for this one address, or its range)",
+            )
         if ipaddress.ip_network(cidr).version == 6:
             raise ConfigError(
                 path,

@@ -414,12 +414,17 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
         if most * units > room:
             # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
             side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
+            # PD runs one prefill and one decode replica at the least: fewer than two fit nothing in PD.
+            allowed = (
+                f"at most {room // units} replicas in all, or more GPU nodes"
+                if room // units >= 2
+                else f"serving.mode: colocated, one engine for both phases, or GPU nodes for {2 * per_replica} GPUs"
+            )
             raise ConfigError(
                 path,
                 side,
                 f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
-                f"{par.describe()}), {cluster} (allowed: at most {room // units} replicas in all, or more "
-                "GPU nodes)",
+                f"{par.describe()}), {cluster} (allowed: {allowed})",
             )
         return
     # PD roles of different layouts: each replica's units of TP GPUs, packed onto the nodes together. Only PD has

@@ -107,3 +107,10 @@ def test_a_range_with_a_public_address_is_not(cidr):
 def test_a_multicast_endpoint_range_is_refused(tmp_path):
     line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": ["224.0.0.0/3"]}}})
     assert ": cluster.endpoint.public_access_cidrs" in line and "224.0.0.0/3" in line
+
+
+@pytest.mark.parametrize("address", ["203.0.113.7", "8.8.8.8"])
+def test_an_endpoint_address_without_a_prefix_length_is_refused_with_its_cidr(tmp_path, address):
+    line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": [address]}}})
+    assert f": cluster.endpoint.public_access_cidrs[0]: {address} has no prefix length" in line
+    assert f"(allowed: {address}/32 for this one address, or its range)" in line

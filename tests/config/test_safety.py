@@ -710,7 +710,7 @@ def test_an_unknown_key_is_reported_before_the_missing_key_it_hides(tmp_path):
     assert str(caught.value).startswith(
         f"{path}: serving.upgrade_strategie: unknown key, did you mean upgrade_strategy? (allowed: "
     )
-    assert str(caught.value).endswith("[+1 more]")
+    assert str(caught.value).endswith("; and 1 more problem in the file")
 
 
 def test_no_suggestion_for_a_key_like_nothing_allowed(tmp_path):

@@ -342,7 +342,7 @@ def test_parallel_sizes_beyond_tp_are_refused_by_capacity_on_one_gpu_nodes(dev, 
         "serving.prefill",
         (
             f"prefill + decode need up to 4 GPUs (2 replicas x {what}), the Ray cluster has 2 "
-            "(2 x g6.8xlarge) (allowed: at most 1 replicas in all, or more GPU nodes)"
+            "(2 x g6.8xlarge) (allowed: serving.mode: colocated, one engine for both phases, or GPU nodes for 4 GPUs)"
         ),
     )
 
