@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: set up, then synthesize one stage (default: dev) with the project's pinned CDK CLI.
-#   scripts/synth.sh [STAGE]      e.g. scripts/synth.sh prod;  STAGE=all synthesizes every stage file
+#   scripts/synth.sh [STAGE]      e.g. scripts/synth.sh prod;  scripts/synth.sh all synthesizes every stage file
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
