@@ -1,6 +1,6 @@
 """CloudFormation's resource schemas, as cfn-lint ships them: the `createOnlyProperties` of a resource type
-(a change to one of them replaces the resource). cfn-lint comes with the test set-up (requirements-dev.txt),
-not with the main job's (requirements.txt): `needs_cfn_lint` says what to run, before minutes of synth."""
+(a change to one of them replaces the resource). cfn-lint comes with the main set-up (requirements.txt); a venv
+made before it did says what to run (`needs_cfn_lint`), before minutes of synth."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def create_only(resource_type: str) -> tuple[str, ...]:
 
 
 def needs_cfn_lint() -> None:
-    """The replacement analysis reads CloudFormation's resource schemas from cfn-lint, which the test set-up
-    installs and the main job's does not: one line that says what to run, before minutes of synth."""
+    """The replacement analysis reads CloudFormation's resource schemas from cfn-lint: without it (a venv older
+    than the pin), one line that says what to run, before minutes of synth."""
     try:
         import cfnlint  # noqa: F401
     except ImportError:
         raise DiffError(
             "cfn-lint is not installed in this venv (ops diff reads CloudFormation's resource schemas "
-            "from it): run scripts/setup.sh --dev, then ops diff again"
+            "from it): run scripts/setup.sh, then ops diff again"
         ) from None
