@@ -24,13 +24,17 @@ from typing import Any
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
-from charts import render
-from config import CONFIG_DIR, ConfigError, load_stages
-from config.errors import short
-from config.pipeline import load_pipeline
-from config.schema import NAME as STAGE_NAME
-from ops import secret_scan
-from stacks import assembly
+try:
+    from charts import render
+    from config import CONFIG_DIR, ConfigError, load_stages
+    from config.errors import short
+    from config.pipeline import load_pipeline
+    from config.schema import NAME as STAGE_NAME
+    from ops import secret_scan
+    from stacks import assembly
+except ModuleNotFoundError as missing:  # a venv older than the requirement files: one line, not a traceback
+    print(f"app.py: this venv lacks the module {missing.name!r}: run scripts/setup.sh, then again", file=sys.stderr)
+    sys.exit(2)
 
 # The CDK modules just loaded are hundreds of thousands of long-lived objects, none of them garbage: frozen,
 # Python's cycle collector skips them in every later collection and at exit (0.24 s of a 2.0 s synth;

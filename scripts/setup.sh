@@ -39,12 +39,25 @@ install_project() {
   fi
 }
 
+# A venv holds absolute paths (its scripts' shebangs, the editable install's finder): one made in another
+# folder (a moved or copied checkout) is made again, not patched. The folder it was made in is recorded.
+#   fresh_venv DIR
+fresh_venv() {
+  local dir=$1
+  if [[ -e "$dir" && "$(cat "$dir/.setup-checkout" 2>/dev/null)" != "$PWD" ]]; then
+    rm -rf "$dir"
+  fi
+  if [[ ! -x "$dir/bin/python" ]]; then
+    "$python" -m venv "$dir"
+    echo "$PWD" > "$dir/.setup-checkout"
+  fi
+}
 # A venv of its own for a tool that pins versions the project venv does not want:
 #   tool_venv DIR REQUIREMENTS CONSTRAINTS [MORE FILES THAT CHANGE IT]
 tool_venv() {
   local dir=$1 requirements=$2 constraints=$3 digest
   shift 3
-  [[ -x "$dir/bin/python" ]] || "$python" -m venv "$dir"
+  fresh_venv "$dir"
   digest=$(cat "$requirements" "$constraints" "$@" | sha256sum | cut -c1-16)
   if [[ "$(cat "$dir/.setup-stamp" 2>/dev/null)" != "$digest" ]]; then
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
@@ -65,9 +78,7 @@ command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2;
 want="requirements.txt"
 [[ "$mode" == "--cluster" ]] && want="requirements-cluster.txt"
 [[ "$mode" == "--dev" || "$mode" == "--checks" ]] && want="requirements-dev.txt"
-if [[ ! -x .venv/bin/python ]]; then
-  "$python" -m venv .venv
-fi
+fresh_venv .venv
 stamp=.venv/.setup-stamp-$(basename "$want" .txt)
 digest=$(cat requirements-ops.txt requirements.txt requirements-cluster.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
