@@ -60,6 +60,7 @@ tool_venv() {
   fresh_venv "$dir"
   digest=$(cat "$requirements" "$constraints" "$@" | sha256sum | cut -c1-16)
   if [[ "$(cat "$dir/.setup-stamp" 2>/dev/null)" != "$digest" ]]; then
+    echo "setup: installing the pinned packages of $requirements into $dir (a first run takes minutes)" >&2
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" -c "$constraints"
     echo "$digest" > "$dir/.setup-stamp"
@@ -82,6 +83,7 @@ fresh_venv .venv
 stamp=.venv/.setup-stamp-$(basename "$want" .txt)
 digest=$(cat requirements-ops.txt requirements.txt requirements-cluster.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
+  echo "setup: installing the pinned Python packages of $want into .venv (a first run takes minutes)" >&2
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$want" -c constraints.txt
   echo "$digest" > "$stamp"
@@ -103,6 +105,7 @@ fi
 
 lock_digest=$(sha256sum package-lock.json | cut -c1-16)
 if [[ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$lock_digest" ]]; then
+  echo "setup: installing the pinned CDK CLI into node_modules/ (npm ci)" >&2
   npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
   echo "$lock_digest" > node_modules/.setup-stamp
 fi

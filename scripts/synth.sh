@@ -8,6 +8,9 @@ scripts/setup.sh
 source scripts/env.sh
 stage=${1:-dev}
 if [[ "$stage" == "all" ]]; then
-  exec scripts/cdk synth
+  scripts/cdk synth
+  echo "synth: every stage's templates are in cdk.out/assembly-<stage>/, its Kubernetes YAML in cdk.out/k8s/<stage>/"
+else
+  scripts/cdk synth -c "stage=$stage"
+  echo "synth: $stage's templates are in cdk.out/assembly-$stage/, its Kubernetes YAML in cdk.out/k8s/$stage/"
 fi
-exec scripts/cdk synth -c "stage=$stage"
