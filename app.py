@@ -13,9 +13,11 @@ from __future__ import annotations
 import gc
 import os
 import re
+import shutil
+import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 # jsii's Node.js runtime, which the CDK imports below start, inherits this environment. Its end-of-life and
 # deprecation banners (a dozen lines on stderr, Node 20 here) are silenced as scripts/env.sh does, so that a
@@ -23,6 +25,37 @@ from typing import Any
 # env.sh). A value the caller set is kept.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+# A signal (Ctrl-C, SIGTERM, SIGHUP) at any moment of a run ends it with one line and 128+N, and an interrupted
+# synth leaves its output folder empty rather than mixing this synth's stages with an earlier one's.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+INTERRUPTED: list[int] = []
+
+
+def _stop(signum: int, frame: Any) -> None:
+    for number in STOP_SIGNALS:  # a second Ctrl-C cannot cut the clean-up short
+        signal.signal(number, signal.SIG_IGN)
+    INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _stopped(output: str | None) -> NoReturn:
+    """Empty `output` (the cloud assembly folder, which the CDK CLI made), say so, and exit without jsii's exit
+    hooks: its Node process took the signal too, and its hooks would fail on the closed pipe."""
+    folder = Path(output) if output else None
+    for path in folder.iterdir() if folder and folder.is_dir() else ():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    emptied = f": {output} emptied, no half-written synth left" if output else ", before the synth"
+    print(f"app.py: stopped by signal {INTERRUPTED[0]}{emptied}", file=sys.stderr, flush=True)
+    os._exit(128 + INTERRUPTED[0])
+
+
+if __name__ == "__main__":
+    for number in STOP_SIGNALS:
+        signal.signal(number, _stop)
 
 try:
     from charts import render
@@ -32,6 +65,8 @@ try:
     from config.schema import NAME as STAGE_NAME
     from ops import secret_scan
     from stacks import assembly
+except KeyboardInterrupt:
+    _stopped(None)
 except ModuleNotFoundError as missing:  # a venv older than the requirement files: one line, not a traceback
     print(f"app.py: this venv lacks the module {missing.name!r}: run scripts/setup.sh, then again", file=sys.stderr)
     sys.exit(2)
@@ -57,6 +92,16 @@ def main(context: dict | None = None, outdir: str | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    output = str(app.outdir)  # read while jsii's Node process is alive: a signal ends it too
+    try:
+        return _synth(app, stages, nag, pipeline)
+    except BaseException:
+        if not INTERRUPTED:
+            raise
+        _stopped(output)
+
+
+def _synth(app: Any, stages: list, nag: bool, pipeline: Any) -> int:
     built = assembly.build(app, stages, nag=nag, pipeline=pipeline)
     try:
         app.synth()
@@ -123,4 +168,7 @@ def _context(get: Any) -> tuple[str | None, Any, bool]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        _stopped(None)  # before the synth wrote anything

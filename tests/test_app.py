@@ -4,8 +4,11 @@ the validator's one line and exit code 2, and nothing is written."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +150,53 @@ def test_a_venv_without_a_package_is_one_line_naming_the_set_up(tmp_path):
     )
     assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr == "app.py: this venv lacks the module 'cdk8s': run scripts/setup.sh, then again\n"
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler of its own for `signum` (/proc/PID/status SigCgt)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    (mask,) = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_app_py_loads_is_one_line_and_128_plus_n(tmp_path, signum):
+    env = clean_env(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON='{"stage": "dev"}')
+    run = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    # SIGTERM's handler is app.py's own (Python has one for SIGINT from its start): all three are set together
+    while not _catches(run.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.send_signal(signum)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 128 + signum
+    assert err.splitlines()[-1] == f"app.py: stopped by signal {signum}, before the synth" or "emptied" in err
+
+
+def test_an_interrupted_synth_leaves_its_output_folder_empty(tmp_path):
+    """Whatever the synth had written when the signal came (here: an assembly and a k8s folder), nothing of it
+    stays to mix with an earlier synth's stages; exit 128+N, one line."""
+    out = tmp_path / "cdk.out"
+    probe = (
+        "import pathlib, app\n"
+        "def partial(*_):\n"
+        f"    (pathlib.Path({str(out)!r}) / 'assembly-dev').mkdir(parents=True)\n"
+        f"    (pathlib.Path({str(out)!r}) / 'k8s' / 'dev').mkdir(parents=True)\n"
+        f"    (pathlib.Path({str(out)!r}) / 'manifest.json').write_text('{{}}')\n"
+        "    app.INTERRUPTED.append(15)\n"
+        "    raise KeyboardInterrupt\n"
+        "app._synth = partial\n"
+        f"app.main(context={{'stage': 'dev'}}, outdir={str(out)!r})\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 143, run.stderr
+    assert run.stderr.splitlines()[-1] == f"app.py: stopped by signal 15: {out} emptied, no half-written synth left"
+    assert list(out.iterdir()) == []
