@@ -106,8 +106,15 @@ def _refusal(cfg, args, rehearsal) -> str | None:
         return mismatch
     keep = KEEP_DIR / cfg.stage
     if args.keep and keep.exists() and any(keep.iterdir()):
-        return f"{keep} holds a kept cluster: stop it (kill $(cat {keep}/pids)) and remove the folder first"
+        return f"{keep} holds a kept cluster: stop it first ({stop_command(keep)})"
     return None
+
+
+def stop_command(folder) -> str:
+    """A shell line that ends a kept cluster now: each recorded process leads its own process group
+    (localcluster/control_plane.py starts them in new sessions), killed whole (a plain SIGTERM let
+    kube-apiserver's graceful shutdown run past 100 s), then the folder with its keys and data removed."""
+    return f"for p in $(cat {folder}/pids); do kill -KILL -- -$p; done; rm -rf {folder}"
 
 
 def _print(report, as_json: bool) -> None:
@@ -122,7 +129,7 @@ def _print(report, as_json: bool) -> None:
     if kept:
         print(
             f"\nkept running: {kept['endpoint']}; kubectl --kubeconfig {kept['kubeconfig']} ...; "
-            f"stop: kill $(cat {kept['folder']}/pids)"
+            f"stop: {stop_command(kept['folder'])}"
         )
 
 

@@ -175,3 +175,18 @@ def test_a_signal_during_a_build_or_a_helm_run_ends_the_program_and_what_it_star
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_printed_stop_command_ends_a_kept_clusters_groups_and_removes_its_folder(tmp_path):
+    """--keep prints stop_command: it must end each recorded process with its whole group, at once, even one
+    that ignores SIGTERM (as kube-apiserver's graceful shutdown outlived `kill PIDS`), and remove the folder."""
+    from ops.rehearse_cluster import stop_command
+
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    stubborn = "trap '' TERM; sleep 300 & wait"
+    leaders = [subprocess.Popen(["bash", "-c", stubborn], start_new_session=True) for _ in range(2)]
+    (folder / "pids").write_text(" ".join(str(p.pid) for p in leaders) + "\n")
+    subprocess.run(["bash", "-c", stop_command(folder)], check=True, timeout=30)
+    assert [p.wait(timeout=10) for p in leaders] == [-9, -9]
+    assert not folder.exists()
