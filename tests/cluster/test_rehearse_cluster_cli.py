@@ -66,8 +66,8 @@ def test_a_failed_check_exits_1(monkeypatch, capsys):
     assert capsys.readouterr().out.strip().endswith("verdict: fail: RayService inference/ray-llm Ready within 120 s")
 
 
-def _started(process: subprocess.Popen, lines: list[str]) -> Path:
-    """The cluster's folder, once kwok has started (the control plane's processes are running)."""
+def _started(process: subprocess.Popen, lines: list[str], tmp: Path) -> Path:
+    """The cluster's folder under `tmp` (the run's TMPDIR), once kwok has started (the control plane runs)."""
     deadline = time.monotonic() + 300
     assert process.stderr is not None
     for line in process.stderr:
@@ -75,17 +75,18 @@ def _started(process: subprocess.Popen, lines: list[str]) -> Path:
         if "starting kwok" in line:
             break
         assert time.monotonic() < deadline, "".join(lines)
-    found = list(Path(os.environ.get("TMPDIR", "/tmp")).glob("rehearse-cluster-dev-*/cluster/pids"))
-    newest = max(found, key=lambda p: p.stat().st_mtime)
-    return newest.parent
+    (pids,) = tmp.glob("rehearse-cluster-dev-*/cluster/pids")
+    return pids.parent
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
-def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code):
-    process = subprocess.Popen(COMMAND, cwd=ROOT, env=clean_env(), stderr=subprocess.PIPE, text=True)
+def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code, tmp_path):
+    # A TMPDIR of its own: the cluster's folder is this run's, whatever else runs on the machine
+    env = clean_env(TMPDIR=str(tmp_path))
+    process = subprocess.Popen(COMMAND, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     try:
-        folder = _started(process, lines)
+        folder = _started(process, lines, tmp_path)
         pids = [int(p) for p in (folder / "pids").read_text().split()]
         assert pids and all(_alive(pid) for pid in pids)
         process.send_signal(signum)
