@@ -41,6 +41,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that id exists (a zombie counts until it is reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stage_data(stage: str = "dev") -> dict[str, Any]:
     return yaml.safe_load((CONFIG_DIR / f"{stage}.yaml").read_text())
 

@@ -5,7 +5,6 @@ process it started and removing its folder (keys, tokens, etcd data), exit 143 /
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -18,17 +17,9 @@ import pytest
 from localcluster import rehearsal
 from ops import rehearse_cluster
 from ops.report import Report
-from tests.helpers import ROOT, clean_env
+from tests.helpers import ROOT, clean_env, pid_alive
 
 COMMAND = [sys.executable, "-m", "ops", "rehearse-cluster", "--stage", "dev"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_without_its_set_up_it_names_the_command_to_run(tmp_path):
@@ -88,7 +79,7 @@ def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code, t
     try:
         folder = _started(process, lines, tmp_path)
         pids = [int(p) for p in (folder / "pids").read_text().split()]
-        assert pids and all(_alive(pid) for pid in pids)
+        assert pids and all(pid_alive(pid) for pid in pids)
         process.send_signal(signum)
         _, rest = process.communicate(timeout=120)
     finally:
@@ -98,6 +89,6 @@ def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code, t
     assert "every process it started is ended, its folder removed" in rest
     assert not folder.parent.exists()
     deadline = time.monotonic() + 20
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert [pid for pid in pids if _alive(pid)] == []
+    assert [pid for pid in pids if pid_alive(pid)] == []

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, clean_env
+from tests.helpers import ROOT, clean_env, pid_alive
 
 CHILD = r"""
 import os, signal, sys, threading, time, types
@@ -67,14 +67,6 @@ sys.exit(rehearse_cluster.run(args))
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize(
     "signum, moment",
     [
@@ -111,12 +103,12 @@ def test_a_signal_at_any_moment_ends_every_child_and_removes_the_folder(tmp_path
         assert list(scratch.iterdir()) == []  # the cluster's folder, the key in it, the scratch folder
         assert (moment == "early") == (pids == [])
         deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [pid for pid in pids if _alive(pid)] == []
+        assert [pid for pid in pids if pid_alive(pid)] == []
     finally:
         for pid in pids:
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -168,12 +160,12 @@ def test_a_signal_during_a_build_or_a_helm_run_ends_the_program_and_what_it_star
     try:
         assert run.returncode == 143, run.stderr[-3000:]
         deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [pid for pid in pids if _alive(pid)] == []
+        assert [pid for pid in pids if pid_alive(pid)] == []
     finally:
         for pid in pids:
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
