@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 from .derived import (
     GIB,
@@ -458,13 +459,25 @@ MODEL_HEADS: dict[str, tuple[int, int]] = {
 }
 
 
+def _number(args: Mapping[str, object], name: str, default: float | None = None) -> float | None:
+    """A numeric engine argument: the schema holds each extra_args value to its vLLM type, so a set one is a
+    number here; unset, `default`."""
+    value = args.get(name, default)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _int(args: Mapping[str, object], name: str, default: int) -> int:
+    value = args.get(name, default)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def parallel_layout(cfg: StageConfig, path: str) -> None:
     """Every engine's decode context parallel size within its TP ranks, and its TP (and DCP) within the model's
     heads, as vLLM checks them when the engine starts (on the GPU node, after the deploy)."""
     serving = cfg.serving
     for role in serving.engine_roles():
         engine = serving.engine_for(role)
-        tp, dcp = engine.tensor_parallel_size, engine.extra_args.get("decode_context_parallel_size", 1)
+        tp, dcp = engine.tensor_parallel_size, _int(engine.extra_args, "decode_context_parallel_size", 1)
         dcp_field = serving.engine_field(role, "extra_args.decode_context_parallel_size")
         # vllm/config/parallel.py: "DCP reuses the TP ranks when PCP is disabled" (PCP is reserved here).
         if dcp < 1 or tp % dcp:
@@ -545,7 +558,7 @@ def engine_memory(cfg: StageConfig, path: str) -> None:
 def _fixed_kv_cache(cfg: StageConfig, path: str, role: str | None) -> None:
     serving = cfg.serving
     engine = serving.engine_for(role)
-    fixed = engine.extra_args.get("kv_cache_memory_bytes")
+    fixed = _number(engine.extra_args, "kv_cache_memory_bytes")
     if fixed is None:
         return
     field, kv = serving.engine_field(role, "extra_args.kv_cache_memory_bytes"), fixed / GIB
@@ -598,7 +611,7 @@ def _pod_memory(cfg: StageConfig, path: str, role: str | None) -> None:
     engine core (vllm/config/multimodal.py: "duplicated for each API process and engine core process")."""
     serving = cfg.serving
     engine = serving.engine_for(role)
-    offload, cache = (engine.extra_args.get(name) for name in ("cpu_offload_gb", "mm_processor_cache_gb"))
+    offload, cache = (_number(engine.extra_args, name) for name in ("cpu_offload_gb", "mm_processor_cache_gb"))
     if offload is None and cache is None:
         return
     name = "cpu_offload_gb" if offload is not None else "mm_processor_cache_gb"
@@ -647,7 +660,7 @@ def _kv_left(cfg: StageConfig, path: str, role: str | None) -> None:
     keep free") holds one max_model_len sequence, or no request of that length is ever scheduled."""
     serving = cfg.serving
     engine = serving.engine_for(role)
-    mark, carved = (engine.extra_args.get(name) for name in ("watermark", "mm_ipc_gpu_memory_gb"))
+    mark, carved = (_number(engine.extra_args, name) for name in ("watermark", "mm_ipc_gpu_memory_gb"))
     if mark is None and carved is None:
         return
     name = "watermark" if mark is not None else "mm_ipc_gpu_memory_gb"
@@ -661,7 +674,7 @@ def _kv_left(cfg: StageConfig, path: str, role: str | None) -> None:
     floor = model_memory_floor(cfg, engine)
     if floor is None or not floor.kv_gib or floor.gpu_gib <= 0:
         return  # the architecture's KV size is unknown
-    fixed = engine.extra_args.get("kv_cache_memory_bytes")
+    fixed = _number(engine.extra_args, "kv_cache_memory_bytes")
     room = fixed / GIB * floor.gpus if fixed else floor.available_gib - floor.weights_gib - RUNTIME_RESERVE_GIB
     left = (room - carved) * (1 - mark)
     if left < floor.kv_gib:
@@ -681,7 +694,7 @@ def _shm_cache(cfg: StageConfig, path: str, role: str | None) -> None:
     args = serving.engine_for(role).extra_args
     if args.get("mm_processor_cache_type") != "shm":
         return
-    cache, shm = args.get("mm_processor_cache_gb", 4), cfg.serving.worker_resources.shm_gib
+    cache, shm = _number(args, "mm_processor_cache_gb", 4) or 0, cfg.serving.worker_resources.shm_gib
     if cache > shm:
         raise ConfigError(
             path,

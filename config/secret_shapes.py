@@ -226,8 +226,8 @@ def keyed_token(text: str) -> tuple[int, int] | None:
         few_separators = len(_SEPARATOR.findall(run)) <= max(1, len(run) // 12)
         if few_separators and random_looking(run, 3.6) and not word_like(run):
             return match.span()
-    match = _UUID.search(text)
-    return match.span() if match else None
+    uuid = _UUID.search(text)
+    return uuid.span() if uuid else None
 
 
 # --- Shapes that a pattern finds and a test confirms -------------------------------------------------------
@@ -277,7 +277,9 @@ def _assigned(match: re.Match[str]) -> bool:
     character, where a pattern starting at every name was the scan's slowest) and the name is read back."""
     before = match.string[max(0, match.start() - 72) : match.start()][::-1]
     name = _NAME_REVERSED.match(before)
-    return bool(name) and secret_like_key(name.group("name")[::-1]) and keyed_token(match.group("value")) is not None
+    if name is None:
+        return False
+    return secret_like_key(name.group("name")[::-1]) and keyed_token(match.group("value")) is not None
 
 
 def _paired(match: re.Match[str]) -> bool:
