@@ -194,6 +194,31 @@ def _network(cfg: StageConfig, path: str) -> None:
         )
 
 
+def _endpoint_cidr(path: str, field: str, cidr: str) -> None:
+    """One public_access_cidrs entry: a masked, IPv4, publicly reachable CIDR block."""
+    if "/" not in cidr:  # the schema let ipaddress read it (a bare address is a /32); the template would not
+        raise ConfigError(
+            path,
+            field,
+            f"{cidr} has no prefix length: EKS's publicAccessCidrs are CIDR blocks "
+            f"(allowed: {cidr}/{32 if ':' not in cidr else 128} for this one address, or its range)",
+        )
+    if ipaddress.ip_network(cidr).version == 6:
+        raise ConfigError(
+            path,
+            field,
+            f"{cidr} is IPv6: EKS takes no IPv6 CIDR in publicAccessCidrs of an IPv4 cluster (allowed: IPv4 CIDRs)",
+        )
+    if is_unreachable(cidr):
+        raise ConfigError(
+            path,
+            field,
+            f"{cidr} is a private or reserved range, never the source of a request to the public "
+            "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
+            "private_access: true)",
+        )
+
+
 def _endpoint(cfg: StageConfig, path: str) -> None:
     """Who reaches the public endpoint: IPv4 only (EKS takes no IPv6 CIDR on an IPv4 cluster, which this
     app builds), public ranges only (a private range never reaches a public endpoint: in-VPC clients use
@@ -209,27 +234,7 @@ def _endpoint(cfg: StageConfig, path: str) -> None:
             "(allowed: a public CIDR allow-list, private_access: true, or both)",
         )
     for index, cidr in enumerate(endpoint.public_access_cidrs):
-        if "/" not in cidr:  # the schema let ipaddress read it (a bare address is a /32); the template would not
-            raise ConfigError(
-                path,
-                f"{field}[{index}]",
-                f"{cidr} has no prefix length: EKS's publicAccessCidrs are CIDR blocks "
-                f"(allowed: {cidr}/{32 if ':' not in cidr else 128} for this one address, or its range)",
-            )
-        if ipaddress.ip_network(cidr).version == 6:
-            raise ConfigError(
-                path,
-                f"{field}[{index}]",
-                f"{cidr} is IPv6: EKS takes no IPv6 CIDR in publicAccessCidrs of an IPv4 cluster (allowed: IPv4 CIDRs)",
-            )
-        if is_unreachable(cidr):
-            raise ConfigError(
-                path,
-                f"{field}[{index}]",
-                f"{cidr} is a private or reserved range, never the source of a request to the public "
-                "endpoint (allowed: public IPv4 ranges; clients inside the VPC use "
-                "private_access: true)",
-            )
+        _endpoint_cidr(path, f"{field}[{index}]", cidr)
     # IPv4 only by now (an IPv6 CIDR is refused above): collapse_addresses takes one version.
     union = list(ipaddress.collapse_addresses(ipaddress.IPv4Network(c) for c in endpoint.public_access_cidrs))
     open_to_all = union == [ipaddress.IPv4Network("0.0.0.0/0")]

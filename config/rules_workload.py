@@ -366,6 +366,13 @@ def _packs(groups: list[tuple[int, int]], node_gpus: int, nodes: int) -> bool:
     return True
 
 
+def _pd_room(replicas: int, per_replica: int) -> str:
+    """What fits when PD's replicas do not: PD runs one prefill and one decode replica at the least."""
+    if replicas >= 2:
+        return f"at most {replicas} replicas in all, or more GPU nodes"
+    return f"serving.mode: colocated, one engine for both phases, or GPU nodes for {2 * per_replica} GPUs"
+
+
 def serving_capacity(cfg: StageConfig, path: str) -> None:
     """Every engine the mode runs (a PD role with its own engine block as it runs) has whole-number parallel sizes,
     its TP GPUs on one node, one replica within the cluster, and all replicas together within its GPUs."""
@@ -415,17 +422,11 @@ def serving_capacity(cfg: StageConfig, path: str) -> None:
         if most * units > room:
             # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
             side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
-            # PD runs one prefill and one decode replica at the least: fewer than two fit nothing in PD.
-            allowed = (
-                f"at most {room // units} replicas in all, or more GPU nodes"
-                if room // units >= 2
-                else f"serving.mode: colocated, one engine for both phases, or GPU nodes for {2 * per_replica} GPUs"
-            )
             raise ConfigError(
                 path,
                 side,
                 f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
-                f"{par.describe()}), {cluster} (allowed: {allowed})",
+                f"{par.describe()}), {cluster} (allowed: {_pd_room(room // units, per_replica)})",
             )
         return
     # PD roles of different layouts: each replica's units of TP GPUs, packed onto the nodes together. Only PD has
