@@ -173,7 +173,7 @@ class LocalCluster:
             process = Process(name, popen, log)
             self.processes.append(process)
             RUNNING.append(process)
-            (self.folder / "pids").write_text(" ".join(str(p.popen.pid) for p in self.processes) + "\n")
+            _write_pids(self.folder, [p.popen.pid for p in self.processes])
         return process
 
     def check_alive(self) -> None:
@@ -324,3 +324,11 @@ def start(
     except BaseException:
         cluster.stop()
         raise
+
+
+def _write_pids(folder: Path, pids: list[int]) -> None:
+    """The pids file whole or not at all (written aside, then renamed): a reader (`--keep`'s stop command, a
+    test) never sees it truncated mid-write."""
+    aside = folder / "pids.new"
+    aside.write_text(" ".join(map(str, pids)) + "\n")
+    os.replace(aside, folder / "pids")

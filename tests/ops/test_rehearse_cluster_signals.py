@@ -182,3 +182,16 @@ def test_the_printed_stop_command_ends_a_kept_clusters_groups_and_removes_its_fo
     subprocess.run(["bash", "-c", stop_command(folder)], check=True, timeout=30)
     assert [p.wait(timeout=10) for p in leaders] == [-9, -9]
     assert not folder.exists()
+
+
+def test_the_pids_file_is_replaced_whole_never_truncated_in_place(tmp_path):
+    """A reader of the pids file (the stop command, the signal test) must never find it empty mid-write: the
+    control plane writes it aside and renames it, so a reader holding the old file still reads it whole."""
+    from localcluster.control_plane import _write_pids
+
+    _write_pids(tmp_path, [11, 12])
+    with (tmp_path / "pids").open() as before:
+        _write_pids(tmp_path, [11, 12, 13])
+        assert before.read() == "11 12\n"
+    assert (tmp_path / "pids").read_text() == "11 12 13\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pids"]
