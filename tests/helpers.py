@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,21 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def survivors(pids: list[int], within: float) -> list[int]:
+    """The processes of `pids` still there after waiting up to `within` seconds for them to end."""
+    deadline = time.monotonic() + within
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if pid_alive(pid)]
+
+
+def kill_survivors(pids: list[int]) -> None:
+    """A test's clean-up: whatever of `pids` outlived it is killed."""
+    for pid in pids:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def stage_data(stage: str = "dev") -> dict[str, Any]:

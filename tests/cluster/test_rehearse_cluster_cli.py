@@ -17,7 +17,7 @@ import pytest
 from localcluster import rehearsal
 from ops import rehearse_cluster
 from ops.report import Report
-from tests.helpers import ROOT, clean_env, pid_alive
+from tests.helpers import ROOT, clean_env, pid_alive, survivors
 
 COMMAND = [sys.executable, "-m", "ops", "rehearse-cluster", "--stage", "dev"]
 
@@ -88,7 +88,4 @@ def test_a_signal_ends_every_process_and_removes_the_folder(box, signum, code, t
     assert process.returncode == code, "".join(lines) + rest
     assert "every process it started is ended, its folder removed" in rest
     assert not folder.parent.exists()
-    deadline = time.monotonic() + 20
-    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [pid for pid in pids if pid_alive(pid)] == []
+    assert survivors(pids, within=20) == []

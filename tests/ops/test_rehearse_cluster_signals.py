@@ -6,15 +6,13 @@ tests/cluster/test_rehearse_cluster_cli.py does the same with the real control p
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.helpers import ROOT, clean_env, pid_alive
+from tests.helpers import ROOT, clean_env, kill_survivors, survivors
 
 CHILD = r"""
 import os, signal, sys, threading, time, types
@@ -102,14 +100,9 @@ def test_a_signal_at_any_moment_ends_every_child_and_removes_the_folder(tmp_path
         )
         assert list(scratch.iterdir()) == []  # the cluster's folder, the key in it, the scratch folder
         assert (moment == "early") == (pids == [])
-        deadline = time.monotonic() + 5
-        while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [pid for pid in pids if pid_alive(pid)] == []
+        assert survivors(pids, within=5) == []
     finally:
-        for pid in pids:
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_survivors(pids)
 
 
 SHORT_LIVED = r"""
@@ -159,14 +152,9 @@ def test_a_signal_during_a_build_or_a_helm_run_ends_the_program_and_what_it_star
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     try:
         assert run.returncode == 143, run.stderr[-3000:]
-        deadline = time.monotonic() + 5
-        while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [pid for pid in pids if pid_alive(pid)] == []
+        assert survivors(pids, within=5) == []
     finally:
-        for pid in pids:
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_survivors(pids)
 
 
 def test_the_printed_stop_command_ends_a_kept_clusters_groups_and_removes_its_folder(tmp_path):
