@@ -188,7 +188,8 @@ def add_parser(sub) -> None:
         choices=overrides.NIXL_BACKENDS,
         help="NIXL's backend for the KV cache. Default: the stage's on a host with EFA, else UCX. LIBFABRIC on a "
         "host without EFA keeps the stage's backend on libfabric's tcp provider (loopback), from the carried "
-        "libfabric (--libfabric), with vLLM's KV buffer in host memory unless --kv-buffer-device says otherwise",
+        "libfabric (--libfabric), with vLLM's KV buffer in host memory unless --kv-buffer-device says otherwise "
+        "(refused for a Gated DeltaNet model such as Qwen3.5: vLLM 0.26's host buffer cannot hold its state layers)",
     )
     cmd.add_argument(
         "--libfabric",

@@ -71,6 +71,13 @@ CASES: dict[str, Case] = {
             {**_UCX_INFO, "UCX_TLS": "tcp,cuda_copy"},
             "no CUDA IPC: staged through host memory over TCP (what a cross-node path without GPUDirect does)",
         ),
+        Case(
+            "ucx-vram-ipc-reads",
+            "UCX",
+            "VRAM",
+            {**_UCX_INFO, "UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y"},
+            "CUDA IPC reads on a GPU without NVLink, where UCX turns them off (what ops rehearse sets on one host)",
+        ),
         Case("ucx-dram", "UCX", "DRAM", _UCX_INFO, "host memory on both sides"),
         Case("libfabric-dram", "LIBFABRIC", "DRAM", _FI_TCP, "the stage's backend, host memory, tcp provider"),
         Case(

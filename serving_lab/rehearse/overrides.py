@@ -232,6 +232,7 @@ def _emulation(cfg: StageConfig, host: Host, gpus: int) -> _Emulation:
 
 
 NIXL_BACKENDS = ("UCX", "LIBFABRIC")
+UCX_CUDA_IPC_READS = "UCX_CUDA_IPC_ENABLE_GET_ZCOPY"  # UCX's cuda_ipc config table: ENABLE_GET_ZCOPY
 KV_BUFFER_DEVICES = ("cuda", "cpu")
 # Variables the plan puts in front of the host's own value instead of replacing it: ray_cluster.PREPENDED.
 
@@ -248,6 +249,10 @@ class Transport:
 
     def keeps_libfabric(self, host: Host) -> bool:
         return self.nixl_backend == "LIBFABRIC" and not host.has_efa
+
+    def runs_ucx(self, host: Host) -> bool:
+        """NIXL over UCX: the plan's backend on a host without EFA unless LIBFABRIC is kept, or --nixl-backend UCX."""
+        return self.nixl_backend == "UCX" or (not host.has_efa and not self.keeps_libfabric(host))
 
 
 @dataclass
@@ -536,11 +541,8 @@ def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
 
 
 def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
-    """Where vLLM keeps the KV cache NIXL moves: --kv-buffer-device, or host memory where LIBFABRIC runs without EFA.
-    libfabric's tcp provider has no FI_HMEM (prov/tcp: its memory registrations are FI_HMEM_SYSTEM), so NIXL's
-    LIBFABRIC plugin registers CUDA memory as host memory ("falling back to system memory registration",
-    src/utils/libfabric/libfabric_rail.cpp) and the sockets cannot read it; vLLM's host buffer (kv_buffer_device
-    cpu: a copy to host memory after prefill, back to the GPU before decode) is the path that needs no FI_HMEM."""
+    """Where vLLM keeps the KV cache NIXL moves: --kv-buffer-device, or host memory where LIBFABRIC runs without EFA
+    (libfabric's tcp provider has no FI_HMEM: docs/DECISIONS.md, "The KV path: what one host showed")."""
     kv = engine.kwargs.get("kv_transfer_config")
     if kv is None:
         return
@@ -554,10 +556,26 @@ def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
         )
     else:
         reason = "--kv-buffer-device"
+    if device == "cpu":
+        _refuse_host_buffer(build, chosen=reason == "--kv-buffer-device")
     if device is not None:
         build.set(
             kv, "kv_buffer_device", device, f"{engine.path}.engine_kwargs.kv_transfer_config.kv_buffer_device", reason
         )
+
+
+def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
+    """vLLM 0.26's host KV buffer cannot hold a Gated DeltaNet model's state layers: every engine dies at start-up
+    ("'list' object has no attribute 'shape'", nixl/base_worker.py initialize_host_xfer_buffer; seen on an H200)."""
+    source = build.cfg.serving.model.source
+    if not is_gdn_model(source):
+        return
+    asked = "--kv-buffer-device cpu" if chosen else "--nixl-backend LIBFABRIC without EFA (vLLM's host KV buffer)"
+    raise PlanError(
+        f"{asked}: vLLM 0.26's host KV buffer cannot hold {source}'s Gated DeltaNet state layers (its engines die "
+        "at start-up: docs/rehearsal/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
+        "GPU, which LIBFABRIC without EFA moves only with a libfabric built with CUDA (FI_HMEM)"
+    )
 
 
 def _tcpstore_port(build: _Build, engine: _Engine) -> None:
@@ -668,6 +686,22 @@ def _libfabric_environment(build: _Build) -> None:
         )
 
 
+def _ucx_cuda_ipc_reads(build: _Build) -> None:
+    """Both engines on one host: the decode engine reads the prefill engine's GPU memory (NIXL READ), and UCX turns
+    cuda_ipc reads off on a GPU without NVLink (ENABLE_GET_ZCOPY=auto, src/uct/cuda/cuda_ipc/cuda_ipc_iface.c)."""
+    if not build.transport.runs_ucx(build.host):
+        return
+    build.env[UCX_CUDA_IPC_READS] = "y"
+    build.add(
+        f"worker env {UCX_CUDA_IPC_READS}",
+        None,
+        "y",
+        "both engines on one host: UCX reads the other engine's GPU memory through CUDA IPC, where without it "
+        "(no NVLink) it emulates the reads over TCP (0.5 against 80-105 GiB/s on an H200: "
+        "docs/rehearsal/2026-12-02-h200-cuda-ipc/)",
+    )
+
+
 def _engine_env(build: _Build) -> None:
     for name, value in build.transport.engine_env:
         before = build.env.get(name)
@@ -689,7 +723,14 @@ ENGINE_OVERRIDES = (
     _tcpstore_port,
     _autoscaling_cap,
 )
-ENV_OVERRIDES = (_per_worker_gpus, _offline_hub, _pod_environment, _libfabric_environment, _engine_env)
+ENV_OVERRIDES = (
+    _per_worker_gpus,
+    _offline_hub,
+    _pod_environment,
+    _libfabric_environment,
+    _ucx_cuda_ipc_reads,
+    _engine_env,
+)
 
 
 def plan(

@@ -16,6 +16,7 @@ from serving_lab.rehearse import overrides
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
+from .models import ATTENTION_ONLY, with_model_source
 
 H200_PAIR = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 2, efa_devices=())
 L4_PAIR_WITH_EFA = Host(gpus=(Gpu("NVIDIA L4", 23034, "8.9"),) * 2, efa_devices=("rdmap0s6",))
@@ -74,7 +75,8 @@ def test_the_engines_get_the_worker_pods_environment(dev):
     pod_env = {e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=False)}
     for name, value in pod_env.items():
         assert plan.env[name] == (value if value != "status.podIP" else "127.0.0.1"), name
-    assert set(plan.env) == set(pod_env) | set(overrides.OFFLINE)
+    # plus what one host needs: offline, and UCX's CUDA IPC reads (NIXL runs UCX without EFA)
+    assert set(plan.env) == set(pod_env) | set(overrides.OFFLINE) | {overrides.UCX_CUDA_IPC_READS}
 
 
 def test_no_efa_device_means_ucx_and_no_fi_provider(dev):
@@ -238,6 +240,7 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_offline_hub",
         "_pod_environment",
         "_libfabric_environment",
+        "_ucx_cuda_ipc_reads",
         "_engine_env",
     ]
 
@@ -260,16 +263,21 @@ OPTION_SETS = {
     "h200x1 --share-gpus --emulate-node": {"host": ONE_H200, "share_gpus": True, "emulate_node": True},
     "l4x2 efa": {"host": L4_PAIR_WITH_EFA},
     "h200x2 --weights": {"host": H200_PAIR, "real_weights": True},
-    # the stage's LIBFABRIC kept on a host without EFA: libfabric's tcp provider, vLLM's KV buffer in host memory
-    "h200x1 --share-gpus --nixl-backend LIBFABRIC": {
+    # the stage's LIBFABRIC kept on a host without EFA: libfabric's tcp provider; the KV cache stays on the GPU (the
+    # host buffer cannot hold Qwen3.5's state layers in vLLM 0.26: refused, test below)
+    "h200x1 --share-gpus --nixl-backend LIBFABRIC --kv-buffer-device cuda": {
         "host": ONE_H200,
         "share_gpus": True,
-        "transport": overrides.Transport(nixl_backend="LIBFABRIC", libfabric="/tmp/rehearsal-site/libfabric"),
+        "transport": overrides.Transport(
+            nixl_backend="LIBFABRIC", kv_buffer_device="cuda", libfabric="/tmp/rehearsal-site/libfabric"
+        ),
     },
-    "h200x1 --share-gpus --kv-buffer-device cpu --engine-env": {
+    "h200x1 --share-gpus --kv-buffer-device cuda --engine-env": {
         "host": ONE_H200,
         "share_gpus": True,
-        "transport": overrides.Transport(kv_buffer_device="cpu", engine_env=(("UCX_TLS", "cuda_ipc,cuda_copy,tcp"),)),
+        "transport": overrides.Transport(
+            kv_buffer_device="cuda", engine_env=(("UCX_CUDA_IPC_ENABLE_GET_ZCOPY", "n"), ("UCX_TLS", "tcp"))
+        ),
     },
 }
 
@@ -326,8 +334,9 @@ LIBFABRIC_TREE = "/tmp/rehearsal-site/libfabric"
 
 def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_with_a_host_buffer(dev):
     transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
+    cfg = with_model_source(dev, ATTENTION_ONLY)
     plan = overrides.plan(
-        dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        cfg, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
     )
     for side in ("prefill_config", "decode_config"):
         assert _kv(plan, side)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
@@ -335,9 +344,46 @@ def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_
     assert plan.env["FI_PROVIDER"] == "tcp"
     assert plan.env["LD_LIBRARY_PATH"] == f"{LIBFABRIC_TREE}/lib"
     assert "FI_TCP_IFACE" not in plan.env  # loopback failed on the H200 host; the provider's first interface is used
+    assert overrides.UCX_CUDA_IPC_READS not in plan.env  # NIXL does not run UCX here
     lines = "\n".join(o.line() for o in plan.overrides)
     assert "worker env FI_PROVIDER: 'efa' -> 'tcp'" in lines  # what the stage's EFA pods set, and what runs here
     assert "FABRIC_1.7" in lines and "FI_HMEM" in lines
+
+
+@pytest.mark.parametrize(
+    ("transport", "named"),
+    [
+        (overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE), "--nixl-backend LIBFABRIC"),
+        (overrides.Transport(kv_buffer_device="cpu"), "--kv-buffer-device cpu"),
+    ],
+)
+def test_a_host_kv_buffer_for_a_gated_deltanet_model_is_refused_in_one_line(dev, transport, named):
+    # seen on an H200: every engine died in vLLM 0.26's initialize_host_xfer_buffer (docs/rehearsal/2026-12-02-...)
+    with pytest.raises(overrides.PlanError) as refused:
+        overrides.plan(
+            dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        )
+    message = str(refused.value)
+    assert message.startswith(named) and "\n" not in message
+    assert "Qwen/Qwen3.5-9B" in message and "--kv-buffer-device cuda" in message
+
+
+def test_one_host_over_ucx_turns_cuda_ipc_reads_on(dev):
+    plan = overrides.plan(dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True)
+    assert plan.env[overrides.UCX_CUDA_IPC_READS] == "y"
+    recorded = {o.path: (o.before, o.after) for o in plan.overrides}
+    assert recorded[f"worker env {overrides.UCX_CUDA_IPC_READS}"] == (None, "y")
+
+
+def test_an_efa_host_running_the_stages_libfabric_leaves_ucx_alone(dev):
+    plan = overrides.plan(dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    assert overrides.UCX_CUDA_IPC_READS not in plan.env
+
+
+def test_engine_env_overrides_the_cuda_ipc_reads(dev):
+    transport = overrides.Transport(engine_env=((overrides.UCX_CUDA_IPC_READS, "n"),))
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    assert plan.env[overrides.UCX_CUDA_IPC_READS] == "n"
 
 
 def test_libfabric_kept_with_a_cuda_buffer_when_asked(dev):

@@ -13,6 +13,7 @@ from serving_lab.rehearse import cli, overrides, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from .arguments import rehearse_args
+from .models import ATTENTION_ONLY, with_model_source
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 L4_WITH_EFA = Host(gpus=(Gpu("NVIDIA L4", 23034, "8.9"),) * 2, efa_devices=("rdmap0s6",))
@@ -88,8 +89,9 @@ def test_the_libfabric_folder_is_ignored_unless_libfabric_is_kept(tmp_path):
     ],
 )
 def test_the_benchmark_note_names_the_transport_that_ran(dev, host, transport, label):
+    cfg = with_model_source(dev, ATTENTION_ONLY)  # a host KV buffer is refused for Qwen3.5 (test_overrides.py)
     plan = overrides.plan(
-        dev, mode="pd", host=host, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        cfg, mode="pd", host=host, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
     )
     assert cli.transport_label(host, plan) == label
 
