@@ -80,11 +80,20 @@ class EngineMemory:
             f"{self.max_concurrency:g}x requests of {self.tokens_per_request:,} tokens"
             if self.max_concurrency is not None
             else "concurrency ?",
-            f"CUDA graphs {gib(self.cuda_graph_gib)}"
-            if self.cuda_graph_gib is not None
-            else "CUDA graphs: none logged",
+            self._graphs(gib(self.cuda_graph_gib)),
         ]
         return ", ".join(parts)
+
+    def _graphs(self, shown: str) -> str:
+        # vLLM's figure is the device's free memory before the capture minus after (capture_model in
+        # vllm/v1/worker/gpu_model_runner.py): another process on the same GPU can make it negative.
+        if self.cuda_graph_gib is None:
+            return "CUDA graphs: none logged"
+        if self.cuda_graph_gib < 0:
+            return (
+                f"CUDA graphs {shown} (not a measurement: another process on the GPU freed memory during the capture)"
+            )
+        return f"CUDA graphs {shown}"
 
     @property
     def complete(self) -> bool:

@@ -246,3 +246,14 @@ def test_a_stack_that_never_came_up_still_reports_what_the_engines_logged(tmp_pa
 def _args(tmp_path, **changed):
     """An emulated rehearsal on one shared GPU, its KV cache fixed at one engine's profiled figure."""
     return rehearse_args(tmp_path, share_gpus=True, emulate_node=True, kv_cache_bytes=2113009755, **changed)
+
+
+def test_a_negative_graph_figure_is_labelled_not_a_measurement():
+    # seen on an H200 with two engines on one GPU: "CUDA graphs -1.33 GiB" printed as a fact
+    line = "Graph capturing finished in 7 secs, took -1.33 GiB"
+    memory = engine_memory.EngineMemory(engine="Prefill:m x", role="prefill", **engine_memory.figures(line))
+    assert memory.cuda_graph_gib == -1.33
+    assert "CUDA graphs -1.33 GiB (not a measurement: another process on the GPU freed memory" in memory.summary()
+    assert (
+        "not a measurement" not in engine_memory.EngineMemory(engine="e", role="decode", cuda_graph_gib=0.45).summary()
+    )
