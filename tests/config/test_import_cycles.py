@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
+    found: dict[str, Path] = {}
     for path in sorted((ROOT / "config").rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -20,7 +20,7 @@ def _modules() -> dict[str, Path]:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    targets = set()
+    targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
