@@ -115,7 +115,7 @@ def _synth(app: Any, stages: list, nag: bool, pipeline: Any) -> int:
     assembly.remove_stale_assemblies(app.outdir)
     render.write(app.outdir, [stage.rendering() for stage in built])
     # Nothing secret-shaped may leave a synth (templates, manifests, rendered YAML): a finding fails it,
-    # naming the file, line and kind, never the value. The stage files are checked before (config/rules.py).
+    # naming the file, line and kind, never the value. The stage files are checked before (config/rules/).
     findings = secret_scan.scan(Path(app.outdir))
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""

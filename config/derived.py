@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .engine_args import model_key
-from .instance_types import INSTANCE_TYPES
+from .instance_types import INSTANCE_TYPES, InstanceSpec
 from .schema import Engine, StageConfig
 
 
@@ -224,7 +224,7 @@ def parallel_setting(engine: Engine, name: str) -> object:
 
 
 def parallelism(engine: Engine) -> Parallelism:
-    """The parallel sizes of one engine; a value that is not a positive integer counts as 1 (config/rules_workload.py
+    """The parallel sizes of one engine; a value that is not a positive integer counts as 1 (config/rules/serving_roles.py
     refuses it before anything is built)."""
     sizes = []
     for name in PARALLEL_FACTORS:
@@ -359,3 +359,11 @@ def model_memory_floor(cfg: StageConfig, engine: Engine | None = None) -> Memory
         gpus=gpus,
         gpu_gib=gpu_gib,
     )
+
+
+def gpu_spec(cfg: StageConfig) -> InstanceSpec:
+    return INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+
+
+def system_spec(cfg: StageConfig) -> InstanceSpec:
+    return INSTANCE_TYPES[cfg.system_nodegroup.instance_type]

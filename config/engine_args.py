@@ -12,9 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .engine_arg_classes import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
+
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
 # Which fields extra_args may set, by what they do (reserved / opt-in / allowed, and the allowed values of a
-# few): config/rules_safety.py, a class for every recorded field, and for every allowed one the check it gets
+# few): config/engine_arg_classes.py, a class for every recorded field, and for every allowed one the check it gets
 # (ENGINE_ARG_CHECKS: one value for both PD roles, counted by a rule, or its type only).
 # The GPUs of compute capability 9.x (Hopper), and the models with Gated DeltaNet layers, on which
 # FlashInfer's GDN prefill kernel is missing in the pinned vLLM ("SM90 GDN prefill DSL kernel is
@@ -74,9 +76,8 @@ def _is(value: Any, kind: type) -> bool:
 
 def check_extra(name: str, value: Any) -> str | None:
     """None when vLLM's EngineArgs takes `name` with this value and the stage may pass it, else what is wrong
-    (one line). An opt-in argument passes here; config/rules_safety.py `unsafe_engine_args` asks for its opt-in."""
-    from .rules_safety import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
-
+    (one line). An opt-in argument passes here; config/rules/serving_engine.py `unsafe_engine_args` asks for its
+    opt-in."""
     fields = recorded()
     if name not in fields:
         close = difflib.get_close_matches(name, list(fields), n=3)

@@ -249,7 +249,7 @@ def _to_stderr(line: str) -> None:
 
 def load_stage_file(path: str | Path, warn: Callable[[str], None] = _to_stderr) -> StageConfig:
     """Load and check one stage file: the same checks at validate time and at synth time. A valid stage's warnings
-    (config/rules.py warnings: allowed, but most likely a mistake) go to `warn`, one line each: stderr by
+    (config/rules/ warnings: allowed, but most likely a mistake) go to `warn`, one line each: stderr by
     default, so a command prints them and its exit code stays what it was."""
     shown = str(path)
     stem = Path(path).stem

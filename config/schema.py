@@ -1,4 +1,4 @@
-r"""The typed shape of a stage file. Field-level rules live here; rules across fields in rules.py.
+r"""The typed shape of a stage file. Field-level rules live here; rules across fields in config/rules/.
 
 Every model forbids unknown keys and coerces nothing (strict): a string where a number belongs is an
 error, not a silent conversion.
@@ -32,6 +32,8 @@ from pydantic import (
 )
 
 from . import names, versions
+from .engine_args import check_extra
+from .regions import region_problem  # the committed table of config/regions.json
 from .topology import SERVE_PORT, head_service, serve_service
 
 NAME = r"\A[a-z][a-z0-9-]{0,30}[a-z0-9]\z"
@@ -61,7 +63,7 @@ TAG_KEY = rf"\A{TAG_CHARS}+\z"  # with max_length=128 (a counted Unicode class i
 TAG_VALUE = rf"\A{TAG_CHARS}*\z"  # with max_length=256
 
 # The namespace the serving stack may own and the weight cache's folders are allowlists in
-# config/rules_workload.py (serving_namespace, weight_cache).
+# config/rules/serving.py serving_namespace, config/rules/weight_cache.py.
 
 Count = Annotated[int, Field(ge=0, le=1000)]
 Positive = Annotated[int, Field(ge=1, le=1000)]
@@ -166,7 +168,7 @@ class Cluster(Strict):
     )
     # An empty admin_principal_arns is refused unless this says, on purpose, that the stage makes no one a
     # cluster admin: access entries are then created outside this app (by hand or by another stack). True
-    # together with a non-empty list is refused as contradictory (config/rules.py: _admins).
+    # together with a non-empty list is refused as contradictory (config/rules/cluster.py admin_access).
     allow_no_admin_principals: bool = Field(
         False,
         description="true: on purpose, this app makes no one a cluster admin (access entries are made elsewhere); "
@@ -300,8 +302,6 @@ MAX_EXTRA_ARGS = 32
 def _known_to_vllm(values: dict[str, Any]) -> dict[str, Any]:
     """Every extra engine argument is a field of vLLM's EngineArgs that a stage may set, with a value of its type
     (config/engine_args.py check_extra): the same check for serving.engine and a role's engine block."""
-    from .engine_args import check_extra
-
     for name, value in values.items():
         problem = check_extra(name, value)
         if problem:
@@ -364,7 +364,7 @@ class Engine(Strict):
         "vLLM's default.",
     )
     # FlashInfer's GDN prefill kernel is missing on compute capability 9.x (H100/H200) in vLLM 0.26:
-    # Qwen3.5 there needs "triton" (checked in config/rules.py).
+    # Qwen3.5 there needs "triton" (checked in config/rules/serving_engine.py).
     gdn_prefill_backend: Literal["flashinfer", "triton", "cutedsl"] | None = Field(
         None,
         description="The Gated DeltaNet prefill kernel (Qwen3.5), engine_kwargs.gdn_prefill_backend; unset: vLLM's "
@@ -375,7 +375,7 @@ class Engine(Strict):
         max_length=MAX_EXTRA_ARGS,
         description="Any other scalar field of vLLM's EngineArgs (config/vllm_engine_args.json), name: value, added to "
         "engine_kwargs as given; reserved names are refused and opt-in ones need serving.allow_unsafe_engine_args "
-        "(config/rules_safety.py).",
+        "(config/engine_arg_classes.py).",
     )
 
     def vllm_kwargs(self) -> dict[str, Any]:
@@ -447,7 +447,7 @@ RoleEngine = create_model(
 def merged_engine(shared: Engine, role: Any) -> Engine:
     """`shared` with every key `role` (a RoleEngine, or None) sets replaced by its value, and extra_args merged
     key by key (the role's value wins; a new key comes after the shared ones). Validated as an Engine again: the
-    one way it fails is more than MAX_EXTRA_ARGS extra arguments together (config/rules.py refuses that first)."""
+    one way it fails is more than MAX_EXTRA_ARGS extra arguments together (config/rules/serving_roles.py refuses that first)."""
     if role is None:
         return shared
     data = shared.model_dump()
@@ -556,7 +556,7 @@ class HeadResources(Strict):
 
 class WeightCache(Strict):
     """A directory on the GPU node's root volume that outlives the pod: weights load once per node. Which host
-    and container folders it may be: config/rules_workload.py weight_cache (an allowlist)."""
+    and container folders it may be: config/rules/weight_cache.py (an allowlist)."""
 
     enabled: bool = Field(
         True, description="Mount the cache into the Ray workers and point HF_HOME at it; false: download per pod."
@@ -651,12 +651,12 @@ class Serving(Strict):
         description=f"Namespaces whose pods may reach Serve's port {SERVE_PORT} on the Ray pods (a NetworkPolicy), "
         "each once, not the serving namespace itself.",
     )
-    # The opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
+    # The opt-in engine arguments (config/engine_arg_classes.py ENGINE_ARGS_OPT_IN: trust_remote_code, ...) that
     # engine.extra_args may turn on: each must be named here, and synth warns about each.
     allow_unsafe_engine_args: list[Annotated[str, Field(pattern=ENGINE_ARG, max_length=64)]] = Field(
         default_factory=list,
         max_length=32,
-        description="The opt-in engine arguments (trust_remote_code, enable_prompt_embeds, ...: config/rules_safety.py "
+        description="The opt-in engine arguments (trust_remote_code, enable_prompt_embeds, ...: config/engine_arg_classes.py "
         "ENGINE_ARGS_OPT_IN) an extra_args may turn on, each once and each turned on by some engine; synth warns "
         "about them.",
     )
@@ -856,8 +856,6 @@ class StageConfig(Strict):
     @field_validator("region")
     @classmethod
     def _known_region(cls, value: str) -> str:
-        from .rules_safety import region_problem  # the committed table of config/regions.json
-
         problem = region_problem(value)
         if problem:
             raise ValueError(problem)

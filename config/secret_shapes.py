@@ -1,7 +1,7 @@
-"""What a secret value looks like: the shapes refused in stage files (config/rules.py refuse_secrets, re-exported
-there), scanned for in every synth output (ops/secret_scan.py PATTERNS) and cut out of every error message
-(config/errors.py). Pure functions of text, no project imports: errors.py imports this module, and rules.py
-imports errors.py.
+"""What a secret value looks like: the shapes refused in stage files (config/rules/secret_values.py refuse_secrets,
+re-exported by config/rules/), scanned for in every synth output (ops/secret_scan.py PATTERNS) and cut out of
+every error message (config/errors.py). Pure functions of text, no project imports: errors.py imports this
+module, and the rules import errors.py.
 
 Everything here is linear in the text: each pattern is one left-to-right pass without nested quantifiers that
 could backtrack, and the key-like context of a random-looking run is one search for the first key word, not a

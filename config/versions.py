@@ -99,6 +99,6 @@ VLLM_VERSION = "0.26.0"
 
 def dlc_image(region: str, tag: str = DLC_SERVE_LLM_TAG) -> str:
     """The regional ECR address of the Ray Serve LLM Deep Learning Container; a region without a registry
-    has none (config/rules.py refuses such a stage unless serving.image names another image)."""
+    has none (config/rules/serving.py refuses such a stage unless serving.image names another image)."""
     account = DLC_REGISTRIES.get(region, "")
     return f"{account}.dkr.ecr.{region}.amazonaws.com/{DLC_REPOSITORY}:{tag}" if account else ""

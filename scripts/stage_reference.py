@@ -53,8 +53,8 @@ problem as one line, `PATH: key.path: what is wrong (what is allowed)`; a warnin
 likely a mistake) is one line `PATH: key.path: warning: ...` on stderr and changes no exit code.
 
 Every section refuses unknown keys and converts nothing: a string where a number belongs is an error.
-The tables give each key's own rules (type, range, pattern); the rules across keys (config/rules.py,
-config/rules_workload.py, config/rules_safety.py) are named in the descriptions. "unset" means the key is
+The tables give each key's own rules (type, range, pattern); the rules across keys (config/rules/, one
+module per section of this page) are named in the descriptions. "unset" means the key is
 left out (or null, where the type allows it).
 
 Per-role engine settings (PD mode): `serving.prefill.engine` and `serving.decode.engine` take every key of

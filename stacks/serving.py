@@ -58,7 +58,7 @@ class ServingStack(cdk.Stack):
             manifest=self.objects,
         )
         self.manifest.node.add_dependency(kuberay_operator)
-        if serving.allow_unsafe_engine_args:  # opt-in engine arguments (config/rules_safety.py ENGINE_ARGS_OPT_IN)
+        if serving.allow_unsafe_engine_args:  # opt-in engine arguments: config/engine_arg_classes.py ENGINE_ARGS_OPT_IN
             cdk.Annotations.of(self.manifest).add_warning_v2(
                 "pd-inference:unsafe-engine-args",
                 f"{serving.service_name}: vLLM runs with {', '.join(serving.allow_unsafe_engine_args)} turned on, as "

@@ -360,7 +360,7 @@ def _start(
     )
 
 
-# The overrides, each one concern (as config/rules.py's rules), in the order they are recorded: the plan's own
+# The overrides, each one concern (as the rules of config/rules/), in the order they are recorded: the plan's own
 # (PLAN_OVERRIDES), then each engine config's in turn (ENGINE_OVERRIDES for the first engine config, then for
 # the second), then the worker environment's (ENV_OVERRIDES). Each reads the _Build and records what it changes
 # with build.set / build.add, or raises PlanError.

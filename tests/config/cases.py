@@ -514,7 +514,7 @@ SERVING += [
         "serving.client_namespaces[1]",
         "listed twice",
     ),
-    # the host path is an allowlist (config/rules_workload.py): /var/lib/model-cache or below, in normal form
+    # the host path is an allowlist (config/rules/weight_cache.py): /var/lib/model-cache or below, in normal form
     (
         "host-path-root-in-disguise",
         {"serving": {"weight_cache": {"host_path": "//"}}},

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from config import engine_args, rules_workload
-from config.rules_safety import (
+from config import engine_args
+from config.engine_arg_classes import (
     COUNTED_ARGS,
     ENGINE_ARG_CHECKS,
     ENGINE_ARGS_ALLOWED,
@@ -22,6 +22,7 @@ from config.rules_safety import (
     IDENTITY_ARGS,
     PINNED_REVISIONS,
 )
+from config.rules.serving_engine_tuning import MODEL_HEADS
 from config.schema import Engine
 
 from ..helpers import REHEARSAL, config_with, data_file, merge, stage_data, write_stage
@@ -326,10 +327,10 @@ def test_dcp_within_the_heads_is_allowed(tmp_path):
 
 def test_the_head_counts_are_the_committed_config_json():
     config = json.loads(data_file(REHEARSAL / "qwen3.5-9b-config.json").read_text())["text_config"]
-    assert rules_workload.MODEL_HEADS["qwen3.5-9b"] == (config["num_attention_heads"], config["num_key_value_heads"])
+    assert MODEL_HEADS["qwen3.5-9b"] == (config["num_attention_heads"], config["num_key_value_heads"])
     from config.derived import KNOWN_MODELS
 
-    assert set(rules_workload.MODEL_HEADS) <= set(KNOWN_MODELS)
+    assert set(MODEL_HEADS) <= set(KNOWN_MODELS)
 
 
 def test_validate_exits_non_zero_with_one_line_and_no_traceback(tmp_path):

@@ -9,7 +9,7 @@ from config import load_stage_file
 from config.__main__ import main
 from config.loader import CONFIG_DIR
 from config.rules import placeholder_warnings
-from config.rules_workload import no_admin_principal, placeholder_endpoint_cidrs
+from config.rules.cluster import no_admin_principal, placeholder_endpoint_cidrs
 
 from ..helpers import config_with
 

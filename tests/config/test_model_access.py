@@ -8,7 +8,7 @@ import pytest
 
 from config import ConfigError, load_stage_file
 from config.derived import KNOWN_MODELS, is_gated
-from config.rules_workload import model_id_mismatch
+from config.rules.serving_model import model_id_mismatch
 
 from ..helpers import config_with, merge, stage_data, write_stage
 

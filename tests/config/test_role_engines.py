@@ -82,8 +82,8 @@ def test_a_role_block_is_validated_like_serving_engine(tmp_path, engine, field, 
 
 
 def test_too_many_extra_args_together_are_refused_on_the_role(tmp_path):
+    from config.engine_arg_classes import ENGINE_ARGS_ALLOWED
     from config.engine_args import check_extra
-    from config.rules_safety import ENGINE_ARGS_ALLOWED
 
     # a value each takes (a number, or a flag); the schema alone is satisfied, the count is refused first
     takes = {name: next((v for v in (1, False) if check_extra(name, v) is None), None) for name in ENGINE_ARGS_ALLOWED}

@@ -247,7 +247,7 @@ def test_kube_system_may_be_a_client_namespace(tmp_path):
     ],
 )
 def test_the_host_path_is_never_a_system_directory(tmp_path, host_path):
-    # an allowlist now (config/rules_workload.py): outside /var/lib/model-cache, or not in normal form
+    # an allowlist now (config/rules/weight_cache.py): outside /var/lib/model-cache, or not in normal form
     line = _refusal(tmp_path, {"serving": {"weight_cache": {"host_path": host_path}}})
     assert ": serving.weight_cache.host_path: " in line
     assert "is outside the node's weight cache folder" in line or "has an empty segment" in line

@@ -1,4 +1,4 @@
-"""The safety classes of config/rules_safety.py and config/secret_shapes.py, each fixed by what it means rather
+"""The safety classes of config/engine_arg_classes.py and config/secret_shapes.py, each fixed by what it means rather
 than by a list of known bad values: vLLM engine arguments (every recorded field classified), secret shapes
 (and no parser or validation message that echoes one), a secret scan linear in its input, places that do not
 exist (regions, AZs, ARN partitions, reserved VPC ranges, tag keys that collide), and alarm thresholds that
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from config import ConfigError, engine_args, load_stage_file, rules, rules_safety, secret_shapes
+from config import ConfigError, engine_arg_classes, engine_args, load_stage_file, regions, secret_shapes
+from config.engine_arg_classes import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
 from config.errors import from_validation_error, short
-from config.rules_safety import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
+from config.rules import secret_values
 from config.schema import StageConfig
 from config.secret_shapes import secret_kind
 
@@ -38,11 +39,11 @@ def test_every_recorded_engine_arg_is_in_exactly_one_class():
     classes = [set(ENGINE_ARGS_ALLOWED), set(ENGINE_ARGS_RESERVED), set(ENGINE_ARGS_OPT_IN)]
     assert set().union(*classes) == recorded  # a field vLLM adds is unclassified until someone classifies it
     assert sum(len(c) for c in classes) == len(recorded) == 221  # no field in two classes
-    assert set(rules_safety.ENGINE_ARG_VALUES) | set(rules_safety.LITERAL_ONLY) <= set(ENGINE_ARGS_ALLOWED)
+    assert set(engine_arg_classes.ENGINE_ARG_VALUES) | set(engine_arg_classes.LITERAL_ONLY) <= set(ENGINE_ARGS_ALLOWED)
 
 
 def test_an_unclassified_field_is_refused(monkeypatch):
-    monkeypatch.setattr(rules_safety, "ENGINE_ARGS_ALLOWED", ENGINE_ARGS_ALLOWED - {"seed"})
+    monkeypatch.setattr(engine_arg_classes, "ENGINE_ARGS_ALLOWED", ENGINE_ARGS_ALLOWED - {"seed"})
     assert engine_arg_class("seed")[0] == "unclassified"
     assert engine_args.check_extra("seed", 1).startswith("seed is reserved: not classified")
 
@@ -312,8 +313,8 @@ def test_the_key_context_is_searched_once_per_string(monkeypatch):
 
 def test_an_aliased_string_is_scanned_once_and_the_file_loads_fast(tmp_path, monkeypatch):
     calls = []
-    real = rules.secret_kind
-    monkeypatch.setattr(rules, "secret_kind", lambda text, key="": calls.append(len(text)) or real(text, key))
+    real = secret_values.secret_kind
+    monkeypatch.setattr(secret_values, "secret_kind", lambda text, key="": calls.append(len(text)) or real(text, key))
     big = (WORDY_RUN + " ") * 1500
     text = f'stage: dev\nblob: &b "{big}"\nmore: [{", ".join(["*b"] * 63)}]\n'  # 64 visits of 61,500 characters
     path = write_stage(tmp_path, text, name="dev")
@@ -374,8 +375,8 @@ def test_a_region_that_does_not_exist_here_is_refused(tmp_path, region, phrase):
 
 
 def test_every_region_of_the_table_is_accepted():
-    assert [r for r in rules_safety.stage_regions() if rules_safety.region_problem(r)] == []
-    assert len(rules_safety.stage_regions()) >= 30
+    assert [r for r in regions.stage_regions() if regions.region_problem(r)] == []
+    assert len(regions.stage_regions()) >= 30
 
 
 @pytest.mark.parametrize("zone, ok", [("us-west-2f", True), ("us-west-2g", False), ("us-west-2z", False)])
@@ -518,4 +519,4 @@ def test_thresholds_just_inside_the_range_are_accepted(tmp_path, settings, engin
 def test_the_shipped_stages_are_inside_every_range():
     for stage in ("dev", "prod"):
         assert load_stage_file(ROOT / "config" / f"{stage}.yaml").stage == stage
-    assert os.path.exists(rules_safety.REGIONS_FILE)
+    assert os.path.exists(regions.REGIONS_FILE)

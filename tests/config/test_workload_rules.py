@@ -1,4 +1,4 @@
-"""The workload's allowlists (config/rules_workload.py): the weight cache's host and container folders, the
+"""The workload's allowlists (config/rules/): the weight cache's host and container folders, the
 serving namespace, the GPUs a replica takes, the model source, admin principals EKS accepts, and no bool
 where a number belongs. Each class is tried with variants the old denylists let through; every refusal is
 one line naming the stage file and the field."""
@@ -190,7 +190,7 @@ def test_no_other_mount_of_the_worker_pod_is_in_the_cache_folders(dev):
     """A tripwire: the chart's own mounts (and any added later) stay off the cache's allowed folders."""
     from charts.ray_pods import TokenMount, worker_pod
     from config.derived import worker_resources
-    from config.rules_workload import HOST_ROOT, MOUNT_PARENTS, MOUNT_ROOTS
+    from config.rules.weight_cache import HOST_ROOT, MOUNT_PARENTS, MOUNT_ROOTS
 
     pod = worker_pod(
         image="x",
@@ -246,7 +246,7 @@ def test_the_serving_namespace_is_never_kubernetes_or_an_add_on(tmp_path, namesp
 def test_every_namespace_the_app_installs_into_is_refused(tmp_path):
     """Derived from the code that installs them: every Helm release (with and without EFA), the add-on
     namespaces the cluster stack creates, and the CloudWatch add-on's."""
-    from config.rules_workload import APP_NAMESPACES, KUBERNETES_NAMESPACES
+    from config.rules.serving import APP_NAMESPACES, KUBERNETES_NAMESPACES
     from config.schema import Addons
     from config.topology import CLOUDWATCH_NAMESPACE
     from stacks.addons import ADDON_NAMESPACES, helm_releases
@@ -290,7 +290,7 @@ def _parallel(cfg, count=None, tp=None, **extra):
 
 
 def _capacity_refusal(cfg) -> ConfigError:
-    from config.rules_workload import serving_capacity
+    from config.rules.serving_roles import serving_capacity
 
     with pytest.raises(ConfigError) as caught:
         serving_capacity(cfg, "dev.yaml")
@@ -358,7 +358,7 @@ def test_a_stage_file_with_them_is_refused_too(tmp_path, name):
     "extra", [{"pipeline_parallel_size": 2}, {"data_parallel_size": 2}, {"prefill_context_parallel_size": 2}]
 )
 def test_with_enough_nodes_the_same_parallel_sizes_fit(dev, extra):
-    from config.rules_workload import serving_capacity
+    from config.rules.serving_roles import serving_capacity
 
     assert serving_capacity(_parallel(dev, count=4, **extra), "dev.yaml") is None
 

@@ -79,7 +79,7 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself_only(app_synth
 
 @pytest.mark.parametrize("instance_type, count", [("p4d.24xlarge", 4), ("p5.48xlarge", 32)])
 def test_interface_count_follows_the_instance_type(instance_type, count, tmp_path):
-    # Qwen3.5 on an H100 (p5) needs the Triton GDN prefill kernel (config/rules.py _serving_engine).
+    # Qwen3.5 on an H100 (p5) needs the Triton GDN prefill kernel (config/rules/serving_engine.py gdn_prefill_kernel).
     cfg = config_with(
         tmp_path, gpu_nodegroup={"instance_type": instance_type}, serving={"engine": {"gdn_prefill_backend": "triton"}}
     )

@@ -220,7 +220,7 @@ def test_a_stage_that_sets_language_model_only_keeps_it(tmp_path, value):
 
 
 def test_the_plan_is_a_list_of_small_overrides():
-    # Each override one concern, run in a fixed order (as config/rules.py's rules): engine by engine, then the env.
+    # Each override one concern, run in a fixed order (as the rules of config/rules/): engine by engine, then the env.
     assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode"]
     assert [o.__name__ for o in overrides.ENGINE_OVERRIDES] == [
         "_local_model_folder",

@@ -1,68 +1,13 @@
-"""Safety rules of a stage file: which vLLM engine arguments it may pass, places that do not exist (regions,
-AZs, ARN partitions, VPC ranges AWS or the node reserves, tag keys that collide), and alarm thresholds that can
-never fire or always fire. Same form as config/rules.py (registered in its `check`): each rule takes
-(cfg, path), returns on success and raises ConfigError naming the field on failure.
+"""The classes of vLLM's engine arguments: every recorded EngineArgs field (config/vllm_engine_args.json) is
+reserved, opt-in or allowed, with the check each allowed one gets. A table: config/engine_args.py checks an
+extra_args value against it, the rules of config/rules/serving_engine.py read it, and it imports no rule.
 
-Allowlists where a denylist would leak: every recorded vLLM EngineArgs field is classified here (a field vLLM
-adds later is refused until someone classifies it), and a region must be in the committed table."""
+Allowlists where a denylist would leak: a field vLLM adds later is refused until someone classifies it."""
 
 from __future__ import annotations
 
-import functools
-import ipaddress
-import json
 import re
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from .errors import ConfigError, did_you_mean, short
-
-if TYPE_CHECKING:  # schema imports this module (the region check); nothing here needs schema at run time
-    from .schema import StageConfig
-
-
-def check(cfg: StageConfig, path: str) -> None:
-    for rule in (
-        availability_zones,
-        arn_partitions,
-        vpc_range,
-        tag_keys,
-        unsafe_engine_args,
-        pinned_revisions,
-        role_identity,
-        cuda_graph_mode,
-        alarm_thresholds,
-    ):
-        rule(cfg, path)
-
-
-def cuda_graph_mode(cfg: StageConfig, path: str) -> None:
-    """serving.engine.cuda_graphs chooses graphs, so it needs enforce_eager: false, and it sets the capture size
-    itself (max_num_seqs) inside compilation_config: vLLM refuses a capture size given both there and as an
-    engine argument (vllm/engine/arg_utils.py, create_engine_config: "... are mutually exclusive"), so
-    extra_args' capture arguments are refused beside it. Per engine as it runs."""
-    serving = cfg.serving
-    for role in serving.engine_roles():
-        engine = serving.engine_for(role)
-        if engine.cuda_graphs is None:
-            continue
-        field = serving.engine_field(role, "cuda_graphs")
-        if engine.enforce_eager:
-            raise ConfigError(
-                path,
-                field,
-                f"{engine.cuda_graphs} with enforce_eager: true, which captures no CUDA graphs (allowed: "
-                "enforce_eager: false, or leave cuda_graphs out)",
-            )
-        for name in ("max_cudagraph_capture_size", "cudagraph_capture_sizes"):
-            if name in engine.extra_args:
-                raise ConfigError(
-                    path,
-                    field,
-                    f"{engine.cuda_graphs} captures graphs up to max_num_seqs, and extra_args.{name} says otherwise "
-                    f"(allowed: one of the two; set max_num_seqs for the capture size)",
-                )
-
+from typing import Any
 
 # --- 12. vLLM engine arguments (serving.engine.extra_args) -----------------------------------------------
 # Every field of the recorded EngineArgs (config/vllm_engine_args.json, vLLM 0.26.0) in exactly one class, by
@@ -274,19 +219,19 @@ PINNED_REVISIONS = ("revision", "code_revision", "tokenizer_revision")
 # COUNTED_ARGS: what changes the memory one engine holds, or how it spans its GPUs, each fed into a rule.
 COUNTED_ARGS: dict[str, str] = {
     "kv_cache_memory_bytes": "a fixed KV cache per GPU in place of gpu_memory_utilization's share: counted against "
-    "the GPU's memory, one max_model_len sequence and the GpuMemory alarm (rules_workload.engine_memory)",
+    "the GPU's memory, one max_model_len sequence and the GpuMemory alarm (engine_memory)",
     "cpu_offload_gb": "weights held in the worker pod's memory, per GPU: counted against "
-    "serving.worker_resources' memory limit (rules_workload.engine_memory)",
+    "serving.worker_resources' memory limit (engine_memory)",
     "mm_processor_cache_gb": "the multimodal processor cache, in the pod's memory once per process of an engine: "
-    "counted with cpu_offload_gb (rules_workload.engine_memory)",
+    "counted with cpu_offload_gb (engine_memory)",
     "mm_processor_cache_type": "shm puts the multimodal processor cache in /dev/shm: counted against "
-    "serving.worker_resources.shm_gib (rules_workload.engine_memory)",
+    "serving.worker_resources.shm_gib (engine_memory)",
     "watermark": "keeps a share of the KV cache free of requests: counted against one max_model_len sequence "
-    "(rules_workload.engine_memory)",
+    "(engine_memory)",
     "mm_ipc_gpu_memory_gb": "carved out of the KV cache's memory: counted against one max_model_len sequence "
-    "(rules_workload.engine_memory)",
+    "(engine_memory)",
     "decode_context_parallel_size": "splits the KV cache over an engine's TP ranks: checked against "
-    "tensor_parallel_size and the model's heads (rules_workload.parallel_layout)",
+    "tensor_parallel_size and the model's heads (parallel_layout)",
 }
 # The rest tunes speed, scheduling, kernels, loading or the pod's own logs: no rule of the stack reads it, and its
 # type (with ENGINE_ARG_VALUES' values for a few) is all that is checked.
@@ -458,326 +403,9 @@ def engine_arg_class(name: str) -> tuple[str, str]:
         return "opt-in", ENGINE_ARGS_OPT_IN[name]
     if name in ENGINE_ARGS_ALLOWED:
         return "allowed", ""
-    return "unclassified", "not classified for the recorded vLLM (config/rules_safety.py)"
+    return "unclassified", "not classified for the recorded vLLM (config/py)"
 
 
 def enables(value: Any) -> bool:
     """Whether an opt-in argument's value turns the behaviour on (False or None leaves it off)."""
     return value is not None and value is not False
-
-
-def unsafe_engine_args(cfg: StageConfig, path: str) -> None:
-    """An opt-in argument in extra_args needs its name in serving.allow_unsafe_engine_args; that list names
-    opt-in arguments only, each once, and only ones extra_args sets."""
-    serving = cfg.serving
-    listed = list(serving.allow_unsafe_engine_args)
-    opt_in = ", ".join(sorted(ENGINE_ARGS_OPT_IN))
-    # Every engine the mode runs, a PD role with its own engine block as it runs (its extra_args merged).
-    engines = [(role, serving.engine_for(role)) for role in serving.engine_roles()]
-    where = (
-        "serving.engine.extra_args"
-        if all(engine is serving.engine for _, engine in engines)
-        else "the extra_args of serving.engine, serving.prefill.engine or serving.decode.engine"
-    )
-    for index, name in enumerate(listed):
-        field = f"serving.allow_unsafe_engine_args[{index}]"
-        kind, why = engine_arg_class(name)
-        if kind != "opt-in":  # `name` has ENGINE_ARG's characters only: printed as it is
-            reason = (
-                "is not an opt-in engine argument"
-                if kind == "unclassified"
-                else f"is reserved ({why}): no stage file may pass it"
-                if kind == "reserved"
-                else "needs no opt-in: extra_args takes it as it is"
-            )
-            raise ConfigError(path, field, f"{name} {reason} (allowed: {opt_in})")
-        if name in listed[:index]:
-            raise ConfigError(path, field, f"{name} is listed twice (each once)")
-        if not any(enables(engine.extra_args.get(name)) for _, engine in engines):
-            raise ConfigError(
-                path,
-                field,
-                f"{name} is not turned on in {where}: an opt-in that "
-                "opens nothing (allowed: only the opt-in arguments extra_args sets)",
-            )
-    for role, engine in engines:
-        for name, value in engine.extra_args.items():
-            if name in ENGINE_ARGS_OPT_IN and enables(value) and name not in listed:
-                raise ConfigError(
-                    path,
-                    serving.engine_field(role, f"extra_args.{name}"),
-                    f"{short(value)}: {name} {ENGINE_ARGS_OPT_IN[name]} (allowed: only with "
-                    f"serving.allow_unsafe_engine_args: [{name}], which synth reports as a warning)",
-                )
-
-
-def _runs(engine: Any, name: str) -> Any:
-    """The value `engine` runs `name` with: its typed field, its extra argument, or None (vLLM's default)."""
-    return getattr(engine, name) if name in type(engine).model_fields else engine.extra_args.get(name)
-
-
-def _key(engine: Any, name: str) -> str:
-    return name if name in type(engine).model_fields else f"extra_args.{name}"
-
-
-def pinned_revisions(cfg: StageConfig, path: str) -> None:
-    """revision, code_revision and tokenizer_revision name a commit (COMMIT_ID), in every engine the mode runs."""
-    serving = cfg.serving
-    for role in serving.engine_roles():
-        engine = serving.engine_for(role)
-        for name in PINNED_REVISIONS:
-            value = engine.extra_args.get(name)
-            if value is None or (isinstance(value, str) and COMMIT_ID.fullmatch(value)):
-                continue
-            raise ConfigError(
-                path,
-                serving.engine_field(role, f"extra_args.{name}"),
-                f"{short(value)} is not a commit id: a branch or tag (main, v1.0) moves when the repository "
-                "changes, and refs/pr/N is a Hub pull request anyone can open, with weights, config and chat "
-                f"template of its own, served under serving.model.id {short(serving.model.id)} (allowed: a full "
-                f"commit id of {short(serving.model.source, 80)}, 40 lower-case hex digits; or leave {name} out)",
-            )
-
-
-def role_identity(cfg: StageConfig, path: str) -> None:
-    """In PD mode prefill and decode run one value of every IDENTITY_ARGS setting (typed field or extra argument):
-    the field named is the role block that sets it (prefill first)."""
-    serving = cfg.serving
-    if serving.mode != "pd":
-        return
-    prefill, decode = serving.engine_for("prefill"), serving.engine_for("decode")
-    for name, what in IDENTITY_ARGS.items():
-        ours, theirs = _runs(prefill, name), _runs(decode, name)
-        if ours == theirs and type(ours) is type(theirs):
-            continue
-        key = _key(prefill, name)
-        fields = [serving.engine_field(role, key) for role in ("prefill", "decode")]
-        field = next(f for f in fields if not f.startswith("serving.engine."))
-        unset = "unset (vLLM's default)"
-        raise ConfigError(
-            path,
-            field,
-            f"prefill runs {unset if ours is None else short(ours)}, decode {unset if theirs is None else short(theirs)}:"
-            f" {name} decides {what}, and a request prefilled by one is decoded by the other from the KV cache NIXL "
-            f"moves, {NIXL_CHECKS.get(name, NIXL_SILENT)} (allowed: one value for both roles, set in "
-            f"serving.engine.{key})",
-        )
-
-
-# --- 15. places that do not exist ------------------------------------------------------------------------
-REGIONS_FILE = Path(__file__).with_name("regions.json")
-
-
-@functools.lru_cache(maxsize=1)
-def regions_table() -> dict[str, Any]:
-    return json.loads(REGIONS_FILE.read_text())
-
-
-def stage_regions() -> list[str]:
-    table = regions_table()
-    return sorted(r for p in table["stage_partitions"] for r in table["partitions"][p]["regions"])
-
-
-def partition_of(region: str) -> str | None:
-    for partition, data in regions_table()["partitions"].items():
-        if region in data["regions"]:
-            return partition
-    return None
-
-
-def region_problem(region: str) -> str | None:
-    """None for a region of the partitions this app deploys to (config/regions.json, from botocore), else
-    what is wrong: a field validator of `region` raises it."""
-    regions = stage_regions()
-    if region in regions:
-        return None
-    partition = partition_of(region)
-    if partition:
-        return (
-            f"{region} is a region of the {partition} partition; this app deploys to "
-            f"{', '.join(regions_table()['stage_partitions'])} only (its CDK target partitions and its serving "
-            f"image) (allowed: {', '.join(regions)})"
-        )
-    return (
-        f"{short(region)} is not an AWS region{did_you_mean(region, regions)} (config/regions.json, from "
-        f"botocore {regions_table()['botocore']}) (allowed: {', '.join(regions)})"
-    )
-
-
-def availability_zones(cfg: StageConfig, path: str) -> None:
-    """The AZ letter is checked against a-f only (config/regions.json says why): whether this account has
-    that AZ in this region is not checked here."""
-    letters = regions_table()["availability_zone_letters"]
-    for index, zone in enumerate(cfg.availability_zones):
-        letter = zone[len(cfg.region) :]
-        if letter not in letters:
-            raise ConfigError(
-                path,
-                f"availability_zones[{index}]",
-                f"{short(zone)} names AZ letter {short(letter)}: no region has more than six AZs "
-                f"(us-east-1 has six) (allowed: {cfg.region}{letters[0]} to {cfg.region}{letters[-1]}, "
-                "of those the account has)",
-            )
-
-
-def arn_partitions(cfg: StageConfig, path: str) -> None:
-    """Every ARN field is in the partition of the stage's region (arn:aws-cn:... names nothing in us-west-2)."""
-    expected = partition_of(cfg.region)
-    fields: list[tuple[str, str | None]] = [
-        (f"cluster.admin_principal_arns[{index}]", arn) for index, arn in enumerate(cfg.cluster.admin_principal_arns)
-    ]
-    fields += [
-        ("observability.alarm_topic_arn", cfg.observability.alarm_topic_arn),
-        ("serving.hf_token_secret", cfg.serving.hf_token_secret),
-    ]
-    for field, arn in fields:
-        if not arn or not arn.startswith("arn:"):
-            continue
-        partition = arn.split(":")[1]
-        if partition != expected:
-            raise ConfigError(
-                path,
-                field,
-                f"the ARN is in partition {partition}, the stage's region "
-                f"{cfg.region} in {expected} (allowed: arn:{expected}:...)",
-            )
-
-
-# The reserved IPv4 ranges of config/derived.py (UNREACHABLE) that cannot be a VPC, by what they are. Not
-# refused: RFC 1918 (what AWS recommends for a VPC), and 100.64.0.0/10 and 198.19.0.0/16, which AWS accepts as
-# VPC CIDR blocks (the VPC User Guide's CIDR block association restrictions list them; EKS custom networking
-# puts pods in 100.64.0.0/10). Refused besides: 172.17.0.0/16: "Some AWS services use the 172.17.0.0/16 CIDR
-# range. To avoid future conflicts, don't use this range when creating your VPC" (VPC User Guide, "VPC CIDR
-# blocks"; it is Docker's default bridge too).
-_VPC_USABLE = tuple(
-    ipaddress.IPv4Network(net)
-    for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")
-)
-_RESERVED_AS = {
-    "0.0.0.0/8": "'this network'",
-    "127.0.0.0/8": "loopback",
-    "169.254.0.0/16": "link-local (the instance metadata service and the Amazon DNS resolver)",
-    "192.0.0.0/24": "IETF protocol assignments",
-    "198.18.0.0/16": "benchmarking (RFC 2544)",
-    "224.0.0.0/4": "multicast",
-    "240.0.0.0/4": "reserved for future use",
-    "172.17.0.0/16": "used by AWS services (and Docker's default bridge)",
-}
-
-
-@functools.lru_cache(maxsize=1)
-def vpc_reserved_ranges() -> tuple[tuple[ipaddress.IPv4Network, str], ...]:
-    """UNREACHABLE less the ranges a VPC may use (two CIDRs either nest or are disjoint), plus 172.17.0.0/16."""
-    from .derived import UNREACHABLE
-
-    ranges = list(UNREACHABLE)
-    for usable in _VPC_USABLE:
-        kept: list[ipaddress.IPv4Network] = []
-        for net in ranges:
-            if net.subnet_of(usable):
-                continue
-            kept += list(net.address_exclude(usable)) if usable.subnet_of(net) else [net]
-        ranges = kept
-    ranges.append(ipaddress.IPv4Network("172.17.0.0/16"))
-    return tuple((net, _RESERVED_AS.get(str(net), "a reserved range")) for net in sorted(ranges))
-
-
-def vpc_range(cfg: StageConfig, path: str) -> None:
-    vpc = ipaddress.IPv4Network(cfg.network.vpc_cidr)
-    for reserved, what in vpc_reserved_ranges():
-        if vpc.overlaps(reserved):
-            raise ConfigError(
-                path,
-                "network.vpc_cidr",
-                f"{vpc} overlaps {reserved}, {what}: not a range for a VPC (allowed: an RFC 1918 "
-                "range such as 10.0.0.0/16, or 100.64.0.0/10; not 172.17.0.0/16)",
-            )
-
-
-def tag_keys(cfg: StageConfig, path: str) -> None:
-    """Tag keys are case-sensitive in the tagging APIs, but IAM compares them case-insensitively (IAM User
-    Guide, "Tags for AWS Identity and Access Management resources", Case sensitivity), and the stage's tags
-    reach every resource of the stage (stacks/stage.py cdk.Tags.of), the IAM roles too: `Team` and `team` on
-    one role fails the deploy, and cost reports show two columns for one key."""
-    seen: dict[str, str] = {}
-    for key in cfg.tags:
-        folded = key.casefold()
-        if folded in seen:
-            raise ConfigError(
-                path,
-                f"tags.{key}",
-                f"differs from tags.{seen[folded]} only in case: IAM treats the two "
-                "as one key (allowed: each key once, in one spelling)",
-            )
-        seen[folded] = key
-
-
-# --- 17. alarm thresholds that can never fire or always fire ----------------------------------------------
-# vLLM 0.26's time-to-first-token histogram (vllm/v1/metrics/loggers.py, ray_vllm_time_to_first_token_seconds
-# here): its buckets start at 1 ms and end at 2560 s. histogram_quantile cannot tell times within the first
-# bucket apart, so an SLO under 1 ms fires even when every request is faster.
-TTFT_SMALLEST_BUCKET_SECONDS = 0.001
-# Memory a GPU holds outside vLLM's gpu_memory_utilization budget, which is measured from the engine's own
-# baseline: the process's CUDA context, already there when vLLM reads the free memory (its log on the rehearsal
-# H200: "Free memory on device (139.29/139.8 GiB) on startup", vllm/v1/worker/gpu_worker.py: 0.51 GiB). The
-# node's GPU-memory metric counts it, so the alarm's threshold keeps twice that above the budget.
-GPU_CONTEXT_GIB = 1.0
-
-
-def _context_percent(cfg: StageConfig) -> float:
-    """GPU_CONTEXT_GIB as a share of one GPU's memory (as the driver reports it, else as EC2 documents it)."""
-    from .instance_types import INSTANCE_TYPES
-
-    spec = INSTANCE_TYPES.get(cfg.gpu_nodegroup.instance_type)
-    if spec is None or not spec.gpus:
-        return 0.0
-    gpu_gib = spec.gpu_memory_mib / 1024 if spec.gpu_memory_mib else spec.gpu_memory_gib / spec.gpus
-    return GPU_CONTEXT_GIB / gpu_gib * 100
-
-
-def alarm_thresholds(cfg: StageConfig, path: str) -> None:
-    """stacks/alarms.py: Http5xx fires when 100 * 5xx / requests > error_rate_percent, GpuMemory when a node's
-    GPU memory used % > gpu_memory_percent, TtftP99 when the p99 time to first token > ttft_p99_slo_seconds."""
-    obs, timeout = cfg.observability, cfg.benchmark.request_timeout_seconds
-    if not 0 < obs.error_rate_percent < 100:
-        raise ConfigError(
-            path,
-            "observability.error_rate_percent",
-            f"{obs.error_rate_percent:g}: the alarm fires above it, and a share of requests is never "
-            "above 100% (allowed: more than 0 and less than 100)",
-        )
-    # vLLM takes gpu_memory_utilization of each GPU's memory at start (weights and KV cache) and keeps it: at or
-    # below that share the alarm fires as soon as the engine is up, and stays in alarm.
-    # The most any engine the mode runs holds (a PD role with its own engine block as it runs; prefill on a tie).
-    serving = cfg.serving
-    shares = [(serving.engine_for(role).gpu_memory_utilization, role) for role in serving.engine_roles()]
-    share = max(value for value, _ in shares)
-    held, holder = share * 100, serving.engine_field(next(r for v, r in shares if v == share), "gpu_memory_utilization")
-    held = round(held + _context_percent(cfg), 2)
-    if not held < obs.gpu_memory_percent < 100:
-        raise ConfigError(
-            path,
-            "observability.gpu_memory_percent",
-            f"{obs.gpu_memory_percent:g}: "
-            + (
-                "the alarm fires above it, and a GPU's memory is never more than 100% used"
-                if obs.gpu_memory_percent >= 100
-                else f"vLLM and the CUDA context hold {held:g}% of each GPU's memory from the start "
-                f"({holder} and {GPU_CONTEXT_GIB:g} GiB outside its budget), so the alarm would always fire"
-            )
-            + f" (allowed: more than {held:g} and less than 100)",
-        )
-    slo = obs.ttft_p99_slo_seconds
-    if not TTFT_SMALLEST_BUCKET_SECONDS <= slo < timeout:
-        why = (
-            f"below vLLM's smallest time-to-first-token bucket ({TTFT_SMALLEST_BUCKET_SECONDS:g} s), so the "
-            "alarm fires however fast requests are"
-            if slo < TTFT_SMALLEST_BUCKET_SECONDS
-            else f"not below benchmark.request_timeout_seconds ({timeout}): a request waits no longer for its first "
-            "token, so the alarm never fires"
-        )
-        raise ConfigError(
-            path,
-            "observability.ttft_p99_slo_seconds",
-            f"{slo:g} s is {why} (allowed: {TTFT_SMALLEST_BUCKET_SECONDS:g} s or more, and less than {timeout} s)",
-        )

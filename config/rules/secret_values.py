@@ -1,0 +1,69 @@
+"""The rule over the whole parsed file, before the schema reads it: no key or string value that looks like a
+secret (config/secret_shapes.py, where errors.py cuts the same shapes out of every message). The refusal names
+the field and the kind, never the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigError, dotted
+from ..secret_shapes import secret_kind, secret_like_key
+
+# No string of a stage file is longer than 2,048 characters (the longest field's max_length); one over 64 KiB
+# is refused before it is scanned, so the scan's work is bounded by the file (256 KiB) whatever it holds.
+MAX_STRING_CHARS = 64 * 1024
+
+
+def refuse_secrets(data: Any, path: str) -> None:
+    """Walk the parsed file (bounded: the loader caps its size and its expanded node count) and refuse the first
+    string, key or value, that looks like a secret. Iterative: no recursion limit to reach. Each distinct string
+    is scanned once (YAML aliases hand the walker one string object many times; the result depends only on the
+    text and on whether its key is key-like), and the scan is linear in the string (config/secret_shapes.py)."""
+    seen: dict[tuple[str, bool], str | None] = {}
+
+    def kind_of(text: str, key: str, where: tuple) -> str | None:
+        if len(text) > MAX_STRING_CHARS:
+            raise ConfigError(
+                path,
+                dotted(where),
+                f"a string of {len(text)} characters (allowed: up to "
+                f"{MAX_STRING_CHARS}; no setting of a stage file is that long)",
+            )
+        memo = (text, secret_like_key(key))  # the key class by its words (config/secret_shapes.py)
+        if memo not in seen:
+            seen[memo] = secret_kind(text, "secret" if memo[1] else "")
+        return seen[memo]
+
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                kind = kind_of(key, "", where) if isinstance(key, str) else None
+                if kind:
+                    raise ConfigError(
+                        path,
+                        dotted(where),
+                        f"a key looks like {kind}: a secret value does not "
+                        "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
+                        "and revoke it if this file was shared)",
+                    )
+            stack.extend((where + (key,), item) for key, item in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, str):
+            key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
+            kind = kind_of(value, key, where)
+            if kind:
+                name = dotted(where)
+                allowed = (
+                    "the name or ARN of the Secrets Manager secret that holds the token"
+                    if name == "serving.hf_token_secret"
+                    else "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret"
+                )
+                raise ConfigError(
+                    path,
+                    name,
+                    f"looks like {kind}, a secret value where none belongs (the value is "
+                    f"not shown; allowed: {allowed}; revoke it if this file was shared)",
+                )
