@@ -133,14 +133,7 @@ def _read_into(spec: Spec, path: Path, seen: set[Path]) -> None:
     for number, raw in enumerate(lines, 1):
         where = f"{rel(path)}:{number}"
         if raw.startswith("#:"):
-            body, _, reason = raw[2:].partition("--")
-            words = body.split()
-            if len(words) < 2 or words[0] not in DIRECTIVES:
-                raise LockError(f"{where}: `#:` needs one of {', '.join(DIRECTIVES)} and package names", 2)
-            if not reason.strip():
-                raise LockError(f"{where}: `#: {words[0]}` needs a reason after --", 2)
-            for name in words[1:]:
-                spec.directives[words[0]][canonicalize_name(name)] = reason.strip()
+            _read_directive(spec, raw, where)
             continue
         line = _strip_comment(raw)
         if not line:
@@ -154,6 +147,18 @@ def _read_into(spec: Spec, path: Path, seen: set[Path]) -> None:
             spec.requirements.append(Requirement(line))
         except InvalidRequirement as err:
             raise LockError(f"{where}: {err}", 2) from None
+
+
+def _read_directive(spec: Spec, raw: str, where: str) -> None:
+    """A `#: DIRECTIVE NAME ... -- reason` line of an .in file, into spec.directives."""
+    body, _, reason = raw[2:].partition("--")
+    words = body.split()
+    if len(words) < 2 or words[0] not in DIRECTIVES:
+        raise LockError(f"{where}: `#:` needs one of {', '.join(DIRECTIVES)} and package names", 2)
+    if not reason.strip():
+        raise LockError(f"{where}: `#: {words[0]}` needs a reason after --", 2)
+    for name in words[1:]:
+        spec.directives[words[0]][canonicalize_name(name)] = reason.strip()
 
 
 def read_host(path: Path = HOST_PACKAGES) -> dict[str, str]:

@@ -151,39 +151,47 @@ def verdicts(a: Run, b: Run, pairs: list[tuple], with_goodput: bool = False) -> 
     """Per metric: at which levels (concurrency, or request rate) each run is ahead by more than TIE, in
     words. Goodput (when asked): a level where only one run met the objectives at all puts it ahead; where
     neither did, a tie."""
-    lines = []
-    for metric in (*METRICS, GOODPUT) if with_goodput else METRICS:
-        ahead_a: list[Level | RateLevel] = []
-        ahead_b: list[Level | RateLevel] = []
-        ratios: list[float] = []
-        counted = []
-        for level_a, level_b in pairs:
-            va, vb = metric.get(level_a), metric.get(level_b)
-            if va is not None and vb is not None:
-                counted.append((level_a, va, vb))
-        if not counted:
-            lines.append(f"- {metric.label}: n/a at every level")
+    return [_verdict(a, b, metric, pairs) for metric in ((*METRICS, GOODPUT) if with_goodput else METRICS)]
+
+
+def _verdict(a: Run, b: Run, metric: Metric, pairs: list[tuple]) -> str:
+    """One metric's line, over the levels where both runs have it."""
+    counted = []
+    for level_a, level_b in pairs:
+        va, vb = metric.get(level_a), metric.get(level_b)
+        if va is not None and vb is not None:
+            counted.append((level_a, va, vb))
+    if not counted:
+        return f"- {metric.label}: n/a at every level"
+    ahead_a, ahead_b, ratios = _ahead(metric, counted)
+    parts = []
+    if ahead_a:
+        parts.append(f"**{md(a.label)}** ahead at {_at(ahead_a)}")
+    if ahead_b:
+        parts.append(f"**{md(b.label)}** ahead at {_at(ahead_b)}")
+    if not parts:
+        parts.append(f"within {TIE:.0%} at every level")
+    span = f" ({md(a.label)}/{md(b.label)} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+    return f"- {metric.label}: " + "; ".join(parts) + span
+
+
+def _ahead(metric: Metric, counted: list[tuple]) -> tuple[list, list, list[float]]:
+    """The levels where run A is ahead by more than TIE, those where run B is, and the A/B ratios (a level
+    where B's value is 0 has none: goodput's A is ahead there when it is above 0)."""
+    ahead_a: list[Level | RateLevel] = []
+    ahead_b: list[Level | RateLevel] = []
+    ratios: list[float] = []
+    for level_a, va, vb in counted:
+        if vb == 0:
+            if metric is GOODPUT and va > 0:
+                ahead_a.append(level_a)
             continue
-        for level_a, va, vb in counted:
-            if vb == 0:
-                if metric is GOODPUT and va > 0:
-                    ahead_a.append(level_a)
-                continue
-            ratio = va / vb
-            ratios.append(ratio)
-            better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
-            better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
-            (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
-        parts = []
-        if ahead_a:
-            parts.append(f"**{md(a.label)}** ahead at {_at(ahead_a)}")
-        if ahead_b:
-            parts.append(f"**{md(b.label)}** ahead at {_at(ahead_b)}")
-        if not parts:
-            parts.append(f"within {TIE:.0%} at every level")
-        span = f" ({md(a.label)}/{md(b.label)} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
-        lines.append(f"- {metric.label}: " + "; ".join(parts) + span)
-    return lines
+        ratio = va / vb
+        ratios.append(ratio)
+        better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
+        better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
+        (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
+    return ahead_a, ahead_b, ratios
 
 
 def _overhead(run: Run) -> str:
