@@ -133,14 +133,7 @@ def _read_into(spec: Spec, path: Path, seen: set[Path]) -> None:
     for number, raw in enumerate(lines, 1):
         where = f"{rel(path)}:{number}"
         if raw.startswith("#:"):
-            body, _, reason = raw[2:].partition("--")
-            words = body.split()
-            if len(words) < 2 or words[0] not in DIRECTIVES:
-                raise LockError(f"{where}: `#:` needs one of {', '.join(DIRECTIVES)} and package names", 2)
-            if not reason.strip():
-                raise LockError(f"{where}: `#: {words[0]}` needs a reason after --", 2)
-            for name in words[1:]:
-                spec.directives[words[0]][canonicalize_name(name)] = reason.strip()
+            _read_directive(spec, raw, where)
             continue
         line = _strip_comment(raw)
         if not line:
@@ -154,6 +147,18 @@ def _read_into(spec: Spec, path: Path, seen: set[Path]) -> None:
             spec.requirements.append(Requirement(line))
         except InvalidRequirement as err:
             raise LockError(f"{where}: {err}", 2) from None
+
+
+def _read_directive(spec: Spec, raw: str, where: str) -> None:
+    """A `#: DIRECTIVE NAME ... -- reason` line of an .in file, into spec.directives."""
+    body, _, reason = raw[2:].partition("--")
+    words = body.split()
+    if len(words) < 2 or words[0] not in DIRECTIVES:
+        raise LockError(f"{where}: `#:` needs one of {', '.join(DIRECTIVES)} and package names", 2)
+    if not reason.strip():
+        raise LockError(f"{where}: `#: {words[0]}` needs a reason after --", 2)
+    for name in words[1:]:
+        spec.directives[words[0]][canonicalize_name(name)] = reason.strip()
 
 
 def read_host(path: Path = HOST_PACKAGES) -> dict[str, str]:
@@ -348,72 +353,125 @@ def _items(report: dict) -> dict[str, Item]:
 def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Lock:
     items = _items(report)
     env = {k: v for k, v in report["environment"].items() if isinstance(v, str)}
-    host_wins, carry, skip = spec.names("host-wins"), spec.names("carry"), spec.names("skip")
-    where = rel(spec.path)
-    for directive, names in (("host-wins", host_wins), ("carry", carry), ("skip", skip)):
-        for pkg in sorted(names):
+    resolved = _Resolution(spec, host, items, env)
+    _check_directives(resolved)
+    carried, edges = _walk(resolved)
+    if carried & NEVER_CARRY:
+        raise LockError(
+            f"{resolved.where}: the lock would carry {', '.join(sorted(carried & NEVER_CARRY))}: never "
+            f"carried (the host's own build); is it missing from rehearsal/host-packages.txt?"
+        )
+    unmet = _unmet(resolved, carried, edges)
+    host_wins, skip = spec.names("host-wins"), spec.names("skip")
+    resolved_off_host = {p for p in items if p not in host}
+    return Lock(
+        name=name,
+        spec=spec,
+        carried={p: items[p] for p in sorted(carried)},
+        host_kept=sorted(p for p in items if p in host and p not in carried and p not in host_wins),
+        host_wins={p: items[p].version for p in sorted(host_wins)},
+        skipped={p: items[p].version for p in sorted(skip)},
+        pruned={p: items[p].version for p in sorted(resolved_off_host - carried - skip)},
+        unmet=unmet,
+    )
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """pip's resolved set for one .in file beside the host's packages: what each package is to the lock."""
+
+    spec: Spec
+    host: dict[str, str]
+    items: dict[str, Item]
+    env: dict[str, str]  # the marker environment pip resolved for
+
+    @property
+    def where(self) -> str:
+        return rel(self.spec.path)
+
+    def applies(self, req: Requirement, extra: str = "") -> bool:
+        return req.marker is None or req.marker.evaluate({**self.env, "extra": extra})
+
+    def kind(self, pkg: str) -> str:
+        """skip, host-wins (the .in's `#:` lines), host (the host's version serves) or carry."""
+        if pkg in self.spec.names("skip"):
+            return "skip"
+        if pkg in self.spec.names("host-wins"):
+            return "host-wins"
+        host, items = self.host, self.items
+        if pkg in host and (
+            items[pkg].version == host[pkg] or pkg not in (self.spec.names("carry") | self.spec.pinned)
+        ):
+            return "host"
+        return "carry"
+
+
+def _check_directives(resolved: _Resolution) -> None:
+    """Every `#:` line names a resolved package it changes something for (else: drop the line)."""
+    host, items, where = resolved.host, resolved.items, resolved.where
+    for directive in ("host-wins", "carry", "skip"):
+        for pkg in sorted(resolved.spec.names(directive)):
             if pkg not in items:
                 raise LockError(f"{where}: `#: {directive} {pkg}`: not in the resolved set (drop the line)")
-            if directive == "skip" and pkg in host:
-                raise LockError(f"{where}: `#: skip {pkg}`: the host has it (nothing to skip)")
-            if directive != "skip" and pkg not in host:
+            if directive == "skip":
+                if pkg in host:
+                    raise LockError(f"{where}: `#: skip {pkg}`: the host has it (nothing to skip)")
+                continue
+            if pkg not in host:
                 raise LockError(f"{where}: `#: {directive} {pkg}`: not a host package (rehearsal/host-packages.txt)")
-            if directive != "skip" and items[pkg].version == host[pkg]:
+            if items[pkg].version == host[pkg]:
                 raise LockError(
                     f"{where}: `#: {directive} {pkg}`: the resolver takes the host's {host[pkg]} (drop the line)"
                 )
 
-    def kind(pkg: str) -> str:
-        if pkg in skip:
-            return "skip"
-        if pkg in host_wins:
-            return "host-wins"
-        if pkg in host and (items[pkg].version == host[pkg] or pkg not in (carry | spec.pinned)):
-            return "host"
-        return "carry"
 
-    # Walk the dependency graph from the .in's requirements: through carried packages only, and into a
-    # host package only for what an extra asked of it adds.
+def _walk(resolved: _Resolution) -> tuple[set[str], list[tuple[str, Requirement]]]:
+    """The carried packages and their requirements (edges), walking the dependency graph from the .in's
+    requirements: through carried packages only, and into a host package only for what an extra asked
+    of it adds."""
     carried: set[str] = set()
     done: dict[str, set[str]] = {}
-    queue: list[tuple[str, set[str]]] = []
-    for req in spec.requirements:
-        if req.marker is None or req.marker.evaluate({**env, "extra": ""}):
-            queue.append((canonicalize_name(req.name), set(req.extras)))
+    queue = [
+        (canonicalize_name(req.name), set(req.extras)) for req in resolved.spec.requirements if resolved.applies(req)
+    ]
     edges: list[tuple[str, Requirement]] = []
     while queue:
         pkg, extras = queue.pop()
-        if pkg not in items:
+        if pkg not in resolved.items:
             raise LockError(f"{pkg} is required but not in pip's resolved set")
         before = done.get(pkg)
         if before is not None and extras <= before:
             continue
-        new_extras = extras - (before or set())
         done[pkg] = (before or set()) | extras
-        what = kind(pkg)
+        what = resolved.kind(pkg)
         if what in ("skip", "host-wins"):
             continue
         if what == "carry":
             carried.add(pkg)
-        for req in items[pkg].requires:
-            base = req.marker is None or req.marker.evaluate({**env, "extra": ""})
-            via_extra = (
-                req.marker is not None
-                and not base
-                and any(req.marker.evaluate({**env, "extra": e}) for e in new_extras)
-            )
-            # A first visit takes the plain requirements too; a host package only what an extra adds.
-            if not (via_extra or (base and before is None and what == "carry")):
-                continue
+        for req in _followed(resolved, pkg, what, extras - (before or set()), first_visit=before is None):
             if what == "carry":
                 edges.append((pkg, req))
             queue.append((canonicalize_name(req.name), set(req.extras)))
+    return carried, edges
 
-    if carried & NEVER_CARRY:
-        raise LockError(
-            f"{where}: the lock would carry {', '.join(sorted(carried & NEVER_CARRY))}: never "
-            f"carried (the host's own build); is it missing from rehearsal/host-packages.txt?"
-        )
+
+def _followed(resolved: _Resolution, pkg: str, what: str, new_extras: set[str], first_visit: bool) -> list[Requirement]:
+    """The requirements of `pkg` the walk follows: a first visit of a carried package takes the plain
+    requirements too; a host package only what an extra adds."""
+    followed = []
+    for req in resolved.items[pkg].requires:
+        base = resolved.applies(req)
+        via_extra = req.marker is not None and not base and any(resolved.applies(req, e) for e in new_extras)
+        if via_extra or (base and first_visit and what == "carry"):
+            followed.append(req)
+    return followed
+
+
+def _unmet(resolved: _Resolution, carried: set[str], edges: list[tuple[str, Requirement]]) -> list[str]:
+    """The carried packages' requirements unmet by the host plus the carried set, explained by a `#: skip`
+    or `#: host-wins` line (any other stops the run), as the lock's header lists them."""
+    items, host = resolved.items, resolved.host
+    skip, host_wins = resolved.spec.names("skip"), resolved.spec.names("host-wins")
     unexplained, unmet = [], set()
     for pkg, req in edges:
         target = canonicalize_name(req.name)
@@ -426,19 +484,8 @@ def build_lock(name: str, spec: Spec, host: dict[str, str], report: dict) -> Loc
             line = f"{pkg} {items[pkg].version}: {req.name}{req.specifier} (host {have})"
             (unmet.add if target in host_wins else unexplained.append)(line)
     if unexplained:
-        raise LockError(f"{where}: {'; '.join(sorted(unexplained))}")
-    resolved_off_host = {p for p in items if p not in host}
-    pruned = {p: items[p].version for p in sorted(resolved_off_host - carried - skip)}
-    return Lock(
-        name=name,
-        spec=spec,
-        carried={p: items[p] for p in sorted(carried)},
-        host_kept=sorted(p for p in items if p in host and p not in carried and p not in host_wins),
-        host_wins={p: items[p].version for p in sorted(host_wins)},
-        skipped={p: items[p].version for p in sorted(skip)},
-        pruned=pruned,
-        unmet=sorted(unmet),
-    )
+        raise LockError(f"{resolved.where}: {'; '.join(sorted(unexplained))}")
+    return sorted(unmet)
 
 
 def render(lock: Lock, host: dict[str, str]) -> str:

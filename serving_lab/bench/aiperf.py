@@ -88,18 +88,26 @@ def command(
     stopping early; a server that does not know it ignores it. Server metrics and GPU telemetry are off:
     Ray Serve's port 8000 has no /metrics and the GPUs are not on this machine.
     """
-    argv = [
+    return [
         executable,
         "profile",
-        "--model",
-        model,
-        "--url",
-        url,
-        "--endpoint-type",
-        "chat",
-        "--streaming",
-        "--tokenizer",
-        tokenizer,
+        *_endpoint_args(url, model, tokenizer),
+        *_shape_args(workload),
+        *_load_args(workload),
+        *_run_args(workload, artifact_dir),
+        *_bound_args(workload, goodput),
+        *(["--api-key", api_key] if api_key else []),
+    ]
+
+
+def _endpoint_args(url: str, model: str, tokenizer: str) -> list[str]:
+    """What is asked of whom: streaming chat completions of `model` at `url`, counted with `tokenizer`."""
+    return ["--model", model, "--url", url, "--endpoint-type", "chat", "--streaming", "--tokenizer", tokenizer]
+
+
+def _shape_args(workload: Workload) -> list[str]:
+    """Fixed prompt and answer lengths (no spread), the answer's forced by ignore_eos."""
+    return [
         "--isl",
         str(workload.input_tokens),
         "--prompt-input-tokens-stddev",
@@ -110,11 +118,19 @@ def command(
         "0",
         "--extra-inputs",
         "ignore_eos:true",
-        *(
-            ["--request-rate", f"{workload.request_rate:g}", "--arrival-pattern", workload.arrival]
-            if workload.request_rate is not None
-            else ["--concurrency", str(workload.concurrency)]
-        ),
+    ]
+
+
+def _load_args(workload: Workload) -> list[str]:
+    """A fixed request rate (open loop) or a fixed concurrency (closed loop)."""
+    if workload.request_rate is not None:
+        return ["--request-rate", f"{workload.request_rate:g}", "--arrival-pattern", workload.arrival]
+    return ["--concurrency", str(workload.concurrency)]
+
+
+def _run_args(workload: Workload, artifact_dir: Path) -> list[str]:
+    """How many requests, their timeout and seed; no UI, server metrics or GPU telemetry; where to write."""
+    return [
         "--request-count",
         str(workload.request_count),
         "--request-timeout-seconds",
@@ -128,8 +144,11 @@ def command(
         "--artifact-dir",
         str(artifact_dir),
     ]
-    if workload.warmup_requests:
-        argv += ["--warmup-request-count", str(workload.warmup_requests)]
+
+
+def _bound_args(workload: Workload, goodput: tuple[float, float] | None) -> list[str]:
+    """The optional ones: a warm-up, a time bound per level (with its grace period), aiperf's goodput."""
+    argv = ["--warmup-request-count", str(workload.warmup_requests)] if workload.warmup_requests else []
     if workload.duration_seconds is not None:
         argv += [
             "--benchmark-duration",
@@ -140,8 +159,6 @@ def command(
     if goodput is not None:
         ttft_ms, itl_ms = goodput
         argv += ["--goodput", f"time_to_first_token:{ttft_ms:.12g} inter_token_latency:{itl_ms:.12g}"]
-    if api_key:
-        argv += ["--api-key", api_key]
     return argv
 
 

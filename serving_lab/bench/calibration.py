@@ -15,7 +15,7 @@ from . import aiperf, offline_tokenizer
 from .results import ClientOverhead, Level, Stats
 
 if TYPE_CHECKING:
-    from .fake_server import Delays
+    from .fake_server import Delays, RequestRecord
 
 MODEL = "calibration-model"
 # A typical served model's figures: a few hundred ms to the first token, ~20-30 ms between tokens.
@@ -38,13 +38,7 @@ def measure(
 ) -> tuple[ClientOverhead, Level]:
     """`client_env`: what aiperf needs to run here (the rehearsal's PYTHONPATH of its own tree), the same
     environment the measured runs get."""
-    # The fake server needs aiohttp, which the ops-only venv (verify runner, pipeline steps) lacks:
-    # imported here, so `python -m ops` loads without it.
-    from .fake_server import Delays, FakeOpenAIServer
-
-    delays = delays or Delays(ttft_ms=DEFAULT_TTFT_MS, itl_ms=DEFAULT_ITL_MS)
-    work_dir = Path(work_dir)
-    tokenizer = offline_tokenizer.build(work_dir / "tokenizer")
+    delays = delays or _default_delays()
     workload = aiperf.Workload(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -54,8 +48,28 @@ def measure(
         random_seed=random_seed,
         request_timeout_seconds=120,
     )
+    artifacts, records = _against_fake_server(executable, Path(work_dir), workload, delays, client_env)
+    level = aiperf.parse(artifacts, concurrency)
+    return _overhead(aiperf.requests(artifacts), records, concurrency, delays), level
+
+
+def _default_delays() -> Delays:
+    # The fake server needs aiohttp, which the ops-only venv (verify runner, pipeline steps) lacks:
+    # imported here, so `python -m ops` loads without it.
+    from .fake_server import Delays
+
+    return Delays(ttft_ms=DEFAULT_TTFT_MS, itl_ms=DEFAULT_ITL_MS)
+
+
+def _against_fake_server(
+    executable: str, work_dir: Path, workload: aiperf.Workload, delays: Delays, client_env: dict | None
+) -> tuple[Path, list[RequestRecord]]:
+    """One aiperf run against the fake server: its artifacts' folder and the server's records."""
+    from .fake_server import FakeOpenAIServer  # aiohttp: see _default_delays
+
+    tokenizer = offline_tokenizer.build(work_dir / "tokenizer")
+    artifacts = work_dir / f"calibration-c{workload.concurrency}"
     with FakeOpenAIServer(MODEL, delays) as server:
-        artifacts = work_dir / f"calibration-c{concurrency}"
         aiperf.run(
             aiperf.command(
                 executable,
@@ -69,11 +83,16 @@ def measure(
             env={**(client_env or {}), **OFFLINE_ENV},
             timeout=600,
         )
-        records = server.records
+        return artifacts, server.records
+
+
+def _overhead(
+    measured: list[aiperf.RequestMetrics], records: list[RequestRecord], concurrency: int, delays: Delays
+) -> ClientOverhead:
+    """Client - server, request by request (joined on X-Request-ID); unmatched or failed requests left out."""
     served = {record.request_id: record for record in records if record.request_id}
-    level = aiperf.parse(artifacts, concurrency)
     ttft, itl, e2e = [], [], []
-    for request in aiperf.requests(artifacts):
+    for request in measured:
         record = served.get(request.request_id or "")  # no id: no match ("" is never a key of served)
         if record is None or request.error or record.ttft_s is None or request.ttft_ms is None:
             continue
@@ -84,7 +103,7 @@ def measure(
             e2e.append(request.e2e_ms - (record.last_token - record.received) * 1000)
     if not ttft:
         raise aiperf.BenchError("calibration: no client request could be matched to a server record")
-    overhead = ClientOverhead(
+    return ClientOverhead(
         concurrency=concurrency,
         server_max_inflight=max(r.inflight for r in records),
         requests=len(ttft),
@@ -94,4 +113,3 @@ def measure(
         itl_ms=Stats.of(itl),
         e2e_ms=Stats.of(e2e),
     )
-    return overhead, level

@@ -52,6 +52,14 @@ def add_parser(sub) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_forms(bench)
+    _add_run_options(bench)
+    _add_sweep_options(bench)
+    _add_objectives(bench)
+
+
+def _add_forms(bench: argparse.ArgumentParser) -> None:
+    """The five forms, one of them required."""
     form = bench.add_mutually_exclusive_group(required=True)
     form.add_argument("--stage", help="run the profiles of config/<stage>.yaml's benchmark section")
     form.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two saved runs")
@@ -65,6 +73,10 @@ def add_parser(sub) -> None:
         help="one run of the levels several saved runs of the same deployment measured (needs --out FILE)",
     )
     form.add_argument("--calibrate", action="store_true", help="client overhead against the local fake server")
+
+
+def _add_run_options(bench: argparse.ArgumentParser) -> None:
+    """Where the stage, endpoint, tools and results are, and what a run is called."""
     bench.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
     bench.add_argument("--url", help="endpoint base URL (default: kubectl port-forward to the Serve service)")
     bench.add_argument("--profile", action="append", default=[], metavar="NAME", help="only this profile (repeatable)")
@@ -80,6 +92,10 @@ def add_parser(sub) -> None:
     bench.add_argument("--kubectl", default="kubectl", help="kubectl executable for the port-forward")
     bench.add_argument("--no-calibration", action="store_true", help="skip the client-overhead calibration")
     bench.add_argument("--concurrency", type=_concurrency, default=64, help="--calibrate: concurrent streams")
+
+
+def _add_sweep_options(bench: argparse.ArgumentParser) -> None:
+    """--stage: which sweeps run, at which request rates, how long a rate level is."""
     bench.add_argument(
         "--request-rates",
         type=_rates,
@@ -98,6 +114,10 @@ def add_parser(sub) -> None:
         metavar="SECONDS",
         help=f"--stage: requests per rate level = max(16, rate x this) (default {runner.RATE_LEVEL_SECONDS:g})",
     )
+
+
+def _add_objectives(bench: argparse.ArgumentParser) -> None:
+    """Goodput's objectives, over the recorded or the stage file's."""
     bench.add_argument(
         "--slo-ttft",
         type=_seconds(600),

@@ -52,6 +52,15 @@ def port_forward(
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:
         raise BenchError(f"cannot run {kubectl}: {exc} (install kubectl, or pass --url)") from None
+    try:
+        port = _forwarded_port(proc, _pumped(proc), f"{namespace}/{service}", timeout)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(proc)
+
+
+def _pumped(proc: subprocess.Popen) -> queue.Queue[tuple[str, str | None]]:
+    """kubectl's stdout and stderr lines, each stream ending with None (closed), read by threads."""
     lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
 
     def pump(stream, name):
@@ -61,39 +70,41 @@ def port_forward(
 
     for stream, name in ((proc.stdout, "out"), (proc.stderr, "err")):
         threading.Thread(target=pump, args=(stream, name), daemon=True).start()
-    port: int | None = None
+    return lines
+
+
+def _forwarded_port(
+    proc: subprocess.Popen, lines: queue.Queue[tuple[str, str | None]], target: str, timeout: float
+) -> int:
+    """The local port of kubectl's "Forwarding from" line; its last error line if both streams close first."""
     errors: list[str] = []
     closed = 0
-    try:
-        while port is None:
-            try:
-                _, line = lines.get(timeout=timeout)
-            except queue.Empty:
-                raise BenchError(
-                    f"kubectl port-forward to {namespace}/{service} gave no port within {timeout:.0f} s"
-                ) from None
-            if line is None:
-                closed += 1
-                if closed == 2:
-                    proc.wait(5)
-                    detail = errors[-1] if errors else f"exit {proc.returncode}"
-                    raise BenchError(
-                        f"kubectl port-forward to {namespace}/{service} failed: {detail} ({_forward_fix(detail)})"
-                    )
-                continue
-            match = _FORWARDING.search(line)
-            if match:
-                port = int(match.group(1))
-            elif line:
-                errors.append(line)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
+    while True:
+        try:
+            _, line = lines.get(timeout=timeout)
+        except queue.Empty:
+            raise BenchError(f"kubectl port-forward to {target} gave no port within {timeout:.0f} s") from None
+        if line is None:
+            closed += 1
+            if closed == 2:
                 proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                detail = errors[-1] if errors else f"exit {proc.returncode}"
+                raise BenchError(f"kubectl port-forward to {target} failed: {detail} ({_forward_fix(detail)})")
+            continue
+        match = _FORWARDING.search(line)
+        if match:
+            return int(match.group(1))
+        if line:
+            errors.append(line)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _forward_fix(detail: str) -> str:

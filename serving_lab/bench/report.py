@@ -151,39 +151,47 @@ def verdicts(a: Run, b: Run, pairs: list[tuple], with_goodput: bool = False) -> 
     """Per metric: at which levels (concurrency, or request rate) each run is ahead by more than TIE, in
     words. Goodput (when asked): a level where only one run met the objectives at all puts it ahead; where
     neither did, a tie."""
-    lines = []
-    for metric in (*METRICS, GOODPUT) if with_goodput else METRICS:
-        ahead_a: list[Level | RateLevel] = []
-        ahead_b: list[Level | RateLevel] = []
-        ratios: list[float] = []
-        counted = []
-        for level_a, level_b in pairs:
-            va, vb = metric.get(level_a), metric.get(level_b)
-            if va is not None and vb is not None:
-                counted.append((level_a, va, vb))
-        if not counted:
-            lines.append(f"- {metric.label}: n/a at every level")
+    return [_verdict(a, b, metric, pairs) for metric in ((*METRICS, GOODPUT) if with_goodput else METRICS)]
+
+
+def _verdict(a: Run, b: Run, metric: Metric, pairs: list[tuple]) -> str:
+    """One metric's line, over the levels where both runs have it."""
+    counted = []
+    for level_a, level_b in pairs:
+        va, vb = metric.get(level_a), metric.get(level_b)
+        if va is not None and vb is not None:
+            counted.append((level_a, va, vb))
+    if not counted:
+        return f"- {metric.label}: n/a at every level"
+    ahead_a, ahead_b, ratios = _ahead(metric, counted)
+    parts = []
+    if ahead_a:
+        parts.append(f"**{md(a.label)}** ahead at {_at(ahead_a)}")
+    if ahead_b:
+        parts.append(f"**{md(b.label)}** ahead at {_at(ahead_b)}")
+    if not parts:
+        parts.append(f"within {TIE:.0%} at every level")
+    span = f" ({md(a.label)}/{md(b.label)} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+    return f"- {metric.label}: " + "; ".join(parts) + span
+
+
+def _ahead(metric: Metric, counted: list[tuple]) -> tuple[list, list, list[float]]:
+    """The levels where run A is ahead by more than TIE, those where run B is, and the A/B ratios (a level
+    where B's value is 0 has none: goodput's A is ahead there when it is above 0)."""
+    ahead_a: list[Level | RateLevel] = []
+    ahead_b: list[Level | RateLevel] = []
+    ratios: list[float] = []
+    for level_a, va, vb in counted:
+        if vb == 0:
+            if metric is GOODPUT and va > 0:
+                ahead_a.append(level_a)
             continue
-        for level_a, va, vb in counted:
-            if vb == 0:
-                if metric is GOODPUT and va > 0:
-                    ahead_a.append(level_a)
-                continue
-            ratio = va / vb
-            ratios.append(ratio)
-            better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
-            better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
-            (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
-        parts = []
-        if ahead_a:
-            parts.append(f"**{md(a.label)}** ahead at {_at(ahead_a)}")
-        if ahead_b:
-            parts.append(f"**{md(b.label)}** ahead at {_at(ahead_b)}")
-        if not parts:
-            parts.append(f"within {TIE:.0%} at every level")
-        span = f" ({md(a.label)}/{md(b.label)} = {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
-        lines.append(f"- {metric.label}: " + "; ".join(parts) + span)
-    return lines
+        ratio = va / vb
+        ratios.append(ratio)
+        better_a = ratio < 1 - TIE if metric.lower_is_better else ratio > 1 + TIE
+        better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
+        (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
+    return ahead_a, ahead_b, ratios
 
 
 def _overhead(run: Run) -> str:
@@ -306,6 +314,35 @@ def markdown(
     no goodput in either run: no goodput section or columns."""
     rates = rates or {}
     with_goodput = objectives is not None and (_has_goodput(a, objectives) or _has_goodput(b, objectives))
+    out = _heading(a, b) + _setup_table(a, b)
+    if with_goodput and objectives is not None:  # with_goodput implies objectives
+        out += [""] + _goodput_ranking(a, b, shared, rates, objectives)
+    for name, pairs in shared:
+        out += _profile_section(_Compared(a, b, with_goodput), name, pairs, images.get(name, []), rates.get(name))
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """The two runs of a report, and whether its tables show goodput."""
+
+    a: Run
+    b: Run
+    with_goodput: bool
+
+
+def _heading(a: Run, b: Run) -> list[str]:
+    """The title, the runs' notes, and a warning when their hardware differs."""
+    out = [f"# Benchmark: {md(a.label)} vs {md(b.label)}", ""]
+    for note in dict.fromkeys(n for n in (a.note, b.note) if n):
+        out += [f"> **{md(note)}**", ""]
+    if a.hardware != b.hardware:
+        out += ["> Warning: the two runs used different hardware; differences below are not only the mode.", ""]
+    return out
+
+
+def _setup_table(a: Run, b: Run) -> list[str]:
+    """What each run measured on what: hardware, model, image, engine, client, endpoint, time."""
     rows = [
         ("run", md(a.label), md(b.label)),
         ("mode", md(a.mode), md(b.mode)),
@@ -321,12 +358,7 @@ def markdown(
         ("endpoint", md(a.endpoint), md(b.endpoint)),
         ("measured at", md(a.created_at), md(b.created_at)),
     ]
-    out = [f"# Benchmark: {md(a.label)} vs {md(b.label)}", ""]
-    for note in dict.fromkeys(n for n in (a.note, b.note) if n):
-        out += [f"> **{md(note)}**", ""]
-    if a.hardware != b.hardware:
-        out += ["> Warning: the two runs used different hardware; differences below are not only the mode.", ""]
-    out += [
+    return [
         (
             f"Hardware: {md(a.hardware.title)}; model {md(a.model_id)}. Latencies in ms, throughput in output tokens/s. "
             f'Percentiles and throughput are aiperf\'s own figures. "Ahead" means better by more than '
@@ -335,33 +367,46 @@ def markdown(
         "",
         f"| | {md(a.label)} | {md(b.label)} |",
         "|---|---|---|",
+        *(f"| {name} | {va} | {vb} |" for name, va, vb in rows),  # each cell escaped where it is made
     ]
-    out += [f"| {name} | {va} | {vb} |" for name, va, vb in rows]  # each cell escaped where it is made
-    if with_goodput and objectives is not None:  # with_goodput implies objectives
-        compared = [
-            (
-                name,
-                [
-                    (run.label, [*(pair[i] for pair in pairs), *(pair[i] for pair in rates.get(name, []))])
-                    for i, run in enumerate((a, b))
-                ],
-            )
-            for name, pairs in shared
-        ]
-        out += [""] + goodput_section(compared, objectives)[:-1]
-    for name, pairs in shared:
-        profile = a.profile(name)
-        assert profile is not None  # shared names profiles of both runs
-        out += ["", f"## {md(name)}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
-        if pairs:
-            out += verdicts(a, b, pairs, with_goodput) + [""]
-        # the plot files are named from profile names, which results.PROFILE_NAME keeps to [A-Za-z0-9._-]
-        out += [f"![{md(image)}]({image})" for image in images.get(name, [])] + [""]
-        if pairs:
-            out += _concurrency_table(a, b, pairs, with_goodput)
-        if name in rates:
-            out += ([""] if pairs else []) + _rate_table(a, b, rates[name], with_goodput)
-    return "\n".join(out) + "\n"
+
+
+def _goodput_ranking(a: Run, b: Run, shared: Shared, rates: SharedRates, objectives: goodput_.Objectives) -> list[str]:
+    """goodput_section over the levels compared: per profile, each run's shared concurrency and rate levels."""
+    compared = [
+        (
+            name,
+            [
+                (run.label, [*(pair[i] for pair in pairs), *(pair[i] for pair in rates.get(name, []))])
+                for i, run in enumerate((a, b))
+            ],
+        )
+        for name, pairs in shared
+    ]
+    return goodput_section(compared, objectives)[:-1]
+
+
+def _profile_section(
+    compared: _Compared,
+    name: str,
+    pairs: list[tuple[Level, Level]],
+    images: list[str],
+    rate_pairs: list[tuple[RateLevel, RateLevel]] | None,
+) -> list[str]:
+    """One profile: where each run is ahead, its plots, its concurrency table and its request-rate sweep."""
+    a, b, with_goodput = compared.a, compared.b, compared.with_goodput
+    profile = a.profile(name)
+    assert profile is not None  # shared names profiles of both runs
+    out = ["", f"## {md(name)}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
+    if pairs:
+        out += verdicts(a, b, pairs, with_goodput) + [""]
+    # the plot files are named from profile names, which results.PROFILE_NAME keeps to [A-Za-z0-9._-]
+    out += [f"![{md(image)}]({image})" for image in images] + [""]
+    if pairs:
+        out += _concurrency_table(a, b, pairs, with_goodput)
+    if rate_pairs is not None:
+        out += ([""] if pairs else []) + _rate_table(a, b, rate_pairs, with_goodput)
+    return out
 
 
 # The figures both sweeps' tables show for a level, after the columns that say which level it is.
@@ -468,73 +513,110 @@ def plots(a: Run, b: Run, shared: Shared, out_dir: Path) -> dict[str, list[str]]
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     written: dict[str, list[str]] = {}
     for name, pairs in shared:
         profile = a.profile(name)
         assert profile is not None  # shared names profiles of both runs
         heading = f"{name} ({profile.input_tokens} in / {profile.output_tokens} out)"
-        xs = [level_a.concurrency for level_a, _ in pairs]
-
-        fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
-        panels = (
-            (axes[0][0], "output tokens/s", lambda lv: [lv.output_tokens_per_s], ("",)),
-            (axes[0][1], "time to first token (ms)", lambda lv: [lv.ttft_ms.p50, lv.ttft_ms.p99], ("p50", "p99")),
-            (axes[1][0], "inter-token latency (ms)", lambda lv: [lv.itl_ms.p50, lv.itl_ms.p99], ("p50", "p99")),
-            (axes[1][1], "end-to-end latency (ms)", lambda lv: [lv.e2e_ms.p50, lv.e2e_ms.p99], ("p50", "p99")),
-        )
-        for axis, ylabel, values, stats in panels:
-            for index, run in enumerate((a, b)):
-                series = [values(pair[index]) for pair in pairs]
-                for k, stat in enumerate(stats):
-                    axis.plot(
-                        xs,
-                        [v[k] for v in series],
-                        marker="o",
-                        color=COLORS[index],
-                        linestyle="-" if k == 0 else "--",
-                        label=_plain(f"{run.label} {stat}".strip()),
-                    )
-            axis.set_xscale("log", base=2)
-            axis.set_xticks(xs, [str(x) for x in xs])
-            axis.set_xlabel("concurrent streams")
-            axis.set_ylabel(ylabel)
-            axis.grid(True, alpha=0.3)
-            axis.legend(fontsize=8)
-        fig.suptitle(_title(a, b, heading + ": throughput and latency against concurrency"), fontsize=10)
-        scaling = f"scaling-{name}.png"
-        fig.savefig(Path(out_dir) / scaling, dpi=90, metadata={"Software": None})
-        plt.close(fig)
-
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
-        for axis, field, ylabel in (
-            (axes[0], "ttft_ms", "time to first token (ms)"),
-            (axes[1], "itl_ms", "inter-token latency (ms, per request)"),
-        ):
-            positions, data, colors = [], [], []
-            for slot, (level_a, level_b) in enumerate(pairs):
-                for index, level in enumerate((level_a, level_b)):
-                    positions.append(slot * 3 + index)
-                    data.append(getattr(level.samples, field))
-                    colors.append(COLORS[index])
-            boxes = axis.boxplot(
-                data, positions=positions, widths=0.8, patch_artist=True, showfliers=True, flierprops={"markersize": 2}
-            )
-            for patch, color in zip(boxes["boxes"], colors, strict=True):
-                patch.set_facecolor(color)
-                patch.set_alpha(0.5)
-            axis.set_xticks([slot * 3 + 0.5 for slot in range(len(pairs))], [str(x) for x in xs])
-            axis.set_xlabel("concurrent streams")
-            axis.set_ylabel(ylabel)
-            axis.grid(True, axis="y", alpha=0.3)
-            axis.legend([boxes["boxes"][0], boxes["boxes"][1]], [_plain(a.label), _plain(b.label)], fontsize=8)
-        fig.suptitle(_title(a, b, heading + ": distributions per request"), fontsize=10)
-        distributions = f"distributions-{name}.png"
-        fig.savefig(Path(out_dir) / distributions, dpi=90, metadata={"Software": None})
-        plt.close(fig)
-        written[name] = [scaling, distributions]
+        figure = _ProfilePlots(a, b, name, heading, pairs, Path(out_dir))
+        written[name] = [_scaling_plot(figure), _distributions_plot(figure)]
     return written
+
+
+@dataclass(frozen=True)
+class _ProfilePlots:
+    """One profile's plots: the two runs, the concurrency levels both measured, where the PNGs go."""
+
+    a: Run
+    b: Run
+    name: str
+    heading: str  # the profile and its prompt and answer lengths, in every title
+    pairs: list[tuple[Level, Level]]
+    out_dir: Path
+
+    @property
+    def xs(self) -> list[int]:
+        return [level_a.concurrency for level_a, _ in self.pairs]
+
+    def save(self, fig, what: str, file_name: str) -> str:
+        import matplotlib.pyplot as plt
+
+        fig.suptitle(_title(self.a, self.b, f"{self.heading}: {what}"), fontsize=10)
+        fig.savefig(self.out_dir / file_name, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+        return file_name
+
+
+# The scaling plot's panels: y label, the figures of a level drawn, and their names in the legend.
+_SCALING_PANELS: tuple[tuple[str, Callable[[Level], list[float]], tuple[str, ...]], ...] = (
+    ("output tokens/s", lambda lv: [lv.output_tokens_per_s], ("",)),
+    ("time to first token (ms)", lambda lv: [lv.ttft_ms.p50, lv.ttft_ms.p99], ("p50", "p99")),
+    ("inter-token latency (ms)", lambda lv: [lv.itl_ms.p50, lv.itl_ms.p99], ("p50", "p99")),
+    ("end-to-end latency (ms)", lambda lv: [lv.e2e_ms.p50, lv.e2e_ms.p99], ("p50", "p99")),
+)
+
+
+def _scaling_plot(figure: _ProfilePlots) -> str:
+    """Throughput and latency against concurrency, one line per run and figure: scaling-<profile>.png."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    for axis, (ylabel, values, stats) in zip(
+        (axes[0][0], axes[0][1], axes[1][0], axes[1][1]), _SCALING_PANELS, strict=True
+    ):
+        for index, run in enumerate((figure.a, figure.b)):
+            series = [values(pair[index]) for pair in figure.pairs]
+            for k, stat in enumerate(stats):
+                axis.plot(
+                    figure.xs,
+                    [v[k] for v in series],
+                    marker="o",
+                    color=COLORS[index],
+                    linestyle="-" if k == 0 else "--",
+                    label=_plain(f"{run.label} {stat}".strip()),
+                )
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(figure.xs, [str(x) for x in figure.xs])
+        axis.set_xlabel("concurrent streams")
+        axis.set_ylabel(ylabel)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    return figure.save(fig, "throughput and latency against concurrency", f"scaling-{figure.name}.png")
+
+
+def _distributions_plot(figure: _ProfilePlots) -> str:
+    """TTFT and ITL per request, a box per run and level: distributions-<profile>.png."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+    for axis, field, ylabel in (
+        (axes[0], "ttft_ms", "time to first token (ms)"),
+        (axes[1], "itl_ms", "inter-token latency (ms, per request)"),
+    ):
+        _distribution_panel(axis, figure, field, ylabel)
+    return figure.save(fig, "distributions per request", f"distributions-{figure.name}.png")
+
+
+def _distribution_panel(axis, figure: _ProfilePlots, field: str, ylabel: str) -> None:
+    """One figure's samples (`field` of Samples): run A's and run B's boxes side by side at each level."""
+    positions, data, colors = [], [], []
+    for slot, (level_a, level_b) in enumerate(figure.pairs):
+        for index, level in enumerate((level_a, level_b)):
+            positions.append(slot * 3 + index)
+            data.append(getattr(level.samples, field))
+            colors.append(COLORS[index])
+    boxes = axis.boxplot(
+        data, positions=positions, widths=0.8, patch_artist=True, showfliers=True, flierprops={"markersize": 2}
+    )
+    for patch, color in zip(boxes["boxes"], colors, strict=True):
+        patch.set_facecolor(color)
+        patch.set_alpha(0.5)
+    axis.set_xticks([slot * 3 + 0.5 for slot in range(len(figure.pairs))], [str(x) for x in figure.xs])
+    axis.set_xlabel("concurrent streams")
+    axis.set_ylabel(ylabel)
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend([boxes["boxes"][0], boxes["boxes"][1]], [_plain(figure.a.label), _plain(figure.b.label)], fontsize=8)
 
 
 def compare(a: Run, b: Run, out_dir: Path, objectives: goodput_.Objectives | None = None) -> Path:

@@ -252,11 +252,27 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 
 
 def _read(path: Path, shown: str) -> bytes:
+    fd = _open(path, shown)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsError(f"{shown}: {_kind(info.st_mode)}, not a regular file: not a results file")
+        too_large = f"{shown}: too large for a results file (more than {MAX_BYTES // (1 << 20)} MiB)"
+        if info.st_size > MAX_BYTES:
+            raise ResultsError(too_large)
+        return _read_at_most(fd, MAX_BYTES, too_large)
+    except OSError as exc:
+        raise ResultsError(f"{shown}: cannot read the results file ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path, shown: str) -> int:
     # O_NONBLOCK: opening a FIFO with no writer returns at once (a blocking open would wait for one
     # forever); fstat on the open file then refuses it, so nothing but a regular file is ever read.
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return os.open(path, flags)
     except FileNotFoundError:
         raise ResultsError(f"{shown}: no such results file") from None
     except OSError as exc:
@@ -265,27 +281,19 @@ def _read(path: Path, shown: str) -> bytes:
         if exc.errno == errno.ENXIO:  # a socket (or a device without a driver): nothing to read
             raise ResultsError(f"{shown}: not a regular file (a socket?): not a results file") from None
         raise ResultsError(f"{shown}: cannot open the results file ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ResultsError(f"{shown}: {_kind(info.st_mode)}, not a regular file: not a results file")
-        too_large = f"{shown}: too large for a results file (more than {MAX_BYTES // (1 << 20)} MiB)"
-        if info.st_size > MAX_BYTES:
+
+
+def _read_at_most(fd: int, limit: int, too_large: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:  # st_size can be 0 for files whose size is not known up front (/proc): count as we read
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
             raise ResultsError(too_large)
-        chunks, size = [], 0
-        while True:  # st_size can be 0 for files whose size is not known up front (/proc): count as we read
-            chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_BYTES:
-                raise ResultsError(too_large)
-    except OSError as exc:
-        raise ResultsError(f"{shown}: cannot read the results file ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def _kind(mode: int) -> str:
@@ -349,7 +357,18 @@ def _where(path: tuple) -> str:
 
 def _value_problem(run: Run) -> str:
     """What the report and merge would fail on although the types are right; "" when none."""
-    # The plots' titles and legends: matplotlib reads text between two '$' as TeX math, and fails on most.
+    problems = (_profile_problem(f"profiles.{i}", profile) for i, profile in enumerate(run.profiles))
+    problem = _plotted_problem(run) or next((found for found in problems if found), "")
+    if problem:
+        return problem
+    for where, value in _counts(run):
+        if value < 0:
+            return f"{where}: {value} (allowed: 0 or more)"
+    return _settings_problem(run.settings)
+
+
+def _plotted_problem(run: Run) -> str:
+    """The plots' titles and legends: matplotlib reads text between two '$' as TeX math, and fails on most."""
     plotted = [
         ("label", run.label),
         ("note", run.note),
@@ -360,6 +379,33 @@ def _value_problem(run: Run) -> str:
     for where, text in plotted:
         if "$" in text:
             return f"{where}: {_short(text)} has a '$' (the report's plots would read it as TeX math)"
+    return ""
+
+
+def _profile_problem(where: str, profile: ProfileRun) -> str:
+    """A profile's name (it names plot files), its levels' concurrency and request rate, their goodput."""
+    if not PROFILE_NAME.match(profile.name):
+        return (
+            f"{where}.name: {_short(profile.name)} is not a profile name (letters, digits, '.', '_', '-'; "
+            f"it names the report's plot files)"
+        )
+    for j, level in enumerate(profile.levels):
+        if level.concurrency < 1:  # the plots' concurrency axis is logarithmic
+            return f"{where}.levels.{j}.concurrency: {level.concurrency} (allowed: 1 or more)"
+    for j, rate in enumerate(profile.rate_levels):
+        if not rate.request_rate > 0:
+            return f"{where}.rate_levels.{j}.request_rate: {rate.request_rate:g} (allowed: more than 0)"
+    goodputs = [("levels", j, level.goodput) for j, level in enumerate(profile.levels)]
+    goodputs += [("rate_levels", j, rate.goodput) for j, rate in enumerate(profile.rate_levels)]
+    for kind, j, goodput in goodputs:
+        problem = _goodput_problem(goodput)
+        if problem:
+            return f"{where}.{kind}.{j}.goodput.{problem}"
+    return ""
+
+
+def _counts(run: Run) -> list[tuple[str, int]]:
+    """Every count of the run (nodes, GPUs, tokens, requests, errors) with where it is: none may be below 0."""
     counts = [
         ("hardware.gpu_nodes", run.hardware.gpu_nodes),
         ("hardware.gpus_per_node", run.hardware.gpus_per_node),
@@ -372,33 +418,15 @@ def _value_problem(run: Run) -> str:
         ]
     for i, profile in enumerate(run.profiles):
         where = f"profiles.{i}"
-        if not PROFILE_NAME.match(profile.name):
-            return (
-                f"{where}.name: {_short(profile.name)} is not a profile name (letters, digits, '.', '_', '-'; "
-                f"it names the report's plot files)"
-            )
         counts += [(f"{where}.input_tokens", profile.input_tokens), (f"{where}.output_tokens", profile.output_tokens)]
         for j, level in enumerate(profile.levels):
-            if level.concurrency < 1:  # the plots' concurrency axis is logarithmic
-                return f"{where}.levels.{j}.concurrency: {level.concurrency} (allowed: 1 or more)"
             counts += [(f"{where}.levels.{j}.requests", level.requests), (f"{where}.levels.{j}.errors", level.errors)]
         for j, rate in enumerate(profile.rate_levels):
-            if not rate.request_rate > 0:
-                return f"{where}.rate_levels.{j}.request_rate: {rate.request_rate:g} (allowed: more than 0)"
             counts += [
                 (f"{where}.rate_levels.{j}.{name}", getattr(rate, name))
                 for name in ("requests", "errors", "max_inflight")
             ]
-        goodputs = [("levels", j, level.goodput) for j, level in enumerate(profile.levels)]
-        goodputs += [("rate_levels", j, rate.goodput) for j, rate in enumerate(profile.rate_levels)]
-        for kind, j, goodput in goodputs:
-            problem = _goodput_problem(goodput)
-            if problem:
-                return f"{where}.{kind}.{j}.goodput.{problem}"
-    for where, value in counts:
-        if value < 0:
-            return f"{where}: {value} (allowed: 0 or more)"
-    return _settings_problem(run.settings)
+    return counts
 
 
 def _goodput_problem(goodput: Goodput | None) -> str:
@@ -486,47 +514,12 @@ def merge(runs: list[Run]) -> Run:
         raise ResultsError("give at least two runs")
     first = runs[0]
     for run in runs[1:]:
-        for field in SAME_DEPLOYMENT:
-            if getattr(run, field) != getattr(first, field):
-                raise ResultsError(
-                    f"{field} differs between the run of {first.created_at} and the run of "
-                    f"{run.created_at}: {getattr(first, field)!r} vs {getattr(run, field)!r}"
-                )
-        ours, theirs = ({k: v for k, v in r.settings.items() if k not in PER_COMMAND_SETTINGS} for r in (first, run))
-        if ours != theirs:
-            key = min(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
-            raise ResultsError(
-                f"settings.{key} differs between the run of {first.created_at} and the run "
-                f"of {run.created_at}: {ours.get(key)!r} vs {theirs.get(key)!r}"
-            )
+        _check_same_deployment(first, run)
     profiles: dict[str, ProfileRun] = {}
     for run in runs:
         for profile in run.profiles:
             known = profiles.get(profile.name)
-            if known is None:
-                profiles[profile.name] = profile
-                continue
-            if (known.input_tokens, known.output_tokens) != (profile.input_tokens, profile.output_tokens):
-                raise ResultsError(
-                    f"profile {profile.name!r} has {known.input_tokens}/{known.output_tokens} "
-                    f"tokens in one run and {profile.input_tokens}/{profile.output_tokens} in another"
-                )
-            twice = {level.concurrency for level in known.levels} & {level.concurrency for level in profile.levels}
-            if twice:
-                raise ResultsError(f"profile {profile.name!r} at concurrency {min(twice)} is in two runs (keep one)")
-            rates = {level.request_rate for level in known.rate_levels} & {
-                lv.request_rate for lv in profile.rate_levels
-            }
-            if rates:
-                raise ResultsError(f"profile {profile.name!r} at {min(rates):g} requests/s is in two runs (keep one)")
-            profiles[profile.name] = known.model_copy(
-                update={
-                    "levels": sorted([*known.levels, *profile.levels], key=lambda level: level.concurrency),
-                    "rate_levels": sorted(
-                        [*known.rate_levels, *profile.rate_levels], key=lambda level: level.request_rate
-                    ),
-                }
-            )
+            profiles[profile.name] = profile if known is None else _merged_profile(known, profile)
     measured = {level_name(name, level) for name, profile in profiles.items() for level in profile.all_levels()}
     skipped = sorted({s for run in runs for s in run.settings.get("skipped", [])} - measured)
     settings = {k: v for k, v in first.settings.items() if k != "skipped"}
@@ -536,4 +529,42 @@ def merge(runs: list[Run]) -> Run:
     calibration = next((run.calibration for run in runs if run.calibration is not None), None)
     return first.model_copy(
         update={"settings": settings, "calibration": calibration, "profiles": list(profiles.values())}
+    )
+
+
+def _check_same_deployment(first: Run, run: Run) -> None:
+    """`run` measured what `first` did, the same way: SAME_DEPLOYMENT and the settings not PER_COMMAND."""
+    for field in SAME_DEPLOYMENT:
+        if getattr(run, field) != getattr(first, field):
+            raise ResultsError(
+                f"{field} differs between the run of {first.created_at} and the run of "
+                f"{run.created_at}: {getattr(first, field)!r} vs {getattr(run, field)!r}"
+            )
+    ours, theirs = ({k: v for k, v in r.settings.items() if k not in PER_COMMAND_SETTINGS} for r in (first, run))
+    if ours != theirs:
+        key = min(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+        raise ResultsError(
+            f"settings.{key} differs between the run of {first.created_at} and the run "
+            f"of {run.created_at}: {ours.get(key)!r} vs {theirs.get(key)!r}"
+        )
+
+
+def _merged_profile(known: ProfileRun, profile: ProfileRun) -> ProfileRun:
+    """Two runs' levels of one profile, in order; the same lengths, and no level measured twice."""
+    if (known.input_tokens, known.output_tokens) != (profile.input_tokens, profile.output_tokens):
+        raise ResultsError(
+            f"profile {profile.name!r} has {known.input_tokens}/{known.output_tokens} "
+            f"tokens in one run and {profile.input_tokens}/{profile.output_tokens} in another"
+        )
+    twice = {level.concurrency for level in known.levels} & {level.concurrency for level in profile.levels}
+    if twice:
+        raise ResultsError(f"profile {profile.name!r} at concurrency {min(twice)} is in two runs (keep one)")
+    rates = {level.request_rate for level in known.rate_levels} & {lv.request_rate for lv in profile.rate_levels}
+    if rates:
+        raise ResultsError(f"profile {profile.name!r} at {min(rates):g} requests/s is in two runs (keep one)")
+    return known.model_copy(
+        update={
+            "levels": sorted([*known.levels, *profile.levels], key=lambda level: level.concurrency),
+            "rate_levels": sorted([*known.rate_levels, *profile.rate_levels], key=lambda level: level.request_rate),
+        }
     )

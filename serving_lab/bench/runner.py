@@ -15,7 +15,7 @@ from config.instance_types import INSTANCE_TYPES
 from config.schema import StageConfig, WorkloadProfile
 
 from . import aiperf, calibration, goodput
-from .results import Hardware, Level, ProfileRun, RateLevel, Run
+from .results import ClientOverhead, Hardware, Level, ProfileRun, RateLevel, Run
 
 # A level of the request-rate sweep sends max(16, rate x RATE_LEVEL_SECONDS) requests (about a minute of
 # arrivals; `bench --rate-seconds` changes it), after a warm-up of rate x 1 s (1 to 16) requests at the
@@ -114,136 +114,238 @@ def run_stage(
     """`objectives`: goodput's (default the stage's, goodput.Objectives.of_stage), counted per level from
     aiperf's records and asked of aiperf too (--goodput) for the cross-check."""
     objectives = objectives or goodput.Objectives.of_stage(cfg)
-    profiles = select(cfg, profile_names)
-    if adjust.levels is not None or adjust.requests_per_stream is not None or adjust.request_rates is not None:
-        profiles = [
-            profile.model_copy(
-                update={
-                    "concurrency": [c for c in profile.concurrency if adjust.levels is None or c in adjust.levels],
-                    **({"requests_per_stream": adjust.requests_per_stream} if adjust.requests_per_stream else {}),
-                    **({"request_rates": list(adjust.request_rates)} if adjust.request_rates is not None else {}),
-                }
-            )
-            for profile in profiles
-        ]
-        profiles = [profile for profile in profiles if profile.concurrency or profile.request_rates]
-        if not profiles:
-            asked = "no concurrency level" if not adjust.levels else f"none of the levels {list(adjust.levels)}"
-            raise aiperf.BenchError(f"no profile of stage {cfg.stage} has a level to run ({asked}, no request rate)")
-    tokenizer = tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source
-    started = now()
-    label = label or cfg.serving.mode
-    stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    run_dir = Path(out_dir) / cfg.stage / f"{stamp}-{label}"
-    overhead = None
-    if calibrate:
-        top = max(max(profile.concurrency, default=1) for profile in profiles)
-        progress(f"calibration: aiperf against the local fake server at concurrency {top} ...")
-        overhead, _ = calibration.measure(
-            executable, run_dir / "calibration", concurrency=top, client_env=adjust.client_env
-        )
-        progress(
-            f"calibration: client overhead per request at {top} streams: TTFT +{overhead.ttft_ms.p50:.1f} ms, "
-            f"ITL +{overhead.itl_ms.p50:.2f} ms, end-to-end +{overhead.e2e_ms.p50:.1f} ms (medians)"
-        )
-    measured: list[ProfileRun] = []
-    skipped: list[str] = []
-
-    def result() -> Run:
-        return Run(
-            label=label,
-            note=note,
-            created_at=started.isoformat(timespec="seconds"),
-            stage=cfg.stage,
-            mode=cfg.serving.mode,
-            endpoint=endpoint_label or url,
-            model_id=cfg.serving.model.id,
-            model_source=cfg.serving.model.source,
-            image=cfg.image,
-            hardware=adjust.hardware or hardware(cfg),
-            settings={
-                **settings(cfg, tokenizer, objectives),
-                **adjust.recorded,
-                **({"skipped": skipped} if skipped else {}),
-            },
-            client={"name": "aiperf", "version": version, "endpoint_type": "chat", "streaming": True},
-            calibration=overhead,
-            profiles=[profile for profile in measured if profile.levels or profile.rate_levels],
-        )
-
-    version = aiperf.version(executable, env=adjust.client_env)
-    path = run_dir.with_suffix(".json")
+    profiles = _adjusted(cfg, select(cfg, profile_names), adjust)
+    stage = _StageRun(
+        cfg=cfg,
+        url=url,
+        executable=executable,
+        tokenizer=tokenizer or cfg.benchmark.tokenizer or cfg.serving.model.source,
+        label=label or cfg.serving.mode,
+        note=note,
+        endpoint=endpoint_label or url,
+        started=now(),
+        out_dir=Path(out_dir),
+        adjust=adjust,
+        objectives=objectives,
+        progress=progress,
+    )
+    overhead = _calibrate(stage, profiles) if calibrate else None
+    results = _results(stage, overhead, aiperf.version(executable, env=adjust.client_env))
     for profile in profiles:
-        levels: list[Level] = []
-        rate_levels: list[RateLevel] = []
-        measured.append(
-            ProfileRun(
-                name=profile.name,
-                input_tokens=profile.input_tokens,
-                output_tokens=profile.output_tokens,
-                levels=levels,
-                rate_levels=rate_levels,
-            )
+        _run_profile(stage, profile, results)
+    return results.run(), results.save()
+
+
+@dataclass(frozen=True)
+class _StageRun:
+    """One run of a stage: what it measures, with what and how, and where its files go."""
+
+    cfg: StageConfig
+    url: str
+    executable: str
+    tokenizer: str
+    label: str
+    note: str
+    endpoint: str  # as the results show it
+    started: dt.datetime
+    out_dir: Path
+    adjust: Adjustments
+    objectives: goodput.Objectives
+    progress: Callable[[str], None]
+
+    @property
+    def run_dir(self) -> Path:
+        return self.out_dir / self.cfg.stage / f"{self.started.strftime('%Y%m%dT%H%M%SZ')}-{self.label}"
+
+
+def _adjusted(cfg: StageConfig, profiles: list[WorkloadProfile], adjust: Adjustments) -> list[WorkloadProfile]:
+    """The profiles with the adjustments' levels, request rates and requests per stream; those left with
+    no level to run dropped (none left: an error)."""
+    if adjust.levels is None and adjust.requests_per_stream is None and adjust.request_rates is None:
+        return profiles
+    profiles = [
+        profile.model_copy(
+            update={
+                "concurrency": [c for c in profile.concurrency if adjust.levels is None or c in adjust.levels],
+                **({"requests_per_stream": adjust.requests_per_stream} if adjust.requests_per_stream else {}),
+                **({"request_rates": list(adjust.request_rates)} if adjust.request_rates is not None else {}),
+            }
         )
-        loads = [(c, None) for c in profile.concurrency] + [(None, r) for r in profile.request_rates]
-        for concurrency, rate in loads:
-            name = f"{profile.name}-c{concurrency}" if rate is None else f"{profile.name}-r{rate:g}"
-            shown = f"concurrency {concurrency}" if rate is None else f"{rate:g} requests/s"
-            if adjust.deadline is not None and time.monotonic() >= adjust.deadline:
-                skipped.append(name)
-                progress(f"{profile.name} {shown}: skipped (time budget spent)")
-                continue
-            streams = concurrency or 0  # a concurrency level's (rate None) is always set; a rate level has none
-            workload = aiperf.Workload(
-                input_tokens=profile.input_tokens,
-                output_tokens=profile.output_tokens,
-                concurrency=streams,
-                request_count=(
-                    profile.request_count(streams)
-                    if rate is None
-                    else rate_request_count(rate, adjust.rate_seconds or RATE_LEVEL_SECONDS)
-                ),
-                warmup_requests=streams if rate is None else rate_warmup(rate),
-                random_seed=cfg.benchmark.random_seed,
-                request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
-                duration_seconds=adjust.level_seconds,
-                request_rate=rate,
-            )
-            artifacts = run_dir / name
-            progress(
-                f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
-                f"{shown}: {workload.request_count} requests ..."
-            )
-            aiperf.run(
-                aiperf.command(
-                    executable,
-                    url=url,
-                    model=cfg.serving.model.id,
-                    tokenizer=tokenizer,
-                    workload=workload,
-                    artifact_dir=artifacts,
-                    goodput=objectives.aiperf(),
-                ),
-                artifacts,
-                env=adjust.client_env,
-            )
-            level = (
-                aiperf.parse(artifacts, streams)
+        for profile in profiles
+    ]
+    profiles = [profile for profile in profiles if profile.concurrency or profile.request_rates]
+    if not profiles:
+        asked = "no concurrency level" if not adjust.levels else f"none of the levels {list(adjust.levels)}"
+        raise aiperf.BenchError(f"no profile of stage {cfg.stage} has a level to run ({asked}, no request rate)")
+    return profiles
+
+
+def _calibrate(stage: _StageRun, profiles: list[WorkloadProfile]) -> ClientOverhead:
+    """The client's overhead against the local fake server, at the run's highest concurrency."""
+    top = max(max(profile.concurrency, default=1) for profile in profiles)
+    stage.progress(f"calibration: aiperf against the local fake server at concurrency {top} ...")
+    overhead, _ = calibration.measure(
+        stage.executable, stage.run_dir / "calibration", concurrency=top, client_env=stage.adjust.client_env
+    )
+    stage.progress(
+        f"calibration: client overhead per request at {top} streams: TTFT +{overhead.ttft_ms.p50:.1f} ms, "
+        f"ITL +{overhead.itl_ms.p50:.2f} ms, end-to-end +{overhead.e2e_ms.p50:.1f} ms (medians)"
+    )
+    return overhead
+
+
+@dataclass
+class _Results:
+    """The run so far, saved after every level: an interrupted run keeps what it measured."""
+
+    fields: dict  # Run's fields that no level changes
+    settings: dict
+    path: Path
+    measured: list[ProfileRun] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def run(self) -> Run:
+        return Run(
+            **self.fields,
+            settings={**self.settings, **({"skipped": self.skipped} if self.skipped else {})},
+            profiles=[profile for profile in self.measured if profile.levels or profile.rate_levels],
+        )
+
+    def save(self) -> Path:
+        return self.run().save(self.path)
+
+
+def _results(stage: _StageRun, overhead: ClientOverhead | None, version: str) -> _Results:
+    cfg = stage.cfg
+    return _Results(
+        fields={
+            "label": stage.label,
+            "note": stage.note,
+            "created_at": stage.started.isoformat(timespec="seconds"),
+            "stage": cfg.stage,
+            "mode": cfg.serving.mode,
+            "endpoint": stage.endpoint,
+            "model_id": cfg.serving.model.id,
+            "model_source": cfg.serving.model.source,
+            "image": cfg.image,
+            "hardware": stage.adjust.hardware or hardware(cfg),
+            "client": {"name": "aiperf", "version": version, "endpoint_type": "chat", "streaming": True},
+            "calibration": overhead,
+        },
+        settings={**settings(cfg, stage.tokenizer, stage.objectives), **stage.adjust.recorded},
+        path=stage.run_dir.with_suffix(".json"),
+    )
+
+
+@dataclass(frozen=True)
+class _Load:
+    """One level of a profile's sweeps: a concurrency (closed loop) or a request rate (open loop)."""
+
+    profile: WorkloadProfile
+    concurrency: int | None
+    rate: float | None
+
+    @property
+    def name(self) -> str:
+        return (
+            f"{self.profile.name}-c{self.concurrency}" if self.rate is None else f"{self.profile.name}-r{self.rate:g}"
+        )
+
+    @property
+    def shown(self) -> str:
+        return f"concurrency {self.concurrency}" if self.rate is None else f"{self.rate:g} requests/s"
+
+    @property
+    def streams(self) -> int:
+        return self.concurrency or 0  # a concurrency level's (rate None) is always set; a rate level has none
+
+    def workload(self, cfg: StageConfig, adjust: Adjustments) -> aiperf.Workload:
+        profile, rate, streams = self.profile, self.rate, self.streams
+        return aiperf.Workload(
+            input_tokens=profile.input_tokens,
+            output_tokens=profile.output_tokens,
+            concurrency=streams,
+            request_count=(
+                profile.request_count(streams)
                 if rate is None
-                else aiperf.parse_rate(artifacts, rate, workload.arrival)
-            )
-            level = level.model_copy(update={"goodput": goodput.of_folder(artifacts, objectives)})
-            good = level.goodput
-            progress(
-                f"  TTFT p50 {level.ttft_ms.p50:.1f} ms, ITL p50 {level.itl_ms.p50:.2f} ms, "
-                f"E2E p50 {level.e2e_ms.p50:.0f} ms, {level.output_tokens_per_s:.0f} output tok/s, "
-                f"{level.errors} errors"
-                + (f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good)" if good else "")
-            )
-            if isinstance(level, RateLevel):  # parse_rate's: the rate levels
-                rate_levels.append(level)
-            else:
-                levels.append(level)
-            measured[-1] = measured[-1].model_copy(update={"levels": list(levels), "rate_levels": list(rate_levels)})
-            result().save(path)  # after every level: an interrupted run keeps what it measured
-    return result(), result().save(path)
+                else rate_request_count(rate, adjust.rate_seconds or RATE_LEVEL_SECONDS)
+            ),
+            warmup_requests=streams if rate is None else rate_warmup(rate),
+            random_seed=cfg.benchmark.random_seed,
+            request_timeout_seconds=cfg.benchmark.request_timeout_seconds,
+            duration_seconds=adjust.level_seconds,
+            request_rate=rate,
+        )
+
+
+def _run_profile(stage: _StageRun, profile: WorkloadProfile, results: _Results) -> None:
+    """Its concurrency levels, then its request rates; a level that would start after the deadline is skipped."""
+    levels: list[Level] = []
+    rate_levels: list[RateLevel] = []
+    results.measured.append(
+        ProfileRun(
+            name=profile.name,
+            input_tokens=profile.input_tokens,
+            output_tokens=profile.output_tokens,
+            levels=levels,
+            rate_levels=rate_levels,
+        )
+    )
+    loads = [_Load(profile, c, None) for c in profile.concurrency] + [
+        _Load(profile, None, r) for r in profile.request_rates
+    ]
+    for load in loads:
+        if stage.adjust.deadline is not None and time.monotonic() >= stage.adjust.deadline:
+            results.skipped.append(load.name)
+            stage.progress(f"{profile.name} {load.shown}: skipped (time budget spent)")
+            continue
+        level = _run_level(stage, load)
+        if isinstance(level, RateLevel):  # parse_rate's: the rate levels
+            rate_levels.append(level)
+        else:
+            levels.append(level)
+        results.measured[-1] = results.measured[-1].model_copy(
+            update={"levels": list(levels), "rate_levels": list(rate_levels)}
+        )
+        results.save()
+
+
+def _run_level(stage: _StageRun, load: _Load) -> Level | RateLevel:
+    """One aiperf run, its figures and its goodput (counted from its records)."""
+    profile, workload = load.profile, load.workload(stage.cfg, stage.adjust)
+    artifacts = stage.run_dir / load.name
+    stage.progress(
+        f"{profile.name} ({profile.input_tokens} in / {profile.output_tokens} out) "
+        f"{load.shown}: {workload.request_count} requests ..."
+    )
+    aiperf.run(
+        aiperf.command(
+            stage.executable,
+            url=stage.url,
+            model=stage.cfg.serving.model.id,
+            tokenizer=stage.tokenizer,
+            workload=workload,
+            artifact_dir=artifacts,
+            goodput=stage.objectives.aiperf(),
+        ),
+        artifacts,
+        env=stage.adjust.client_env,
+    )
+    level = (
+        aiperf.parse(artifacts, load.streams)
+        if load.rate is None
+        else aiperf.parse_rate(artifacts, load.rate, workload.arrival)
+    )
+    level = level.model_copy(update={"goodput": goodput.of_folder(artifacts, stage.objectives)})
+    stage.progress(_level_line(level))
+    return level
+
+
+def _level_line(level: Level | RateLevel) -> str:
+    good = level.goodput
+    return (
+        f"  TTFT p50 {level.ttft_ms.p50:.1f} ms, ITL p50 {level.itl_ms.p50:.2f} ms, "
+        f"E2E p50 {level.e2e_ms.p50:.0f} ms, {level.output_tokens_per_s:.0f} output tok/s, "
+        f"{level.errors} errors"
+        + (f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good)" if good else "")
+    )
