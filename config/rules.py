@@ -628,7 +628,7 @@ def check_together(stages: Sequence[tuple[StageConfig, str]]) -> None:
 
 # --- Secret values where a name belongs ------------------------------------------------------------------
 # The secret shapes refused in stage files (every key and string value of the parsed file, before the
-# model sees it: the refusal names the field and the kind, never the value); ops/secret_scan.py scans
+# model sees it: the refusal names the field and the kind, never the value); config/secret_scan.py scans
 # every synth output for the same shapes. They live in config/secret_shapes.py (errors.py cuts them out of
 # every message too) and are re-exported here.
 from .secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind, secret_like_key  # noqa: F401
