@@ -15,8 +15,9 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from clients import nixl
 from clients.kube import KubeApi, KubeError
-from ops import eks_token, nixl, verify
+from ops import eks_token, verify
 from ops.__main__ import main
 
 from ..charts.validators import crd_errors
