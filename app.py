@@ -59,11 +59,10 @@ if __name__ == "__main__":
 
 try:
     from charts import render
-    from config import CONFIG_DIR, ConfigError, load_stages
+    from config import CONFIG_DIR, ConfigError, load_stages, secret_scan
     from config.errors import short
     from config.pipeline import load_pipeline
     from config.schema import NAME as STAGE_NAME
-    from ops import secret_scan
     from stacks import assembly
 except KeyboardInterrupt:
     _stopped(None)

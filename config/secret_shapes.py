@@ -1,5 +1,5 @@
 """What a secret value looks like: the shapes refused in stage files (config/rules/secret_values.py refuse_secrets,
-re-exported by config/rules/), scanned for in every synth output (ops/secret_scan.py PATTERNS) and cut out of
+re-exported by config/rules/), scanned for in every synth output (config/secret_scan.py PATTERNS) and cut out of
 every error message (config/errors.py). Pure functions of text, no project imports: errors.py imports this
 module, and the rules import errors.py.
 
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 # Shapes with a known prefix or frame: a token of the service, whatever the key it sits under. Each kind once
-# (ops/secret_scan.py keys its patterns by the kind without the article); SECRET_SHAPES, below, adds the shapes
+# (config/secret_scan.py keys its patterns by the kind without the article); SECRET_SHAPES, below, adds the shapes
 # that a pattern finds and a test of the match confirms. A pattern that begins with its literal prefix, the
 # "not after a letter or digit" check placed after it (`hf_(?<![A-Za-z0-9]hf_)`), is found by the regex
 # engine's fast literal search: 0.005 s for 7.7 MB, against 0.11 s when it begins with the check.
@@ -235,7 +235,7 @@ def keyed_token(text: str) -> tuple[int, int] | None:
 
 class _Checked:
     """A pattern whose matches count only when `test` passes on them, searched like a compiled pattern
-    (ops/secret_scan.py calls finditer, find_secret calls search): still one pass, each match tested once."""
+    (config/secret_scan.py calls finditer, find_secret calls search): still one pass, each match tested once."""
 
     def __init__(self, pattern: str, test: Callable[[re.Match[str]], bool]) -> None:
         self.pattern, self.test = re.compile(pattern), test

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ops.kube import KubeApi, KubeError
+from clients.kube import KubeApi, KubeError
 
 FIELD_MANAGER = "pd-inference-rehearsal"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"  # JSON is YAML; kubectl sends this type too

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from clients import readiness
+from clients.report import Report
 from config.schema import StageConfig
 from config.topology import (
     DASHBOARD_PORT,
@@ -22,8 +24,6 @@ from config.topology import (
     head_service,
     serve_service,
 )
-from ops import verify
-from ops.report import Report
 
 from . import ray_objects
 from .control_plane import ClusterError, LocalCluster
@@ -33,7 +33,7 @@ READY_TIMEOUT = 120.0
 
 
 # What `ops verify` does through the API, as (verb, resource, subresource, namespace, name): each must be
-# allowed for the verify group. ops/verify.py makes exactly these requests.
+# allowed for the verify group. ops/verify.py (clients/readiness.py) makes exactly these requests.
 def verify_requests(cfg: StageConfig) -> list[tuple[str, str, str, str, str]]:
     serving = cfg.serving
     dashboard = f"{head_service(serving.service_name)}:{DASHBOARD_PORT_NAME}"
@@ -256,9 +256,9 @@ def verify_checks(cfg: StageConfig, cluster: LocalCluster) -> Report:
     TLS, as the verify runner runs them."""
     report = Report("verify", cfg.stage)
     api = cluster.api("verify")
-    verify._gpu_nodes(cfg, api, report)
-    verify._operator(api, report)
-    verify._ray_service(cfg, api, report)
+    readiness.gpu_nodes(cfg, api, report)
+    readiness.kuberay_operator(api, report)
+    readiness.ray_service(cfg, api, report)
     return report
 
 

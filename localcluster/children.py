@@ -10,7 +10,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 
-from ops.signals import deferred
+from clients.signals import deferred
 
 
 def start(argv: Sequence[str], **popen) -> subprocess.Popen:

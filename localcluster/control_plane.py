@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.kube import KubeApi, KubeError
-from ops.signals import deferred
+from clients.kube import KubeApi, KubeError
+from clients.signals import deferred
 
 from . import pki as pki_module
 from .pki import LOOPBACK
@@ -241,89 +241,94 @@ def start(
     try:
         etcd_url, peer_url = f"http://{LOOPBACK}:{etcd_port}", f"http://{LOOPBACK}:{peer_port}"
         progress("starting etcd")
-        cluster.start(
-            "etcd",
-            [
-                str(binaries["etcd"]),
-                "--name=rehearsal",
-                f"--data-dir={folder / 'etcd'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=rehearsal={peer_url}",
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
-        )
+        cluster.start("etcd", _etcd(binaries["etcd"], folder, etcd_url, peer_url))
         progress("starting kube-apiserver")
-        cluster.start(
-            "kube-apiserver",
-            [
-                str(binaries["kube-apiserver"]),
-                f"--etcd-servers={etcd_url}",
-                f"--bind-address={LOOPBACK}",
-                f"--advertise-address={LOOPBACK}",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={keys.serving_cert}",
-                f"--tls-private-key-file={keys.serving_key}",
-                f"--client-ca-file={keys.ca_cert}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                "--anonymous-auth=false",
-                "--allow-privileged=true",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--service-account-key-file={keys.service_account_public}",
-                f"--service-account-signing-key-file={keys.service_account_key}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                f"--cert-dir={folder / 'pki'}",
-                "--profiling=false",
-                "--v=1",
-            ],
-        )
+        apiserver = _apiserver(binaries["kube-apiserver"], folder, keys, tokens, etcd_url, api_port)
+        cluster.start("kube-apiserver", apiserver)
         cluster.wait_ready()
         progress("starting kube-controller-manager and kube-scheduler")
         admin = cluster.kubeconfig("admin")
-        cluster.start(
-            "kube-controller-manager",
-            [
-                str(binaries["kube-controller-manager"]),
-                f"--kubeconfig={admin}",
-                f"--authentication-kubeconfig={admin}",
-                f"--authorization-kubeconfig={admin}",
-                f"--service-account-private-key-file={keys.service_account_key}",
-                f"--root-ca-file={keys.ca_cert}",
-                f"--cluster-cidr={CLUSTER_CIDR}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--allocate-node-cidrs=false",
-                "--leader-elect=false",
-                f"--bind-address={LOOPBACK}",
-                f"--secure-port={free_port()}",
-                "--use-service-account-credentials=false",
-                (
-                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
-                    "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller"
-                ),
-                "--v=1",
-            ],
-        )
-        cluster.start(
-            "kube-scheduler",
-            [
-                str(binaries["kube-scheduler"]),
-                f"--kubeconfig={admin}",
-                f"--authentication-kubeconfig={admin}",
-                f"--authorization-kubeconfig={admin}",
-                "--leader-elect=false",
-                f"--bind-address={LOOPBACK}",
-                f"--secure-port={free_port()}",
-                "--v=1",
-            ],
-        )
+        cluster.start("kube-controller-manager", _controller_manager(binaries["kube-controller-manager"], admin, keys))
+        cluster.start("kube-scheduler", _scheduler(binaries["kube-scheduler"], admin))
         return cluster
     except BaseException:
         cluster.stop()
         raise
+
+
+def _etcd(binary: Path, folder: Path, etcd_url: str, peer_url: str) -> list[str]:
+    return [
+        str(binary),
+        "--name=rehearsal",
+        f"--data-dir={folder / 'etcd'}",
+        f"--listen-client-urls={etcd_url}",
+        f"--advertise-client-urls={etcd_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=rehearsal={peer_url}",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def _apiserver(binary: Path, folder: Path, keys: pki_module.Pki, tokens: Path, etcd_url: str, port: int) -> list[str]:
+    return [
+        str(binary),
+        f"--etcd-servers={etcd_url}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={port}",
+        f"--tls-cert-file={keys.serving_cert}",
+        f"--tls-private-key-file={keys.serving_key}",
+        f"--client-ca-file={keys.ca_cert}",
+        f"--token-auth-file={tokens}",
+        "--authorization-mode=RBAC",
+        "--anonymous-auth=false",
+        "--allow-privileged=true",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--service-account-key-file={keys.service_account_public}",
+        f"--service-account-signing-key-file={keys.service_account_key}",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--cert-dir={folder / 'pki'}",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _controller_manager(binary: Path, admin: Path, keys: pki_module.Pki) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={admin}",
+        f"--authentication-kubeconfig={admin}",
+        f"--authorization-kubeconfig={admin}",
+        f"--service-account-private-key-file={keys.service_account_key}",
+        f"--root-ca-file={keys.ca_cert}",
+        f"--cluster-cidr={CLUSTER_CIDR}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allocate-node-cidrs=false",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={free_port()}",
+        "--use-service-account-credentials=false",
+        (
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,"
+            "-attachdetach,-persistentvolume-expander,-ephemeral-volume,-resourceclaim-controller"
+        ),
+        "--v=1",
+    ]
+
+
+def _scheduler(binary: Path, admin: Path) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={admin}",
+        f"--authentication-kubeconfig={admin}",
+        f"--authorization-kubeconfig={admin}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={free_port()}",
+        "--v=1",
+    ]
 
 
 def _write_pids(folder: Path, pids: list[int]) -> None:

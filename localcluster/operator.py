@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.kube import KubeApi, KubeError
+from clients.kube import KubeApi, KubeError
 
 from .control_plane import ClusterError, LocalCluster, Process, free_port
 from .pki import LOOPBACK

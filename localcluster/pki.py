@@ -44,11 +44,20 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make(folder: Path) -> Pki:
-    """A CA and what the API server needs, written under `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+def _ca(now: datetime.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """The cluster's CA: its key and its self-signed certificate, valid from `now` for VALID_FOR."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        key_cert_sign=True,
+        crl_sign=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
     ca = (
         x509.CertificateBuilder()
         .subject_name(_name("pd-inference-rehearsal-ca"))
@@ -58,22 +67,16 @@ def make(folder: Path) -> Pki:
         .not_valid_before(now)
         .not_valid_after(now + VALID_FOR)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(usage, critical=True)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca
+
+
+def _serving(
+    now: datetime.datetime, ca_key: ec.EllipticCurvePrivateKey, ca: x509.Certificate
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """The API server's serving key and certificate for SERVING_NAMES and loopback, signed by the CA."""
     serving_key = ec.generate_private_key(ec.SECP256R1())
     names = [x509.DNSName(n) for n in SERVING_NAMES] + [x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
     serving = (
@@ -89,6 +92,15 @@ def make(folder: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
+    return serving_key, serving
+
+
+def make(folder: Path) -> Pki:
+    """A CA and what the API server needs, written under `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    ca_key, ca = _ca(now)
+    serving_key, serving = _serving(now, ca_key, ca)
     # The API server signs service-account tokens with RS256 by default (--service-account-signing-key-file).
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pki = Pki(

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from clients.kube import KubeApi, KubeError
 from config.topology import head_service, serve_service
-from ops.kube import KubeApi, KubeError
 
 from .control_plane import ClusterError
 

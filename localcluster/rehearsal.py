@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.report import Report
+from clients.signals import Terminated, deferred
 from config.schema import StageConfig
 from config.topology import KUBERAY_RELEASE, VERIFY_GROUP
-from ops.report import Report
-from ops.signals import Terminated, deferred
 from stacks.kuberay_crds_handler import index as crds_handler  # the deploy's own command lines
 
 from . import control_plane, deploy_order, helm, kubectl_layer, kwok, nodes, operator, tools

@@ -31,154 +31,25 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from config import CONFIG_DIR, ConfigError, load_stages
+from clients.cli_options import number
 from config import __main__ as validate_cli
 
-from . import diff, rehearse_cluster
+from . import diff, stage_commands
 
 # Every command has one protocol: `add_parser(sub)` registers its subcommand, `run(args) -> int` runs it
 # and returns the exit code, handling the failures it expects (one line each); main() wraps every run in
 # the one handler for the rest (a bug: exit 3). bench, rehearse, rehearse-cluster, diff and validate
-# (config/__main__.py) are modules; preflight, verify and verify-remote share StageCommand below, because
-# their modules import the AWS SDK, which `rehearse` (GPU hosts) must never load: boto3 is imported when
-# one of them runs, not when the parser is built. bench and rehearse (serving_lab/) are LazyCommands: their
-# modules are imported only when the parser lists every command (--help, an unknown command) or they run,
-# so `python -m ops verify` runs from the verify runner's upload (ops/remote.py RUNNER_PATHS: config, ops,
-# charts), which holds no serving_lab/.
-
-
-@dataclass(frozen=True)
-class StageCommand:
-    """A read-only AWS check of one stage that prints a Report: load the stage file (exit 2 when
-    invalid), make the AWS session (exit 2 for a broken local set-up), run, print the table or JSON."""
-
-    name: str
-    text: str
-    check: Callable  # (cfg, args, session, clients) -> (Report, suggestion or None)
-    arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
-
-    def add_parser(self, sub) -> None:
-        cmd = sub.add_parser(self.name, help=self.text, description=self.text)
-        cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
-        cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
-        cmd.add_argument("--json", action="store_true", help="print the report as JSON (for pipelines)")
-        self.arguments(cmd)
-
-    def run(self, args) -> int:
-        try:
-            (cfg,) = load_stages(args.config_dir, only=args.stage)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        import boto3
-
-        from . import errors, remote, verify
-        from .aws_clients import guard_answers, resolve_credentials
-
-        label = f"{self.name} --stage {cfg.stage}"
-        session, clients = args.aws
-        try:
-            # The local AWS set-up first: a missing profile or an unparsable config file fails when the
-            # session is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it
-            # calls AWS. The credentials are resolved here, once, within a deadline (a credential_process
-            # that never answers would hang the command: botocore waits for it forever); every client
-            # of the session refuses an answer that is not AWS's (an HTML page, a proxy's) with one line.
-            session = session or boto3.session.Session(region_name=cfg.region)
-            guard_answers(session)
-            resolve_credentials(session)
-            if not (clients or {}).get("sts"):
-                session.client("sts", region_name=cfg.region)
-            report, snippet = self.check(cfg, args, session, clients)
-        except verify.AccessError as exc:
-            print(f"{label}: {exc}", file=sys.stderr)
-            return 1
-        except remote.SourceError as exc:
-            print(f"{label}: {exc}", file=sys.stderr)
-            return 2
-        except Exception as exc:
-            problem = errors.setup_problem(exc)
-            if not problem:
-                raise
-            print(f"{label}: {problem}", file=sys.stderr)
-            return 2
-        if args.json:
-            print(report.to_json())
-        else:
-            print(report.table())
-            if snippet:
-                print(f"\nSuggested change to {args.config_dir}/{cfg.stage}.yaml:\n{snippet}", end="")
-        return report.exit_code
-
-
-def _preflight(cfg, args, session, clients):
-    from . import preflight
-    from .aws_clients import Clients
-
-    report, facts = preflight.run(cfg, Clients(session, cfg.region, overrides=clients or {}))
-    snippet = preflight.suggestion(cfg, facts) if args.suggest else None
-    if snippet:
-        report.extra["suggestion"] = snippet
-    return report, snippet
-
-
-def _preflight_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
-
-
-def _verify(cfg, args, session, clients):
-    from . import verify
-    from .aws_clients import Clients
-
-    access = verify.cluster_access(cfg, session)
-    api = verify.connect(cfg, session, access)
-    cloudwatch = Clients(session, cfg.region, overrides=clients or {})
-    return verify.run(cfg, api, wait=args.wait, poll=args.poll, cloudwatch=cloudwatch), None
-
-
-def _verify_arguments(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument(
-        "--wait",
-        type=number(float, 0, 86400, "seconds"),
-        default=0,
-        metavar="SECONDS",
-        help="wait up to this long for nodes, operator and RayService (tutorial: 900-1800)",
-    )
-    cmd.add_argument(
-        "--poll", type=number(float, 0.1, 3600, "seconds"), default=10, metavar="SECONDS", help=argparse.SUPPRESS
-    )
-
-
-def number(kind: type, low: float, high: float, unit: str = "") -> Callable[[str], float]:
-    """An argparse type: a finite `kind` (int or float) from `low` to `high`. Anything else (inf, nan, -1,
-    1e400, "ten", a 5000-digit integer) is argparse's one-line error and exit 2: a timeout of inf or nan
-    would otherwise reach time.sleep or a deadline as a crash or a wait that never ends."""
-    what = "an integer" if kind is int else "a number"
-    allowed = f"allowed: {what} from {low:g} to {high:g}" + (f" {unit}" if unit else "")
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what} ({allowed})") from None
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(f"{_shown(text)} ({allowed})")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def _shown(text: str) -> str:
-    text = text if len(text) <= 40 else text[:40] + "..."
-    return text if text.isprintable() and text.strip() == text and text else repr(text)
+# (config/__main__.py) are modules; preflight, verify and verify-remote are StageCommands (ops/stage_commands.py),
+# which import the AWS SDK only when they run. bench, rehearse (serving_lab/) and rehearse-cluster
+# (localcluster/) are LazyCommands: their modules are imported only when the parser lists every command
+# (--help, an unknown command) or they run, so `python -m ops verify` runs from the verify runner's upload
+# (ops/remote.py RUNNER_PATHS: clients, config, ops, charts), which holds no serving_lab/ or localcluster/.
 
 
 # Every number option of every command (`type=float` or `type=int`, e.g. rehearse's --deploy-timeout)
@@ -194,10 +65,11 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class LazyCommand:
-    """A command whose module (`bench`, `rehearse`: serving_lab/) is imported only when its parser is built in
-    full or it runs. _parser() builds it in full unless the command line names another command: then a bare
-    placeholder parser of the same name stands in, which argparse never shows (only the chosen command's help
-    and errors are printed, and the top-level usage lists the names alone)."""
+    """A command whose module (`bench`, `rehearse`: serving_lab/; `rehearse-cluster`: localcluster/) is imported
+    only when its parser is built in full or it runs. _parser() builds it in full unless the command line
+    names another command: then a bare placeholder parser of the same name stands in, which argparse never
+    shows (only the chosen command's help and errors are printed, and the top-level usage lists the names
+    alone)."""
 
     name: str
     module: str
@@ -223,12 +95,6 @@ class LazyCommand:
         return self._load().run(args)
 
 
-def _verify_remote(cfg, args, session, clients):
-    from . import remote
-
-    return remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients), None
-
-
 class Command(Protocol):
     """The command protocol: a StageCommand, or a module with these two functions."""
 
@@ -239,14 +105,12 @@ class Command(Protocol):
 
 # In the order `python -m ops --help` lists them.
 COMMANDS: dict[str, Command] = {
-    "preflight": StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight, _preflight_arguments),
-    "verify": StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments),
-    "verify-remote": StageCommand(
-        "verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner", _verify_remote
-    ),
+    "preflight": stage_commands.PREFLIGHT,
+    "verify": stage_commands.VERIFY,
+    "verify-remote": stage_commands.VERIFY_REMOTE,
     "bench": LazyCommand("bench", "serving_lab.bench.cli"),
     "rehearse": LazyCommand("rehearse", "serving_lab.rehearse.cli"),
-    "rehearse-cluster": rehearse_cluster,
+    "rehearse-cluster": LazyCommand("rehearse-cluster", "localcluster.cli"),
     "diff": diff,
     "validate": validate_cli,
 }

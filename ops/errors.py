@@ -27,7 +27,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as AwsConnectionError
 from botocore.parsers import ResponseParserError
 
-from .kube import describe_transport
+from clients.kube import describe_transport
 
 
 class SetupError(Exception):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from clients.kube import parse_json
+from clients.report import Report
 from config.first_start import gpu_root_volume_floor_gib, system_root_volume_floor_gib
 from config.instance_types import INSTANCE_TYPES, instance_family
 from config.schema import StageConfig
@@ -21,8 +23,6 @@ from config.versions import CLOUDWATCH_OBSERVABILITY_VERSION, DLC_IMAGE_UNPACK_R
 
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, LOG_IN, aws_fix, describe, error_code
-from .kube import parse_json
-from .report import Report
 
 # The oldest bootstrap stack version the synthesized templates accept (their CheckBootstrapVersion rule).
 MIN_BOOTSTRAP_VERSION = 6

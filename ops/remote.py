@@ -16,6 +16,7 @@ from pathlib import Path
 
 import boto3
 
+from clients.report import Report
 from config.schema import StageConfig
 from config.topology import (
     VERIFY_CONSTRAINTS,
@@ -27,13 +28,12 @@ from config.topology import (
 )
 
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
-from .report import Report
 
 # What the runner's buildspec uses (config/topology.py VERIFY_INSTALL_COMMANDS: `pip install --require-hashes
 # -r requirements-ops.lock`, then `python -m ops verify`) and what that imports: the
-# ops, config and charts packages (tests/ops/test_remote.py runs `python -m ops verify` from an unpacked
+# ops, clients, config and charts packages (tests/ops/test_remote.py runs `python -m ops verify` from an unpacked
 # upload to prove it).
-RUNNER_PATHS = ("config", "ops", "charts", VERIFY_REQUIREMENTS, VERIFY_CONSTRAINTS, VERIFY_LOCK)
+RUNNER_PATHS = ("clients", "config", "ops", "charts", VERIFY_REQUIREMENTS, VERIFY_CONSTRAINTS, VERIFY_LOCK)
 REQUIRED = ("ops/__main__.py", "config/__init__.py", VERIFY_REQUIREMENTS, VERIFY_CONSTRAINTS, VERIFY_LOCK)
 SOURCE_KEY = VERIFY_SOURCE_KEY
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

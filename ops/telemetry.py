@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from clients.report import Report
 from config.schema import StageConfig
 from config.topology import (
     CLOUDWATCH_NAMESPACE,
@@ -31,7 +32,6 @@ from config.topology import (
 )
 
 from .aws_clients import Clients
-from .report import Report
 
 NAME = "metrics and logs in CloudWatch"
 LOG_FRESHNESS_MINUTES = 30
@@ -55,6 +55,13 @@ def _newest_log_event(logs, group: str) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(stamp / 1000, tz=dt.UTC) if stamp else None
 
 
+def _addon_fix(cluster: str) -> str:
+    return (
+        f"is the {CLOUDWATCH_OBSERVABILITY_ADDON} add-on ACTIVE? "
+        f"(aws eks describe-addon --cluster-name {cluster} --addon-name {CLOUDWATCH_OBSERVABILITY_ADDON})"
+    )
+
+
 def check(
     cfg: StageConfig, clients: Clients, report: Report, now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
 ) -> None:
@@ -63,10 +70,6 @@ def check(
         return
     cluster = cfg.cluster_name
     group = container_insights_log_group(cluster, "application")
-    addon = (
-        f"is the {CLOUDWATCH_OBSERVABILITY_ADDON} add-on ACTIVE? "
-        f"(aws eks describe-addon --cluster-name {cluster} --addon-name {CLOUDWATCH_OBSERVABILITY_ADDON})"
-    )
     try:
         cloudwatch, logs = clients("cloudwatch"), clients("logs")
         nodes = _active_metrics(cloudwatch, CONTAINER_INSIGHTS_NAMESPACE, cluster)
@@ -75,12 +78,8 @@ def check(
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") == "ResourceNotFoundException":
-            report.add(
-                NAME,
-                "fail",
-                f"no log group {group}",
-                f"deploy the cluster stack of {cfg.stage} (it creates the group); {addon}",
-            )
+            fix = f"deploy the cluster stack of {cfg.stage} (it creates the group); {_addon_fix(cluster)}"
+            report.add(NAME, "fail", f"no log group {group}", fix)
         else:
             report.add(
                 NAME,
@@ -92,25 +91,8 @@ def check(
     except BotoCoreError as exc:
         report.add(NAME, "fail", f"cannot reach CloudWatch: {exc}")
         return
-    problems, fixes = [], []
-    if not nodes:
-        problems.append(f"no {CONTAINER_INSIGHTS_NAMESPACE} metric of {cluster} in the last 3 h")
-        fixes.append(addon)
-    if not ray:
-        problems.append(f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {cluster} in the last 3 h")
-        fixes.append(
-            "are the Ray pods up, and does the inference namespace's NetworkPolicy admit the "
-            f"scraper on the metrics port? (kubectl -n {CLOUDWATCH_NAMESPACE} logs -l {_selector(RAY_SCRAPER_POD_LABELS)})"
-        )
     age = None if newest is None else (now() - newest).total_seconds() / 60
-    if age is None or age > LOG_FRESHNESS_MINUTES:
-        problems.append(
-            f"no container log event in {group} in the last {LOG_FRESHNESS_MINUTES} min"
-            + ("" if age is None else f" (newest {age:.0f} min ago)")
-        )
-        # the add-on's DaemonSet `fluent-bit` (aws-observability/helm-charts, amazon-cloudwatch-observability
-        # templates/linux/fluent-bit-daemonset.yaml)
-        fixes.append(f"is Fluent Bit running? (kubectl -n {CLOUDWATCH_NAMESPACE} get ds fluent-bit); {addon}")
+    problems, fixes = _problems(cluster, group, nodes, ray, age)
     if problems:
         report.add(NAME, "fail", "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
         return
@@ -122,6 +104,33 @@ def check(
         ray_metrics=len(ray),
         node_metrics=len(nodes),
     )
+
+
+def _problems(
+    cluster: str, group: str, nodes: list[str], ray: list[str], age: float | None
+) -> tuple[list[str], list[str]]:
+    """What is missing (no node or Ray metric, no fresh log event), and the fix for each."""
+    problems, fixes = [], []
+    if not nodes:
+        problems.append(f"no {CONTAINER_INSIGHTS_NAMESPACE} metric of {cluster} in the last 3 h")
+        fixes.append(_addon_fix(cluster))
+    if not ray:
+        problems.append(f"no {RAY_METRICS_NAMESPACE} (Ray/vLLM) metric of {cluster} in the last 3 h")
+        fixes.append(
+            "are the Ray pods up, and does the inference namespace's NetworkPolicy admit the "
+            f"scraper on the metrics port? (kubectl -n {CLOUDWATCH_NAMESPACE} logs -l {_selector(RAY_SCRAPER_POD_LABELS)})"
+        )
+    if age is None or age > LOG_FRESHNESS_MINUTES:
+        problems.append(
+            f"no container log event in {group} in the last {LOG_FRESHNESS_MINUTES} min"
+            + ("" if age is None else f" (newest {age:.0f} min ago)")
+        )
+        # the add-on's DaemonSet `fluent-bit` (aws-observability/helm-charts, amazon-cloudwatch-observability
+        # templates/linux/fluent-bit-daemonset.yaml)
+        fixes.append(
+            f"is Fluent Bit running? (kubectl -n {CLOUDWATCH_NAMESPACE} get ds fluent-bit); {_addon_fix(cluster)}"
+        )
+    return problems, fixes
 
 
 def _selector(labels: dict[str, str]) -> str:

@@ -17,26 +17,21 @@ from typing import Any, TextIO
 
 import boto3
 
-from charts.serve_config import APP_NAME
-from config.derived import worker_resources
+from clients import nixl
+from clients.kube import ANSWER_LIMIT, KubeApi, KubeError, MiB, endpoint_problem
+from clients.readiness import SHAPE_ERRORS, gpu_nodes, kube_fix, kuberay_operator, ray_service
+from clients.report import Report
 from config.schema import StageConfig
 from config.topology import (
     DASHBOARD_PORT_NAME,
-    EFA_RESOURCE,
-    GPU_LABELS,
-    GPU_RESOURCE,
-    KUBERAY_NAMESPACE,
-    KUBERAY_RELEASE,
     SERVE_PORT_NAME,
     head_service,
     serve_service,
 )
 
-from . import eks_token, nixl, telemetry
+from . import eks_token, telemetry
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
-from .kube import ANSWER_LIMIT, KubeApi, KubeError, MiB, endpoint_problem, unexpected
-from .report import Report
 
 DASHBOARD_PORT = DASHBOARD_PORT_NAME
 SERVE_PORT = SERVE_PORT_NAME
@@ -54,16 +49,6 @@ class ClusterAccess:
 
 class AccessError(Exception):
     """The cluster cannot be reached; one line that says why and what to do."""
-
-
-# What reading a JSON answer of the wrong shape raises (a field missing, a string where a list belongs):
-# caught only around the reading of an answer, where it means the server, not this code, is wrong.
-SHAPE_ERRORS = (KeyError, IndexError, TypeError, AttributeError, ValueError)
-
-
-def _count(value: object) -> int:
-    """A Kubernetes quantity that counts devices ("1", 1)."""
-    return int(str(value))
 
 
 def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterAccess:
@@ -107,30 +92,6 @@ def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterA
         ca_data=ca.get("data") if isinstance(ca, dict) else None,
         private_only=isinstance(vpc, dict) and vpc.get("endpointPublicAccess", True) is False,
     )
-
-
-def kube_fix(exc: KubeError, default: str = "") -> str:
-    """The fix for a failed Kubernetes request, by its cause; `default` for a 404 (the object is missing)."""
-    if exc.kind == "http" and exc.status == 401:
-        return (
-            "the API server refused the token: these credentials need an EKS access entry "
-            "(cluster.admin_principal_arns) on this cluster"
-        )
-    if exc.kind == "http" and exc.status == 403:
-        return (
-            "the identity may not read this: add it to cluster.admin_principal_arns, or use the verify runner "
-            "(verify-remote), whose access entry has the read-only verify role"
-        )
-    if exc.kind == "http" and exc.status is not None and 300 <= exc.status < 400:
-        return (
-            "verify follows no redirect (it would carry the token to another host): check what answers at "
-            "that address (a proxy in between? check HTTPS_PROXY)"
-        )
-    if exc.kind == "answer":
-        return "the endpoint did not answer as a Kubernetes API server: a proxy in between? (check HTTPS_PROXY)"
-    if exc.kind == "transport":
-        return "the API server stopped answering: run verify again; if it persists, check the network path to it"
-    return default
 
 
 def connect(
@@ -198,9 +159,9 @@ def run(
     pending = ["GPU nodes", "KubeRay operator", "RayService"]
     while True:
         attempt = Report("verify", cfg.stage)
-        _gpu_nodes(cfg, api, attempt)
-        _operator(api, attempt)
-        _ray_service(cfg, api, attempt)
+        gpu_nodes(cfg, api, attempt)
+        kuberay_operator(api, attempt)
+        ray_service(cfg, api, attempt)
         pending = [c.name for c in attempt.checks if c.status == "fail"]
         elapsed = clock() - start
         if not pending or elapsed + poll > wait:
@@ -217,121 +178,6 @@ def run(
     if cloudwatch is not None:
         telemetry.check(cfg, cloudwatch, report)
     return report
-
-
-def _read_failed(report: Report, name: str, path: str, exc: Exception, missing: str = "") -> None:
-    """A check's GET failed: the API's own error (with `missing` as the fix for a 404), or an answer of
-    the wrong shape."""
-    if isinstance(exc, KubeError):
-        report.add(name, "fail", str(exc), kube_fix(exc, missing))
-    else:
-        error = unexpected(f"GET {path}", exc)
-        report.add(name, "fail", str(error), kube_fix(error))
-
-
-def _gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
-    name = "GPU nodes"
-    selector = ",".join(f"{k}={v}" for k, v in GPU_LABELS.items())
-    resources = worker_resources(cfg)
-    try:
-        answer = api.get("/api/v1/nodes", labelSelector=selector)
-        problems = []
-        nodes = answer["items"]
-        for node in nodes:
-            node_name = node["metadata"]["name"]
-            status = node.get("status") or {}
-            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
-            allocatable = status.get("allocatable") or {}
-            if conditions.get("Ready") != "True":
-                problems.append(f"{node_name} not Ready")
-            if _count(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
-                problems.append(
-                    f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
-                    "(NVIDIA device plugin running?)"
-                )
-            if resources.efa_interfaces and _count(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
-                problems.append(
-                    f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
-                    "(EFA device plugin running?)"
-                )
-    except (KubeError, *SHAPE_ERRORS) as exc:
-        _read_failed(report, name, "/api/v1/nodes", exc)
-        return
-    expected = cfg.gpu_nodegroup.count
-    if len(nodes) < expected:
-        problems.insert(0, f"{len(nodes)} of {expected} GPU nodes registered")
-    if problems:
-        report.add(
-            name,
-            "fail",
-            "; ".join(problems),
-            "check the GPU nodegroup in the EKS console and the device plugin pods in kube-system",
-        )
-    else:
-        devices = f"{resources.gpus} GPU" + (f", {resources.efa_interfaces} EFA" if resources.efa_interfaces else "")
-        report.add(name, "pass", f"{len(nodes)} nodes Ready, each with {devices} allocatable")
-
-
-def _operator(api: KubeApi, report: Report) -> None:
-    name = "KubeRay operator"
-    path = f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/{KUBERAY_RELEASE}"
-    try:
-        deployment = api.get(path)
-        available = _count((deployment.get("status") or {}).get("availableReplicas") or 0)
-    except (KubeError, *SHAPE_ERRORS) as exc:
-        _read_failed(
-            report,
-            name,
-            path,
-            exc,
-            f"the {KUBERAY_RELEASE} Helm release is missing: deploy the cluster stack (it installs the operator)",
-        )
-        return
-    if available >= 1:
-        report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
-    else:
-        report.add(
-            name,
-            "fail",
-            "no available replica",
-            f"see why the operator pod does not start: kubectl -n {KUBERAY_NAMESPACE} describe pods",
-        )
-
-
-def _ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
-    name = "RayService"
-    serving = cfg.serving
-    path = f"/apis/ray.io/v1/namespaces/{serving.namespace}/rayservices/{serving.service_name}"
-    try:
-        status = api.get(path).get("status") or {}
-        condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-        ready = condition.get("status") == "True"
-        app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
-        app_status = str(app.get("status", "absent"))
-    except (KubeError, *SHAPE_ERRORS) as exc:
-        _read_failed(
-            report,
-            name,
-            path,
-            exc,
-            f"the RayService is missing: deploy the serving stack (npx --no-install cdk deploy '{cfg.stage}/Serving')",
-        )
-        return
-    if ready and app_status == "RUNNING":
-        report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
-    else:
-        message = " ".join(str(app.get("message", "")).split())[:200]
-        # Why the operator holds it back (e.g. ValidationFailed: an upgrade strategy it does not know).
-        reason, detail = condition.get("reason", ""), condition.get("message", "")
-        why = " ".join(f"{reason}: {detail}".split() if detail else str(reason).split())[:200]  # any JSON type: str()
-        report.add(
-            name,
-            "fail",
-            f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
-            + (f": {message}" if message else "")
-            + (f" (Ready: {why})" if not ready and condition.get("reason") else ""),
-            f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}",
-        )
 
 
 def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> Any:
@@ -352,28 +198,7 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         report.add(name, "skip", "colocated mode moves no KV cache between engines")
         return
     try:
-        nodes = _dashboard(cfg, api, "/api/v0/nodes")["data"]["result"]["result"]
-        workers = [
-            n
-            for n in nodes
-            if not n.get("is_head_node")
-            and n.get("state") == "ALIVE"
-            and float(n.get("resources_total", {}).get("GPU", 0)) > 0
-        ]
-        if not workers:
-            report.add(name, "fail", "no live GPU worker in the Ray cluster")
-            return
-        # EFA on an EFA stage; without EFA, TCP through UCX or libfabric's tcp provider (serving.kv_backend)
-        expected = nixl.expected_transport(cfg.gpu_nodegroup.efa, cfg.serving.kv_backend)
-        findings = {}
-        for node in workers:
-            listing = _dashboard(cfg, api, "/api/v0/logs", node_id=node["node_id"], glob="worker-*")
-            files = [f for group in listing["data"]["result"].values() for f in group]
-            text = "\n".join(
-                _dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f, lines=LOG_LINES)
-                for f in sorted(files)
-            )
-            findings[node["node_ip"]] = nixl.classify(text, expected)
+        findings = _nixl_findings(cfg, api)
     except KubeError as exc:
         report.add(
             name,
@@ -395,23 +220,46 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             "the dashboard's State API differs from Ray 2.58's: is serving.ray_version the image's Ray?",
         )
         return
+    if not findings:
+        report.add(name, "fail", "no live GPU worker in the Ray cluster")
+        return
+    _nixl_verdict(report, name, findings)
+
+
+def _nixl_findings(cfg: StageConfig, api: KubeApi) -> dict[str, nixl.NixlFinding]:
+    """Each live GPU worker's NIXL finding from its worker logs, by node IP (none: no live GPU worker)."""
+    nodes = _dashboard(cfg, api, "/api/v0/nodes")["data"]["result"]["result"]
+    workers = [
+        n
+        for n in nodes
+        if not n.get("is_head_node")
+        and n.get("state") == "ALIVE"
+        and float(n.get("resources_total", {}).get("GPU", 0)) > 0
+    ]
+    # EFA on an EFA stage; without EFA, TCP through UCX or libfabric's tcp provider (serving.kv_backend)
+    expected = nixl.expected_transport(cfg.gpu_nodegroup.efa, cfg.serving.kv_backend)
+    findings = {}
+    for node in workers:
+        listing = _dashboard(cfg, api, "/api/v0/logs", node_id=node["node_id"], glob="worker-*")
+        files = [f for group in listing["data"]["result"].values() for f in group]
+        text = "\n".join(
+            _dashboard(cfg, api, "/api/v0/logs/file", node_id=node["node_id"], filename=f, lines=LOG_LINES)
+            for f in sorted(files)
+        )
+        findings[node["node_ip"]] = nixl.classify(text, expected)
+    return findings
+
+
+def _nixl_verdict(report: Report, name: str, findings: dict[str, nixl.NixlFinding]) -> None:
+    verdicts = {ip: f.verdict for ip, f in findings.items()}
     bad = {ip: f for ip, f in findings.items() if not f.ok}
     if bad:
         first_ip, first = next(iter(bad.items()))
-        report.add(
-            name,
-            "fail",
-            f"worker {first_ip}: {first.detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
-            nixl.advice(first),
-            verdicts={ip: f.verdict for ip, f in findings.items()},
-        )
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        report.add(name, "fail", f"worker {first_ip}: {first.detail}{more}", nixl.advice(first), verdicts=verdicts)
     else:
-        report.add(
-            name,
-            "pass",
-            "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items()),
-            verdicts={ip: f.verdict for ip, f in findings.items()},
-        )
+        detail = "; ".join(f"{ip}: {f.detail}" for ip, f in findings.items())
+        report.add(name, "pass", detail, verdicts=verdicts)
 
 
 def _openai(cfg: StageConfig, api: KubeApi, report: Report) -> None:

@@ -17,5 +17,5 @@ step "ruff, ruff format, mypy"
 step "the synth-level tests"
 # Not the test that runs this very step in a fresh clone: it would run itself again, and again.
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/config tests/charts tests/stacks tests/test_app.py \
-  tests/test_cfn_lint.py tests/test_shared_names.py tests/test_secret_scan.py \
+  tests/test_cfn_lint.py tests/test_shared_names.py tests/config/test_secret_scan.py \
   --deselect tests/stacks/test_pipeline.py::test_the_synth_buildspec_passes_in_a_fresh_clone

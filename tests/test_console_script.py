@@ -87,7 +87,12 @@ def test_config_run_as_a_folder_runs_the_installed_checkout_or_says_how_to_run_i
 
 
 def test_no_module_of_the_project_edits_sys_path():
-    sources = [*(ROOT / "scripts").glob("*.py"), *(ROOT / "config").rglob("*.py"), *(ROOT / "ops").rglob("*.py")]
+    sources = [
+        *(ROOT / "scripts").glob("*.py"),
+        *(ROOT / "config").rglob("*.py"),
+        *(ROOT / "ops").rglob("*.py"),
+        *(ROOT / "clients").rglob("*.py"),
+    ]
     edits = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sources

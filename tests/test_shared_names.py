@@ -1,5 +1,5 @@
 """One home for what several modules must agree on (config/topology.py, config/names.py): no other module
-of charts/, stacks/, ops/ or config/ may repeat a Ray port number or a KubeRay Service-name suffix in its
+of charts/, stacks/, ops/, clients/ or config/ may repeat a Ray port number or a KubeRay Service-name suffix in its
 code (numbers and strings, f-strings included; comments and docstrings may cite them)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from config import topology
 
 from .helpers import ROOT
 
-PACKAGES = ("charts", "stacks", "ops", "config")
+PACKAGES = ("charts", "stacks", "ops", "clients", "config")
 HOMES = {Path("config/topology.py"), Path("config/names.py")}
 PORTS = (8000, 8265, 6379, 52365, 20000, 22000)
 SUFFIXES = ("-serve-svc", "-head-svc")
@@ -83,7 +83,7 @@ def test_no_module_repeats_a_port_or_a_service_suffix():
 def test_the_check_finds_a_repeated_port_and_suffix(tmp_path):
     (tmp_path / "ops").mkdir()
     (tmp_path / "ops" / "bad.py").write_text('"""Serve on 8000."""\nPORT = 8000\nURL = f"{x}-serve-svc:8265"\n')
-    for package in ("charts", "stacks", "config"):
+    for package in ("charts", "stacks", "clients", "config"):
         (tmp_path / package).mkdir()
     found = repeated_literals(tmp_path)
     assert any("port 8000" in line for line in found), found

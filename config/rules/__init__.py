@@ -12,7 +12,7 @@ from ..errors import warning_line
 from ..schema import StageConfig
 
 # The secret shapes (config/secret_shapes.py) and the whole-file refusal, re-exported for the loader and
-# ops/secret_scan.py, which scans every synth output for the same shapes.
+# config/secret_scan.py, which scans every synth output for the same shapes.
 from ..secret_shapes import AWS_SECRET_RUN, KEY_CONTEXT, SECRET_SHAPES, secret_kind, secret_like_key  # noqa: F401
 from . import (
     benchmark,

@@ -10,7 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ..signals import Terminated, terminating
+from clients.signals import Terminated, terminating
+
 from . import compare, processes, render
 from .model import DiffError, DiffResult
 from .schemas import needs_cfn_lint

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from clients.kube import AnswerTooLarge, describe_transport, fetch, redirected, snippet
 from config.topology import SERVE_PORT
-from ops.kube import AnswerTooLarge, describe_transport, fetch, redirected, snippet
 
 from .aiperf import BenchError, client_python
 

@@ -1,8 +1,8 @@
 """What `ops verify` checks on EKS, against the rehearsal's endpoint on this host: the model is listed,
 a chat completion answers (non-streaming and streaming), and NIXL's log lines say which transport the
-KV cache took (ops/nixl.py, the same classifier).
+KV cache took (clients/nixl.py, the same classifier).
 
-Every request goes through ops/kube.py (`fetch`, and `stream` for the streaming answer): no redirect is
+Every request goes through clients/kube.py (`fetch`, and `stream` for the streaming answer): no redirect is
 followed (a 3xx fails the check, naming only the host its Location points at) and every body is capped."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ops import kube, nixl
-from ops.report import Report, Status
+from clients import kube, nixl
+from clients.report import Report, Status
 from serving_lab.bench.results import Run, level_name
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
@@ -88,7 +88,7 @@ def stream_chat(
     prompt: str = PROMPT,
 ) -> dict[str, Any]:
     """One streaming chat completion: time to first token, tokens (chunks with content), total time. The
-    events are read as they arrive (ops.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
+    events are read as they arrive (clients.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
     for the whole answer; a redirect is not followed (HttpFailure)."""
     body = {
         "model": model,

@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from config import CONFIG_DIR, ConfigError, load_stages
+from clients.cli_options import add_stage_options, load_stage
+from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
+from clients.report import Report
 from config.schema import StageConfig
 from config.topology import METRICS_PORT, SERVE_PORT
-from ops.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
-from ops.report import Report
 from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
@@ -102,8 +102,7 @@ def add_parser(sub) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
-    cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+    add_stage_options(cmd)
     cmd.add_argument(
         "--mode",
         choices=("pd", "colocated", "both"),
@@ -384,7 +383,7 @@ def rehearse_mode(
 
 
 def _metrics_text() -> str:
-    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series), read with ops.kube.fetch: at most
+    """Ray's metrics endpoint on the head (Ray, Serve and vLLM series), read with clients.kube.fetch: at most
     METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped). phases.ScrapeError: one line."""
     url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
     try:
@@ -514,10 +513,8 @@ def _exit_code(exc: Exception) -> int:
 def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
     from .model_folder import ModelFolderError
 
-    try:
-        (cfg,) = load_stages(args.config_dir, only=args.stage)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    cfg = load_stage(args)
+    if cfg is None:
         return 2
     reports, runs = [], []
     ray_cluster.install_signal_handlers()

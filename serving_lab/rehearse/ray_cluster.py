@@ -21,14 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from clients.kube import ANSWER_LIMIT, AnswerTooLarge, DeadlineExceeded, fetch, redirected
 from config.topology import DASHBOARD_PORT, METRICS_PORT
-from ops.kube import ANSWER_LIMIT, AnswerTooLarge, DeadlineExceeded, fetch, redirected
 
 from .host import NODE_IP
 
 APPLICATIONS = "/api/serve/applications/"
 # GET /api/serve/applications/: every application's deployments and replicas (a few KiB for one stage's
-# app); PUT answers nothing. The default cap of ops.kube leaves room for a large Serve config.
+# app); PUT answers nothing. The default cap of clients.kube leaves room for a large Serve config.
 DASHBOARD_LIMIT = ANSWER_LIMIT
 
 
@@ -126,7 +126,7 @@ class RayHead:
 
     # -- the dashboard's Serve API, as KubeRay uses it ---------------------------------------------
     def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
-        """The dashboard's JSON answer (None for an empty one), through ops.kube.fetch: at most DASHBOARD_LIMIT
+        """The dashboard's JSON answer (None for an empty one), through clients.kube.fetch: at most DASHBOARD_LIMIT
         bytes within `timeout` in all, and no redirect followed (a 3xx is a RayError naming the Location's
         host)."""
         data = json.dumps(body).encode() if body is not None else None

@@ -1,5 +1,5 @@
 """The worker pods' log relay, run for real on files as Ray writes them: what it forwards gives the same
-NIXL verdict (ops/nixl.py) and the same alarm matches (stacks/log_patterns.py) as the whole logs, for
+NIXL verdict (clients/nixl.py) and the same alarm matches (stacks/log_patterns.py) as the whole logs, for
 `ops verify`'s fixtures and for the real lines of the H200 rehearsal; it follows files that appear
 later, lines written in pieces, and a file that starts over. It reads in bounded chunks (a 300 MB log
 within the container's 128Mi), starts at the end of the files already there (a restart forwards no line
@@ -22,7 +22,7 @@ import pytest
 
 from charts.log_relay import CONTAINER, RAY_TMP, RELAY_PROGRAM, VOLUME
 from charts.ray_pods import plain_container, relay_container
-from ops import nixl
+from clients import nixl
 from stacks.log_patterns import NIXL_NOT_ON_EFA, NON_EFA_PROVIDER, matches
 
 from ..helpers import ROOT

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from clients.report import Report
+from localcluster import cli as rehearse_cluster
 from localcluster import rehearsal
-from ops import rehearse_cluster
-from ops.report import Report
 from tests.helpers import ROOT, clean_env, pid_alive, survivors
 
 COMMAND = [sys.executable, "-m", "ops", "rehearse-cluster", "--stage", "dev"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from clients.kube import KubeError
 from localcluster import rehearsal
-from ops.kube import KubeError
 
 from .conftest import stage_on_a_cluster_of_its_own
 

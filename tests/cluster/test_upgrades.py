@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
+from clients import readiness
+from clients.report import Report
 from config.topology import INFERENCE_FILE, RENDERED_DIR
 from localcluster import checks, deploy_order, ray_objects
 from localcluster.apply import Applier
 from localcluster.control_plane import LocalCluster
 from localcluster.ray_head import RayHeadStandIn
-from ops import verify
 from ops.diff.notes import manual_steps
-from ops.report import Report
 
 from .conftest import stage_on_a_cluster_of_its_own
 
@@ -163,7 +163,7 @@ def test_an_invalid_upgrade_strategy_is_validation_failed_with_no_cluster(fresh,
     # ops verify's RayService check on it (the admin's token: the verify group may read the stage's name only).
     cfg = dev_cfg.model_copy(update={"serving": dev_cfg.serving.model_copy(update={"service_name": "ray-llm-invalid"})})
     report = Report("verify", cfg.stage)
-    verify._ray_service(cfg, fresh.api, report)
+    readiness.ray_service(cfg, fresh.api, report)
     (line,) = report.checks
     assert line.status == "fail" and "\n" not in line.detail
     assert "(Ready: ValidationFailed: " in line.detail and "Replace" in line.detail

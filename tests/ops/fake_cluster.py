@@ -310,7 +310,7 @@ class FakeCluster:
         return tls().ca_data
 
     def api(self, token: str = TOKEN, **kwargs: Any):
-        from ops.kube import KubeApi
+        from clients.kube import KubeApi
 
         return KubeApi(self.endpoint, token, ca_data=self.ca_data, **kwargs)
 

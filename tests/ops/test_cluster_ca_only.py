@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from clients.kube import KubeApi, KubeError
 from localcluster import pki
-from ops.kube import KubeApi, KubeError
 
 from .fake_cluster import TOKEN, tls
 from .http_server import Server

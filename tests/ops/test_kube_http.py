@@ -12,9 +12,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from clients.kube import ANSWER_LIMIT, AnswerTooLarge, KubeApi, KubeError, MiB, fetch
 from ops import verify
 from ops.__main__ import main
-from ops.kube import ANSWER_LIMIT, AnswerTooLarge, KubeApi, KubeError, MiB, fetch
 from serving_lab.bench.aiperf import BenchError
 from serving_lab.bench.endpoint import check_models
 

@@ -199,7 +199,7 @@ def test_the_upload_alone_runs_python_m_ops_verify(tmp_path):
         "import sys, runpy\n"
         "sys.argv = ['ops', 'verify', '--help']\n"
         "try:\n    runpy.run_module('ops', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "import ops.verify, ops.preflight, ops.remote, ops.errors, ops.kube, ops.eks_token, ops.nixl\n"
+        "import ops.verify, ops.preflight, ops.remote, ops.errors, clients.kube, ops.eks_token, clients.nixl\n"
         "from config import load_stages\n"
         "assert [c.stage for c in load_stages()] == ['dev', 'prod']\n"
         "from pathlib import Path\n"

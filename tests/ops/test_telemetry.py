@@ -10,11 +10,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from clients.report import Report
 from config import CONFIG_DIR, load_stages
 from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE, container_insights_log_group
 from ops import telemetry
 from ops.aws_clients import Clients
-from ops.report import Report
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

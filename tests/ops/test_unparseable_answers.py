@@ -1,6 +1,6 @@
 """An answer of the API server that cannot be read is one line naming the request, never an internal error:
 JSON nested past Python's recursion limit (a RecursionError in json.loads), or nested deep enough for the code
-that walks, prints or re-encodes it to overflow (bounded at ops.kube.MAX_DEPTH levels), in a success or in an
+that walks, prints or re-encodes it to overflow (bounded at clients.kube.MAX_DEPTH levels), in a success or in an
 error status; and a check whose answer is such fails alone, in one line, with the fix for answers that are
 not Kubernetes'."""
 
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from clients.kube import MAX_DEPTH, KubeApi, KubeError
 from ops import verify
-from ops.kube import MAX_DEPTH, KubeApi, KubeError
 
 from .fake_cluster import TOKEN, FakeCluster, Scenario, ray_service_status, tls
 from .http_server import Server

@@ -15,9 +15,10 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from ops import eks_token, nixl, verify
+from clients import nixl
+from clients.kube import KubeApi, KubeError
+from ops import eks_token, verify
 from ops.__main__ import main
-from ops.kube import KubeApi, KubeError
 
 from ..charts.validators import crd_errors
 from ..helpers import config_with

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops import nixl, verify
+from clients import nixl
+from ops import verify
 
 from ..helpers import config_with
 from .fake_cluster import FIXTURES, FakeCluster, Scenario

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from clients import nixl
 from config import topology, versions
 from config.topology import CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT, RAY_SCRAPER_NAME
-from ops import nixl
 from stacks import observability
 from stacks.alarms import relay_filter_pattern
 from stacks.log_patterns import NIXL_NOT_ON_EFA, matches, parse

@@ -14,8 +14,8 @@ import re
 import pytest
 
 from charts.log_relay import CONTAINER as RELAY_CONTAINER
+from clients import nixl
 from config.topology import CLOUDWATCH_OBSERVABILITY_ADDON, RAY_SCRAPER_NAME
-from ops import nixl
 from stacks import observability
 from stacks.alarms import relay_filter_pattern
 from stacks.log_patterns import NIXL_NOT_ON_EFA

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ops.report import Report
+from clients.report import Report
 from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
 from serving_lab.rehearse import checks
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.report import Report
+from clients.report import Report
 from serving_lab.rehearse import checks, cli, engine_memory, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 

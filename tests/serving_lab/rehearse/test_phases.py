@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.report import Report
+from clients.report import Report
 from serving_lab.rehearse import checks, phases
 
 

@@ -1,7 +1,7 @@
-"""The HTTP clients of serving_lab/rehearse/ against real local servers on 127.0.0.1, under the rule of ops/kube.py's
+"""The HTTP clients of serving_lab/rehearse/ against real local servers on 127.0.0.1, under the rule of clients/kube.py's
 `fetch`: no redirect is followed (the server a Location names receives no connection at all, and the caller
 reports the redirect in one line naming only that host), and every body is capped. The streaming chat
-answer goes through `ops.kube.stream`: the same opener, the same deadline, a total cap."""
+answer goes through `clients.kube.stream`: the same opener, the same deadline, a total cap."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from ops import kube
-from ops.kube import MiB
-from ops.report import Report
+from clients import kube
+from clients.kube import MiB
+from clients.report import Report
 from serving_lab.rehearse import checks, cli, ray_cluster
 from tests.ops.http_server import Server
 
@@ -204,7 +204,7 @@ def test_an_http_error_keeps_its_one_line():
     assert check.detail == "HTTP 503: <html> upstream unavailable </html>"
 
 
-# --- the streaming client (checks.stream_chat over ops.kube.stream) --------------------------------------
+# --- the streaming client (checks.stream_chat over clients.kube.stream) --------------------------------------
 
 
 def test_stream_chat_reads_a_normal_sse_answer_as_it_arrives():
@@ -258,7 +258,7 @@ def test_stream_chat_stops_at_its_deadline_on_a_stream_that_trickles_forever():
     assert str(err.value).startswith("no complete answer within 1 s")
 
 
-# --- ops.kube.stream itself --------------------------------------------------------------------------------
+# --- clients.kube.stream itself --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", REDIRECTS)

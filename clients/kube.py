@@ -437,20 +437,12 @@ class KubeApi:
         is not sent to (before any connection), transport errors, a status outside 2xx (a redirect is not
         followed), an answer over `limit` bytes or not JSON, and a request that takes longer than `timeout`
         in all (not only between two bytes)."""
-        problem = endpoint_problem(self.endpoint)
-        if problem:
-            raise KubeError(
-                f"{method} {path}: the cluster endpoint is refused, {problem}: the token is sent only to "
-                f"an https:// URL with no userinfo, query or fragment",
-                kind="endpoint",
-            )
-        url = self.endpoint.rstrip("/") + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
+        url = self._url(method, path, query)
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = content_type
+        where = f"{method} {path}"
         try:
             answer = fetch(
                 url,
@@ -464,41 +456,23 @@ class KubeApi:
         except KubeError:
             raise
         except AnswerTooLarge as exc:
-            raise KubeError(f"{method} {path}: {exc}", kind="answer") from None
+            raise KubeError(f"{where}: {exc}", kind="answer") from None
         except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
-            raise KubeError(f"{method} {path}: {describe_transport(exc)}") from None
-        if answer.status >= 400:
-            # The Status object's message, read from the whole body (a cut body is not JSON), then shortened.
-            detail: Any = answer.body.decode(errors="replace")
-            try:
-                detail = parse_json(answer.body).get("message", detail)
-            except (ValueError, AttributeError):
-                pass
-            detail = " ".join(str(detail).split())
-            detail = detail if len(detail) <= ERROR_DETAIL_LIMIT else detail[:ERROR_DETAIL_LIMIT] + "..."
+            raise KubeError(f"{where}: {describe_transport(exc)}") from None
+        _refuse_status(where, answer, url)
+        return answer.body.decode(errors="replace") if raw else _decoded(where, answer)
+
+    def _url(self, method: str, path: str, query: dict | None) -> str:
+        """The request's URL, once the endpoint is one the token may be sent to (before any connection)."""
+        problem = endpoint_problem(self.endpoint)
+        if problem:
             raise KubeError(
-                f"{method} {path}: HTTP {answer.status} {detail}".rstrip(), kind="http", status=answer.status
+                f"{method} {path}: the cluster endpoint is refused, {problem}: the token is sent only to "
+                f"an https:// URL with no userinfo, query or fragment",
+                kind="endpoint",
             )
-        if answer.redirect:
-            raise KubeError(f"{method} {path}: {redirected(answer, url)}", kind="http", status=answer.status)
-        if not 200 <= answer.status < 300:
-            raise KubeError(
-                f"{method} {path}: HTTP {answer.status} {answer.reason}: not a success".rstrip(),
-                kind="http",
-                status=answer.status,
-            )
-        if raw:
-            return answer.body.decode(errors="replace")
-        try:
-            return parse_json(answer.body)
-        except TooDeep as exc:
-            raise KubeError(f"{method} {path}: {exc}: not what a Kubernetes API server sends", kind="answer") from None
-        except ValueError:
-            raise KubeError(
-                f"{method} {path}: the answer is not JSON ({answer.content_type or 'no content type'}: "
-                f"{snippet(answer)}): not what a Kubernetes API server sends",
-                kind="answer",
-            ) from None
+        url = self.endpoint.rstrip("/") + path
+        return url + "?" + urllib.parse.urlencode(query) if query else url
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)
@@ -511,3 +485,38 @@ def unexpected(request: str, exc: BaseException) -> KubeError:
     """A JSON answer of the wrong shape (a field missing, a list where an object belongs)."""
     what = f"no field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
     return KubeError(f"{request}: unexpected answer ({what}): not what a Kubernetes API server sends", kind="answer")
+
+
+def _refuse_status(where: str, answer: Answer, url: str) -> None:
+    """A KubeError for any answer but a 2xx one: an error status (with its Status message), a redirect (never
+    followed), any other status."""
+    if answer.status >= 400:
+        # The Status object's message, read from the whole body (a cut body is not JSON), then shortened.
+        detail: Any = answer.body.decode(errors="replace")
+        try:
+            detail = parse_json(answer.body).get("message", detail)
+        except (ValueError, AttributeError):
+            pass
+        detail = " ".join(str(detail).split())
+        detail = detail if len(detail) <= ERROR_DETAIL_LIMIT else detail[:ERROR_DETAIL_LIMIT] + "..."
+        raise KubeError(f"{where}: HTTP {answer.status} {detail}".rstrip(), kind="http", status=answer.status)
+    if answer.redirect:
+        raise KubeError(f"{where}: {redirected(answer, url)}", kind="http", status=answer.status)
+    if not 200 <= answer.status < 300:
+        raise KubeError(
+            f"{where}: HTTP {answer.status} {answer.reason}: not a success".rstrip(), kind="http", status=answer.status
+        )
+
+
+def _decoded(where: str, answer: Answer) -> Any:
+    """The JSON of a success; a KubeError when it is not JSON, or nested deeper than MAX_DEPTH."""
+    try:
+        return parse_json(answer.body)
+    except TooDeep as exc:
+        raise KubeError(f"{where}: {exc}: not what a Kubernetes API server sends", kind="answer") from None
+    except ValueError:
+        raise KubeError(
+            f"{where}: the answer is not JSON ({answer.content_type or 'no content type'}: "
+            f"{snippet(answer)}): not what a Kubernetes API server sends",
+            kind="answer",
+        ) from None

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.rules import SECRET_SHAPES
+from .secret_shapes import SECRET_SHAPES
 
-# The value shapes are the stage-file check's (config/rules/ SECRET_SHAPES: one list for both, each with
+# The value shapes are the stage-file check's (config/secret_shapes.py SECRET_SHAPES: one list for both, each with
 # search and finditer, some confirming each match with a test); in generated files an AWS secret access key is
 # recognised by its name nearby.
 PATTERNS = {

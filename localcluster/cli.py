@@ -24,9 +24,8 @@ import os
 import sys
 from pathlib import Path
 
-from config import CONFIG_DIR, ConfigError, load_stages
-
-from .signals import EVERY, Terminated, terminating
+from clients.cli_options import add_stage_options, load_stage
+from clients.signals import EVERY, Terminated, terminating
 
 KEEP_DIR = Path(__file__).resolve().parent.parent / ".rehearse-cluster"
 HELP = "the stage's Kubernetes objects on a local kube-apiserver (built from source), checked, torn down"
@@ -36,8 +35,7 @@ def add_parser(sub) -> None:
     cmd = sub.add_parser(
         "rehearse-cluster", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    cmd.add_argument("--stage", required=True, help="stage name (config/<stage>.yaml)")
-    cmd.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
+    add_stage_options(cmd)
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     cmd.add_argument(
         "--keep", action="store_true", help=f"leave the cluster running, without teardown, in {KEEP_DIR.name}/<stage>/"
@@ -65,19 +63,17 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    try:
-        (cfg,) = load_stages(args.config_dir, only=args.stage)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    cfg = load_stage(args)
+    if cfg is None:
         return 2
     # As app.py does for `cdk`: jsii's Node end-of-life banner would print into the report (the in-process synth).
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-    from localcluster import rehearsal
-    from localcluster.apply import ApplyError
-    from localcluster.control_plane import ClusterError
-    from localcluster.deploy_order import AssemblyError
-    from localcluster.tools import ToolError
+    from . import rehearsal
+    from .apply import ApplyError
+    from .control_plane import ClusterError
+    from .deploy_order import AssemblyError
+    from .tools import ToolError
 
     label = f"rehearse-cluster --stage {cfg.stage}"
     refusal = _refusal(cfg, args, rehearsal)

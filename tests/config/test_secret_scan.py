@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from ops.secret_scan import scan, scanned_files
-
-from .helpers import ROOT, clean_env, merge, stage_data, write_stage
+from config.secret_scan import scan, scanned_files
+from tests.helpers import ROOT, clean_env, merge, stage_data, write_stage
 
 CANARY_HF = "hf_" + "Canary" * 6
 CANARY_KEY_ID = "AKIA" + "CANARY1234567890"
@@ -107,7 +106,7 @@ def test_scan_is_linear_in_the_matches(tmp_path):
 
 
 def test_a_text_file_over_the_cap_is_reported_not_skipped(tmp_path, monkeypatch):
-    from ops import secret_scan
+    from config import secret_scan
 
     monkeypatch.setattr(secret_scan, "MAX_BYTES", 1000)
     (tmp_path / "small.txt").write_text("fine\n")

@@ -18,7 +18,8 @@ CHILD = r"""
 import os, signal, sys, threading, time, types
 from pathlib import Path
 from localcluster import control_plane, deploy_order, rehearsal
-from ops import rehearse_cluster
+from clients import cli_options
+from localcluster import cli as rehearse_cluster
 
 signum, moment, record = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 
@@ -50,7 +51,7 @@ def rehearse(*args, **kwargs):
         threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGHUP)).start()
     send()
 
-rehearse_cluster.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
+cli_options.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
 rehearsal.setup_missing = setup_missing
 rehearsal.versions_match = lambda cfg: None
 rehearsal.toolbox = lambda cfg, progress: types.SimpleNamespace(
@@ -109,7 +110,7 @@ SHORT_LIVED = r"""
 import os, signal, sys, threading, time
 from pathlib import Path
 from localcluster import helm, tools
-from ops.signals import EVERY, Terminated, terminating
+from clients.signals import EVERY, Terminated, terminating
 
 which, record = sys.argv[1], Path(sys.argv[2])
 fake = record / "bin"
@@ -160,7 +161,7 @@ def test_a_signal_during_a_build_or_a_helm_run_ends_the_program_and_what_it_star
 def test_the_printed_stop_command_ends_a_kept_clusters_groups_and_removes_its_folder(tmp_path):
     """--keep prints stop_command: it must end each recorded process with its whole group, at once, even one
     that ignores SIGTERM (as kube-apiserver's graceful shutdown outlived `kill PIDS`), and remove the folder."""
-    from ops.rehearse_cluster import stop_command
+    from localcluster.cli import stop_command
 
     folder = tmp_path / "kept"
     folder.mkdir()

@@ -1,4 +1,4 @@
-"""ops/signals.py in a process of its own (a signal to pytest's process would end the test run): every
+"""clients/signals.py in a process of its own (a signal to pytest's process would end the test run): every
 terminating signal becomes Terminated and exit 128+N, a second signal does not cut the first one's cleanup
 short, and a signal inside `deferred()` is raised when the block ends, not in the middle of it."""
 
@@ -15,7 +15,7 @@ from tests.helpers import ROOT
 
 PRELUDE = """
 import os, signal, sys, time
-from ops.signals import EVERY, Terminated, deferred, terminating
+from clients.signals import EVERY, Terminated, deferred, terminating
 def send(sig):
     os.kill(os.getpid(), sig)
     time.sleep(0.5)  # where a handler that returned lets the code go on
