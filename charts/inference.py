@@ -48,6 +48,58 @@ def serve_config_text(serving: Serving) -> str:
     return yaml.dump(build_serve_config(serving), Dumper=SafeDumper, sort_keys=False, width=120)
 
 
+def ray_service_spec(
+    serving: Serving,
+    *,
+    image: str,
+    worker_resources: PodResources,
+    worker_count: int,
+    service_account: str,
+    token: TokenMount | None,
+    log_relay: bool,
+) -> dict[str, Any]:
+    """The RayService's spec: the Serve config, a head without GPUs and one fixed group of GPU workers."""
+    labels = ray_pod_labels(serving.service_name)
+    return {
+        "upgradeStrategy": {"type": serving.upgrade_strategy},
+        "serveConfigV2": serve_config_text(serving),
+        "rayClusterConfig": {
+            "rayVersion": serving.ray_version,
+            "enableInTreeAutoscaling": False,
+            "headGroupSpec": {
+                "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+                "template": head_pod(
+                    image=image,
+                    resources=serving.head_resources,
+                    service_account=service_account,
+                    token=token,
+                    labels=labels,
+                ),
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": WORKER_GROUP,
+                    # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
+                    "replicas": worker_count,
+                    "minReplicas": worker_count,
+                    "maxReplicas": worker_count,
+                    "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
+                    "template": worker_pod(
+                        image=image,
+                        resources=worker_resources,
+                        privilege=serving.worker_privilege,
+                        weight_cache=serving.weight_cache,
+                        service_account=service_account,
+                        token=token,
+                        labels=labels,
+                        log_relay=log_relay,
+                    ),
+                }
+            ],
+        },
+    }
+
+
 class InferenceChart(cdk8s.Chart):
     def __init__(
         self,
@@ -66,71 +118,19 @@ class InferenceChart(cdk8s.Chart):
         Ray pods' metrics port, and the workers relay NIXL's lines to the container log."""
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         namespace = serving.namespace
-        k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=namespace, labels=POD_SECURITY_LABELS))
-        self.service_account_name = serving.service_name
-        # The Ray pods call no Kubernetes API: no token is mounted (the pod templates say so too).
-        kplus.ServiceAccount(
-            self,
-            "ServiceAccount",
-            automount_token=False,
-            metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=namespace),
-        )
-
+        self._namespace(serving)
         self._verify_rbac(serving)
 
-        token = None
-        if serving.hf_token_secret:
-            token = TokenMount(secret_provider_class=f"{serving.service_name}-hf-token")
-            provider = cdk8s.ApiObject(
-                self,
-                "HfTokenProvider",
-                api_version="secrets-store.csi.x-k8s.io/v1",
-                kind="SecretProviderClass",
-                metadata=cdk8s.ApiObjectMetadata(name=token.secret_provider_class, namespace=namespace),
-            )
-            provider.add_json_patch(
-                cdk8s.JsonPatch.add("/spec", secret_provider_spec(serving.hf_token_secret, region=region))
-            )
-
-        labels = ray_pod_labels(serving.service_name)
-        spec: dict[str, Any] = {
-            "upgradeStrategy": {"type": serving.upgrade_strategy},
-            "serveConfigV2": serve_config_text(serving),
-            "rayClusterConfig": {
-                "rayVersion": serving.ray_version,
-                "enableInTreeAutoscaling": False,
-                "headGroupSpec": {
-                    "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-                    "template": head_pod(
-                        image=image,
-                        resources=serving.head_resources,
-                        service_account=self.service_account_name,
-                        token=token,
-                        labels=labels,
-                    ),
-                },
-                "workerGroupSpecs": [
-                    {
-                        "groupName": WORKER_GROUP,
-                        # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
-                        "replicas": worker_count,
-                        "minReplicas": worker_count,
-                        "maxReplicas": worker_count,
-                        "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
-                        "template": worker_pod(
-                            image=image,
-                            resources=worker_resources,
-                            privilege=serving.worker_privilege,
-                            weight_cache=serving.weight_cache,
-                            service_account=self.service_account_name,
-                            token=token,
-                            labels=labels,
-                            log_relay=observed,
-                        ),
-                    }
-                ],
-            },
-        }
+        token = self._token_provider(serving, region)
+        spec = ray_service_spec(
+            serving,
+            image=image,
+            worker_resources=worker_resources,
+            worker_count=worker_count,
+            service_account=self.service_account_name,
+            token=token,
+            log_relay=observed,
+        )
         ray_service = cdk8s.ApiObject(
             self,
             "RayService",
@@ -142,6 +142,37 @@ class InferenceChart(cdk8s.Chart):
         add_network_policies(
             self, namespace, network_policies(serving, api_proxy_cidrs=api_proxy_cidrs, metrics_scraper=observed)
         )
+
+    def _namespace(self, serving: Serving) -> None:
+        """The namespace, and the Ray pods' service account: they call no Kubernetes API, so no token is mounted
+        (the pod templates say so too)."""
+        k8s.KubeNamespace(
+            self, "Namespace", metadata=k8s.ObjectMeta(name=serving.namespace, labels=POD_SECURITY_LABELS)
+        )
+        self.service_account_name = serving.service_name
+        kplus.ServiceAccount(
+            self,
+            "ServiceAccount",
+            automount_token=False,
+            metadata=cdk8s.ApiObjectMetadata(name=self.service_account_name, namespace=serving.namespace),
+        )
+
+    def _token_provider(self, serving: Serving, region: str) -> TokenMount | None:
+        """The Hugging Face token's SecretProviderClass and its mount, when the stage names a secret."""
+        if not serving.hf_token_secret:
+            return None
+        token = TokenMount(secret_provider_class=f"{serving.service_name}-hf-token")
+        provider = cdk8s.ApiObject(
+            self,
+            "HfTokenProvider",
+            api_version="secrets-store.csi.x-k8s.io/v1",
+            kind="SecretProviderClass",
+            metadata=cdk8s.ApiObjectMetadata(name=token.secret_provider_class, namespace=serving.namespace),
+        )
+        provider.add_json_patch(
+            cdk8s.JsonPatch.add("/spec", secret_provider_spec(serving.hf_token_secret, region=region))
+        )
+        return token
 
     def _verify_rbac(self, serving: Serving) -> None:
         """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP), object by

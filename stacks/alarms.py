@@ -19,7 +19,6 @@ from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE
 from .log_patterns import NIXL_NOT_ON_EFA, parse
 from .observability_metrics import check
 
-CONTAINER_INSIGHTS = CONTAINER_INSIGHTS_NAMESPACE
 NIXL_METRIC = "NixlNotOnEfa"
 
 
@@ -58,7 +57,7 @@ def ray_metric(name: str, cluster_name: str, statistic: str, **dimensions: str) 
 
 def gpu_memory(cluster_name: str) -> cw.Metric:
     return cw.Metric(
-        namespace=CONTAINER_INSIGHTS,
+        namespace=CONTAINER_INSIGHTS_NAMESPACE,
         metric_name="node_gpu_memory_utilization",
         statistic="Maximum",
         period=cdk.Duration.minutes(1),
@@ -88,7 +87,16 @@ class StageAlarms(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.AlarmBase] = {}
+        self._serve_unhealthy(cluster_name)
+        self._http_5xx(cluster_name, settings)
+        self._ttft_p99(cluster_name, settings)
+        self._gpu_memory(cluster_name, settings)
+        if efa:
+            self._nixl_not_on_efa(cluster_name, application_logs)
+        if settings.alarm_topic_arn:
+            self._notify(sns.Topic.from_topic_arn(self, "Topic", settings.alarm_topic_arn))
 
+    def _serve_unhealthy(self, cluster_name: str) -> None:
         healthy = ray_metric("ray_serve_deployment_replica_healthy", cluster_name, "Minimum")
         self._add(
             "ServeUnhealthy",
@@ -106,6 +114,7 @@ class StageAlarms(Construct):
             ),
         )
 
+    def _http_5xx(self, cluster_name: str, settings: Observability) -> None:
         total = ray_metric("ray_serve_num_http_requests_total", cluster_name, "Sum")
         errors = ray_metric("ray_serve_num_http_requests_total", cluster_name, "Sum", status_class="5xx")
         rate = cw.MathExpression(
@@ -129,6 +138,7 @@ class StageAlarms(Construct):
             ),
         )
 
+    def _ttft_p99(self, cluster_name: str, settings: Observability) -> None:
         self._add(
             "TtftP99",
             cw.PromQLAlarm(
@@ -143,6 +153,7 @@ class StageAlarms(Construct):
             ),
         )
 
+    def _gpu_memory(self, cluster_name: str, settings: Observability) -> None:
         self._add(
             "GpuMemory",
             cw.Alarm(
@@ -158,46 +169,44 @@ class StageAlarms(Construct):
             ),
         )
 
-        if efa:
-            for name, pattern in NIXL_NOT_ON_EFA.items():
-                logs.MetricFilter(
-                    self,
-                    f"Nixl{name}",
-                    log_group=application_logs,
-                    filter_pattern=relay_filter_pattern(pattern),
-                    metric_namespace=nixl_namespace(cluster_name),
-                    metric_name=NIXL_METRIC,
-                    metric_value="1",
-                    default_value=0,
-                )
-            nixl = cw.Metric(
-                namespace=nixl_namespace(cluster_name),
+    def _nixl_not_on_efa(self, cluster_name: str, application_logs: logs.ILogGroup) -> None:
+        """One metric filter per pattern on the relay's lines, and the alarm on their sum."""
+        for name, pattern in NIXL_NOT_ON_EFA.items():
+            logs.MetricFilter(
+                self,
+                f"Nixl{name}",
+                log_group=application_logs,
+                filter_pattern=relay_filter_pattern(pattern),
+                metric_namespace=nixl_namespace(cluster_name),
                 metric_name=NIXL_METRIC,
-                statistic="Sum",
-                period=cdk.Duration.minutes(5),
+                metric_value="1",
+                default_value=0,
             )
-            self._add(
-                "NixlNotOnEfa",
-                cw.Alarm(
-                    self,
-                    "NixlNotOnEfa",
-                    metric=nixl,
-                    threshold=1,
-                    comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                    evaluation_periods=1,
-                    treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                    alarm_description="NIXL moves the KV cache over a libfabric provider other than efa, or over UCX, "
-                    "on a stage whose GPU nodes have EFA (TCP speed).",
-                ),
-            )
-
-        topic: sns.ITopic | None = (
-            sns.Topic.from_topic_arn(self, "Topic", settings.alarm_topic_arn) if settings.alarm_topic_arn else None
+        nixl = cw.Metric(
+            namespace=nixl_namespace(cluster_name),
+            metric_name=NIXL_METRIC,
+            statistic="Sum",
+            period=cdk.Duration.minutes(5),
         )
-        if topic is not None:
-            for alarm in self.alarms.values():
-                alarm.add_alarm_action(cw_actions.SnsAction(topic))
-                alarm.add_ok_action(cw_actions.SnsAction(topic))
+        self._add(
+            "NixlNotOnEfa",
+            cw.Alarm(
+                self,
+                "NixlNotOnEfa",
+                metric=nixl,
+                threshold=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description="NIXL moves the KV cache over a libfabric provider other than efa, or over UCX, "
+                "on a stage whose GPU nodes have EFA (TCP speed).",
+            ),
+        )
+
+    def _notify(self, topic: sns.ITopic) -> None:
+        for alarm in self.alarms.values():
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))
 
     def _add(self, key: str, alarm: cw.AlarmBase) -> None:
         self.alarms[key] = alarm

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import cast
 
 import aws_cdk as cdk
@@ -30,12 +31,10 @@ from .observability import Observability as ObservabilityAddon
 from .retention import retention
 from .verify_runner import VerifyRunner
 
-# One kubectl layer per Kubernetes minor, imported on use; the schema admits exactly these minors.
-KUBECTL_LAYERS = versions.KUBECTL_LAYERS
-
 
 def kubectl_layer(scope: Construct, version: str):
-    module, name = KUBECTL_LAYERS[version]
+    """One kubectl layer per Kubernetes minor, imported on use; the schema admits exactly these minors."""
+    module, name = versions.KUBECTL_LAYERS[version]
     return getattr(importlib.import_module(module), name)(scope, "KubectlLayer")
 
 
@@ -56,38 +55,63 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
     return base.only_from(*endpoint.public_access_cidrs)
 
 
+@dataclass(frozen=True)
+class ClusterProps:
+    """What a stage's cluster stack is built from. `first_start`: what the first start moves, which sizes
+    the verify runner's wait. `tags`: the stage's tags, for template resources CDK's tagging does not model."""
+
+    stage: str
+    vpc: ec2.IVpc
+    logs_key: kms.IKey
+    cluster_name: str
+    cluster: Cluster
+    system_nodegroup: SystemNodegroup
+    gpu_nodegroup: GpuNodegroup
+    gpu_zone: str
+    addon_versions: Addons
+    observability: Observability
+    serving_namespace: str
+    first_start: FirstStart
+    tags: Mapping[str, str] | None = None
+
+
 class ClusterStack(cdk.Stack):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        stage: str,
-        vpc: ec2.IVpc,
-        logs_key: kms.IKey,
-        cluster_name: str,
-        cluster: Cluster,
-        system_nodegroup: SystemNodegroup,
-        gpu_nodegroup: GpuNodegroup,
-        gpu_zone: str,
-        addon_versions: Addons,
-        observability: Observability,
-        serving_namespace: str,
-        first_start: FirstStart,
-        tags: Mapping[str, str] | None = None,
-        **kwargs,
-    ) -> None:
-        """`first_start`: what the first start moves, which sizes the verify runner's wait. `tags`: the stage's tags, for the template resources CDK's tagging does not model (the verify runner's
-        project)."""
+    def __init__(self, scope: Construct, construct_id: str, *, props: ClusterProps, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.logs_key = props.logs_key
+        self._control_plane(props)
+        self._warn_open_endpoint(props)
+        self._grant_admins(props.cluster)
+        self._nodes(props)
+        self._addons(props)
+        self.observability: ObservabilityAddon | None = None
+        self.alarms: StageAlarms | None = None
+        self.dashboard: StageDashboard | None = None
+        if props.observability.enabled:
+            self._observe(
+                props.cluster_name,
+                props.observability,
+                props.serving_namespace,
+                efa=props.gpu_nodegroup.efa,
+                retention_days=props.cluster.log_retention_days,
+            )
+        self._verify_runner(props)
+        provider = self.cluster.kubectl_provider
+        assert provider is not None  # kubectl_provider_options in _control_plane makes one
+        log_retention = retention(props.cluster.log_retention_days)
+        lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, log_retention)
+        self._outputs(props)
+
+    def _control_plane(self, props: ClusterProps) -> None:
+        """The envelope key, the control plane's log group (before the cluster, so EKS writes into a group
+        with a retention, not a never-expiring one), the kubectl layer and the cluster."""
+        cluster_name, cluster = props.cluster_name, props.cluster
         secrets_key = kms.Key(
             self,
             "SecretsKey",
             enable_key_rotation=True,
             description=f"EKS secrets envelope encryption for {cluster_name}",
         )
-        self.logs_key = logs_key
-        # Created before the cluster so EKS writes into a group with a retention, not a never-expiring one.
         control_plane_logs = logs.LogGroup(
             self,
             "ControlPlaneLogs",
@@ -103,7 +127,7 @@ class ClusterStack(cdk.Stack):
             cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(cluster.kubernetes_version),
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer),
-            vpc=vpc,
+            vpc=props.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_group_name=CONTROL_PLANE)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
@@ -117,13 +141,18 @@ class ClusterStack(cdk.Stack):
         cast(cdk.CfnResource, self.cluster.node.default_child).add_property_override(
             "UpgradePolicy.SupportType", cluster.support_type.upper()
         )
-        if cluster.endpoint.allow_public_internet and endpoint_wide_open(cluster.endpoint.public_access_cidrs):
+
+    def _warn_open_endpoint(self, props: ClusterProps) -> None:
+        endpoint = props.cluster.endpoint
+        if endpoint.allow_public_internet and endpoint_wide_open(endpoint.public_access_cidrs):
             cdk.Annotations.of(self.cluster).add_warning_v2(
                 "pd-inference:open-endpoint",
-                f"{cluster_name}: the Kubernetes API endpoint is open to more than a /8 of the internet "
-                f"({', '.join(cluster.endpoint.public_access_cidrs)}), as the stage file allows with "
+                f"{props.cluster_name}: the Kubernetes API endpoint is open to more than a /8 of the internet "
+                f"({', '.join(endpoint.public_access_cidrs)}), as the stage file allows with "
                 "allow_public_internet: true. Prefer a CIDR allow-list or private_access.",
             )
+
+    def _grant_admins(self, cluster: Cluster) -> None:
         for index, principal_arn in enumerate(cluster.admin_principal_arns):
             self.cluster.grant_access(
                 f"Admin{index}",
@@ -135,27 +164,30 @@ class ClusterStack(cdk.Stack):
                 ],
             )
 
+    def _nodes(self, props: ClusterProps) -> None:
+        """The VPC CNI, the system nodegroup, EFA's network (when the GPU group uses it) and the GPU nodegroup."""
+        gpu_nodegroup = props.gpu_nodegroup
         self.vpc_cni = addons.vpc_cni(self, self.cluster)
-        self.system_nodegroup = add_system_nodegroup(self.cluster, group=system_nodegroup)
-        efa_interfaces = INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces
+        self.system_nodegroup = add_system_nodegroup(self.cluster, group=props.system_nodegroup)
         self.efa = (
             EfaNetwork(
                 self,
                 "Efa",
-                vpc=vpc,
+                vpc=props.vpc,
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
-                interface_count=efa_interfaces,
+                interface_count=INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces,
             )
             if gpu_nodegroup.efa
             else None
         )
-        self.gpu_nodegroup = add_gpu_nodegroup(self.cluster, group=gpu_nodegroup, zone=gpu_zone, efa=self.efa)
+        self.gpu_nodegroup = add_gpu_nodegroup(self.cluster, group=gpu_nodegroup, zone=props.gpu_zone, efa=self.efa)
 
+    def _addons(self, props: ClusterProps) -> None:
         self.addons = addons.ClusterAddons(
             self,
             "Addons",
             cluster=self.cluster,
-            releases=addons.helm_releases(addon_versions, efa=gpu_nodegroup.efa),
+            releases=addons.helm_releases(props.addon_versions, efa=props.gpu_nodegroup.efa),
             nodes=[self.system_nodegroup, self.gpu_nodegroup],
             kubectl_layer=self.kubectl_layer,
             subnet_group=CONTROL_PLANE,
@@ -163,39 +195,27 @@ class ClusterStack(cdk.Stack):
         self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
         self.kuberay_operator = self.addons.kuberay_operator
 
-        self.observability: ObservabilityAddon | None = None
-        self.alarms: StageAlarms | None = None
-        self.dashboard: StageDashboard | None = None
-        if observability.enabled:
-            self._observe(
-                cluster_name,
-                observability,
-                serving_namespace,
-                efa=gpu_nodegroup.efa,
-                retention_days=cluster.log_retention_days,
-            )
+    def _verify_runner(self, props: ClusterProps) -> None:
         self.verify_runner = VerifyRunner(
             self,
             "VerifyRunner",
-            stage=stage,
-            first_start=first_start,
+            stage=props.stage,
+            first_start=props.first_start,
             cluster=self.cluster,
-            vpc=vpc,
+            vpc=props.vpc,
             logs_key=self.logs_key,
-            log_retention=retention(cluster.log_retention_days),
-            tags=tags,
+            log_retention=retention(props.cluster.log_retention_days),
+            tags=props.tags,
             application_logs=self.observability.application_logs if self.observability else None,
         )
-        provider = self.cluster.kubectl_provider
-        assert provider is not None  # kubectl_provider_options above makes one
-        lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, retention(cluster.log_retention_days))
 
+    def _outputs(self, props: ClusterProps) -> None:
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
-        cdk.CfnOutput(self, "GpuAvailabilityZone", value=gpu_zone)
+        cdk.CfnOutput(self, "GpuAvailabilityZone", value=props.gpu_zone)
         cdk.CfnOutput(
             self,
             "UpdateKubeconfigCommand",
-            value=f"aws eks update-kubeconfig --name {cluster_name} --region {self.region}",
+            value=f"aws eks update-kubeconfig --name {props.cluster_name} --region {self.region}",
         )
 
     def _observe(

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from .cluster import ClusterStack
+from .verify_runner import VerifyRunner
 
 _MANAGED = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{}]"
 
@@ -34,9 +35,29 @@ def enable_checks(app: cdk.App) -> None:
 
 
 def acknowledge_findings(cluster_stack: ClusterStack) -> None:
-    cluster = cluster_stack.cluster
+    _acknowledge_node_roles(cluster_stack)
+    provider = cluster_stack.cluster.kubectl_provider
+    assert provider is not None  # the cluster stack's kubectl_provider_options make one
+    _acknowledge_kubectl_provider(provider)
     _ack(
-        cluster.role,
+        cluster_stack.addons.kuberay_crds.function,
+        "AwsSolutions::AwsSolutions-L1",
+        "The KubeRay CRD step runs on the kubectl provider's runtime, whose AWS CLI layer it shares; it moves with CDK.",
+    )
+    _acknowledge_verify_runner(cluster_stack.verify_runner)
+    if cluster_stack.observability is not None:
+        _ack(
+            cluster_stack.observability.role,
+            _MANAGED.format("CloudWatchAgentServerPolicy"),
+            "The CloudWatch agent and Fluent Bit (Pod Identity, their service account only) need AWS's "
+            "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.",
+        )
+
+
+def _acknowledge_node_roles(cluster_stack: ClusterStack) -> None:
+    """The AWS managed policies EKS requires on the cluster's service role and the nodes' roles."""
+    _ack(
+        cluster_stack.cluster.role,
         _MANAGED.format("AmazonEKSClusterPolicy"),
         "The EKS service role needs AmazonEKSClusterPolicy; AWS maintains it as EKS gains features.",
     )
@@ -57,8 +78,10 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
             _MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
             "Nodes pull the DLC Ray image and EKS add-on images from ECR; read-only access only.",
         )
-    provider = cluster.kubectl_provider
-    assert provider is not None  # the cluster stack's kubectl_provider_options make one
+
+
+def _acknowledge_kubectl_provider(provider: IConstruct) -> None:
+    """CDK's kubectl provider: its managed policies, its own handler's versions, its runtime."""
     handler = _logical_id(provider, "Handler/Resource")
     has_ecr_public = _logical_id(provider, "Handler/HasEcrPublic")
     _ack(
@@ -93,13 +116,9 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
         "AwsSolutions::AwsSolutions-L1",
         "The kubectl provider's runtime is chosen by aws-cdk-lib (latest it supports); it moves with CDK.",
     )
-    _ack(
-        cluster_stack.addons.kuberay_crds.function,
-        "AwsSolutions::AwsSolutions-L1",
-        "The KubeRay CRD step runs on the kubectl provider's runtime, whose AWS CLI layer it shares; it moves with CDK.",
-    )
 
-    runner = cluster_stack.verify_runner
+
+def _acknowledge_verify_runner(runner: VerifyRunner) -> None:
     _ack(
         runner.bucket,
         "AwsSolutions::AwsSolutions-S1",
@@ -120,13 +139,6 @@ def acknowledge_findings(cluster_stack: ClusterStack) -> None:
         "CodeBuild attaches permissions to the interfaces it creates; limited to CodeBuild and to the "
         "stage's private subnets by conditions.",
     )
-    if cluster_stack.observability is not None:
-        _ack(
-            cluster_stack.observability.role,
-            _MANAGED.format("CloudWatchAgentServerPolicy"),
-            "The CloudWatch agent and Fluent Bit (Pod Identity, their service account only) need AWS's "
-            "CloudWatchAgentServerPolicy, which AWS keeps in step with what the agent calls.",
-        )
 
 
 def _account(scope: IConstruct) -> str:

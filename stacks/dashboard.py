@@ -9,9 +9,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-from config.topology import RAY_METRICS_NAMESPACE
+from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE
 
-from .alarms import CONTAINER_INSIGHTS, quantile_query, ray_metric
+from .alarms import quantile_query, ray_metric
 from .observability_metrics import check
 
 WIDTH, HEIGHT = 8, 6
@@ -33,15 +33,38 @@ def ray_search(name: str, by: str, cluster_name: str, statistic: str = "Average"
 
 
 def node_search(name: str, cluster_name: str) -> cw.MathExpression:
-    return search(CONTAINER_INSIGHTS, ["ClusterName", "InstanceId", "NodeName"], name, cluster_name, "Average")
+    return search(
+        CONTAINER_INSIGHTS_NAMESPACE, ["ClusterName", "InstanceId", "NodeName"], name, cluster_name, "Average"
+    )
 
 
-def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidget]]:
-    def per_deployment(name: str, statistic: str = "Average") -> list[cw.IMetric]:
-        # One line per Serve deployment (Prefill:<model>, Decode:<model>, the ingress), found by SEARCH: the
-        # dashboard does not name the model, so a model change stays in the serving stack.
-        return [ray_search(name, "deployment", cluster_name, statistic)]
+def per_deployment(name: str, cluster_name: str, statistic: str = "Average") -> list[cw.IMetric]:
+    """One line per Serve deployment (Prefill:<model>, Decode:<model>, the ingress), found by SEARCH: the
+    dashboard does not name the model, so a model change stays in the serving stack."""
+    return [ray_search(name, "deployment", cluster_name, statistic)]
 
+
+def traffic_row(cluster_name: str, alarms: dict) -> list[cw.IWidget]:
+    """Requests by status class, in flight, and the 5xx alarm."""
+    return [
+        cw.GraphWidget(
+            title="Requests by status class (per minute)",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[ray_search("ray_serve_num_http_requests_total", "status_class", cluster_name, "Sum")],
+        ),
+        cw.GraphWidget(
+            title="Requests in flight",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[ray_metric("ray_serve_num_ongoing_http_requests", cluster_name, "Sum")],
+        ),
+        cw.AlarmWidget(title="5xx share of requests", width=WIDTH, height=HEIGHT, alarm=alarms["Http5xx"]),
+    ]
+
+
+def latency_row(cluster_name: str, ttft_slo: float, alarms: dict) -> list[cw.IWidget]:
+    """The TTFT alarm and the latency queries CDK dashboards cannot graph."""
     latency_queries = "\n".join(
         f"- {what} p{q}: `{quantile_query(metric, cluster_name, f'0.{q}')}`"
         for what, metric in (
@@ -52,123 +75,132 @@ def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidg
         for q in ("50", "99")
     )
     return [
-        [
-            cw.GraphWidget(
-                title="Requests by status class (per minute)",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[ray_search("ray_serve_num_http_requests_total", "status_class", cluster_name, "Sum")],
+        cw.AlarmWidget(title=f"TTFT p99 (SLO {ttft_slo:g} s)", width=WIDTH, height=HEIGHT, alarm=alarms["TtftP99"]),
+        cw.TextWidget(
+            width=2 * WIDTH,
+            height=HEIGHT,
+            markdown=(
+                "### TTFT / ITL / E2E p50 and p99 (PromQL, Query Studio)\nThe latency histograms arrive over OTLP; "
+                "CloudWatch dashboards built by CDK have no PromQL graph, so the queries are here:\n" + latency_queries
             ),
-            cw.GraphWidget(
-                title="Requests in flight",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[ray_metric("ray_serve_num_ongoing_http_requests", cluster_name, "Sum")],
+        ),
+    ]
+
+
+def deployment_row(cluster_name: str) -> list[cw.IWidget]:
+    """Prefill against decode, one line per Serve deployment."""
+    return [
+        cw.GraphWidget(
+            title="Queued requests: prefill vs decode",
+            width=WIDTH,
+            height=HEIGHT,
+            left=per_deployment("ray_serve_deployment_queued_queries", cluster_name),
+        ),
+        cw.GraphWidget(
+            title="Processing requests: prefill vs decode",
+            width=WIDTH,
+            height=HEIGHT,
+            left=per_deployment("ray_serve_replica_processing_queries", cluster_name, "Sum"),
+        ),
+        cw.GraphWidget(
+            title="Target replicas: prefill vs decode",
+            width=WIDTH,
+            height=HEIGHT,
+            left=per_deployment("ray_serve_autoscaling_target_replicas", cluster_name, "Maximum"),
+        ),
+    ]
+
+
+def node_row(cluster_name: str) -> list[cw.IWidget]:
+    """GPU use per node and the engines' request queues per pod."""
+    return [
+        cw.GraphWidget(
+            title="GPU utilization % per node",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[node_search("node_gpu_utilization", cluster_name)],
+        ),
+        cw.GraphWidget(
+            title="GPU memory used % per node",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[node_search("node_gpu_memory_utilization", cluster_name)],
+        ),
+        cw.GraphWidget(
+            title="Engine requests running / waiting per pod",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[ray_search("ray_vllm_num_requests_running", "pod_name", cluster_name)],
+            right=[ray_search("ray_vllm_num_requests_waiting", "pod_name", cluster_name)],
+        ),
+    ]
+
+
+def efa_row(cluster_name: str, alarms: dict) -> list[cw.IWidget]:
+    """EFA traffic per node and every alarm's state."""
+    return [
+        cw.GraphWidget(
+            title="EFA bytes received per node",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[node_search("node_efa_rx_bytes", cluster_name)],
+        ),
+        cw.GraphWidget(
+            title="EFA bytes sent per node",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[node_search("node_efa_tx_bytes", cluster_name)],
+        ),
+        cw.AlarmStatusWidget(title="Alarms", width=WIDTH, height=HEIGHT, alarms=list(alarms.values())),
+    ]
+
+
+def kv_row(cluster_name: str) -> list[cw.IWidget]:
+    """KV-cache use, prefix-cache hits and the KV transfer queries."""
+    return [
+        cw.GraphWidget(
+            title="KV-cache usage per pod (0-1)",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[ray_search("ray_vllm_kv_cache_usage_perc", "pod_name", cluster_name)],
+        ),
+        cw.GraphWidget(
+            title="Prefix-cache hit rate %",
+            width=WIDTH,
+            height=HEIGHT,
+            left=[
+                cw.MathExpression(
+                    expression="100 * hits / prompt",
+                    label="cached prompt tokens %",
+                    period=PERIOD,
+                    using_metrics={
+                        "hits": ray_metric("ray_vllm_prompt_tokens_cached_total", cluster_name, "Sum"),
+                        "prompt": ray_metric("ray_vllm_prompt_tokens_total", cluster_name, "Sum"),
+                    },
+                )
+            ],
+        ),
+        cw.TextWidget(
+            width=WIDTH,
+            height=HEIGHT,
+            markdown=(
+                "### KV transfer (NIXL, PromQL)\n"
+                f"- time p99: `{quantile_query('ray_vllm_nixl_xfer_time_seconds', cluster_name, '0.99')}`\n"
+                f'- bytes/s: `sum(rate({check("ray_vllm_nixl_bytes_transferred")}{{ClusterName="{cluster_name}"}}[5m]))`'
+                "\n- transport: alarm NIXL not on EFA (worker logs)"
             ),
-            cw.AlarmWidget(title="5xx share of requests", width=WIDTH, height=HEIGHT, alarm=alarms["Http5xx"]),
-        ],
-        [
-            cw.AlarmWidget(title=f"TTFT p99 (SLO {ttft_slo:g} s)", width=WIDTH, height=HEIGHT, alarm=alarms["TtftP99"]),
-            cw.TextWidget(
-                width=2 * WIDTH,
-                height=HEIGHT,
-                markdown=(
-                    "### TTFT / ITL / E2E p50 and p99 (PromQL, Query Studio)\nThe latency histograms arrive over OTLP; "
-                    "CloudWatch dashboards built by CDK have no PromQL graph, so the queries are here:\n"
-                    + latency_queries
-                ),
-            ),
-        ],
-        [
-            cw.GraphWidget(
-                title="Queued requests: prefill vs decode",
-                width=WIDTH,
-                height=HEIGHT,
-                left=per_deployment("ray_serve_deployment_queued_queries"),
-            ),
-            cw.GraphWidget(
-                title="Processing requests: prefill vs decode",
-                width=WIDTH,
-                height=HEIGHT,
-                left=per_deployment("ray_serve_replica_processing_queries", "Sum"),
-            ),
-            cw.GraphWidget(
-                title="Target replicas: prefill vs decode",
-                width=WIDTH,
-                height=HEIGHT,
-                left=per_deployment("ray_serve_autoscaling_target_replicas", "Maximum"),
-            ),
-        ],
-        [
-            cw.GraphWidget(
-                title="GPU utilization % per node",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[node_search("node_gpu_utilization", cluster_name)],
-            ),
-            cw.GraphWidget(
-                title="GPU memory used % per node",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[node_search("node_gpu_memory_utilization", cluster_name)],
-            ),
-            cw.GraphWidget(
-                title="Engine requests running / waiting per pod",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[ray_search("ray_vllm_num_requests_running", "pod_name", cluster_name)],
-                right=[ray_search("ray_vllm_num_requests_waiting", "pod_name", cluster_name)],
-            ),
-        ],
-        [
-            cw.GraphWidget(
-                title="EFA bytes received per node",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[node_search("node_efa_rx_bytes", cluster_name)],
-            ),
-            cw.GraphWidget(
-                title="EFA bytes sent per node",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[node_search("node_efa_tx_bytes", cluster_name)],
-            ),
-            cw.AlarmStatusWidget(title="Alarms", width=WIDTH, height=HEIGHT, alarms=list(alarms.values())),
-        ],
-        [
-            cw.GraphWidget(
-                title="KV-cache usage per pod (0-1)",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[ray_search("ray_vllm_kv_cache_usage_perc", "pod_name", cluster_name)],
-            ),
-            cw.GraphWidget(
-                title="Prefix-cache hit rate %",
-                width=WIDTH,
-                height=HEIGHT,
-                left=[
-                    cw.MathExpression(
-                        expression="100 * hits / prompt",
-                        label="cached prompt tokens %",
-                        period=PERIOD,
-                        using_metrics={
-                            "hits": ray_metric("ray_vllm_prompt_tokens_cached_total", cluster_name, "Sum"),
-                            "prompt": ray_metric("ray_vllm_prompt_tokens_total", cluster_name, "Sum"),
-                        },
-                    )
-                ],
-            ),
-            cw.TextWidget(
-                width=WIDTH,
-                height=HEIGHT,
-                markdown=(
-                    "### KV transfer (NIXL, PromQL)\n"
-                    f"- time p99: `{quantile_query('ray_vllm_nixl_xfer_time_seconds', cluster_name, '0.99')}`\n"
-                    f'- bytes/s: `sum(rate({check("ray_vllm_nixl_bytes_transferred")}{{ClusterName="{cluster_name}"}}[5m]))`'
-                    "\n- transport: alarm NIXL not on EFA (worker logs)"
-                ),
-            ),
-        ],
+        ),
+    ]
+
+
+def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidget]]:
+    return [
+        traffic_row(cluster_name, alarms),
+        latency_row(cluster_name, ttft_slo, alarms),
+        deployment_row(cluster_name),
+        node_row(cluster_name),
+        efa_row(cluster_name, alarms),
+        kv_row(cluster_name),
     ]
 
 

@@ -17,12 +17,9 @@ from .retention import retention
 
 PRIVATE = "private"  # nodes and pods
 CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
-# Only the EKS control plane's ENIs (and the kubectl provider) live in CONTROL_PLANE, so network policies
-# can tell the API server's service proxy apart from pods by source address.
-# The subnet role tags by which the AWS Load Balancer Controller picks subnets for internet-facing (elb) and
-# internal (internal-elb) load balancers; when any subnet carries the role tag, only the tagged ones are
-# candidates (kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery, "Candidate
-# Subnet Determination"). A Service or Ingress that names its subnets explicitly bypasses discovery.
+# Only the control plane's ENIs (and the kubectl provider) live in CONTROL_PLANE, so network policies can tell
+# the API server's proxy from pods by address. The AWS Load Balancer Controller picks subnets by the role tags
+# below (docs/DECISIONS.md, "Subnet role tags").
 ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
 _SUBNET_TYPES = {
@@ -44,11 +41,20 @@ class NetworkStack(cdk.Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        # One key for the stage's log groups (flow logs here; control plane, Lambda and runner logs in
-        # the cluster stack).
+        # One key for the stage's log groups (flow logs here; control plane, Lambda and runner logs in the cluster stack).
         self.logs_key = logs_key(
             self, "LogsKey", "CloudWatch Logs of the stage: flow logs, control plane, Lambda handlers, verify runner"
         )
+        self.vpc = self._vpc(zones, network, log_retention_days)
+        # ECR serves image layers from S3: a gateway endpoint keeps the Ray image's pulls off the NAT's per-GB charge.
+        self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        self.control_plane_cidrs = self._tag_subnets()
+        # CDK's handler that empties the default security group: a singleton at the stack's root.
+        handler = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        lambda_log_groups([handler], self.logs_key, retention(log_retention_days))
+
+    def _vpc(self, zones: Sequence[str], network: Network, log_retention_days: int) -> ec2.Vpc:
+        """The VPC in the SUBNET_LAYOUT that config/derived.py checks the CIDR against, flow logs on."""
         flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
@@ -56,14 +62,13 @@ class NetworkStack(cdk.Stack):
             encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        self.vpc = ec2.Vpc(
+        return ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
             availability_zones=list(zones),  # literal names from the stage file: no lookup
             nat_gateways=network.nat_gateways,
             restrict_default_security_group=True,
-            # The layout config/derived.py checks the VPC CIDR against (SUBNET_LAYOUT: one place).
             subnet_configuration=[
                 ec2.SubnetConfiguration(name=group, subnet_type=_SUBNET_TYPES[group], cidr_mask=mask)
                 for group, mask in SUBNET_LAYOUT
@@ -75,27 +80,16 @@ class NetworkStack(cdk.Stack):
                 ),
             },
         )
-        # ECR serves image layers from S3: with a gateway endpoint the nodes' pulls of the (tens of GB) Ray image
-        # bypass the NAT gateway's per-GB charge; model weights from the Hub still go through it (README, costs).
-        self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
-        # Subnet roles for load balancers the cluster may create (AWS Load Balancer Controller, Services):
-        # internet-facing ones in the public subnets, internal ones in the private (node) subnets only.
+
+    def _tag_subnets(self) -> list[str]:
+        """Load balancer roles: internet-facing in the public subnets, internal in the node subnets, none in the
+        control-plane subnets, whose CIDRs (returned) NetworkPolicies trust (docs/DECISIONS.md, "Subnet role tags")."""
         for subnet in self.vpc.public_subnets:
             cdk.Tags.of(subnet).add(ELB_ROLE_TAG, "1")
         for subnet in self.vpc.select_subnets(subnet_group_name=PRIVATE).subnets:
             cdk.Tags.of(subnet).add(INTERNAL_ELB_ROLE_TAG, "1")
-        # Never in the control-plane subnets: the NetworkPolicies trust their CIDRs as the API server's proxy
-        # (charts/network_policies.py, api_proxy_cidrs), so a load balancer placed there would be admitted to
-        # Serve and the dashboard. aws_eks_v2's Cluster tags every private subnet of the VPC with internal-elb
-        # (aws-cdk-lib 2.275.0 aws-eks-v2/lib/cluster.js, tagSubnets: `this.vpc.privateSubnets`, not only its
-        # vpcSubnets); a RemoveTag wins over it whatever the order: Tag has defaultPriority 100, RemoveTag 200
-        # (core/lib/tag-aspect.js), and the tag manager applies a set or a remove only at a priority at least
-        # the key's current one (core/lib/tag-manager.js, _setTag / removeTag).
         control_plane = self.vpc.select_subnets(subnet_group_name=CONTROL_PLANE).subnets
         for subnet in control_plane:
             for tag in (ELB_ROLE_TAG, INTERNAL_ELB_ROLE_TAG):
                 cdk.Tags.of(subnet).remove(tag)
-        self.control_plane_cidrs = [s.ipv4_cidr_block for s in control_plane]
-        # CDK's handler that empties the default security group: a singleton at the stack's root.
-        handler = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
-        lambda_log_groups([handler], self.logs_key, retention(log_retention_days))
+        return [s.ipv4_cidr_block for s in control_plane]

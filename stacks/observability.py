@@ -47,34 +47,13 @@ from config.topology import (
 from .observability_metrics import EMF_METRICS, EMF_METRICS_BY_DIMENSION, HISTOGRAMS, check
 
 # Where the agents write (Container Insights' fixed names, /aws/containerinsights/<cluster>/<kind>).
-LOG_KINDS = CONTAINER_INSIGHTS_LOG_KINDS
 SCRAPE_INTERVAL = "30s"
 # Where the operator mounts the `prometheus.config` of an agent (amazon-cloudwatch-agent-operator,
 # internal/manifests/collector/config_replace.go).
 PROMETHEUS_CONFIG_PATH = "/etc/prometheusconfig/prometheus.yaml"
 
-# The scraper's agent mode. The add-on 6.4.0 runs the CloudWatch agent image 1.300070.0b1586 (chart
-# values.yaml:727-729), source tag v1.300070.0 of aws/amazon-cloudwatch-agent. Its translator runs with
-# `--mode auto` (cmd/start-amazon-cloudwatch-agent/start-amazon-cloudwatch-agent.go:23), and
-# translator/util/sdkutil.go:35-62 (DetectAgentMode) picks, in order: RUN_IN_AWS=True -> ec2 (40-43),
-# RUN_WITH_IRSA=True -> withIRSA (45-48), a region from EC2 metadata -> ec2 (50-53), ECS metadata (55-58),
-# else onPrem (60-61). Off the host network with hop limit 1 the metadata never answers, so without an
-# env var the scraper lands in onPrem, where GetCredentials (sdkutil.go:199-204) sets the profile
-# "AmazonCloudWatchAgent", translator/translate/agent/ruleCommonCreds.go:45-50 adds ~/.aws/credentials, the
-# agent's own clients read only that file (cfg/aws/credentials.go:285-302) and the EMF exporter gets the
-# profile, the file and LocalMode (translator/translate/otel/exporter/awsemf/translator.go:122-135): no
-# credentials in a pod, and no region either (LocalMode skips metadata).
-# withIRSA sets no profile (sdkutil.go:202 checks onPrem/onPremise only) and no LocalMode, so the agent's
-# clients fall through to the SDK's default chain (cfg/aws/credentials.go:67-74 and 127-137: no provider
-# from the agent's chain, the session's defaults), as does the EMF exporter given no profile or file
-# (internal/aws/awsutil/credentials.go of amazon-contributing/opentelemetry-collector-contrib, read at a
-# stored version, not at the commit go.mod:14 pins); that chain's container provider reads EKS Pod
-# Identity's AWS_CONTAINER_CREDENTIALS_FULL_URI
-# and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (go.mod:117 pins aws-sdk-go v1.48.6 and go.mod:354
-# aws-sdk-go-v2/config v1.32.23, later than the v1.47.11 / release-2023-11-14 EKS names as the first with
-# Pod Identity). withIRSA, not RUN_IN_AWS's ec2: ec2 mode would also start the entity store's EC2
-# metadata lookups (extension/entitystore/extension.go:105-120), which this pod cannot reach. The value
-# must be exactly "True" (cfg/envconfig/envconfig.go:29 and 49, compared in sdkutil.go:45).
+# The scraper's agent mode: withIRSA, so its clients take Pod Identity's credentials from the SDK's default
+# chain (docs/OBSERVABILITY.md, "The scraper's region, mode and credentials").
 SCRAPER_ENV = ({"name": "RUN_WITH_IRSA", "value": "True"},)
 
 
@@ -192,15 +171,8 @@ def ray_histogram_otel_config(cluster_name: str, namespace: str, region: str) ->
     }
 
 
-# Application Signals auto-monitoring off. Chart 6.4.0: values.yaml:493-495 (`manager.applicationSignals.
-# autoMonitor`, "monitorAllServices ... Defaults to true for regions where AppSignals is supported");
-# templates/_helpers.tpl:78-100 keeps an explicit value (96-97 fill in the region default only when the key is
-# absent) and operator-deployment.yaml:34 hands it to the operator as --auto-monitor-config. The operator
-# (cloudwatch-agent-operator 3.6.0, values.yaml:469; pkg/instrumentation/auto/monitor.go:480-482 at v3.6.0)
-# then auto-monitors no workload, and with `customSelector` and `autoAnnotateAutoInstrumentation` left
-# empty (values.yaml:523-543, 604-624) nothing gets an SDK injected. Left on, every Deployment, StatefulSet
-# and DaemonSet a Service selects (monitor.go:475-501) would get the injection annotations of all four
-# languages (monitor.go:459-463), the KubeRay operator's Deployment among them.
+# Application Signals auto-monitoring off, or every workload a Service selects gets SDK injection annotations
+# (docs/OBSERVABILITY.md, "Application Signals auto-monitoring: off").
 AUTO_MONITOR = {"monitorAllServices": False}
 
 
@@ -284,7 +256,6 @@ class Observability(Construct):
         nodes: Sequence[IDependable],
     ) -> None:
         super().__init__(scope, construct_id)
-        region = cdk.Stack.of(self).region
         self.log_groups = {
             kind: logs.LogGroup(
                 self,
@@ -294,10 +265,24 @@ class Observability(Construct):
                 encryption_key=logs_key,
                 removal_policy=cdk.RemovalPolicy.DESTROY,
             )
-            for kind in LOG_KINDS
+            for kind in CONTAINER_INSIGHTS_LOG_KINDS
         }
         self.application_logs = self.log_groups["application"]
+        self._agent_access(cluster, cluster_name)
+        self.addon = eks.Addon(
+            self,
+            "CloudWatchObservability",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
+            addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
+            addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
+            configuration_values=addon_configuration(cluster_name, serving_namespace, cdk.Stack.of(self).region),
+        )
+        # Log groups first, credentials before the agents, nodes to run on; the destroy runs in reverse
+        # (docs/DECISIONS.md, "The CloudWatch add-on's DependsOn").
+        self.addon.node.add_dependency(*self.log_groups.values(), self.agent, self.association, *nodes)
 
+    def _agent_access(self, cluster: eks.Cluster, cluster_name: str) -> None:
+        """The agents' role, the Pod Identity agent and the association that hands the role to their service account."""
         self.role = iam.Role(
             self,
             "AgentRole",
@@ -319,23 +304,3 @@ class Observability(Construct):
             service_account=CLOUDWATCH_SERVICE_ACCOUNT,
             role_arn=self.role.role_arn,
         )
-        self.addon = eks.Addon(
-            self,
-            "CloudWatchObservability",
-            cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
-            addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
-            addon_version=versions.CLOUDWATCH_OBSERVABILITY_VERSION,
-            configuration_values=addon_configuration(cluster_name, serving_namespace, region),
-        )
-        # Log groups first (or the agents create them, never expiring, and CloudFormation then fails);
-        # credentials before the agents start; nodes to run on. The same DependsOn orders the destroy: "Resource
-        # A is deleted before resource B" when A depends on B (CloudFormation Template Reference, DependsOn
-        # attribute, aws-attribute-dependson.html), so the add-on (Fluent Bit, the agents) is gone before any of
-        # its log groups is deleted and cannot recreate one in between (tests/stacks/test_destroy_order.py).
-        # Fluent Bit's auto_create_group stays on: chart 6.4.0 (aws-observability/helm-charts, tag
-        # amazon-cloudwatch-observability-6.4.0) writes `auto_create_group   true` into each [OUTPUT] of the
-        # strings containerLogs.fluentBit.config.extraFiles.{application,dataplane,host}-log.conf
-        # (values.yaml:158, 207, 268), rendered through tpl (templates/linux/fluent-bit-configmap.yaml:17-20);
-        # no value switches it, and overriding the three files would replace the add-on's Fluent Bit
-        # configuration with a copy pinned here.
-        self.addon.node.add_dependency(*self.log_groups.values(), self.agent, self.association, *nodes)

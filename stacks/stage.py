@@ -11,11 +11,29 @@ from config.derived import worker_resources
 from config.first_start import first_start
 from config.schema import StageConfig
 
-from .cluster import ClusterStack
+from .cluster import ClusterProps, ClusterStack
 from .network import NetworkStack
 from .serving import ServingStack
 
 CRDS_NOTE = "applied server-side before this release by the cluster stack's KubeRayCrds step"
+
+
+def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
+    return ClusterProps(
+        stage=cfg.stage,
+        vpc=network.vpc,
+        logs_key=network.logs_key,
+        cluster_name=cfg.cluster_name,
+        cluster=cfg.cluster,
+        system_nodegroup=cfg.system_nodegroup,
+        gpu_nodegroup=cfg.gpu_nodegroup,
+        gpu_zone=cfg.gpu_availability_zone,
+        addon_versions=cfg.addons,
+        observability=cfg.observability,
+        serving_namespace=cfg.serving.namespace,
+        first_start=first_start(cfg),
+        tags=cfg.tags,
+    )
 
 
 class InferenceStage(cdk.Stage):
@@ -41,19 +59,7 @@ class InferenceStage(cdk.Stage):
             self,
             "Cluster",
             stack_name=f"{cfg.stage}-cluster",
-            stage=cfg.stage,
-            vpc=self.network.vpc,
-            logs_key=self.network.logs_key,
-            cluster_name=cfg.cluster_name,
-            cluster=cfg.cluster,
-            system_nodegroup=cfg.system_nodegroup,
-            gpu_nodegroup=cfg.gpu_nodegroup,
-            gpu_zone=cfg.gpu_availability_zone,
-            addon_versions=cfg.addons,
-            observability=cfg.observability,
-            serving_namespace=cfg.serving.namespace,
-            first_start=first_start(cfg),
-            tags=cfg.tags,
+            props=cluster_props(cfg, self.network),
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
         self.serving = ServingStack(

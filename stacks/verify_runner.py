@@ -34,11 +34,7 @@ from config.topology import (
 from .log_encryption import lambda_log_groups
 from .network import PRIVATE
 
-SOURCE_KEY = VERIFY_SOURCE_KEY
-# The construct id of CDK's auto-delete-objects provider, a singleton at the stack's root: aws-cdk-lib 2.275.0
-# custom-resource-handlers/dist/aws-s3/auto-delete-objects-provider.generated.js (getOrCreateProvider: the id
-# `${uniqueid}CustomResourceProvider` on the stack), called with the type Custom::S3AutoDeleteObjects
-# (aws-s3/lib/mixins/bucket.js).
+# CDK's auto-delete-objects provider, a singleton at the stack's root (docs/DECISIONS.md, "The verify runner's source bucket").
 AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 
@@ -158,26 +154,31 @@ class VerifyRunner(Construct):
         super().__init__(scope, construct_id)
         name = verify_runner_name(stage)
         stack = cdk.Stack.of(self)
-        # Encryption: S3-managed keys (SSE-S3), SSL-only, no public access. The object is the project's own
-        # source, what git tracks under ops/remote.py's RUNNER_PATHS (config/, ops/, charts/, two requirement
-        # files): the repository's code, no secret value (the one secret, the Hugging Face token, never leaves
-        # Secrets Manager: SECURITY.md). A customer key would guard nothing that s3:GetObject does not already;
-        # and with SSE-KMS every uploader would also need KMS rights on that key ("To upload or download an
-        # object encrypted with an AWS KMS key to or from Amazon S3, you need kms:GenerateDataKey and kms:Decrypt
-        # permissions on the key", Amazon S3 User Guide, SSE-KMS "Permissions", s3-express-UsingKMSEncryption.html;
-        # AWS Knowledge Center s3-large-file-encryption-kms-key), which neither the pipeline's verify step
-        # (stacks/pipeline.py: s3:PutObject only) nor the permissions verify-remote names (ops/remote.py) grant.
-        # No key of the cluster (the EKS secrets key) is shared: the runner's role gets no KMS right at all.
-        # Destroy: versioned, so CloudFormation could not delete it once verify-remote has uploaded; the
-        # auto-delete custom resource empties it first. aws-cdk-lib 2.275.0 aws-s3/lib/mixins/bucket.js
-        # (BucketAutoDeleteObjects): a Custom::S3AutoDeleteObjects resource whose BucketName is a Ref to the
-        # bucket (so CloudFormation deletes it, and runs its handler, before the bucket) and which depends on
-        # the bucket policy granting the handler's role; it tags the bucket aws-cdk:auto-delete-objects=true and
-        # refuses a bucket whose removal policy is not DESTROY. custom-resource-handlers/dist/aws-s3/
-        # auto-delete-objects-handler/index.js: on Delete, only for a bucket with that tag, it denies new
-        # s3:PutObject in the bucket policy, then lists every object version and delete marker
-        # (ListObjectVersions) and deletes them (DeleteObjects) until none is left.
-        self.bucket = s3.Bucket(
+        self.bucket = self._source_bucket(stage)
+        # The emptier's Lambda logs into a group with a retention and the stage's logs key (tests/stacks/test_hardening.py).
+        lambda_log_groups([stack.node.find_child(AUTO_DELETE_PROVIDER)], logs_key, log_retention)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, encryption_key=logs_key, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        subnets = vpc.select_subnets(subnet_group_name=PRIVATE)
+        self.role = self._role(name, self._statements(cluster, vpc, subnets, application_logs))
+        self.security_group = runner_security_group(self, name, vpc.vpc_id, cluster.cluster_security_group_id)
+        self.project = self._project(name, stage, first_start, vpc, subnets, tags)
+        self.project_arn = f"arn:aws:codebuild:{stack.region}:{stack.account}:project/{name}"
+        # Kubernetes permissions come from RBAC bound to this group (the inference chart), not a policy.
+        eks.CfnAccessEntry(
+            self,
+            "Access",
+            cluster_name=cluster.cluster_name,
+            principal_arn=self.role.role_arn,
+            kubernetes_groups=[VERIFY_GROUP],
+            type="STANDARD",
+        )
+
+    def _source_bucket(self, stage: str) -> s3.Bucket:
+        """SSE-S3, SSL-only, private, versioned and emptied on destroy (docs/DECISIONS.md, "The verify runner's
+        source bucket")."""
+        return s3.Bucket(
             self,
             "Source",
             bucket_name=verify_source_bucket(stage, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION),
@@ -191,17 +192,24 @@ class VerifyRunner(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
             auto_delete_objects=True,
         )
-        # The emptier's Lambda (CDK's singleton provider at the stack's root) logs into a group with a
-        # retention and the stage's logs key, like every CDK handler here (tests/stacks/test_hardening.py).
-        lambda_log_groups([stack.node.find_child(AUTO_DELETE_PROVIDER)], logs_key, log_retention)
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=log_retention, encryption_key=logs_key, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
-        subnets = vpc.select_subnets(subnet_group_name=PRIVATE)
+
+    def _statements(
+        self,
+        cluster: eks.Cluster,
+        vpc: ec2.IVpc,
+        subnets: ec2.SelectedSubnets,
+        application_logs: logs.ILogGroup | None,
+    ) -> list[dict[str, Any]]:
+        """The role's permissions: its source, its logs, the cluster's endpoint, the VPC's interfaces, and
+        verify's telemetry check where the stage collects logs."""
+        stack = cdk.Stack.of(self)
         prefix = f"arn:aws:ec2:{stack.region}:{stack.account}"
         statements: list[dict[str, Any]] = [
             # its source, nothing else of the bucket
-            {"Action": ["s3:GetObject", "s3:GetObjectVersion"], "Resource": self.bucket.arn_for_objects(SOURCE_KEY)},
+            {
+                "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                "Resource": self.bucket.arn_for_objects(VERIFY_SOURCE_KEY),
+            },
             {"Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": self.bucket.bucket_arn},
             {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": self.log_group.log_group_arn},
             {"Action": "eks:DescribeCluster", "Resource": cluster.cluster_arn},
@@ -214,7 +222,10 @@ class VerifyRunner(Construct):
                 {"Action": "cloudwatch:ListMetrics", "Resource": "*"},
                 {"Action": "logs:DescribeLogStreams", "Resource": application_logs.log_group_arn},
             ]
-        self.role = iam.Role(  # the policy as one document: one jsii call, not one per statement
+        return statements
+
+    def _role(self, name: str, statements: list[dict[str, Any]]) -> iam.Role:
+        return iam.Role(  # the policy as one document: one jsii call, not one per statement
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
@@ -225,9 +236,19 @@ class VerifyRunner(Construct):
                 )
             },
         )
-        project_arn = f"arn:aws:codebuild:{stack.region}:{stack.account}:project/{name}"
-        self.security_group = runner_security_group(self, name, vpc.vpc_id, cluster.cluster_security_group_id)
-        self.project = cdk.CfnResource(
+
+    def _project(
+        self,
+        name: str,
+        stage: str,
+        first_start: FirstStart,
+        vpc: ec2.IVpc,
+        subnets: ec2.SelectedSubnets,
+        tags: Mapping[str, str] | None,
+    ) -> cdk.CfnResource:
+        """The CodeBuild project; no EncryptionKey, as it has no artifacts (docs/DECISIONS.md, "The verify
+        runner's source bucket"); a security group of its own, not the cluster's, which admits all from itself."""
+        return cdk.CfnResource(
             self,
             "Project",
             type="AWS::CodeBuild::Project",
@@ -237,17 +258,11 @@ class VerifyRunner(Construct):
                 "ServiceRole": self.role.role_arn,
                 "Source": {
                     "Type": "S3",
-                    "Location": f"{self.bucket.bucket_name}/{SOURCE_KEY}",
+                    "Location": f"{self.bucket.bucket_name}/{VERIFY_SOURCE_KEY}",
                     "BuildSpec": json.dumps(buildspec(stage, first_start.verify_wait_s), indent=2),
                 },
-                # No EncryptionKey: it is the key for the build's output artifacts, and the project has none
-                # (NO_ARTIFACTS); without one CodeBuild uses the AWS managed key for Amazon S3 (CodeBuild User Guide,
-                # "Encrypt build outputs using a customer managed key", setting-up-kms.html). The build's logs go to
-                # the log group below, under the stage's logs key.
                 "Artifacts": {"Type": "NO_ARTIFACTS"},
                 "Environment": {"Type": "LINUX_CONTAINER", "Image": BUILD_IMAGE, "ComputeType": "BUILD_GENERAL1_SMALL"},
-                # A security group of its own (runner_security_group), not the cluster's, which every node and
-                # pod is in and which admits all traffic from itself.
                 "VpcConfig": {
                     "VpcId": vpc.vpc_id,
                     "Subnets": subnets.subnet_ids,
@@ -257,14 +272,4 @@ class VerifyRunner(Construct):
                 **({"Tags": [{"Key": tag, "Value": value} for tag, value in sorted(tags.items())]} if tags else {}),
                 "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}},
             },
-        )
-        self.project_arn = project_arn
-        # Kubernetes permissions come from RBAC bound to this group (the inference chart), not a policy.
-        eks.CfnAccessEntry(
-            self,
-            "Access",
-            cluster_name=cluster.cluster_name,
-            principal_arn=self.role.role_arn,
-            kubernetes_groups=[VERIFY_GROUP],
-            type="STANDARD",
         )

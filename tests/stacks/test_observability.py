@@ -10,6 +10,7 @@ import pytest
 
 from clients import nixl
 from config import topology, versions
+from config.names import CONTAINER_INSIGHTS_LOG_KINDS
 from config.topology import CLOUDWATCH_NAMESPACE, CLOUDWATCH_SERVICE_ACCOUNT, RAY_SCRAPER_NAME
 from stacks import observability
 from stacks.alarms import relay_filter_pattern
@@ -189,7 +190,7 @@ def test_addon_waits_for_its_log_groups(app_synth):
         for n, r in resources.items()
         if r["Type"] == "AWS::Logs::LogGroup" and "/aws/containerinsights/" in r["Properties"].get("LogGroupName", "")
     }
-    assert len(groups) == len(observability.LOG_KINDS) and groups <= set(resources[name]["DependsOn"])
+    assert len(groups) == len(CONTAINER_INSIGHTS_LOG_KINDS) and groups <= set(resources[name]["DependsOn"])
     for group in groups:
         assert resources[group]["Properties"]["RetentionInDays"] == 30 and "KmsKeyId" in resources[group]["Properties"]
 

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import aws_logs as logs
 
 from config import schema, versions
-from stacks import cluster, retention
+from stacks import retention
 
 
 def _field_choices(model, name):
@@ -31,7 +31,7 @@ def test_each_retention_maps_to_its_enum(days):
 
 def test_schema_versions_are_the_kubectl_layers():
     assert _field_choices(schema.Cluster, "kubernetes_version") == set(versions.KUBERNETES_VERSIONS)
-    assert set(cluster.KUBECTL_LAYERS) == set(versions.KUBERNETES_VERSIONS)
+    assert set(versions.KUBECTL_LAYERS) == set(versions.KUBERNETES_VERSIONS)
     assert schema.Cluster().kubernetes_version in versions.KUBERNETES_VERSIONS
 
 
