@@ -21,7 +21,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clients.cli_options import add_stage_options, load_stage
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
@@ -103,6 +105,15 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_stage_options(cmd)
+    _add_model_options(cmd)
+    _add_bench_options(cmd)
+    _add_host_options(cmd)
+    _add_transport_options(cmd)
+    _add_output_options(cmd)
+
+
+def _add_model_options(cmd) -> None:
+    """--mode and --weights: what is served."""
     cmd.add_argument(
         "--mode",
         choices=("pd", "colocated", "both"),
@@ -113,6 +124,10 @@ def add_parser(sub) -> None:
         metavar="DIR",
         help="a folder with the real model (default: dummy weights of the real architecture, built from rehearsal/)",
     )
+
+
+def _add_bench_options(cmd) -> None:
+    """--bench and what it runs: profiles, levels, rates, the time budget."""
     cmd.add_argument("--bench", action="store_true", help="run the stage's benchmark profiles (ops bench)")
     cmd.add_argument(
         "--profile",
@@ -144,6 +159,10 @@ def add_parser(sub) -> None:
         help="stop starting benchmark levels this long after the rehearsal began (the engines' start-up "
         "counts; the run so far is kept, and the benchmark check warns of each level left out, or fails if none ran)",
     )
+
+
+def _add_host_options(cmd) -> None:
+    """How the engines start on this host: the wait, its GPUs, an emulated node's budget, the TTFT rounds."""
     cmd.add_argument(
         "--deploy-timeout",
         type=float,
@@ -182,6 +201,10 @@ def add_parser(sub) -> None:
         "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
         "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
     )
+
+
+def _add_transport_options(cmd) -> None:
+    """How the KV cache moves: NIXL's backend, the carried libfabric, the KV buffer, the engines' environment."""
     cmd.add_argument(
         "--nixl-backend",
         choices=overrides.NIXL_BACKENDS,
@@ -211,6 +234,10 @@ def add_parser(sub) -> None:
         metavar="NAME=VALUE",
         help="one more variable of the engines' environment, recorded as an override (repeatable), e.g. UCX_TLS=...",
     )
+
+
+def _add_output_options(cmd) -> None:
+    """Where results go, and the benchmark client."""
     cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
@@ -264,6 +291,36 @@ def _hardware(host: host_facts.Host, plan: overrides.Plan) -> results.Hardware:
     )
 
 
+@dataclass(frozen=True)
+class _ModeRun:
+    """One mode's rehearsal as planned: what its steps share."""
+
+    cfg: StageConfig
+    args: Any
+    mode: str
+    host: host_facts.Host
+    plan: overrides.Plan
+    model: Path
+    out: Path
+    temp: Path  # Ray's temp folder: the workers' logs
+    deadline: float | None
+    say: Callable[[str], None]
+
+    @property
+    def app(self) -> str:
+        return self.plan.serve_config["applications"][0]["name"]
+
+
+@dataclass
+class _ModeProgress:
+    """What a mode's rehearsal found so far, for the wind-down that runs on every exit."""
+
+    started: float  # time.monotonic() at ray start
+    memory: list | None = None  # vLLM's memory figures per engine (checks.engine_memory)
+    run_path: Path | None = None
+    interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
+
+
 def rehearse_mode(
     cfg: StageConfig,
     args,
@@ -279,6 +336,42 @@ def rehearse_mode(
 ) -> tuple[Report, Path | None]:
     """One mode's rehearsal. `kv_found`: the KV cache figures that one engine alone found so far, by its settings
     (kv_profile.size_caches), shared by the modes of one command so that each engine is profiled once."""
+    plan = _plan(
+        cfg, args, mode=mode, host=host, model=model, real_weights=real_weights, out=out, say=say, kv_found=kv_found
+    )
+    _announce(cfg, mode=mode, host=host, plan=plan, out=out, say=say)
+    report = Report("rehearse", cfg.stage)
+    temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+    rm = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say)
+    head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
+    progress = _ModeProgress(started=time.monotonic())
+    try:
+        _rehearse_stack(rm, head, report, progress)
+    except ray_cluster.RayError as exc:
+        report.add("application RUNNING", "fail", str(exc))
+    except aiperf.BenchError as exc:
+        report.add("benchmark", "fail", str(exc))
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM from a time limit (ray_cluster.install_signal_handlers)
+        progress.interrupted = time.monotonic() - progress.started
+        raise RehearsalInterrupted(report) from None
+    finally:
+        _wind_down(rm, head, report, progress)
+    return report, progress.run_path
+
+
+def _plan(
+    cfg: StageConfig,
+    args,
+    *,
+    mode: str,
+    host: host_facts.Host,
+    model: Path,
+    real_weights: bool,
+    out: Path,
+    say: Callable[[str], None],
+    kv_found: dict[str, int] | None,
+) -> overrides.Plan:
+    """The mode's plan; engines sharing a GPU on an emulated budget first size their KV caches, each alone."""
 
     def planned(kv_cache_bytes: overrides.KvCacheBytes) -> overrides.Plan:
         return overrides.plan(
@@ -295,8 +388,15 @@ def rehearse_mode(
         )
 
     plan = planned(args.kv_cache_bytes)
-    if plan.kv_profiles:  # engines sharing a GPU on an emulated budget: each engine alone sizes its KV cache first
+    if plan.kv_profiles:
         plan = planned(kv_profile.size_caches(plan, out=out, timeout=args.deploy_timeout, say=say, found=kv_found))
+    return plan
+
+
+def _announce(
+    cfg: StageConfig, *, mode: str, host: host_facts.Host, plan: overrides.Plan, out: Path, say: Callable[[str], None]
+) -> None:
+    """The plan's overrides on the console, and the plan in OUT/plan-MODE.json."""
     say(
         f"rehearse --stage {cfg.stage} --mode {mode}: {host.describe()}; the stage's serveConfigV2 with "
         f"{len(plan.overrides)} overrides:"
@@ -307,79 +407,75 @@ def rehearse_mode(
         say(f"  label: {plan.label}")
     out.mkdir(parents=True, exist_ok=True)
     (out / f"plan-{mode}.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
-    report = Report("rehearse", cfg.stage)
-    temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
-    head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
-    run_path: Path | None = None
-    memory: list | None = None  # vLLM's memory figures per engine (checks.engine_memory)
-    interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
-    started = time.monotonic()
-    try:
-        head.start()
-        head.wait_for_dashboard()
-        head.deploy(plan.serve_config)
-        app = plan.serve_config["applications"][0]["name"]
-        ray_cluster.wait_until_running(head, app, timeout=args.deploy_timeout, progress=say)
-        to_running = time.monotonic() - started
-        report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
-        base = f"http://127.0.0.1:{SERVE_PORT}"
-        checks.openai(report, base, cfg.serving.model.id)
-        if mode == "pd":
-            checks.token_field_probe(report, base, cfg.serving.model.id)
-            checks.nixl_transport(report, ray_cluster.worker_logs(temp), expect_efa=host.has_efa)
-        else:
-            report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
-        memory = checks.engine_memory(report, ray_cluster.worker_logs(temp), app=app)
-        _scrape_metrics(out / f"metrics-{mode}.txt", say)
-        if args.ttft_phases:
-            rounds = []
-            for streams in (1, 16):  # one stream, then the bench's 16-stream level
-                found = checks.ttft_phases(
-                    report, base, cfg.serving.model.id, _metrics_text, requests=args.ttft_phases, concurrency=streams
-                )
-                if found is not None:
-                    rounds.append(found.to_json())
-                    for line in found.lines():
-                        say(f"  TTFT phases ({streams} at a time): {line}")
-            (out / f"ttft-phases-{mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
-        if args.bench and report.ok:
-            run, run_path = _bench(
-                cfg,
-                args,
-                mode=mode,
-                host=host,
-                plan=plan,
-                model=model,
-                out=out,
-                deadline=deadline,
-                say=say,
-                engine_memory=memory,
-            )
-            checks.benchmark(report, run, run_path)
-    except ray_cluster.RayError as exc:
-        report.add("application RUNNING", "fail", str(exc))
-    except aiperf.BenchError as exc:
-        report.add("benchmark", "fail", str(exc))
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM from a time limit (ray_cluster.install_signal_handlers)
-        interrupted = time.monotonic() - started
-        raise RehearsalInterrupted(report) from None
-    finally:
-        logs = ray_cluster.worker_logs(temp)
-        if memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
-            memory = checks.engine_memory(report, logs, app=plan.serve_config["applications"][0]["name"])
-        (out / f"nixl-lines-{mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
-        _save_errors(out / f"worker-errors-{mode}.txt", logs)
-        head.stop()
-        ray_cluster.remove_tree(temp)
-        if interrupted is not None:
-            report.add(
-                "rehearsal",
-                "fail",
-                f"interrupted {interrupted:.0f} s after ray start: the checks above are those that finished, "
-                f"the ones after them did not run",
-            )
-        (out / f"report-{mode}.json").write_text(report.to_json() + "\n")  # an interrupted one too
-    return report, run_path
+
+
+def _rehearse_stack(rm: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
+    """Ray up, the serve config deployed and RUNNING, then the checks, the TTFT rounds and the benchmark."""
+    head.start()
+    head.wait_for_dashboard()
+    head.deploy(rm.plan.serve_config)
+    ray_cluster.wait_until_running(head, rm.app, timeout=rm.args.deploy_timeout, progress=rm.say)
+    to_running = time.monotonic() - progress.started
+    report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
+    base = f"http://127.0.0.1:{SERVE_PORT}"
+    checks.openai(report, base, rm.cfg.serving.model.id)
+    if rm.mode == "pd":
+        checks.token_field_probe(report, base, rm.cfg.serving.model.id)
+        checks.nixl_transport(report, ray_cluster.worker_logs(rm.temp), expect_efa=rm.host.has_efa)
+    else:
+        report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+    progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rm.temp), app=rm.app)
+    _scrape_metrics(rm.out / f"metrics-{rm.mode}.txt", rm.say)
+    if rm.args.ttft_phases:
+        _ttft_rounds(rm, report, base)
+    if rm.args.bench and report.ok:
+        run, progress.run_path = _bench(
+            rm.cfg,
+            rm.args,
+            mode=rm.mode,
+            host=rm.host,
+            plan=rm.plan,
+            model=rm.model,
+            out=rm.out,
+            deadline=rm.deadline,
+            say=rm.say,
+            engine_memory=progress.memory,
+        )
+        checks.benchmark(report, run, progress.run_path)
+
+
+def _ttft_rounds(rm: _ModeRun, report: Report, base: str) -> None:
+    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json."""
+    rounds = []
+    for streams in (1, 16):
+        found = checks.ttft_phases(
+            report, base, rm.cfg.serving.model.id, _metrics_text, requests=rm.args.ttft_phases, concurrency=streams
+        )
+        if found is not None:
+            rounds.append(found.to_json())
+            for line in found.lines():
+                rm.say(f"  TTFT phases ({streams} at a time): {line}")
+    (rm.out / f"ttft-phases-{rm.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
+
+
+def _wind_down(rm: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
+    """On every exit: the workers' NIXL lines and errors saved, Ray stopped, the report written (an interrupted
+    one too)."""
+    logs = ray_cluster.worker_logs(rm.temp)
+    if progress.memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
+        progress.memory = checks.engine_memory(report, logs, app=rm.app)
+    (rm.out / f"nixl-lines-{rm.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
+    _save_errors(rm.out / f"worker-errors-{rm.mode}.txt", logs)
+    head.stop()
+    ray_cluster.remove_tree(rm.temp)
+    if progress.interrupted is not None:
+        report.add(
+            "rehearsal",
+            "fail",
+            f"interrupted {progress.interrupted:.0f} s after ray start: the checks above are those that finished, "
+            f"the ones after them did not run",
+        )
+    (rm.out / f"report-{rm.mode}.json").write_text(report.to_json() + "\n")
 
 
 def _metrics_text() -> str:
@@ -433,8 +529,29 @@ def _bench(
 ) -> tuple[results.Run, Path]:
     executable = aiperf.find_executable(args.aiperf)
     staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
+    adjust = _bench_adjustments(args, host=host, plan=plan, deadline=deadline, engine_memory=engine_memory)
+    return runner.run_stage(
+        staged,
+        url=f"http://127.0.0.1:{SERVE_PORT}",
+        executable=executable,
+        out_dir=out / "runs",
+        label=mode,
+        profile_names=args.profile,
+        tokenizer=str(model),
+        calibrate=args.calibrate,
+        note=_bench_note(cfg, host, plan),
+        endpoint_label=f"rehearsal host 127.0.0.1:{SERVE_PORT}",
+        adjust=adjust,
+        progress=say,
+    )
+
+
+def _bench_adjustments(
+    args, *, host: host_facts.Host, plan: overrides.Plan, deadline: float | None, engine_memory: list | None
+) -> runner.Adjustments:
+    """The command's --levels, --request-rates and the like for `ops bench`, and the rehearsal it records."""
     levels = _levels(args.levels)
-    adjust = runner.Adjustments(
+    return runner.Adjustments(
         hardware=_hardware(host, plan),
         levels=levels,
         request_rates=args.request_rates,
@@ -454,6 +571,10 @@ def _bench(
             }
         },
     )
+
+
+def _bench_note(cfg: StageConfig, host: host_facts.Host, plan: overrides.Plan) -> str:
+    """The benchmark's note: the GPUs, the weights and the transport, and what the host is not."""
     weights = (
         "real weights"
         if plan.serve_config and not any(o.path.endswith("load_format") for o in plan.overrides)
@@ -466,21 +587,7 @@ def _bench(
         else f"{plan.num_gpus} x {host.gpus[0].name}"
     )
     emulated = f"{plan.label}; " if plan.label else ""  # --emulate-node: what is emulated, what is not
-    note = f"rehearsal: {gpus}, {weights}, {transport}; {emulated}not {cfg.gpu_nodegroup.instance_type}"
-    return runner.run_stage(
-        staged,
-        url=f"http://127.0.0.1:{SERVE_PORT}",
-        executable=executable,
-        out_dir=out / "runs",
-        label=mode,
-        profile_names=args.profile,
-        tokenizer=str(model),
-        calibrate=args.calibrate,
-        note=note,
-        endpoint_label=f"rehearsal host 127.0.0.1:{SERVE_PORT}",
-        adjust=adjust,
-        progress=say,
-    )
+    return f"rehearsal: {gpus}, {weights}, {transport}; {emulated}not {cfg.gpu_nodegroup.instance_type}"
 
 
 def transport_label(host: host_facts.Host, plan: overrides.Plan) -> str:
@@ -516,42 +623,13 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
     cfg = load_stage(args)
     if cfg is None:
         return 2
-    reports, runs = [], []
+    reports: list[Report] = []
+    runs: list[Path] = []
+    out = Path(args.out) / cfg.stage
     ray_cluster.install_signal_handlers()
     try:
-        _levels(args.levels)
-        try:
-            runner.select(cfg, args.profile)
-        except aiperf.BenchError as exc:
-            raise RehearsalError(f"--profile: {exc}", 2) from None
-        if args.level_seconds is not None and not args.level_seconds > 0:
-            raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
-        host = host_facts.detect()
-        modes = (
-            ["pd", "colocated"]
-            if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both"
-            else [args.mode or cfg.serving.mode]
-        )
-        deadline = time.monotonic() + args.budget if args.budget else None
-        out = Path(args.out) / cfg.stage
-        kv_found: dict[str, int] = {}  # --share-gpus --emulate-node: each engine profiled once for both modes
-        with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
-            model, real = model_folder(cfg, args, Path(work))
-            for mode in modes:
-                report, path = rehearse_mode(
-                    cfg,
-                    args,
-                    mode=mode,
-                    host=host,
-                    model=model,
-                    real_weights=real,
-                    out=out,
-                    deadline=deadline,
-                    say=say,
-                    kv_found=kv_found,
-                )
-                reports.append(report)
-                runs += [path] if path else []
+        _check_arguments(cfg, args)
+        _rehearse_modes(cfg, args, out=out, say=say, reports=reports, runs=runs)
     except (
         RehearsalError,
         host_facts.HostError,
@@ -568,6 +646,62 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
             print(report.table())
         print("rehearse: interrupted; Ray stopped", file=sys.stderr)
         return 130
+    return _summarize(reports, runs, out)
+
+
+def _check_arguments(cfg: StageConfig, args) -> None:
+    """--levels, --profile and --level-seconds, before anything starts (a RehearsalError, exit 2)."""
+    _levels(args.levels)
+    try:
+        runner.select(cfg, args.profile)
+    except aiperf.BenchError as exc:
+        raise RehearsalError(f"--profile: {exc}", 2) from None
+    if args.level_seconds is not None and not args.level_seconds > 0:
+        raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
+
+
+def _modes(cfg: StageConfig, args) -> list[str]:
+    """--mode, else both with --bench, else the stage's serving.mode."""
+    if (args.mode or ("both" if args.bench else cfg.serving.mode)) == "both":
+        return ["pd", "colocated"]
+    return [args.mode or cfg.serving.mode]
+
+
+def _rehearse_modes(
+    cfg: StageConfig,
+    args,
+    *,
+    out: Path,
+    say: Callable[[str], None],
+    reports: list[Report],
+    runs: list[Path],
+) -> None:
+    """Each mode in turn on this host, its report and benchmark run appended as it finishes."""
+    host = host_facts.detect()
+    modes = _modes(cfg, args)
+    deadline = time.monotonic() + args.budget if args.budget else None
+    kv_found: dict[str, int] = {}  # --share-gpus --emulate-node: each engine profiled once for both modes
+    with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
+        model, real = model_folder(cfg, args, Path(work))
+        for mode in modes:
+            report, path = rehearse_mode(
+                cfg,
+                args,
+                mode=mode,
+                host=host,
+                model=model,
+                real_weights=real,
+                out=out,
+                deadline=deadline,
+                say=say,
+                kv_found=kv_found,
+            )
+            reports.append(report)
+            runs += [path] if path else []
+
+
+def _summarize(reports: list[Report], runs: list[Path], out: Path) -> int:
+    """The reports' tables, the --compare report of two benchmark runs, and the exit code."""
     for report in reports:
         print(report.table())
     if len(runs) == 2:

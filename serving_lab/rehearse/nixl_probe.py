@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,22 @@ def _target(conn, backend: str, mem: str, nbytes: int) -> None:
         conn.send({"error": f"target: {type(exc).__name__}: {exc}"})
 
 
+@dataclass(frozen=True)
+class _Link:
+    """The initiator's side of one case once connected to its target: what each size's transfers use."""
+
+    agent: Any
+    peer: str  # the target agent's name
+    dst: Any  # the destination buffer
+    remote_base: int  # the target's source buffer
+    mem: str
+    nbytes: int
+    desc_bytes: int
+    repeat: int
+    expected: Any  # VRAM: the source's bytes in host memory; DRAM: None (made afresh per size)
+    sync: Callable[[], None]  # VRAM: the poisoning fill is on the GPU before the clock starts
+
+
 def run_case(case: Case, sizes_mib: list[int], desc_bytes: int, repeat: int) -> dict[str, Any]:
     """One case in this process (the initiator), its target in a spawned child. Returns the result entry."""
     import torch
@@ -156,74 +173,103 @@ def run_case(case: Case, sizes_mib: list[int], desc_bytes: int, repeat: int) -> 
     proc = ctx.Process(target=_target, args=(child, case.backend, case.mem, nbytes), daemon=True)
     proc.start()
     try:
-        started = time.monotonic()
-        agent = _agent("initiator", case.backend)
-        if case.backend not in agent.backends:
-            result["error"] = f"backend {case.backend} was not instantiated (plugins: {agent.plugin_list})"
+        sync = torch.cuda.synchronize if case.mem == "VRAM" else _no_sync
+        link = _connect(case, parent, result, nbytes=nbytes, desc_bytes=desc_bytes, repeat=repeat, sync=sync)
+        if link is None:
             return result
-        dst = _buffer(case.mem, nbytes, fill=False)
-        agent.register_memory([(dst.data_ptr(), nbytes, 0, "")], case.mem)
-        hello = parent.recv()
-        if "error" in hello:
-            result["error"] = hello["error"]
-            return result
-        name = agent.add_remote_agent(hello["meta"])
-        parent.send({"meta": agent.get_agent_metadata()})
-        result["setup_s"] = round(time.monotonic() - started, 3)
-        expected = _buffer("DRAM", nbytes, fill=True) if case.mem == "VRAM" else None
-        rows = []
-        for size in sizes_mib:
-            size_bytes = size * MiB
-            pieces = descs(dst.data_ptr(), size_bytes, desc_bytes, 0)
-            local = agent.get_xfer_descs(pieces, case.mem)
-            remote = agent.get_xfer_descs(descs(hello["base"], size_bytes, desc_bytes, 0), case.mem)
-            times = []
-            for _ in range(repeat + 1):
-                if case.mem == "VRAM":
-                    dst[:size_bytes].fill_(0xA5)
-                    torch.cuda.synchronize()
-                else:
-                    dst[:size_bytes].fill_(0xA5)
-                t0 = time.perf_counter()
-                handle = agent.initialize_xfer("READ", local, remote, name)
-                state = agent.transfer(handle)
-                deadline = t0 + 60
-                while state == "PROC" and time.perf_counter() < deadline:
-                    state = agent.check_xfer_state(handle)
-                elapsed = time.perf_counter() - t0
-                agent.release_xfer_handle(handle)
-                if state != "DONE":
-                    raise RuntimeError(f"transfer of {size} MiB ended in state {state} after {elapsed:.1f} s")
-                times.append(elapsed)
-            got = dst[:size_bytes].cpu() if case.mem == "VRAM" else dst[:size_bytes]
-            want = (expected if expected is not None else _buffer("DRAM", nbytes, fill=True))[:size_bytes]
-            wrong = int((got != want).sum())
-            warm = statistics.median(times[1:]) if len(times) > 1 else times[0]
-            rows.append(
-                {
-                    "mib": size,
-                    "descs": len(pieces),
-                    "first_ms": round(times[0] * 1e3, 3),
-                    "median_ms": round(warm * 1e3, 3),
-                    "min_ms": round(min(times[1:] or times) * 1e3, 3),
-                    "gib_per_s": round(size_bytes / warm / 2**30, 3),
-                    "wrong_bytes": wrong,
-                }
-            )
+        rows = [_measure(link, size) for size in sizes_mib]
         result["rows"] = rows
         result["ok"] = all(row["wrong_bytes"] == 0 for row in rows)
     except Exception as exc:  # noqa: BLE001 - a backend that fails to load, register or move is a result
         result["error"] = f"initiator: {type(exc).__name__}: {exc}"
     finally:
-        try:
-            parent.send("done")
-        except (BrokenPipeError, OSError):
-            pass
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
-        result.setdefault("target_exit", proc.exitcode)
+        _stop_target(parent, proc, result)
     return result
+
+
+def _no_sync() -> None:
+    pass
+
+
+def _connect(
+    case: Case,
+    parent,
+    result: dict[str, Any],
+    *,
+    nbytes: int,
+    desc_bytes: int,
+    repeat: int,
+    sync: Callable[[], None],
+) -> _Link | None:
+    """The initiator's agent and destination registered, metadata swapped with the target (setup_s); None with
+    result["error"] set when the backend did not load or the target failed."""
+    started = time.monotonic()
+    agent = _agent("initiator", case.backend)
+    if case.backend not in agent.backends:
+        result["error"] = f"backend {case.backend} was not instantiated (plugins: {agent.plugin_list})"
+        return None
+    dst = _buffer(case.mem, nbytes, fill=False)
+    agent.register_memory([(dst.data_ptr(), nbytes, 0, "")], case.mem)
+    hello = parent.recv()
+    if "error" in hello:
+        result["error"] = hello["error"]
+        return None
+    name = agent.add_remote_agent(hello["meta"])
+    parent.send({"meta": agent.get_agent_metadata()})
+    result["setup_s"] = round(time.monotonic() - started, 3)
+    expected = _buffer("DRAM", nbytes, fill=True) if case.mem == "VRAM" else None
+    return _Link(agent, name, dst, hello["base"], case.mem, nbytes, desc_bytes, repeat, expected, sync)
+
+
+def _measure(link: _Link, size: int) -> dict[str, Any]:
+    """One size: the first READ and `repeat` more, timed, then every byte checked. Its row of the result."""
+    size_bytes = size * MiB
+    pieces = descs(link.dst.data_ptr(), size_bytes, link.desc_bytes, 0)
+    local = link.agent.get_xfer_descs(pieces, link.mem)
+    remote = link.agent.get_xfer_descs(descs(link.remote_base, size_bytes, link.desc_bytes, 0), link.mem)
+    times = [_read_once(link, local, remote, size) for _ in range(link.repeat + 1)]
+    got = link.dst[:size_bytes].cpu() if link.mem == "VRAM" else link.dst[:size_bytes]
+    want = (link.expected if link.expected is not None else _buffer("DRAM", link.nbytes, fill=True))[:size_bytes]
+    wrong = int((got != want).sum())
+    warm = statistics.median(times[1:]) if len(times) > 1 else times[0]
+    return {
+        "mib": size,
+        "descs": len(pieces),
+        "first_ms": round(times[0] * 1e3, 3),
+        "median_ms": round(warm * 1e3, 3),
+        "min_ms": round(min(times[1:] or times) * 1e3, 3),
+        "gib_per_s": round(size_bytes / warm / 2**30, 3),
+        "wrong_bytes": wrong,
+    }
+
+
+def _read_once(link: _Link, local, remote, size: int) -> float:
+    """One READ of `size` MiB into the poisoned destination, timed from the request's creation to its completion."""
+    link.dst[: size * MiB].fill_(0xA5)
+    link.sync()
+    t0 = time.perf_counter()
+    handle = link.agent.initialize_xfer("READ", local, remote, link.peer)
+    state = link.agent.transfer(handle)
+    deadline = t0 + 60
+    while state == "PROC" and time.perf_counter() < deadline:
+        state = link.agent.check_xfer_state(handle)
+    elapsed = time.perf_counter() - t0
+    link.agent.release_xfer_handle(handle)
+    if state != "DONE":
+        raise RuntimeError(f"transfer of {size} MiB ended in state {state} after {elapsed:.1f} s")
+    return elapsed
+
+
+def _stop_target(parent, proc, result: dict[str, Any]) -> None:
+    """Tell the target it is done, give it 10 s, then kill it; its exit code goes in the result."""
+    try:
+        parent.send("done")
+    except (BrokenPipeError, OSError):
+        pass
+    proc.join(timeout=10)
+    if proc.is_alive():
+        proc.kill()
+    result.setdefault("target_exit", proc.exitcode)
 
 
 def case_env(
@@ -267,7 +313,7 @@ def _one(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nixl_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -280,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libfabric", default=os.environ.get("REHEARSAL_LIBFABRIC"), help="libfabric tree")
     parser.add_argument("--fi-tcp-iface", metavar="IFACE", help="LIBFABRIC cases: FI_TCP_IFACE (e.g. eth0)")
     parser.add_argument("--one", choices=sorted(CASES), help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.one:
         return _one(args)
@@ -288,55 +339,61 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.case or DEFAULT_CASES:
-        case = CASES[name]
-        cmd = [
-            sys.executable,
-            "-m",
-            "serving_lab.rehearse.nixl_probe",
-            "--one",
-            name,
-            "--sizes",
-            ",".join(map(str, args.sizes)),
-            "--desc-kib",
-            str(args.desc_kib),
-            "--repeat",
-            str(args.repeat),
-        ]
-        log = args.out / f"nixl-probe-{name}.log"
-        started = time.monotonic()
-        try:
-            env = case_env(case, args.libfabric, tcp_iface=args.fi_tcp_iface)
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout, check=False)
-            output, code = proc.stdout + proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            output = (
-                (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            )
-            output += (
-                (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            )
-            code = None
-        log.write_text(output)
-        entry = parse_result(output)
-        if entry is None:
-            entry = {
-                "case": name,
-                "backend": case.backend,
-                "mem": case.mem,
-                "env": case.env,
-                "error": "timed out" if code is None else f"exit {code} with no result: {last_line(output)}",
-            }
-        entry["env"] = {
-            **case.env,
-            **({"FI_TCP_IFACE": args.fi_tcp_iface} if case.backend == "LIBFABRIC" and args.fi_tcp_iface else {}),
-        }
-        entry["why"] = case.why
-        entry["seconds"] = round(time.monotonic() - started, 1)
-        results.append(entry)
+        results.append(_probe(args, name))
         (args.out / "nixl-probe.json").write_text(json.dumps(results, indent=1) + "\n")
     for line in table(results):
         print(line)
     return 0
+
+
+def _probe(args, name: str) -> dict[str, Any]:
+    """One case as its own `--one` process under --timeout: its output in OUT/nixl-probe-NAME.log, its entry (a
+    failure, hang or crash is one too)."""
+    case = CASES[name]
+    cmd = [
+        sys.executable,
+        "-m",
+        "serving_lab.rehearse.nixl_probe",
+        "--one",
+        name,
+        "--sizes",
+        ",".join(map(str, args.sizes)),
+        "--desc-kib",
+        str(args.desc_kib),
+        "--repeat",
+        str(args.repeat),
+    ]
+    log = args.out / f"nixl-probe-{name}.log"
+    started = time.monotonic()
+    output, code = _run_child(cmd, case_env(case, args.libfabric, tcp_iface=args.fi_tcp_iface), args.timeout)
+    log.write_text(output)
+    entry = parse_result(output)
+    if entry is None:
+        entry = {
+            "case": name,
+            "backend": case.backend,
+            "mem": case.mem,
+            "env": case.env,
+            "error": "timed out" if code is None else f"exit {code} with no result: {last_line(output)}",
+        }
+    entry["env"] = {
+        **case.env,
+        **({"FI_TCP_IFACE": args.fi_tcp_iface} if case.backend == "LIBFABRIC" and args.fi_tcp_iface else {}),
+    }
+    entry["why"] = case.why
+    entry["seconds"] = round(time.monotonic() - started, 1)
+    return entry
+
+
+def _run_child(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, int | None]:
+    """(stdout + stderr, exit code); a timed-out child: what it had printed, None."""
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        return proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        output += (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return output, None
 
 
 def parse_result(output: str) -> dict[str, Any] | None:

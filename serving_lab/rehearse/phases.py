@@ -188,9 +188,32 @@ class Breakdown:
 
 def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
     """The probe's share of every histogram, per engine and per Serve deployment."""
+    per_engine, deployments = _deltas(before, after)
+    engines = _fold_nixl_only(_touched_engines(per_engine))
+    engines.sort(key=lambda e: {"prefill": 0, "decode": 1}.get(e["role"], 2))
+    for engine in engines:
+        for name in list(engine):
+            if isinstance(engine[name], float):
+                engine[name] = round(engine[name], 5)
+    result = Breakdown(client_ttft_s=client_ttft_s, engines=engines, deployments=deployments)
+    counted = [e["requests"] for e in engines if e["requests"]]
+    if any(n != len(client_ttft_s) for n in counted):
+        result.complete = False
+        result.note = (
+            f"incomplete: the engines counted {counted} requests, the probe sent {len(client_ttft_s)} "
+            "(a metrics export fell between the scrapes); the means are still the counted requests'"
+        )
+    return result
+
+
+_Labels = tuple[tuple[str, str], ...]
+
+
+def _deltas(before: str, after: str) -> tuple[dict[_Labels, dict[str, Any]], dict[str, float]]:
+    """(per engine's labels: its histograms' means over the probe, per Serve deployment: its mean)."""
     old, new = parse(before), parse(after)
     old_buckets, new_buckets = bucket_counts(before), bucket_counts(after)
-    per_engine: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    per_engine: dict[_Labels, dict[str, Any]] = {}
     deployments: dict[str, float] = {}
     for (series, labels), (total, count) in new.items():
         prev_total, prev_count = old.get((series, labels), (0.0, 0.0))
@@ -203,15 +226,25 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
             deployments[name] = mean
             continue
         engine = per_engine.setdefault(labels, {"labels": dict(labels)})
-        engine[SERIES[series]] = mean
-        if SERIES[series] == "e2e":
-            engine["requests"] = round(d_count)
-        if SERIES[series] == "nixl_xfer":
-            engine["nixl_transfers"] = round(d_count)
+        _add_series(engine, SERIES[series], mean=mean, count=d_count)
         if SERIES[series] in BUCKETED and (series, labels) in new_buckets:
             engine[f"{SERIES[series]}_buckets"] = _bucket_deltas(
                 old_buckets.get((series, labels), {}), new_buckets[(series, labels)]
             )
+    return per_engine, deployments
+
+
+def _add_series(engine: dict[str, Any], key: str, *, mean: float, count: float) -> None:
+    """One histogram's mean on its engine; e2e's count is the engine's requests, nixl_xfer's its transfers."""
+    engine[key] = mean
+    if key == "e2e":
+        engine["requests"] = round(count)
+    if key == "nixl_xfer":
+        engine["nixl_transfers"] = round(count)
+
+
+def _touched_engines(per_engine: dict[_Labels, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engines the probe's requests or NIXL transfers reached, each with its role by tokens generated."""
     engines = []
     for engine in per_engine.values():
         if "requests" not in engine:
@@ -221,8 +254,12 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
         tokens = engine.get("generated_tokens")
         engine["role"] = "prefill" if tokens is not None and tokens <= 1.5 else "decode" if tokens else "engine"
         engines.append(engine)
-    # The NIXL series come from the decode worker's process but may carry other labels than its request
-    # series: fold a NIXL-only entry into the decode engine.
+    return engines
+
+
+def _fold_nixl_only(engines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The NIXL series come from the decode worker's process but may carry other labels than its request
+    series: a NIXL-only entry is folded into the decode engine."""
     nixl_only = [e for e in engines if e["requests"] == 0]
     decode = [e for e in engines if e["role"] == "decode" and e["requests"] > 0]
     if nixl_only and len(decode) == 1:
@@ -238,20 +275,7 @@ def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:
                 if name in extra:
                     decode[0][name] = extra[name]
             engines.remove(extra)
-    engines.sort(key=lambda e: {"prefill": 0, "decode": 1}.get(e["role"], 2))
-    for engine in engines:
-        for name in list(engine):
-            if isinstance(engine[name], float):
-                engine[name] = round(engine[name], 5)
-    result = Breakdown(client_ttft_s=client_ttft_s, engines=engines, deployments=deployments)
-    counted = [e["requests"] for e in engines if e["requests"]]
-    if any(n != len(client_ttft_s) for n in counted):
-        result.complete = False
-        result.note = (
-            f"incomplete: the engines counted {counted} requests, the probe sent {len(client_ttft_s)} "
-            "(a metrics export fell between the scrapes); the means are still the counted requests'"
-        )
-    return result
+    return engines
 
 
 def probe(
