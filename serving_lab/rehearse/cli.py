@@ -342,11 +342,11 @@ def rehearse_mode(
     _announce(cfg, mode=mode, host=host, plan=plan, out=out, say=say)
     report = Report("rehearse", cfg.stage)
     temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
-    rm = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say)
+    rehearsal = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say)
     head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
     progress = _ModeProgress(started=time.monotonic())
     try:
-        _rehearse_stack(rm, head, report, progress)
+        _rehearse_stack(rehearsal, head, report, progress)
     except ray_cluster.RayError as exc:
         report.add("application RUNNING", "fail", str(exc))
     except aiperf.BenchError as exc:
@@ -355,7 +355,7 @@ def rehearse_mode(
         progress.interrupted = time.monotonic() - progress.started
         raise RehearsalInterrupted(report) from None
     finally:
-        _wind_down(rm, head, report, progress)
+        _wind_down(rehearsal, head, report, progress)
     return report, progress.run_path
 
 
@@ -409,65 +409,70 @@ def _announce(
     (out / f"plan-{mode}.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
 
 
-def _rehearse_stack(rm: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
+def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
     """Ray up, the serve config deployed and RUNNING, then the checks, the TTFT rounds and the benchmark."""
     head.start()
     head.wait_for_dashboard()
-    head.deploy(rm.plan.serve_config)
-    ray_cluster.wait_until_running(head, rm.app, timeout=rm.args.deploy_timeout, progress=rm.say)
+    head.deploy(rehearsal.plan.serve_config)
+    ray_cluster.wait_until_running(head, rehearsal.app, timeout=rehearsal.args.deploy_timeout, progress=rehearsal.say)
     to_running = time.monotonic() - progress.started
     report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
     base = f"http://127.0.0.1:{SERVE_PORT}"
-    checks.openai(report, base, rm.cfg.serving.model.id)
-    if rm.mode == "pd":
-        checks.token_field_probe(report, base, rm.cfg.serving.model.id)
-        checks.nixl_transport(report, ray_cluster.worker_logs(rm.temp), expect_efa=rm.host.has_efa)
+    checks.openai(report, base, rehearsal.cfg.serving.model.id)
+    if rehearsal.mode == "pd":
+        checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
+        checks.nixl_transport(report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa)
     else:
         report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
-    progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rm.temp), app=rm.app)
-    _scrape_metrics(rm.out / f"metrics-{rm.mode}.txt", rm.say)
-    if rm.args.ttft_phases:
-        _ttft_rounds(rm, report, base)
-    if rm.args.bench and report.ok:
+    progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rehearsal.temp), app=rehearsal.app)
+    _scrape_metrics(rehearsal.out / f"metrics-{rehearsal.mode}.txt", rehearsal.say)
+    if rehearsal.args.ttft_phases:
+        _ttft_rounds(rehearsal, report, base)
+    if rehearsal.args.bench and report.ok:
         run, progress.run_path = _bench(
-            rm.cfg,
-            rm.args,
-            mode=rm.mode,
-            host=rm.host,
-            plan=rm.plan,
-            model=rm.model,
-            out=rm.out,
-            deadline=rm.deadline,
-            say=rm.say,
+            rehearsal.cfg,
+            rehearsal.args,
+            mode=rehearsal.mode,
+            host=rehearsal.host,
+            plan=rehearsal.plan,
+            model=rehearsal.model,
+            out=rehearsal.out,
+            deadline=rehearsal.deadline,
+            say=rehearsal.say,
             engine_memory=progress.memory,
         )
         checks.benchmark(report, run, progress.run_path)
 
 
-def _ttft_rounds(rm: _ModeRun, report: Report, base: str) -> None:
+def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
     """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json."""
     rounds = []
     for streams in (1, 16):
         found = checks.ttft_phases(
-            report, base, rm.cfg.serving.model.id, _metrics_text, requests=rm.args.ttft_phases, concurrency=streams
+            report,
+            base,
+            rehearsal.cfg.serving.model.id,
+            _metrics_text,
+            requests=rehearsal.args.ttft_phases,
+            concurrency=streams,
         )
         if found is not None:
             rounds.append(found.to_json())
             for line in found.lines():
-                rm.say(f"  TTFT phases ({streams} at a time): {line}")
-    (rm.out / f"ttft-phases-{rm.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
+                rehearsal.say(f"  TTFT phases ({streams} at a time): {line}")
+    (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
 
 
-def _wind_down(rm: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
+def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
     """On every exit: the workers' NIXL lines and errors saved, Ray stopped, the report written (an interrupted
     one too)."""
-    logs = ray_cluster.worker_logs(rm.temp)
+    logs = ray_cluster.worker_logs(rehearsal.temp)
     if progress.memory is None:  # the stack did not come up: what the engines logged of their memory, if anything
-        progress.memory = checks.engine_memory(report, logs, app=rm.app)
-    (rm.out / f"nixl-lines-{rm.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
-    _save_errors(rm.out / f"worker-errors-{rm.mode}.txt", logs)
+        progress.memory = checks.engine_memory(report, logs, app=rehearsal.app)
+    (rehearsal.out / f"nixl-lines-{rehearsal.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
+    _save_errors(rehearsal.out / f"worker-errors-{rehearsal.mode}.txt", logs)
     head.stop()
-    ray_cluster.remove_tree(rm.temp)
+    ray_cluster.remove_tree(rehearsal.temp)
     if progress.interrupted is not None:
         report.add(
             "rehearsal",
@@ -475,7 +480,7 @@ def _wind_down(rm: _ModeRun, head: ray_cluster.RayHead, report: Report, progress
             f"interrupted {progress.interrupted:.0f} s after ray start: the checks above are those that finished, "
             f"the ones after them did not run",
         )
-    (rm.out / f"report-{rm.mode}.json").write_text(report.to_json() + "\n")
+    (rehearsal.out / f"report-{rehearsal.mode}.json").write_text(report.to_json() + "\n")
 
 
 def _metrics_text() -> str:
