@@ -182,7 +182,7 @@ def test_upload_of_this_checkout_is_what_git_tracks_under_the_runner_paths():
     assert not [
         n
         for n in names
-        if not n.startswith(("ops/", "config/", "charts/"))
+        if not n.startswith(("clients/", "ops/", "config/", "charts/"))
         and n not in ("requirements-ops.txt", "constraints.txt", "requirements-ops.lock")
     ]
 
