@@ -35,7 +35,7 @@ def start(cfg, folder, box, progress):
     (folder / "pki").mkdir(parents=True)
     (folder / "pki" / "ca.key").write_text("the cluster's CA key")
     cluster = control_plane.LocalCluster(folder=folder, pki=None, endpoint="https://127.0.0.1:1", identities={})
-    cluster.start("etcd", ["/bin/sh", "-c", f"sleep 300 & echo $! > {record}/grandchild; wait"])
+    cluster.start("etcd", ["/bin/sh", "-c", f"sleep 300 & echo $! > {record}/grandchild.tmp && mv {record}/grandchild.tmp {record}/grandchild; wait"])
     cluster.start("kube-apiserver", ["/bin/sh", "-c", "trap '' TERM; sleep 300"])  # SIGTERM ignored: 10 s to stop
     while not (record / "grandchild").exists():
         time.sleep(0.05)
