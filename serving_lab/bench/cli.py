@@ -114,6 +114,30 @@ def _add_sweep_options(bench: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"--stage: requests per rate level = max(16, rate x this) (default {runner.RATE_LEVEL_SECONDS:g})",
     )
+    add_min_requests(bench, "--stage")
+
+
+def add_min_requests(cmd: argparse.ArgumentParser, scope: str) -> None:
+    """--min-requests: the fewest requests a concurrency level sends (ops bench and ops rehearse --bench)."""
+    cmd.add_argument(
+        "--min-requests",
+        type=min_requests,
+        default=runner.MIN_LEVEL_REQUESTS,
+        metavar="N",
+        help=f"{scope}: each concurrency level sends at least N measured requests (default "
+        f"{runner.MIN_LEVEL_REQUESTS}: fewer give a goodput interval caveated as such)",
+    )
+
+
+def min_requests(text: str) -> int:
+    """argparse type of --min-requests: a whole number, 1 to MAX_MIN_REQUESTS."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_MIN_REQUESTS:
+        raise argparse.ArgumentTypeError(f"{value} (allowed: 1 to {MAX_MIN_REQUESTS})")
+    return value
 
 
 def _add_objectives(bench: argparse.ArgumentParser) -> None:
@@ -150,6 +174,7 @@ def _concurrency(text: str) -> int:
 
 
 MAX_RATE = 1000.0
+MAX_MIN_REQUESTS = 100_000  # a level of more would run for hours at any concurrency a stage sweeps
 
 
 def _number(text: str) -> float:
@@ -303,8 +328,11 @@ def goodput_markdown(runs: list[results.Run], objectives: goodput.Objectives) ->
     ]
     out = report.goodput_section(per_profile, objectives)
     out += [
-        "| run | profile | level | goodput/s | good / measured | attainment | duration (s) | aiperf's goodput/s |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        (
+            "| run | profile | level | goodput/s | 95% interval | good / measured | attainment | duration (s) | "
+            "aiperf's goodput/s |"
+        ),
+        "|---|---|---|---:|---|---:|---:|---:|---:|",
     ]
     for label, run in zip(labels, runs, strict=True):
         label = report.md(label)  # a results file's text (report.md says why)
@@ -312,14 +340,23 @@ def goodput_markdown(runs: list[results.Run], objectives: goodput.Objectives) ->
             for level in profile.all_levels():
                 g = level.goodput
                 if g is None:
-                    out.append(f"| {label} | {profile.name} | {level.load} | n/a | | | | |")
+                    out.append(f"| {label} | {profile.name} | {level.load} | n/a | | | | | |")
                     continue
                 theirs = "-" if g.aiperf_per_s is None else f"{g.aiperf_per_s:.2f}"
                 out.append(
-                    f"| {label} | {profile.name} | {level.load} | {g.per_s:.2f} | {g.good} / {g.requests} | "
-                    f"{g.attainment:.0%} | {g.duration_s:.1f} | {theirs} |"
+                    f"| {label} | {profile.name} | {level.load} | {g.per_s:.2f} | {_interval_cell(level)} | "
+                    f"{g.good} / {g.requests} | {g.attainment:.0%} | {g.duration_s:.1f} | {theirs} |"
                 )
     return "\n".join(out) + "\n"
+
+
+def _interval_cell(level: results.Level | results.RateLevel) -> str:
+    """A level's goodput interval, caveated under goodput.MIN_REQUESTS requests, flagged near the TTFT objective."""
+    interval = goodput.interval_of(level.goodput)
+    if interval is None:
+        return "-"
+    few = "" if interval.enough else f" ({interval.requests} requests)"
+    return f"{interval.low:.2f}-{interval.high:.2f}{few}" + (" unstable" if goodput.level_unstable(level) else "")
 
 
 def _merge(args) -> int:
@@ -388,6 +425,7 @@ def _stage(args, executable: str) -> int:
             levels=[] if args.sweep == "rate" else None,
             request_rates=[] if args.sweep == "concurrency" else args.request_rates,
             rate_seconds=args.rate_seconds,
+            min_requests=args.min_requests,
         ),
     }
     if args.url:

@@ -138,8 +138,9 @@ def aiperf_goodput(summary: dict, objectives: Objectives) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def of_folder(artifact_dir: Path, objectives: Objectives) -> Goodput | None:
-    """The goodput of one level from the aiperf artifacts in `artifact_dir`; None without its records."""
+def of_folder(artifact_dir: Path, objectives: Objectives, *, closed_loop: bool = False) -> Goodput | None:
+    """The goodput of one level from the aiperf artifacts in `artifact_dir`, with its interval (`bootstrap`;
+    `closed_loop`: a concurrency level); None without its records."""
     artifact_dir = Path(artifact_dir)
     if not (artifact_dir / aiperf.RECORDS).is_file():
         return None
@@ -147,7 +148,14 @@ def of_folder(artifact_dir: Path, objectives: Objectives) -> Goodput | None:
         summary = aiperf.read_summary(artifact_dir)
     except aiperf.BenchError:
         summary = {}
-    return count(aiperf.requests(artifact_dir), objectives, aiperf_goodput(summary, objectives))
+    measured = aiperf.requests(artifact_dir)
+    found = count(measured, objectives, aiperf_goodput(summary, objectives))
+    interval = bootstrap(measured, objectives, closed_loop=closed_loop)
+    if found is None or interval is None:
+        return found
+    return found.model_copy(
+        update={"low_per_s": interval.low, "high_per_s": interval.high, "confidence": interval.confidence}
+    )
 
 
 def artifacts(run_path: Path, profile: str, level: Level | RateLevel) -> Path:
@@ -167,7 +175,7 @@ def recount(run: Run, run_path: Path, objectives: Objectives) -> tuple[Run, list
         for kind in ("levels", "rate_levels"):
             levels = []
             for level in getattr(profile, kind):
-                found = of_folder(artifacts(run_path, profile.name, level), objectives)
+                found = of_folder(artifacts(run_path, profile.name, level), objectives, closed_loop=kind == "levels")
                 if found is None:
                     missing.append(level_name(profile.name, level))
                     kept = level.goodput if level.goodput is not None and objectives.of(level.goodput) else None
@@ -192,7 +200,7 @@ def best(levels: Iterable[Level | RateLevel], objectives: Objectives) -> Level |
 # intervals, and a level whose TTFT p50 sits within UNSTABLE_MARGIN of the TTFT objective is flagged: there a level
 # of tens of requests flips most of them between good and bad from one run to the next (seen on an H200: 1.60/s,
 # then 0.37/s at 16 chat streams on the same commands, TTFT p50 2.5-2.8 s against a 2 s objective). These are the
-# rules; the report and --compare do not print them yet.
+# rules (docs/BENCHMARK.md, "Figures that hold on a rerun").
 MIN_REQUESTS = 100  # a level's fewest finished requests for its goodput to be stated without a caveat
 UNSTABLE_MARGIN = 0.20  # TTFT p50 within 20 % of the TTFT objective, either side
 BOOTSTRAP_RESAMPLES = 2000
@@ -223,26 +231,57 @@ def bootstrap(
     measured: Iterable[aiperf.RequestMetrics],
     objectives: Objectives,
     *,
+    closed_loop: bool = False,
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
     """The level's goodput (as `count` has it) and a percentile bootstrap interval: the measured requests drawn
     with replacement `resamples` times, each draw's good requests over the level's duration (the span is the
-    level's, not the draw's: the load ran that long). Seeded, so the same records give the same interval; None
-    when `count` has no goodput."""
+    level's: the load ran that long). `closed_loop` (a concurrency level, whose rate is its streams over their
+    mean latency, Little's law): each draw's rate is also scaled by the measured mean latency over the draw's, so
+    the latencies' spread widens the interval too (else a level whose every request was good has none); an
+    open-loop level's rate is its arrivals'. Seeded: the same records give the same interval; None when `count`
+    has no goodput."""
     measured = list(measured)
     found = count(measured, objectives)
     if found is None or found.duration_s <= 0:
         return None
     good = [is_good(r, objectives) for r in measured]
+    latency = _latencies(measured) if closed_loop else None
     rng = random.Random(seed)
     n = len(good)
-    draws = sorted(sum(good[rng.randrange(n)] for _ in range(n)) / found.duration_s for _ in range(resamples))
+    draws = []
+    for _ in range(resamples):
+        picked = [rng.randrange(n) for _ in range(n)]
+        rate = sum(good[i] for i in picked) / found.duration_s
+        if latency is not None:
+            rate *= sum(latency) / sum(latency[i] for i in picked)
+        draws.append(rate)
+    draws.sort()
     tail = (1 - confidence) / 2
-    low = draws[min(resamples - 1, int(tail * resamples))]
-    high = draws[min(resamples - 1, int((1 - tail) * resamples))]
+    low = min(found.per_s, draws[min(resamples - 1, int(tail * resamples))])
+    high = max(found.per_s, draws[min(resamples - 1, int((1 - tail) * resamples))])
     return Interval(per_s=found.per_s, low=low, high=high, confidence=confidence, requests=n)
+
+
+def _latencies(measured: list[aiperf.RequestMetrics]) -> list[float] | None:
+    """Each request's start-to-end time (failed ones too); None unless every request has both timestamps."""
+    spans = [r.end_ns - r.start_ns for r in measured if r.start_ns is not None and r.end_ns is not None]
+    return [float(span) for span in spans] if len(spans) == len(measured) and min(spans, default=0) > 0 else None
+
+
+def interval_of(found: Goodput | None) -> Interval | None:
+    """The interval a level's goodput recorded (of_folder); None for one counted without it."""
+    if found is None or found.low_per_s is None or found.high_per_s is None or found.confidence is None:
+        return None
+    return Interval(found.per_s, found.low_per_s, found.high_per_s, found.confidence, found.requests)
+
+
+def level_unstable(level: Level | RateLevel) -> bool:
+    """The level's TTFT p50 near the TTFT objective its goodput was counted under (False without a goodput)."""
+    found = level.goodput
+    return found is not None and unstable(level.ttft_ms.p50, Objectives(found.ttft_slo_ms, found.itl_slo_ms))
 
 
 def unstable(ttft_p50_ms: float, objectives: Objectives, margin: float = UNSTABLE_MARGIN) -> bool:

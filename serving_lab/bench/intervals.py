@@ -57,7 +57,8 @@ def figures(name: str, measured: list[aiperf.RequestMetrics], objectives: goodpu
     ttfts = [r.ttft_ms for r in measured if r.error is None and r.ttft_ms is not None]
     p50 = statistics.median(ttfts) if ttfts else None
     flagged = p50 is not None and goodput.unstable(p50, objectives)
-    return LevelFigures(name, goodput.bootstrap(measured, objectives), p50, flagged)
+    closed_loop = re.search(r"-c[0-9]+$", name) is not None  # a concurrency level (runner.py names chat-c16)
+    return LevelFigures(name, goodput.bootstrap(measured, objectives, closed_loop=closed_loop), p50, flagged)
 
 
 def _line(level: LevelFigures) -> str:

@@ -160,7 +160,7 @@ def _verdict(a: Run, b: Run, metric: Metric, pairs: list[tuple]) -> str:
     for level_a, level_b in pairs:
         va, vb = metric.get(level_a), metric.get(level_b)
         if va is not None and vb is not None:
-            counted.append((level_a, va, vb))
+            counted.append((level_a, level_b, va, vb))
     if not counted:
         return f"- {metric.label}: n/a at every level"
     ahead_a, ahead_b, ratios = _ahead(metric, counted)
@@ -177,11 +177,17 @@ def _verdict(a: Run, b: Run, metric: Metric, pairs: list[tuple]) -> str:
 
 def _ahead(metric: Metric, counted: list[tuple]) -> tuple[list, list, list[float]]:
     """The levels where run A is ahead by more than TIE, those where run B is, and the A/B ratios (a level
-    where B's value is 0 has none: goodput's A is ahead there when it is above 0)."""
+    where B's value is 0 has none: goodput's A is ahead there when it is above 0). Goodput with both
+    intervals: ahead only where the intervals do not overlap, and no ratio (the goodput table states it
+    with both intervals)."""
     ahead_a: list[Level | RateLevel] = []
     ahead_b: list[Level | RateLevel] = []
     ratios: list[float] = []
-    for level_a, va, vb in counted:
+    for level_a, level_b, va, vb in counted:
+        apart = _intervals_apart(level_a, level_b) if metric is GOODPUT else None
+        if apart is not None:
+            (ahead_a if apart == "a" else ahead_b if apart == "b" else []).append(level_a)
+            continue
         if vb == 0:
             if metric is GOODPUT and va > 0:
                 ahead_a.append(level_a)
@@ -192,6 +198,15 @@ def _ahead(metric: Metric, counted: list[tuple]) -> tuple[list, list, list[float
         better_b = ratio > 1 + TIE if metric.lower_is_better else ratio < 1 - TIE
         (ahead_a if better_a else ahead_b if better_b else []).append(level_a)
     return ahead_a, ahead_b, ratios
+
+
+def _intervals_apart(level_a: Level | RateLevel, level_b: Level | RateLevel) -> str | None:
+    """ "a" or "b" where one level's goodput interval lies wholly above the other's, "" where they overlap;
+    None where either level has no interval (the TIE rule applies)."""
+    a, b = goodput_.interval_of(level_a.goodput), goodput_.interval_of(level_b.goodput)
+    if a is None or b is None:
+        return None
+    return "a" if a.low > b.high else "b" if b.low > a.high else ""
 
 
 def _overhead(run: Run) -> str:
@@ -264,8 +279,15 @@ def ranking(values: list[tuple]) -> list[tuple]:
     return [(f"{r} (tie)" if r in ties else r, label, value) for r, label, value in ranked]
 
 
-def _good(g) -> str:
-    return "-" if g is None else f"{g.per_s:.2f} ({g.good}/{g.requests})"
+def _good(level: Level | RateLevel) -> str:
+    """The level's goodput cell: good/measured, its interval when recorded, and the unstable flag."""
+    g = level.goodput
+    if g is None:
+        return "-"
+    interval = goodput_.interval_of(g)
+    shown = f"; {interval.confidence:.0%} {interval.low:.2f}-{interval.high:.2f}" if interval else ""
+    flag = " **unstable**" if goodput_.level_unstable(level) else ""
+    return f"{g.per_s:.2f} ({g.good}/{g.requests}{shown}){flag}"
 
 
 def goodput_section(profiles: list[tuple[str, list[tuple[str, list]]]], objectives: goodput_.Objectives) -> list[str]:
@@ -386,6 +408,21 @@ def _goodput_ranking(a: Run, b: Run, shared: Shared, rates: SharedRates, objecti
     return goodput_section(compared, objectives)[:-1]
 
 
+def _goodput_ratios(a: Run, b: Run, pairs: list[tuple]) -> list[str]:
+    """Per level both runs measured: A's goodput over B's, stated only with both intervals (goodput.ratio)."""
+    out = []
+    for level_a, level_b in pairs:
+        stated = goodput_.ratio(goodput_.interval_of(level_a.goodput), goodput_.interval_of(level_b.goodput))
+        flags = [md(run.label) for run, level in ((a, level_a), (b, level_b)) if goodput_.level_unstable(level)]
+        unstable = f"; unstable: {', '.join(flags)} (TTFT p50 near the objective)" if flags else ""
+        out.append(
+            f"- goodput {md(a.label)}/{md(b.label)} at {md(level_a.load)}: "
+            + (stated or "not stated (a level without an interval, or B at 0)")
+            + unstable
+        )
+    return out
+
+
 def _profile_section(
     compared: _Compared,
     name: str,
@@ -400,6 +437,8 @@ def _profile_section(
     out = ["", f"## {md(name)}: {profile.input_tokens} tokens in, {profile.output_tokens} out", ""]
     if pairs:
         out += verdicts(a, b, pairs, with_goodput) + [""]
+    if with_goodput:
+        out += _goodput_ratios(a, b, [*pairs, *(rate_pairs or [])]) + [""]
     # the plot files are named from profile names, which results.PROFILE_NAME keeps to [A-Za-z0-9._-]
     out += [f"![{md(image)}]({image})" for image in images] + [""]
     if pairs:
@@ -421,7 +460,7 @@ def _figures(level: Level | RateLevel, with_goodput: bool) -> str:
     cells = [_fmt(v) for stat in stats for v in (stat.p50, stat.p90, stat.p99)]
     return (
         " | ".join(cells) + f" | {_fmt(level.output_tokens_per_s)} | {level.requests_per_s:.2f} | "
-        f"{level.requests} ({level.errors}) |" + (f" {_good(level.goodput)} |" if with_goodput else "")
+        f"{level.requests} ({level.errors}) |" + (f" {_good(level)} |" if with_goodput else "")
     )
 
 

@@ -88,6 +88,11 @@ class Goodput(_Model):
     per_s: float  # good / duration_s
     # aiperf's own figure (its --goodput, given the same objectives): a cross-check; None when not asked for
     aiperf_per_s: float | None = None
+    # per_s's percentile bootstrap interval over the measured requests (goodput.bootstrap); None: a run saved
+    # before intervals
+    low_per_s: float | None = None
+    high_per_s: float | None = None
+    confidence: float | None = None
 
     @property
     def attainment(self) -> float:
@@ -441,6 +446,24 @@ def _goodput_problem(goodput: Goodput | None) -> str:
             return f"{name}: {getattr(goodput, name):g} (allowed: 0 or more)"
     if goodput.good > goodput.requests:
         return f"good: {goodput.good} is more than the {goodput.requests} requests measured"
+    return _interval_problem(goodput)
+
+
+def _interval_problem(goodput: Goodput) -> str:
+    """An interval is all three fields or none, and holds its own figure."""
+    bounds = (goodput.low_per_s, goodput.high_per_s, goodput.confidence)
+    if all(value is None for value in bounds):
+        return ""
+    if any(value is None for value in bounds):
+        return "low_per_s, high_per_s, confidence: all three or none"
+    assert goodput.low_per_s is not None and goodput.high_per_s is not None and goodput.confidence is not None
+    if not 0 < goodput.confidence < 1:
+        return f"confidence: {goodput.confidence:g} (allowed: between 0 and 1)"
+    if not 0 <= goodput.low_per_s <= goodput.per_s <= goodput.high_per_s:
+        return (
+            f"low_per_s, high_per_s: {goodput.low_per_s:g}-{goodput.high_per_s:g} does not hold per_s "
+            f"{goodput.per_s:g} (allowed: 0 <= low <= per_s <= high)"
+        )
     return ""
 
 

@@ -21,6 +21,9 @@ from .results import ClientOverhead, Hardware, Level, ProfileRun, RateLevel, Run
 # arrivals; `bench --rate-seconds` changes it), after a warm-up of rate x 1 s (1 to 16) requests at the
 # same rate.
 RATE_LEVEL_SECONDS = 60.0
+# A concurrency level sends at least this many measured requests (more when the profile's streams x
+# requests_per_stream is more), so that its goodput is stated without a caveat (goodput.MIN_REQUESTS).
+MIN_LEVEL_REQUESTS = goodput.MIN_REQUESTS
 
 
 def rate_request_count(request_rate: float, seconds: float = RATE_LEVEL_SECONDS) -> int:
@@ -90,6 +93,9 @@ class Adjustments:
     requests_per_stream: int | None = None
     deadline: float | None = None  # time.monotonic() value
     level_seconds: float | None = None  # each level stops sending after this long (aiperf --benchmark-duration)
+    # a concurrency level sends at least this many measured requests: a level is defined by its request count
+    # (goodput.MIN_REQUESTS), or by level_seconds where that ends it first
+    min_requests: int = MIN_LEVEL_REQUESTS
     client_env: dict | None = None
     recorded: dict = field(default_factory=dict)
 
@@ -266,7 +272,7 @@ class _Load:
             output_tokens=profile.output_tokens,
             concurrency=streams,
             request_count=(
-                profile.request_count(streams)
+                max(profile.request_count(streams), adjust.min_requests)
                 if rate is None
                 else rate_request_count(rate, adjust.rate_seconds or RATE_LEVEL_SECONDS)
             ),
@@ -336,7 +342,8 @@ def _run_level(stage: _StageRun, load: _Load) -> Level | RateLevel:
         if load.rate is None
         else aiperf.parse_rate(artifacts, load.rate, workload.arrival)
     )
-    level = level.model_copy(update={"goodput": goodput.of_folder(artifacts, stage.objectives)})
+    counted = goodput.of_folder(artifacts, stage.objectives, closed_loop=load.rate is None)
+    level = level.model_copy(update={"goodput": counted})
     stage.progress(_level_line(level))
     return level
 
@@ -347,5 +354,16 @@ def _level_line(level: Level | RateLevel) -> str:
         f"  TTFT p50 {level.ttft_ms.p50:.1f} ms, ITL p50 {level.itl_ms.p50:.2f} ms, "
         f"E2E p50 {level.e2e_ms.p50:.0f} ms, {level.output_tokens_per_s:.0f} output tok/s, "
         f"{level.errors} errors"
-        + (f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good)" if good else "")
+        + (
+            f"; goodput {good.per_s:.2f} requests/s ({good.good} of {good.requests} good{_interval(level)})"
+            if good
+            else ""
+        )
     )
+
+
+def _interval(level: Level | RateLevel) -> str:
+    """The level's goodput interval and, near the TTFT objective, the unstable flag."""
+    interval = goodput.interval_of(level.goodput)
+    shown = "" if interval is None else f"; {interval.confidence:.0%} {interval.low:.2f}-{interval.high:.2f}"
+    return shown + ("; UNSTABLE: TTFT p50 near the objective" if goodput.level_unstable(level) else "")

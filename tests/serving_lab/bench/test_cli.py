@@ -69,6 +69,7 @@ def _bench(config_dir, out, aiperf_bin, tokenizer_dir, *extra, calibrate=False) 
             "--out",
             str(out),
             *([] if calibrate else ["--no-calibration"]),
+            *("--min-requests", "16"),  # the levels of before (max(16, streams x 2)); the default 100: test_runner
             *extra,
         ]
     )

@@ -195,7 +195,7 @@ def test_bench_goodput_counts_a_saved_runs_goodput_from_its_records(tmp_path, ca
     assert "goodput objectives TTFT <= 2 s and ITL <= 100 ms (stage file " in captured.err
     assert "| chat | 1 | pd | 5.26 | concurrency 1 | 10 / 10 | 100% |" in captured.out  # 10 / 1.9 s
     assert "| chat | - | colocated | 0.00 | concurrency 1 | 0 / 10 | 0% |" in captured.out
-    assert "| pd | chat | concurrency 16 | 0.00 | 0 / 10 | 0% | 1.9 | - |" in captured.out
+    assert "| pd | chat | concurrency 16 | 0.00 | 0.00-0.00 (10 requests) | 0 / 10 | 0% | 1.9 | - |" in captured.out
     saved = results.load(out / pd.name)
     assert saved.profile("chat").levels[0].goodput.good == 10 and saved.settings["slo"] == {
         "ttft_seconds": 2.0,
@@ -393,3 +393,63 @@ def test_on_recorded_requests_the_ttft_objective_is_inclusive_to_the_last_digit(
     itls = sorted(r.itl_ms for r in measured)
     assert goodput.count(measured, Objectives(ttft_ms=10_000.0, itl_ms=itls[9])).good == 10
     assert goodput.count(measured, Objectives(ttft_ms=10_000.0, itl_ms=math.nextafter(itls[9], 0))).good == 9
+
+
+def _with_intervals(run: results.Run, bounds: dict[int, tuple[float, float]]) -> results.Run:
+    """`run` (from _with_goodput) with chat's goodput at each concurrency given the interval (low, high)."""
+    profiles = []
+    for profile in run.profiles:
+        levels = []
+        for level in profile.levels:
+            low, high = bounds[level.concurrency] if profile.name == "chat" else (None, None)
+            interval = {"low_per_s": low, "high_per_s": high, "confidence": None if low is None else 0.95}
+            assert level.goodput is not None  # _with_goodput gave every level one
+            levels.append(level.model_copy(update={"goodput": level.goodput.model_copy(update=interval)}))
+        profiles.append(profile.model_copy(update={"levels": levels}))
+    return run.model_copy(update={"profiles": profiles})
+
+
+def test_compare_states_goodput_ratios_only_with_both_intervals_and_ahead_only_where_they_part(tmp_path):
+    pd = _with_intervals(
+        _with_goodput(make_run("pd", LEVELS), {"chat": {1: 2, 16: 5}, "long": {1: 1, 16: 1}}),
+        {1: (0.1, 0.3), 16: (0.45, 0.5)},
+    )
+    colocated = _with_intervals(
+        _with_goodput(make_run("colocated", LEVELS), {"chat": {1: 3, 16: 2}, "long": {1: 1, 16: 1}}),
+        {1: (0.2, 0.4), 16: (0.1, 0.3)},
+    )
+    text = report.compare(pd, colocated, tmp_path).read_text()
+    chat = text.split("## chat")[1].split("## long")[0]
+    # 0.2 vs 0.3 at 1 overlap (0.1-0.3 against 0.2-0.4): no one ahead; at 16 0.45-0.5 lies above 0.1-0.3
+    assert (
+        "- goodput: **pd** ahead at concurrency 16 (" not in chat
+        and "- goodput: **pd** ahead at concurrency 16" in chat
+    )
+    assert "**colocated** ahead at concurrency 1" not in chat
+    assert "- goodput pd/colocated at concurrency 16: 2.50x (a 0.50/s (95% 0.45-0.50; 5 requests, under 100); " in chat
+    assert "| 16 | pd | 150 |" in chat and " 0.50 (5/5; 95% 0.45-0.50) |" in chat
+    long = text.split("## long")[1]
+    assert "- goodput pd/colocated at concurrency 1: not stated (a level without an interval, or B at 0)" in long
+
+
+def test_compare_flags_a_level_whose_ttft_median_is_near_the_objective(tmp_path):
+    near = {"chat": {16: (1900.0, 22, 3000)}}
+    pd = _with_goodput(make_run("pd", near), {"chat": {16: 2}})
+    colocated = _with_goodput(make_run("colocated", {"chat": {16: (150.0, 22, 1000)}}), {"chat": {16: 5}})
+    chat = report.compare(pd, colocated, tmp_path).read_text().split("## chat")[1]
+    assert "; unstable: pd (TTFT p50 near the objective)" in chat
+    assert " 0.20 (2/5) **unstable** |" in chat and " 0.50 (5/5) |" in chat
+
+
+def test_a_saved_goodput_whose_interval_does_not_hold_it_is_refused(tmp_path):
+    run = _with_goodput(make_run("pd", {"chat": {1: (100, 20, 900)}}), {"chat": {1: 2}})
+    data = run.model_dump(by_alias=True)
+    data["profiles"][0]["levels"][0]["goodput"].update(low_per_s=0.3, high_per_s=0.4, confidence=0.95)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(results.ResultsError) as info:
+        results.load(path)
+    assert str(info.value) == (
+        f"{path}: profiles.0.levels.0.goodput.low_per_s, high_per_s: 0.3-0.4 does not hold per_s 0.2 "
+        "(allowed: 0 <= low <= per_s <= high)"
+    )

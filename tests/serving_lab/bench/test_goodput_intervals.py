@@ -82,3 +82,37 @@ def test_a_ratio_is_stated_only_with_both_intervals():
     assert goodput.ratio(pd, None) is None and goodput.ratio(None, colocated) is None
     zero = goodput.bootstrap(_requests(good=0, bad=10), OBJ)
     assert goodput.ratio(pd, zero) is None
+
+
+def test_a_level_counted_from_its_records_carries_its_interval(tmp_path):
+    from tests.serving_lab.bench import records
+
+    good = [records.Request(start_ms=i * 100.0, end_ms=i * 100.0 + 900, ttft_ms=400.0, itl_ms=7.0) for i in range(30)]
+    late = [
+        records.Request(start_ms=i * 100.0, end_ms=i * 100.0 + 900, ttft_ms=2500.0, itl_ms=7.0) for i in range(30, 60)
+    ]
+    found = goodput.of_folder(records.write(tmp_path / "chat-c4", good + late), OBJ)
+    assert found is not None and found.good == 30 and found.requests == 60
+    interval = goodput.interval_of(found)
+    assert interval is not None and interval.confidence == 0.95
+    assert interval.low < found.per_s < interval.high  # 30 of 60 good: a spread either side
+    assert interval == goodput.bootstrap(aiperf.requests(tmp_path / "chat-c4"), OBJ)
+
+
+def test_a_goodput_saved_before_intervals_has_none():
+    from serving_lab.bench.results import Goodput
+
+    old = Goodput(ttft_slo_ms=2000, itl_slo_ms=100, good=3, requests=4, duration_s=2.0, per_s=1.5)
+    assert goodput.interval_of(old) is None
+    assert goodput.interval_of(None) is None
+
+
+@pytest.mark.parametrize(("p50_ms", "flagged"), [(1700.0, True), (1500.0, False)])
+def test_a_level_is_unstable_by_its_own_ttft_and_the_objective_it_was_counted_under(p50_ms, flagged):
+    from serving_lab.bench.results import Goodput
+    from tests.serving_lab.bench.runs import make_level
+
+    level = make_level(16, ttft=p50_ms, itl=7.0, e2e=3000.0)
+    counted = Goodput(ttft_slo_ms=2000, itl_slo_ms=100, good=3, requests=4, duration_s=2.0, per_s=1.5)
+    assert goodput.level_unstable(level.model_copy(update={"goodput": counted})) is flagged
+    assert goodput.level_unstable(level) is False  # no goodput: nothing to flip

@@ -47,6 +47,8 @@ def rate_run(aiperf_bin, tokenizer_dir, offline_hub, tmp_path_factory):
                 "--out",
                 str(out),
                 "--no-calibration",
+                "--min-requests",
+                "16",
                 "--sweep",
                 "rate",
                 "--rate-seconds",

@@ -56,10 +56,34 @@ def test_a_level_time_bound_reaches_aiperf_with_the_request_timeout_as_grace(dev
     assert option == {
         "--benchmark-duration": "45",
         "--concurrency": "16",
-        "--request-count": "32",
+        "--request-count": "100",  # 16 streams x 2 requests each, raised to a level's least (MIN_LEVEL_REQUESTS)
         "--benchmark-grace-period": str(dev.benchmark.request_timeout_seconds),
     }
     assert env == {"PYTHONPATH": "/tmp/rehearsal-site/bench"}
+
+
+@pytest.mark.parametrize(
+    ("streams", "per_stream", "least", "count"),
+    [(1, 8, 100, "100"), (16, 8, 100, "128"), (4, 8, 10, "32"), (1, 8, 10, "16")],
+)
+def test_a_concurrency_level_sends_at_least_its_least_request_count(
+    dev, monkeypatch, tmp_path, streams, per_stream, least, count
+):
+    # the level's count: the profile's (max(16, streams x per stream), config/schema.py), raised to min_requests
+    calls = _capture(monkeypatch)
+    adjust = runner.Adjustments(levels=[streams], requests_per_stream=per_stream, min_requests=least)
+    with pytest.raises(Stop):
+        runner.run_stage(
+            dev,
+            url="http://127.0.0.1:8000",
+            executable="/x/aiperf",
+            out_dir=tmp_path,
+            calibrate=False,
+            adjust=adjust,
+            progress=lambda line: None,
+        )
+    ((argv, _),) = calls
+    assert argv[argv.index("--request-count") + 1] == count
 
 
 def test_without_a_time_bound_the_request_count_alone_ends_a_level(dev, monkeypatch, tmp_path):
