@@ -6,7 +6,7 @@
 # NAME names the results in $OUT: NAME.log (the console), NAME.tgz (plan, report, NIXL lines, metric names,
 # the benchmark runs and aiperf's summaries), NAME-records.tgz (aiperf's per-request records),
 # NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs: what a killed run
-# leaves), install.log, triton-cache.tgz and flashinfer-cache.tgz; each at most 16 MiB, what comes back from
+# leaves), install.log, triton-cache.tgz, flashinfer-cache.tgz and compile-cache.tgz (8 files, what comes back); each at most 16 MiB, what comes back from
 # a lent host.
 # Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site: private; scripts/rehearsal_install.sh refuses a folder others can write),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
@@ -14,7 +14,9 @@
 # REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR),
 # FLASHINFER_WORKSPACE_BASE (flashinfer-home beside TRITON_CACHE_DIR: FlashInfer's JIT builds go to its
 # .cache/flashinfer, flashinfer/jit/env.py; kept and packed as flashinfer-cache.tgz like Triton's),
-# REHEARSAL_FLASHINFER_SEED (a flashinfer-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR).
+# REHEARSAL_FLASHINFER_SEED (a flashinfer-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR),
+# VLLM_CACHE_ROOT and TORCHINDUCTOR_CACHE_DIR (compile/vllm and compile/inductor beside TRITON_CACHE_DIR:
+# torch.compile's graphs and kernels, packed as compile-cache.tgz), REHEARSAL_COMPILE_SEED (a compile-cache.tgz).
 # Exit: ops rehearse's code (124 when the limit ended it); 2 for bad usage; 1 when the install fails.
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -uo pipefail
@@ -50,8 +52,15 @@ pack_cache() {
 export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-home}
 flashinfer_cache=$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer
 mkdir -p "$flashinfer_cache"
+# torch.compile's: vLLM keeps its compiled graphs under VLLM_CACHE_ROOT/torch_compile_cache (vllm/envs.py,
+# vllm/compilation/backends.py) and Inductor its kernels under TORCHINDUCTOR_CACHE_DIR; both in one folder.
+compile_cache=$(dirname "$TRITON_CACHE_DIR")/compile
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$compile_cache/vllm} TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$compile_cache/inductor}
+mkdir -p "$compile_cache"
 seed_cache Triton "$TRITON_CACHE_DIR" "${REHEARSAL_TRITON_SEED:-$(dirname "$TRITON_CACHE_DIR")/triton-cache.tgz}"
 seed_cache FlashInfer "$flashinfer_cache" "${REHEARSAL_FLASHINFER_SEED:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-cache.tgz}"
+seed_cache torch.compile "$compile_cache" "${REHEARSAL_COMPILE_SEED:-$(dirname "$TRITON_CACHE_DIR")/compile-cache.tgz}"
+mkdir -p "$VLLM_CACHE_ROOT" "$TORCHINDUCTOR_CACHE_DIR" # after seeding: seed_cache fills only an empty folder
 
 if ! env_lines=$(scripts/rehearsal_install.sh "$site" "$pieces" 2>"$OUT/install.log"); then
   echo "rehearsal_device_run: install failed: $(tail -n 1 "$OUT/install.log")" >&2
@@ -85,7 +94,8 @@ tar czf "$OUT/$name.tgz" -C "$results" --exclude=inputs.json --exclude='*.csv' -
 (cd "$results" && find . -name profile_export.jsonl -print0 | tar czf "$OUT/$name-records.tgz" --null -T - 2>/dev/null)
 pack_cache "$TRITON_CACHE_DIR" triton-cache.tgz
 pack_cache "$flashinfer_cache" flashinfer-cache.tgz
-for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT/triton-cache.tgz" "$OUT/flashinfer-cache.tgz"; do
+pack_cache "$compile_cache" compile-cache.tgz
+for archive in "$OUT/$name.tgz" "$OUT/$name-records.tgz" "$OUT"/*-cache.tgz; do
   if [[ -f "$archive" ]] && (( $(stat -c %s "$archive") > 16 * 1024 * 1024 )); then
     echo "rehearsal_device_run: $(basename "$archive") is over 16 MiB and would not come back: removed" >&2
     rm -f "$archive"

@@ -271,6 +271,7 @@ def engine_memory(report: Report, logs: dict[str, str], *, app: str = "llm") -> 
             else "vLLM's start-up lines are missing: the engine did not finish starting (see worker-errors-<mode>.txt)",
             **engine.to_json(),
         )
+        report.add(f"engine start-up ({engine.engine})", "pass", engine.startup())
     return [engine.to_json() for engine in found]
 
 

@@ -145,6 +145,7 @@ def _add_bench_options(cmd) -> None:
         "profile, beside its concurrency levels (ops bench --request-rates)",
     )
     cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
+    bench_cli.add_min_requests(cmd, "--bench")
     cmd.add_argument(
         "--level-seconds",
         type=float,
@@ -413,10 +414,17 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     """Ray up, the serve config deployed and RUNNING, then the checks, the TTFT rounds and the benchmark."""
     head.start()
     head.wait_for_dashboard()
+    ray_up = time.monotonic() - progress.started
     head.deploy(rehearsal.plan.serve_config)
     ray_cluster.wait_until_running(head, rehearsal.app, timeout=rehearsal.args.deploy_timeout, progress=rehearsal.say)
     to_running = time.monotonic() - progress.started
-    report.add("application RUNNING", "pass", f"{to_running:.0f} s from ray start", seconds=round(to_running, 1))
+    report.add(
+        "application RUNNING",
+        "pass",
+        f"{to_running:.0f} s from ray start (Ray and its dashboard up after {ray_up:.0f} s)",
+        seconds=round(to_running, 1),
+        ray_up_seconds=round(ray_up, 1),
+    )
     base = f"http://127.0.0.1:{SERVE_PORT}"
     checks.openai(report, base, rehearsal.cfg.serving.model.id)
     if rehearsal.mode == "pd":
@@ -563,6 +571,7 @@ def _bench_adjustments(
         requests_per_stream=args.requests_per_stream,
         deadline=deadline,
         level_seconds=args.level_seconds,
+        min_requests=args.min_requests,
         client_env={"PYTHONPATH": args.client_pythonpath} if args.client_pythonpath else None,
         recorded={
             "rehearsal": {
@@ -571,6 +580,7 @@ def _bench_adjustments(
                 "request_rates": args.request_rates,
                 "requests_per_stream": args.requests_per_stream,
                 "level_seconds": args.level_seconds,
+                "min_requests": args.min_requests,
                 **({"label": plan.label} if plan.label else {}),
                 **({"engine_memory": engine_memory} if engine_memory else {}),
             }

@@ -1,4 +1,4 @@
-"""vLLM's own memory figures per engine, read from the Ray workers' logs of a rehearsal.
+"""vLLM's own memory and start-up figures per engine, read from the Ray workers' logs of a rehearsal.
 
 Each figure is the number vLLM 0.26 logs itself at start-up (nothing is computed here):
 
@@ -44,6 +44,18 @@ PATTERNS = {
     "concurrency": re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_NUMBER}x"),
     "cuda_graphs": re.compile(rf"Graph capturing finished in {_NUMBER} secs, took {_NUMBER} GiB"),
 }
+# Where an engine's start-up goes, as vLLM 0.26 logs it (seconds): model loading (the line above's
+# "and N seconds", gpu_model_runner.py), "torch.compile took N s in total" (vllm/compilation/monitor.py),
+# "Initial profiling/warmup run took N s" (the same file), "init engine (profile, create kv cache, warmup model)
+# took N s" (vllm/v1/engine/core.py: all after loading), and whether compiled graphs came from the cache
+# ("Directly load the compiled graph(s)", vllm/compilation/backends.py).
+STARTUP_PATTERNS = {
+    "model_load_seconds": re.compile(rf"Model loading took {_NUMBER} GiB(?: memory)? and {_NUMBER} seconds"),
+    "compile_seconds": re.compile(rf"torch\.compile took {_NUMBER} s in total"),
+    "warmup_seconds": re.compile(rf"Initial profiling/warmup run took {_NUMBER} s"),
+    "engine_init_seconds": re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUMBER} s"),
+}
+_COMPILE_CACHED = re.compile(r"Directly load the compiled graph")
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,11 @@ class EngineMemory:
     tokens_per_request: int | None = None  # max_model_len
     cuda_graph_gib: float | None = None
     cuda_graph_seconds: float | None = None
+    model_load_seconds: float | None = None
+    compile_seconds: float | None = None
+    compile_cached: bool = False  # torch.compile's graphs loaded from VLLM_CACHE_ROOT, not compiled
+    warmup_seconds: float | None = None
+    engine_init_seconds: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -94,6 +111,22 @@ class EngineMemory:
                 f"CUDA graphs {shown} (not a measurement: another process on the GPU freed memory during the capture)"
             )
         return f"CUDA graphs {shown}"
+
+    def startup(self) -> str:
+        """Where the engine's start-up went, e.g. "load 0.4 s, compile 31.2 s, warm-up 2.1 s, ..."."""
+
+        def seconds(label: str, value: float | None, note: str = "") -> str:
+            return f"{label} {'not logged' if value is None else f'{value:.1f} s'}{note}"
+
+        return ", ".join(
+            [
+                seconds("model load", self.model_load_seconds),
+                seconds("torch.compile", self.compile_seconds, " (from the cache)" if self.compile_cached else ""),
+                seconds("profile/warm-up", self.warmup_seconds),
+                seconds("CUDA graphs", self.cuda_graph_seconds),
+                seconds("engine init after loading", self.engine_init_seconds),
+            ]
+        )
 
     @property
     def complete(self) -> bool:
@@ -132,6 +165,11 @@ def figures(text: str) -> dict:
             found["max_concurrency"] = float(match[2])
         elif key == "cuda_graphs":
             found["cuda_graph_seconds"], found["cuda_graph_gib"] = float(match[1]), float(match[2])
+    for key, pattern in STARTUP_PATTERNS.items():
+        if match := pattern.search(text):
+            found[key] = float(match[match.lastindex or 1])
+    if _COMPILE_CACHED.search(text):
+        found["compile_cached"] = True
     return found
 
 

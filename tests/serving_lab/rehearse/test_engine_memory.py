@@ -75,6 +75,7 @@ def test_the_committed_lines_give_vllms_exact_figures():
         "max_concurrency": 593.73,
         "gpu_memory_utilization": 0.9,
         "requested_gib": 125.82,
+        "model_load_seconds": 0.278049,
     }
 
 
@@ -96,6 +97,7 @@ def test_the_lines_vllm_writes_where_the_committed_runs_wrote_none():
         "weights_gib": 16.8,
         "kv_cache_gib": 20.06,
         "kv_cache_source": "kv_cache_memory_bytes",
+        "model_load_seconds": 0.412345,
     }
 
 
@@ -117,7 +119,9 @@ def test_each_pd_engine_of_a_committed_run_gets_its_own_figures():
         kv_cache_tokens=2431906,
         max_concurrency=593.73,
         tokens_per_request=4096,
-    )  # no CUDA graphs: enforce_eager
+        model_load_seconds=0.341933,
+        engine_init_seconds=85.14,
+    )  # no CUDA graphs and no torch.compile: enforce_eager
     assert prefill.complete
     # the decode replica's committed tail starts after its KV cache size lines: the weights and KV memory
     # come from its worker's own file (RayWorkerProc pid=5584), the token figures are not there
@@ -156,7 +160,9 @@ def test_a_log_without_the_lines_gives_none_and_no_crash():
 def test_the_report_gets_one_entry_per_engine():
     report = Report("rehearse", "dev")
     memory = checks.engine_memory(report, committed_logs(BENCH / "worker-tails-pd-3.txt"))
-    prefill, decode = report.checks
+    prefill, prefill_startup, decode, _ = report.checks
+    assert (prefill_startup.name, prefill_startup.status) == ("engine start-up (Prefill:qwen3_5-9b 4g25mv6m)", "pass")
+    assert prefill_startup.detail.endswith("engine init after loading 85.1 s")  # eager: no compile, no graphs
     assert (prefill.name, prefill.status) == ("engine memory (Prefill:qwen3_5-9b 4g25mv6m)", "pass")
     assert prefill.detail == (
         "weights 16.8 GiB, budget 0.9 = 125.82 GiB, KV cache 105.24 GiB, 2,431,906 tokens, "
@@ -239,7 +245,9 @@ def test_a_stack_that_never_came_up_still_reports_what_the_engines_logged(tmp_pa
     assert names == [
         "application RUNNING",
         "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",
+        "engine start-up (Prefill:qwen3_5-9b 4g25mv6m)",
         "engine memory (Decode:qwen3_5-9b g61e8ufy)",
+        "engine start-up (Decode:qwen3_5-9b g61e8ufy)",
     ]
 
 
@@ -256,4 +264,40 @@ def test_a_negative_graph_figure_is_labelled_not_a_measurement():
     assert "CUDA graphs -1.33 GiB (not a measurement: another process on the GPU freed memory" in memory.summary()
     assert (
         "not a measurement" not in engine_memory.EngineMemory(engine="e", role="decode", cuda_graph_gib=0.45).summary()
+    )
+
+
+def test_where_an_engines_start_up_went_from_vllms_own_lines():
+    # vLLM 0.26's format strings filled in: vllm/compilation/monitor.py ("torch.compile took %.2f s in total",
+    # "Initial profiling/warmup run took %.2f s"), vllm/v1/engine/core.py ("init engine ... took %.2f s
+    # (compilation: %.2f s)"), vllm/compilation/backends.py ("Directly load the compiled graph(s) ...").
+    text = (
+        "INFO [gpu_model_runner.py:5348] Model loading took 16.8 GiB memory and 3.250000 seconds\n"
+        "INFO [backends.py:293] Directly load the compiled graph(s) for compile range (1, 2048) from the cache\n"
+        "INFO [monitor.py:48] torch.compile took 4.12 s in total\n"
+        "INFO [monitor.py:82] Initial profiling/warmup run took 1.75 s\n"
+        "INFO [gpu_model_runner.py:6845] Graph capturing finished in 6 secs, took 0.45 GiB\n"
+        "INFO [core.py:341] init engine (profile, create kv cache, warmup model) took 21.30 s (compilation: 4.12 s)\n"
+    )
+    found = engine_memory.figures(text)
+    assert {
+        k: found[k] for k in ("model_load_seconds", "compile_seconds", "warmup_seconds", "engine_init_seconds")
+    } == {
+        "model_load_seconds": 3.25,
+        "compile_seconds": 4.12,
+        "warmup_seconds": 1.75,
+        "engine_init_seconds": 21.3,
+    }
+    engine = engine_memory.EngineMemory(engine="Prefill:m x", role="prefill", **found)
+    assert engine.startup() == (
+        "model load 3.2 s, torch.compile 4.1 s (from the cache), profile/warm-up 1.8 s, CUDA graphs 6.0 s, "
+        "engine init after loading 21.3 s"
+    )
+
+
+def test_an_engine_that_logged_no_start_up_lines_says_so():
+    engine = engine_memory.EngineMemory(engine="Decode:m y", role="decode")
+    assert engine.startup() == (
+        "model load not logged, torch.compile not logged, profile/warm-up not logged, CUDA graphs not logged, "
+        "engine init after loading not logged"
     )
