@@ -1,15 +1,15 @@
 """The Ray head and GPU worker pod templates (shared by the chart and the scanners), built from cdk8s-plus-28's
 typed core structs (`k8s.PodTemplateSpec`, `k8s.Container`, `k8s.Volume`, `k8s.Quantity`, ...): a misspelt or
-mistyped field is a TypeError where it is written, not a field the API server drops. The RayService is a CRD
-with a plain-dict spec (charts/inference.py), so each template is serialised by the library to the plain JSON
-that spec embeds (`plain_template`)."""
+mistyped field is a mypy error and a TypeError where it is written, not a field the API server drops. The
+RayService is a CRD with a plain-dict spec (charts/inference.py), so each template is serialised by the library
+to the plain JSON that spec embeds (`plain_template`)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from cdk8s_plus_28 import k8s
 
@@ -27,13 +27,15 @@ TOKEN_FILE = "token"
 PART_OF = "app.kubernetes.io/part-of"
 
 Struct = TypeVar("Struct")
+Fields = ParamSpec("Fields")
 _WRITTEN = "_fields_as_written"  # on each struct built by `typed`: its fields, in the order written
 
 
-def typed(struct: Callable[..., Struct], /, **fields: Any) -> Struct:
-    """`struct(**fields)`: a misspelt or mistyped field (`securityContex=`) is a TypeError here. Remembers the
-    order the fields are written in: the rendered YAML lists them so (`plain_template`), as it always has."""
-    built = struct(**fields)
+def typed(struct: Callable[Fields, Struct], /, *args: Fields.args, **fields: Fields.kwargs) -> Struct:
+    """`struct(**fields)`: a misspelt or mistyped field (`securityContex=`) is a mypy error and a TypeError here
+    (the fields are the struct constructor's own parameters; each takes keywords only, so `args` is always
+    empty). Remembers the order the fields are written in: the rendered YAML lists them so (`plain_template`)."""
+    built = struct(*args, **fields)
     setattr(built, _WRITTEN, tuple(name for name, value in fields.items() if value is not None))
     return built
 
@@ -180,9 +182,13 @@ def head_pod_template(
     return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
 
 
-def head_pod(**kwargs: Any) -> dict[str, Any]:
-    """`head_pod_template`'s arguments; the template as plain JSON."""
-    return plain_template(head_pod_template(**kwargs))
+def head_pod(
+    *, image: str, resources: HeadResources, service_account: str, token: TokenMount | None, labels: dict[str, str]
+) -> dict[str, Any]:
+    """`head_pod_template` as plain JSON."""
+    return plain_template(
+        head_pod_template(image=image, resources=resources, service_account=service_account, token=token, labels=labels)
+    )
 
 
 def worker_security_context(privilege: str) -> k8s.SecurityContext:
@@ -295,6 +301,26 @@ def worker_pod_template(
     return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
 
 
-def worker_pod(**kwargs: Any) -> dict[str, Any]:
-    """`worker_pod_template`'s arguments; the template as plain JSON."""
-    return plain_template(worker_pod_template(**kwargs))
+def worker_pod(
+    *,
+    image: str,
+    resources: PodResources,
+    privilege: str,
+    weight_cache: WeightCache,
+    service_account: str,
+    token: TokenMount | None,
+    labels: dict[str, str],
+    log_relay: bool = False,
+) -> dict[str, Any]:
+    """`worker_pod_template` as plain JSON."""
+    template = worker_pod_template(
+        image=image,
+        resources=resources,
+        privilege=privilege,
+        weight_cache=weight_cache,
+        service_account=service_account,
+        token=token,
+        labels=labels,
+        log_relay=log_relay,
+    )
+    return plain_template(template)

@@ -143,7 +143,8 @@ def ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             name,
             path,
             exc,
-            f"the RayService is missing: deploy the serving stack (npx --no-install cdk deploy '{cfg.stage}/Serving')",
+            "the RayService is missing: deploy the serving stack "
+            f"(scripts/cdk deploy -c stage={cfg.stage} '{cfg.stage}/Serving')",
         )
         return
     if ready and app_status == "RUNNING":

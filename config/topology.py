@@ -6,13 +6,26 @@ number or a Service-name suffix."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from . import names
 
 SYSTEM_LABELS = {"role": "system"}
 GPU_LABELS = {"role": "gpu-worker"}
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
-GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+class Toleration(TypedDict):
+    """A toleration's fields, named as Kubernetes and k8s.Toleration's keywords both name them: a Helm value as
+    it is, and a `typed(k8s.Toleration, **GPU_TOLERATION)` whose fields mypy checks (charts/ray_pods.py)."""
+
+    key: str
+    operator: str
+    effect: str
+
+
+GPU_TOLERATION: Toleration = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 KUBERAY_NAMESPACE = "kuberay-system"
 # The operator's Helm release. Its pods carry app.kubernetes.io/name and app.kubernetes.io/instance =
 # this name (kuberay helm-chart/kuberay-operator/templates/deployment.yaml and _helpers.tpl, 1.6.2).

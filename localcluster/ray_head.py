@@ -73,62 +73,69 @@ def serve_details(config: dict[str, Any] | None) -> dict[str, Any]:
     return {"deploy_mode": "MULTI_APP", "applications": applications}
 
 
-def _handler(state: RayHeadState) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _RayHeadHandler(BaseHTTPRequestHandler):
+    """The answers; `state` is set on the subclass that _handler makes for one stand-in."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            """Calls are recorded in `state`, not printed."""
+    protocol_version = "HTTP/1.1"
+    state: RayHeadState
 
-        def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
-            url = urlsplit(self.path)
-            request_body = getattr(self, "_request_body", b"")
-            state.record(Call(time.time(), self.command, url.netloc, url.path, status, request_body))
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def log_message(self, format: str, *args: Any) -> None:
+        """Calls are recorded in `state`, not printed."""
 
-        def _read_body(self) -> bytes:
-            length = int(self.headers.get("Content-Length") or 0)
-            self._request_body = self.rfile.read(min(length, MAX_BODY))
-            return self._request_body
+    def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+        url = urlsplit(self.path)
+        request_body = getattr(self, "_request_body", b"")
+        self.state.record(Call(time.time(), self.command, url.netloc, url.path, status, request_body))
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            if url.path == HEALTH_PATH:
-                self._answer(200, b"success")
-            elif url.path == SERVE_APPLICATIONS:
-                with state.lock:
-                    config = state.configs.get(url.netloc)
-                self._answer(200, json.dumps(serve_details(config)).encode(), "application/json")
-            else:
-                self._answer(404, b"not served by the stand-in Ray head")
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        self._request_body = self.rfile.read(min(length, MAX_BODY))
+        return self._request_body
 
-        def do_PUT(self) -> None:
-            url = urlsplit(self.path)
-            body = self._read_body()
-            if url.path != SERVE_APPLICATIONS:
-                self._answer(404, b"not served by the stand-in Ray head")
-                return
-            try:
-                config = json.loads(body)
-            except ValueError:
-                self._answer(400, b"the body is not JSON")
-                return
-            with state.lock:
-                state.configs[url.netloc] = config
-            self._answer(200, b"")
-
-        def do_POST(self) -> None:
-            self._read_body()
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path == HEALTH_PATH:
+            self._answer(200, b"success")
+        elif url.path == SERVE_APPLICATIONS:
+            with self.state.lock:
+                config = self.state.configs.get(url.netloc)
+            self._answer(200, json.dumps(serve_details(config)).encode(), "application/json")
+        else:
             self._answer(404, b"not served by the stand-in Ray head")
 
-        do_DELETE = do_PATCH = do_POST
+    def do_PUT(self) -> None:
+        url = urlsplit(self.path)
+        body = self._read_body()
+        if url.path != SERVE_APPLICATIONS:
+            self._answer(404, b"not served by the stand-in Ray head")
+            return
+        try:
+            config = json.loads(body)
+        except ValueError:
+            self._answer(400, b"the body is not JSON")
+            return
+        with self.state.lock:
+            self.state.configs[url.netloc] = config
+        self._answer(200, b"")
 
-        def do_CONNECT(self) -> None:
-            self._answer(405, b"the stand-in Ray head tunnels nothing")
+    def do_POST(self) -> None:
+        self._read_body()
+        self._answer(404, b"not served by the stand-in Ray head")
+
+    do_DELETE = do_PATCH = do_POST
+
+    def do_CONNECT(self) -> None:
+        self._answer(405, b"the stand-in Ray head tunnels nothing")
+
+
+def _handler(head_state: RayHeadState) -> type[BaseHTTPRequestHandler]:
+    class Handler(_RayHeadHandler):
+        state = head_state
 
     return Handler
 

@@ -259,33 +259,45 @@ def _answer_problem(protocol: str, response: dict, shape) -> str:
         return "an HTML page"
     operation = (response.get("context") or {}).get("operation_name", "")
     if protocol in ("query", "ec2"):
-        root = _XML_ROOT.match(text)
-        if not root:
-            return "an answer that is not XML"
-        name = root.group(1).decode("ascii", "replace").rsplit(":", 1)[-1]
-        # The query protocols answer <ActionResponse> (with its <ActionResult> when the action returns
-        # anything), and errors as <ErrorResponse> (EC2: <Response>).
-        expected = {"ErrorResponse", "Response"} if status >= 300 else {f"{operation}Response"}
-        if name not in expected:
-            return f"XML whose root is <{name[:40]}> (an AWS answer to {operation} is <{min(expected)}>)"
-        wrapper = (getattr(shape, "serialization", None) or {}).get("resultWrapper") if status < 300 else None
-        if wrapper and not re.search(rb"<(?:\w+:)?" + re.escape(wrapper.encode()) + rb"[\s/>]", text):
-            return f"XML without the <{wrapper}> an AWS answer to {operation} has"
-    elif protocol in ("json", "rest-json") and text:
-        if shape is not None and (getattr(shape, "serialization", None) or {}).get("payload"):
-            return ""  # the body is the payload member itself (a blob or a document)
-        try:
-            answer = json.loads(text)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            return "an answer that is not JSON"
-        if not isinstance(answer, dict):
-            return f"JSON that is not an object (a {type(answer).__name__})"
-        members = {
-            name
-            for key, member in (getattr(shape, "members", None) or {}).items()
-            if not member.serialization.get("location")  # a header or the status, not a body field
-            for name in (key, member.serialization.get("name", key))
-        }
-        if status < 300 and answer and members and not members & set(answer):
-            return f"a JSON object with none of the fields of an AWS answer to {operation}"
+        return _xml_problem(text, status, operation, shape)
+    if protocol in ("json", "rest-json") and text:
+        return _json_problem(text, status, operation, shape)
+    return ""
+
+
+def _xml_problem(text: bytes, status: int, operation: str, shape) -> str:
+    """What makes a query or EC2 protocol answer not AWS's; "" when it may be."""
+    root = _XML_ROOT.match(text)
+    if not root:
+        return "an answer that is not XML"
+    name = root.group(1).decode("ascii", "replace").rsplit(":", 1)[-1]
+    # The query protocols answer <ActionResponse> (with its <ActionResult> when the action returns
+    # anything), and errors as <ErrorResponse> (EC2: <Response>).
+    expected = {"ErrorResponse", "Response"} if status >= 300 else {f"{operation}Response"}
+    if name not in expected:
+        return f"XML whose root is <{name[:40]}> (an AWS answer to {operation} is <{min(expected)}>)"
+    wrapper = (getattr(shape, "serialization", None) or {}).get("resultWrapper") if status < 300 else None
+    if wrapper and not re.search(rb"<(?:\w+:)?" + re.escape(wrapper.encode()) + rb"[\s/>]", text):
+        return f"XML without the <{wrapper}> an AWS answer to {operation} has"
+    return ""
+
+
+def _json_problem(text: bytes, status: int, operation: str, shape) -> str:
+    """What makes a non-empty JSON or REST-JSON protocol answer not AWS's; "" when it may be."""
+    if shape is not None and (getattr(shape, "serialization", None) or {}).get("payload"):
+        return ""  # the body is the payload member itself (a blob or a document)
+    try:
+        answer = json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "an answer that is not JSON"
+    if not isinstance(answer, dict):
+        return f"JSON that is not an object (a {type(answer).__name__})"
+    members = {
+        name
+        for key, member in (getattr(shape, "members", None) or {}).items()
+        if not member.serialization.get("location")  # a header or the status, not a body field
+        for name in (key, member.serialization.get("name", key))
+    }
+    if status < 300 and answer and members and not members & set(answer):
+        return f"a JSON object with none of the fields of an AWS answer to {operation}"
     return ""

@@ -383,7 +383,7 @@ def _kubernetes_version(cfg: StageConfig, clients: Clients, report: Report, fact
 def _bootstrap(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
     name = "CDK bootstrap"
     env = f"aws://{facts.account}/{cfg.region}"
-    fix = f"npx --no-install cdk bootstrap {env}"
+    fix = f"scripts/cdk bootstrap {env}"
     try:
         value = clients("ssm").get_parameter(Name=BOOTSTRAP_PARAMETER)["Parameter"]["Value"]
     except AWS_ERRORS as exc:

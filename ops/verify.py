@@ -59,7 +59,8 @@ def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterA
         missing = error_code(exc) == "ResourceNotFoundException"
         fix = aws_fix(
             exc,
-            f"deploy the stage first (npx --no-install cdk deploy '{cfg.stage}/*'), or check the stage's region"
+            f"deploy the stage first (scripts/cdk deploy -c stage={cfg.stage} '{cfg.stage}/*'), "
+            "or check the stage's region"
             if missing
             else "",
         )

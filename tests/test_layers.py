@@ -6,6 +6,7 @@ the operator's commands or the labs (docs/DECISIONS.md, "Layers")."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,43 +88,57 @@ def _graph(module_level: bool) -> dict[str, set[str]]:
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
+    tarjan = _Tarjan(graph)
     for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
+        if start not in tarjan.index:
+            tarjan.visit(start)
+    return tarjan.found
+
+
+class _Tarjan:
+    """Tarjan's walk, its explicit stack in place of recursion: no recursion limit to reach."""
+
+    def __init__(self, graph: dict[str, set[str]]) -> None:
+        self.graph = graph
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.on_stack: set[str] = set()
+        self.found: list[list[str]] = []
+
+    def visit(self, start: str) -> None:
+        work: list[tuple[str, Iterator[str]]] = []
+        self._enter(start, work)
         while work:
             node, children = work[-1]
             child = next(children, None)
             if child is None:
                 work.pop()
                 if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.append(top)
-                        if top == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(sorted(graph.get(child, ())))))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return found
+                    self.low[work[-1][0]] = min(self.low[work[-1][0]], self.low[node])
+                if self.low[node] == self.index[node]:
+                    self._pop_component(node)
+            elif child not in self.index:
+                self._enter(child, work)
+            elif child in self.on_stack:
+                self.low[node] = min(self.low[node], self.index[child])
+
+    def _enter(self, node: str, work: list[tuple[str, Iterator[str]]]) -> None:
+        self.index[node] = self.low[node] = len(self.index)
+        self.stack.append(node)
+        self.on_stack.add(node)
+        work.append((node, iter(sorted(self.graph.get(node, ())))))
+
+    def _pop_component(self, node: str) -> None:
+        component = []
+        while True:
+            top = self.stack.pop()
+            self.on_stack.discard(top)
+            component.append(top)
+            if top == node:
+                break
+        if len(component) > 1:
+            self.found.append(sorted(component))
 
 
 def _top(module: str) -> str:

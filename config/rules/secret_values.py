@@ -19,51 +19,66 @@ def refuse_secrets(data: Any, path: str) -> None:
     string, key or value, that looks like a secret. Iterative: no recursion limit to reach. Each distinct string
     is scanned once (YAML aliases hand the walker one string object many times; the result depends only on the
     text and on whether its key is key-like), and the scan is linear in the string (config/secret_shapes.py)."""
-    seen: dict[tuple[str, bool], str | None] = {}
+    kinds = _Kinds(path)
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            _refuse_secret_keys(value, where, kinds)
+            stack.extend((where + (key,), item) for key, item in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, str):
+            _refuse_secret_string(value, where, kinds)
 
-    def kind_of(text: str, key: str, where: tuple) -> str | None:
+
+class _Kinds:
+    """The secret kind of each string of one file, each distinct (text, key class) scanned once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: dict[tuple[str, bool], str | None] = {}
+
+    def of(self, text: str, key: str, where: tuple) -> str | None:
         if len(text) > MAX_STRING_CHARS:
             raise ConfigError(
-                path,
+                self.path,
                 dotted(where),
                 f"a string of {len(text)} characters (allowed: up to "
                 f"{MAX_STRING_CHARS}; no setting of a stage file is that long)",
             )
         memo = (text, secret_like_key(key))  # the key class by its words (config/secret_shapes.py)
-        if memo not in seen:
-            seen[memo] = secret_kind(text, "secret" if memo[1] else "")
-        return seen[memo]
+        if memo not in self._seen:
+            self._seen[memo] = secret_kind(text, "secret" if memo[1] else "")
+        return self._seen[memo]
 
-    stack: list[tuple[tuple, Any]] = [((), data)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            for key in value:
-                kind = kind_of(key, "", where) if isinstance(key, str) else None
-                if kind:
-                    raise ConfigError(
-                        path,
-                        dotted(where),
-                        f"a key looks like {kind}: a secret value does not "
-                        "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
-                        "and revoke it if this file was shared)",
-                    )
-            stack.extend((where + (key,), item) for key, item in reversed(list(value.items())))
-        elif isinstance(value, list):
-            stack.extend((where + (index,), item) for index, item in reversed(list(enumerate(value))))
-        elif isinstance(value, str):
-            key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
-            kind = kind_of(value, key, where)
-            if kind:
-                name = dotted(where)
-                allowed = (
-                    "the name or ARN of the Secrets Manager secret that holds the token"
-                    if name == "serving.hf_token_secret"
-                    else "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret"
-                )
-                raise ConfigError(
-                    path,
-                    name,
-                    f"looks like {kind}, a secret value where none belongs (the value is "
-                    f"not shown; allowed: {allowed}; revoke it if this file was shared)",
-                )
+
+def _refuse_secret_keys(mapping: dict, where: tuple, kinds: _Kinds) -> None:
+    for key in mapping:
+        kind = kinds.of(key, "", where) if isinstance(key, str) else None
+        if kind:
+            raise ConfigError(
+                kinds.path,
+                dotted(where),
+                f"a key looks like {kind}: a secret value does not "
+                "belong in a stage file (not shown; allowed: keep it in AWS Secrets Manager, "
+                "and revoke it if this file was shared)",
+            )
+
+
+def _refuse_secret_string(value: str, where: tuple, kinds: _Kinds) -> None:
+    key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
+    kind = kinds.of(value, key, where)
+    if kind:
+        name = dotted(where)
+        allowed = (
+            "the name or ARN of the Secrets Manager secret that holds the token"
+            if name == "serving.hf_token_secret"
+            else "keep secrets in AWS Secrets Manager; serving.hf_token_secret names the token's secret"
+        )
+        raise ConfigError(
+            kinds.path,
+            name,
+            f"looks like {kind}, a secret value where none belongs (the value is "
+            f"not shown; allowed: {allowed}; revoke it if this file was shared)",
+        )

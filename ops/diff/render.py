@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .model import DiffResult
+from .model import DiffResult, StageDiff
 
 NO_DANGER = "No replacement or deletion of the cluster, a nodegroup, the VPC or the KMS key."
 
@@ -42,6 +42,17 @@ def text(result: DiffResult) -> str:
 
 def markdown(result: DiffResult) -> str:
     out = [f"## Infrastructure diff against `{result.base}`", ""]
+    out += _md_callouts(result)
+    out += [f"Trust: {_md(line)}" for line in result.trust] + ([""] if result.trust else [])
+    out += _md_table(result)
+    for stage in result.stages:
+        out += _md_details(stage)
+    return "\n".join(out) + "\n"
+
+
+def _md_callouts(result: DiffResult) -> list[str]:
+    """The dangers (or the line that there are none), manual steps, idle GPUs and unjudged parts."""
+    out: list[str] = []
     dangers = result.dangers
     if dangers:
         out += ["> [!CAUTION]", f"> **{len(dangers)} destructive change(s)**", ">"]
@@ -62,8 +73,11 @@ def markdown(result: DiffResult) -> str:
         out += ["> [!CAUTION]", f"> **{len(result.unjudged)} part(s) of the change not judged by trusted code**", ">"]
         out += [f"> - {_md(item)}" for item in result.unjudged]
         out.append("")
-    out += [f"Trust: {_md(line)}" for line in result.trust] + ([""] if result.trust else [])
-    out += ["| stage | stack | added | changed | removed | replaced |", "|---|---|---|---|---|---|"]
+    return out
+
+
+def _md_table(result: DiffResult) -> list[str]:
+    out = ["| stage | stack | added | changed | removed | replaced |", "|---|---|---|---|---|---|"]
     for stage in result.stages:
         for stack in stage.stacks:
             replaced = stack.count("replaced") + stack.count("nodes-replaced")
@@ -71,34 +85,38 @@ def markdown(result: DiffResult) -> str:
                 f"| {stage.stage} | `{stack.path}` | {stack.count('added')} | {stack.count('changed')} | "
                 f"{stack.count('removed')} | {replaced} |"
             )
-    for stage in result.stages:
-        details = [s for s in stage.stacks if s.cfn_diff]
-        if not details and not stage.k8s:
-            continue
-        out += ["", f"### {stage.title}"]
-        for stack in details:
-            out += [
-                "",
-                f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
-                "",
-                "```",
-                stack.cfn_diff,
-                "```",
-                "",
-                "</details>",
-            ]
-        for name, diff in stage.k8s.items():
-            out += [
-                "",
-                f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>",
-                "",
-                "```diff",
-                diff.rstrip("\n"),
-                "```",
-                "",
-                "</details>",
-            ]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _md_details(stage: StageDiff) -> list[str]:
+    """One stage's CloudFormation and Kubernetes diffs, each folded; nothing when it has neither."""
+    details = [s for s in stage.stacks if s.cfn_diff]
+    if not details and not stage.k8s:
+        return []
+    out = ["", f"### {stage.title}"]
+    for stack in details:
+        out += [
+            "",
+            f"<details><summary>CloudFormation: <code>{stack.path}</code> ({stack.summary})</summary>",
+            "",
+            "```",
+            stack.cfn_diff,
+            "```",
+            "",
+            "</details>",
+        ]
+    for name, diff in stage.k8s.items():
+        out += [
+            "",
+            f"<details open><summary>Kubernetes: <code>{stage.stage}/{name}</code></summary>",
+            "",
+            "```diff",
+            diff.rstrip("\n"),
+            "```",
+            "",
+            "</details>",
+        ]
+    return out
 
 
 def _md(line: str) -> str:

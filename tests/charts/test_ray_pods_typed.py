@@ -3,6 +3,10 @@ is written, and the library's serialiser gives the plain JSON the RayService emb
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 import yaml
 from cdk8s_plus_28 import k8s
@@ -10,6 +14,8 @@ from cdk8s_plus_28 import k8s
 from charts import ray_pods
 from charts.ray_pods import plain_container, plain_template, typed
 from charts.render import to_yaml
+
+from ..helpers import ROOT
 
 
 def test_a_misspelt_field_fails_where_it_is_written():
@@ -19,6 +25,34 @@ def test_a_misspelt_field_fails_where_it_is_written():
         k8s.Container(name="ray-head", securityContex=k8s.SecurityContext(privileged=False))
     with pytest.raises(TypeError, match="allowPrivilegeEscalaton"):  # a nested dict is a struct too
         k8s.Container(name="ray-head", security_context={"allowPrivilegeEscalaton": False})
+
+
+def test_mypy_finds_a_misspelt_or_mistyped_field_before_anything_runs(tmp_path):
+    # `typed` takes the struct constructor's own parameters, and head_pod and worker_pod their templates'.
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from cdk8s_plus_28 import k8s\n"
+        "from charts.ray_pods import head_pod, typed\n"
+        'typed(k8s.Container, name="ray-head", securityContex=None)\n'
+        'typed(k8s.ContainerPort, name="serve", container_port="8000")\n'
+        'head_pod(image="i", resource=None, service_account="sa", token=None, labels={})\n'
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", str(probe)],
+        cwd=ROOT,  # pyproject.toml's configuration, and the cache test_lint's run fills
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    errors = re.findall(r"probe\.py:(\d+): error: (.*)", run.stdout)
+    assert [(int(line), message.rsplit("  [", 1)[-1]) for line, message in errors] == [
+        (3, "call-arg]"),
+        (4, "arg-type]"),
+        (5, "call-arg]"),
+    ], run.stdout + run.stderr
+    assert '"securityContex"' in errors[0][1] and '"container_port"' in errors[1][1] and '"resource"' in errors[2][1]
+    assert run.returncode == 1
 
 
 def test_a_mistyped_field_fails_where_it_is_written():

@@ -268,41 +268,53 @@ def mutated_files(draw):
     if kind == "rule":
         data = _merge(copy.deepcopy(base), draw(RULE_CHANGES))
         return yaml.dump(data, Dumper=yaml.SafeDumper, allow_unicode=True).encode()
-    data = copy.deepcopy(base)
-    steps = draw(st.integers(min_value=2, max_value=5)) if kind == "several" else 1
-    for _ in range(steps):
-        paths = list(_paths(data)) if isinstance(data, (dict, list)) else [()]
-        path = draw(st.sampled_from(paths))
-        action = draw(st.sampled_from(["replace", "delete", "add", "alias"])) if kind == "several" else kind
-        try:
-            if action == "replace":
-                data = _set(data, path, draw(VALUES))
-            elif action == "delete":
-                data = _delete(data, path)
-            elif action == "add":
-                target = data
-                for part in path:
-                    target = target[part]
-                if isinstance(target, dict):
-                    target[draw(st.text(min_size=1, max_size=12))] = draw(VALUES)
-            elif action == "alias" and isinstance(data, dict):
-                shared = draw(st.sampled_from(list(_paths(data))[1:] or [()]))
-                if path[: len(shared)] == shared or shared[: len(path)] == path:
-                    continue  # an alias inside itself would make a cycle, not a stage file
-                source = data
-                for part in shared:
-                    source = source[part]
-                data = _set(data, path, source)  # the same object twice: YAML writes an anchor and an alias
-        except (KeyError, IndexError, TypeError):
-            pass
-        if not isinstance(data, (dict, list)):
-            break
+    data = _mutate(draw, copy.deepcopy(base), kind)
     if kind == "wrap":
         data = draw(st.sampled_from([[data], "text", 42, None]))
     try:
         return yaml.dump(data, Dumper=yaml.SafeDumper, allow_unicode=draw(st.booleans())).encode()
     except (yaml.YAMLError, ValueError, RecursionError):
         return b"stage: [unterminated"
+
+
+def _mutate(draw, data, kind):
+    """`data` after one change of `kind` (replace, delete, add, alias; wrap changes nothing here) or, for
+    "several", two to five of any of them."""
+    steps = draw(st.integers(min_value=2, max_value=5)) if kind == "several" else 1
+    for _ in range(steps):
+        paths = list(_paths(data)) if isinstance(data, (dict, list)) else [()]
+        path = draw(st.sampled_from(paths))
+        action = draw(st.sampled_from(["replace", "delete", "add", "alias"])) if kind == "several" else kind
+        try:
+            data = _change(draw, data, path, action)
+        except (KeyError, IndexError, TypeError):
+            pass
+        if not isinstance(data, (dict, list)):
+            break
+    return data
+
+
+def _change(draw, data, path, action):
+    """`data` with one `action` at `path` (in place where it can be; the root itself when path is empty)."""
+    if action == "replace":
+        return _set(data, path, draw(VALUES))
+    if action == "delete":
+        return _delete(data, path)
+    if action == "add":
+        target = data
+        for part in path:
+            target = target[part]
+        if isinstance(target, dict):
+            target[draw(st.text(min_size=1, max_size=12))] = draw(VALUES)
+    elif action == "alias" and isinstance(data, dict):
+        shared = draw(st.sampled_from(list(_paths(data))[1:] or [()]))
+        if path[: len(shared)] == shared or shared[: len(path)] == path:
+            return data  # an alias inside itself would make a cycle, not a stage file
+        source = data
+        for part in shared:
+            source = source[part]
+        data = _set(data, path, source)  # the same object twice: YAML writes an anchor and an alias
+    return data
 
 
 @settings(

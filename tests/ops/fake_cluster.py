@@ -323,8 +323,22 @@ class FakeCluster:
 
     # --- routing -------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+        self.scenario.requests.append((method, path))
+        answered = self._kube_api(path, query) or self._ray_dashboard(path, query) or self._openai(method, path, body)
+        return answered or (
+            404,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": "NotFound",
+                "message": f"the server could not find the requested resource ({path})",
+                "code": 404,
+            },
+        )
+
+    def _kube_api(self, path: str, query: dict) -> tuple[int, Any] | None:
         s = self.scenario
-        s.requests.append((method, path))
         if path == "/version":
             return 200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0-eks-fake"}
         if path == "/api/v1/nodes":
@@ -341,30 +355,11 @@ class FakeCluster:
                 "metadata": {"name": "ray-llm", "namespace": "inference"},
                 "status": status,
             }
+        return None
+
+    def _ray_dashboard(self, path: str, query: dict) -> tuple[int, Any] | None:
         if path == f"{HEAD}/api/v0/nodes":
-            nodes = [
-                {
-                    "node_id": "head0",
-                    "node_ip": "10.0.8.4",
-                    "is_head_node": True,
-                    "state": "ALIVE",
-                    "node_name": "10.0.8.4",
-                    "resources_total": {"CPU": 3.0},
-                    "labels": {},
-                }
-            ]
-            nodes += [
-                {
-                    "node_id": f"node-{ip}",
-                    "node_ip": ip,
-                    "is_head_node": False,
-                    "state": "ALIVE",
-                    "node_name": ip,
-                    "resources_total": {"CPU": 16.0, "GPU": 1.0},
-                    "labels": {},
-                }
-                for ip in s.worker_logs
-            ]
+            nodes = self._ray_nodes()
             return 200, _envelope(
                 {
                     "total": len(nodes),
@@ -384,8 +379,35 @@ class FakeCluster:
         if path == f"{HEAD}/api/v0/logs/file":
             ip = query["node_id"][0].removeprefix("node-")
             if query["filename"][0].endswith(".err"):
-                return 200, (FIXTURES / s.worker_logs[ip]).read_text()
+                return 200, (FIXTURES / self.scenario.worker_logs[ip]).read_text()
             return 200, "INFO replica started\n"
+        return None
+
+    def _ray_nodes(self) -> list[dict]:
+        head = {
+            "node_id": "head0",
+            "node_ip": "10.0.8.4",
+            "is_head_node": True,
+            "state": "ALIVE",
+            "node_name": "10.0.8.4",
+            "resources_total": {"CPU": 3.0},
+            "labels": {},
+        }
+        return [head] + [
+            {
+                "node_id": f"node-{ip}",
+                "node_ip": ip,
+                "is_head_node": False,
+                "state": "ALIVE",
+                "node_name": ip,
+                "resources_total": {"CPU": 16.0, "GPU": 1.0},
+                "labels": {},
+            }
+            for ip in self.scenario.worker_logs
+        ]
+
+    def _openai(self, method: str, path: str, body: Any) -> tuple[int, Any] | None:
+        s = self.scenario
         if path == f"{SERVE}/v1/models":
             return 200, {
                 "object": "list",
@@ -405,14 +427,7 @@ class FakeCluster:
                 ],
                 "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32},
             }
-        return 404, {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "reason": "NotFound",
-            "message": f"the server could not find the requested resource ({path})",
-            "code": 404,
-        }
+        return None
 
 
 def _envelope(result: Any) -> dict:

@@ -16,48 +16,8 @@ class Server(CountingServer):
     def __init__(self, respond, *, https: bool = False) -> None:
         self.requests: list[tuple[str, str, str]] = []
         self.stop = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                server.requests.append((self.command, self.path, self.headers.get("Authorization", "")))
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                status, headers, body = respond(self.command, self.path)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Connection", "close")
-                if isinstance(body, bytes):
-                    declared = "Content-Length" in headers
-                    if not declared:
-                        self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    if declared and int(headers["Content-Length"]) > len(body):
-                        server.stop.wait(30)
-                    return
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    for chunk in body:
-                        if server.stop.is_set():
-                            return
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()  # each chunk as it is made, as vLLM streams
-                    self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    return
-
-            do_GET = do_POST = do_PUT = _serve
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(Handler, tls=tls() if https else None)
+        self.respond = respond
+        super().__init__(_Handler, tls=tls() if https else None)
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
@@ -66,3 +26,52 @@ class Server(CountingServer):
     @property
     def port(self) -> int:
         return self.server_address[1]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers each request with its Server's `respond`."""
+
+    protocol_version = "HTTP/1.1"
+    server: Server
+
+    def _serve(self) -> None:
+        self.server.requests.append((self.command, self.path, self.headers.get("Authorization", "")))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        status, headers, body = self.server.respond(self.command, self.path)
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Connection", "close")
+        if isinstance(body, bytes):
+            self._send_whole(headers, body)
+        else:
+            self._send_chunked(body)
+
+    def _send_whole(self, headers: dict, body: bytes) -> None:
+        declared = "Content-Length" in headers
+        if not declared:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if declared and int(headers["Content-Length"]) > len(body):
+            self.server.stop.wait(30)  # a body shorter than declared: hold the connection open
+
+    def _send_chunked(self, body) -> None:
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in body:
+                if self.server.stop.is_set():
+                    return
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()  # each chunk as it is made, as vLLM streams
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            return
+
+    do_GET = do_POST = do_PUT = _serve
+
+    def log_message(self, *args) -> None:
+        pass

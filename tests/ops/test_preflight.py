@@ -230,7 +230,7 @@ def test_no_bootstrap_fails_with_the_bootstrap_command(aws, tmp_path):
     assert check.detail == (
         "aws://123456789012/us-west-2 is not bootstrapped (/cdk-bootstrap/hnb659fds/version not found)"
     )
-    assert check.fix == "npx --no-install cdk bootstrap aws://123456789012/us-west-2"
+    assert check.fix == "scripts/cdk bootstrap aws://123456789012/us-west-2"
 
 
 def test_kubernetes_version_not_offered_fails(aws, tmp_path):

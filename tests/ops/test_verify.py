@@ -444,7 +444,9 @@ def test_describe_cluster_without_ca_or_vpc_fields_still_connects(aws, monkeypat
 def test_missing_cluster_says_to_deploy_the_stage(aws, capsys):
     assert main(["verify", "--stage", "dev"], session=aws) == 1
     err = capsys.readouterr().err.strip()
-    assert err.endswith("-> deploy the stage first (npx --no-install cdk deploy 'dev/*'), or check the stage's region")
+    assert err.endswith(
+        "-> deploy the stage first (scripts/cdk deploy -c stage=dev 'dev/*'), or check the stage's region"
+    )
 
 
 @pytest.mark.parametrize(
@@ -476,3 +478,17 @@ def test_operator_fix_follows_the_http_status(status, fix, dev):
     )
     check = _check(report, "KubeRay operator")
     assert check.detail == f"GET {OPERATOR}: HTTP {status} no" and check.fix == fix
+
+
+def test_missing_rayservice_says_to_deploy_the_serving_stack(dev):
+    report = _run(
+        dev,
+        Scenario(
+            raw={RAYSERVICE: (404, "application/json", json.dumps({"kind": "Status", "message": "not found"}).encode())}
+        ),
+    )
+    check = _check(report, "RayService")
+    assert (check.status, check.detail) == ("fail", f"GET {RAYSERVICE}: HTTP 404 not found")
+    assert check.fix == (
+        "the RayService is missing: deploy the serving stack (scripts/cdk deploy -c stage=dev 'dev/Serving')"
+    )
