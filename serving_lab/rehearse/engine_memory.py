@@ -143,8 +143,12 @@ def _stem(name: str) -> str:
 
 
 def figures(text: str) -> dict:
-    """The first of each of vLLM's memory lines in `text` (one engine's logs), as EngineMemory fields."""
+    """The first of each of vLLM's memory and start-up lines in `text` (one engine's logs), as EngineMemory fields."""
     text = _ANSI.sub("", text)
+    return {**_memory_figures(text), **_startup_figures(text)}
+
+
+def _memory_figures(text: str) -> dict:
     found: dict = {}
     for key, pattern in PATTERNS.items():
         match = pattern.search(text)
@@ -165,6 +169,11 @@ def figures(text: str) -> dict:
             found["max_concurrency"] = float(match[2])
         elif key == "cuda_graphs":
             found["cuda_graph_seconds"], found["cuda_graph_gib"] = float(match[1]), float(match[2])
+    return found
+
+
+def _startup_figures(text: str) -> dict:
+    found: dict = {}
     for key, pattern in STARTUP_PATTERNS.items():
         if match := pattern.search(text):
             found[key] = float(match[match.lastindex or 1])
