@@ -25,7 +25,7 @@ NIXL_METRIC = "NixlNotOnEfa"
 def relay_filter_pattern(pattern: str) -> logs.IFilterPattern:
     """`pattern`'s terms (stacks/log_patterns.py) as a JSON filter pattern that reads only the worker log
     relay's events: Fluent Bit's kubernetes filter puts the container's name in `kubernetes.container_name`
-    and its line in `log` (the add-on chart 6.4.0's application-log.conf, values.yaml:136-150: Labels and
+    and its line in `log` (the add-on chart 6.4.0's application-log.conf in values.yaml: Labels and
     Annotations off, a JSON line merged under `log_processed`, so `log` stays), and the relay's container is
     charts/log_relay.py `CONTAINER`. Each term becomes `$.log = "*<term>*"` (or `!=` for an excluded term):
     `*` in a quoted JSON string value is CloudWatch Logs' wildcard (AWS, "Using filter patterns to match

@@ -108,10 +108,10 @@ def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
     dimension shape (the CloudWatch agent's `emf_processor`), in the stage's region.
 
     `agent.region` is set here because nothing else would: the chart adds a region only to a config with a
-    `kubernetes` or `application_signals` section (templates/_helpers.tpl:233-239, cloudwatch-agent.modify-config,
-    calling config-modifier 197-204), and the agent asks metadata for one only in ec2 mode
-    (translator/util/sdkutil.go:125-148); translator/translate/agent/ruleRegion.go:27-31 takes this value
-    first, and without it fails with "Region info is missing for mode" (35-37)."""
+    `kubernetes` or `application_signals` section (templates/_helpers.tpl, cloudwatch-agent.modify-config,
+    calling config-modifier), and the agent asks metadata for one only in ec2 mode (aws/amazon-cloudwatch-agent,
+    translator/util/sdkutil.go); translator/translate/agent/ruleRegion.go takes this value first, and without
+    it fails with "Region info is missing for mode"."""
 
     def declaration(names: tuple[str, ...], dimension: str) -> dict[str, Any]:
         return {
@@ -182,10 +182,10 @@ def addon_configuration(cluster_name: str, namespace: str, region: str) -> dict[
     replica on the system nodes, off the host network so that a NetworkPolicy can admit it by its pod labels
     (config/topology.py), with its region in its config and its agent mode in its environment
     (`SCRAPER_ENV`). The chart appends an agent's `env` to the container's (templates/linux/
-    cloudwatch-agent-custom-resource.yaml:310-312; `env: []` in `agent`, values.yaml:738), and the
+    cloudwatch-agent-custom-resource.yaml; `env: []` in `agent`, values.yaml), and the
     AmazonCloudWatchAgent CRD's spec.env is a list of EnvVar (crds/cloudwatch.aws.amazon.com_
-    amazoncloudwatchagents.yaml:2808-2927), which the operator puts first in the agent container's env
-    (amazon-cloudwatch-agent-operator v3.6.0, internal/manifests/collector/container.go:69-81, 121)."""
+    amazoncloudwatchagents.yaml), which the operator puts first in the agent container's env
+    (amazon-cloudwatch-agent-operator v3.6.0, internal/manifests/collector/container.go)."""
     config = ray_emf_config(cluster_name, region)
     return {
         "containerLogs": {"enabled": True},
