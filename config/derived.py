@@ -163,19 +163,9 @@ def is_unreachable(cidr: str) -> bool:
 
 
 # --- How many GPUs one replica takes -------------------------------------------------------------------
-# vLLM 0.26's ParallelConfig (vllm/config/parallel.py, the pinned vLLM): one engine's world size is
-# pipeline x tensor x prefill-context parallel (`world_size = pipeline_parallel_size * tensor_parallel_size *
-# prefill_context_parallel_size` in __post_init__), and data parallel runs data_parallel_size such engines
-# (`world_size_across_dp = world_size * data_parallel_size`). Ray Serve LLM gives each DP rank its own Serve
-# replica of TP x PP GPUs and multiplies the stage's replica count by data_parallel_size
-# (ray/llm/_internal/serve/serving_patterns/data_parallel/dp_server.py, DPServer.get_deployment_options), so
-# one replica of serving.prefill / serving.decode takes the product of all four.
-# Not factors: decode_context_parallel_size reuses the TP ranks ("DCP does not expand the process world size",
-# and vLLM requires tp % dcp == 0); data_parallel_size_local is the part of data_parallel_size on one node;
-# expert parallel (enable_expert_parallel, a flag) forms its group from the TP x PCP x DP ranks already
-# counted (vLLM docs, "Data Parallel Deployment": "expert layers form a tensor parallel group of size DP x TP";
-# "Expert Parallel Deployment": the EP size is computed from them, not set).
-# tests/config/test_workload_rules.py fails when vLLM's record gains a *_parallel_size field that is in neither list.
+# One replica of serving.prefill / serving.decode takes the product of all four factors (vLLM 0.26's
+# ParallelConfig and Ray Serve LLM's DPServer); tests/config/test_workload_rules.py fails on a new *_parallel_size.
+# Why: docs/DECISIONS.md, "GPUs per replica, and the known models' sizes".
 PARALLEL_FACTORS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
@@ -262,11 +252,9 @@ class KnownModel:
 # be traced; every one of them is dense (no expert layers: see model_memory_floor).
 META = "meta-llama"
 KNOWN_MODELS: dict[str, KnownModel] = {
-    # Computed from its config.json (rehearsal/qwen3.5-9b-config.json; the computation is
-    # tests/config/test_safety.py): text 8.95e9 (untied 248,320 x 4,096 embeddings and head, 24 Gated
-    # DeltaNet + 8 full-attention layers, MLP 12,288), MTP layer 0.24e9, vision tower 0.46e9 = 9.65e9,
-    # 17.98 GiB in bfloat16 (the ~18 GiB checkpoint). KV: 8 full-attention layers x 4 KV heads x 256 x
-    # (K, V) x 2 bytes = 32 KiB per token; the DeltaNet layers keep a fixed state instead.
+    # Computed from its config.json (rehearsal/qwen3.5-9b-config.json, tests/config/test_safety.py): 9.65e9
+    # parameters, 17.98 GiB in bfloat16; KV 32 KiB per token (8 full-attention layers; DeltaNet keeps a state).
+    # Why: docs/DECISIONS.md, "GPUs per replica, and the known models' sizes".
     "qwen3.5-9b": KnownModel(9.65e9, 32 * 1024, "Qwen3.5-9B's config.json"),
     # 27B dense (model card; ~54 GB in bfloat16), 64 layers of which 16 full attention with 4 KV heads x 256.
     "qwen3.5-27b": KnownModel(27e9, 64 * 1024, "Qwen3.5-27B's model card"),

@@ -10,19 +10,9 @@ import re
 from typing import Any
 
 # --- 12. vLLM engine arguments (serving.engine.extra_args) -----------------------------------------------
-# Every field of the recorded EngineArgs (config/vllm_engine_args.json, vLLM 0.26.0) in exactly one class, by
-# what the argument does (tests/config/test_safety_classes.py checks the classes cover the record exactly):
-#   reserved: refused whatever the value: the project sets it, or it runs or imports code, replaces the weights
-#     or the model's config or the files read, changes the KV connector, sends data out, opens the node's file
-#     system, carries a secret, turns off a part the stack relies on (stats, tokenizer, language model), or sizes
-#     memory in a way no rule here can count;
-#   opt-in:   allowed only when serving.allow_unsafe_engine_args names it (synth then warns), because it runs
-#     code from the model's repository or widens what a client can make the server do;
-#   allowed:  each with its check (ENGINE_ARG_CHECKS, 12a): IDENTITY_ARGS (what is loaded, the KV layout: one
-#     value for both PD roles, revisions pinned to a commit), COUNTED_ARGS (fed into the fit, pod, alarm and
-#     parallel rules) or FREE_TUNING (type only), with the values of ENGINE_ARG_VALUES where a string could name
-#     code, a file or a download, or a size the fit check cannot count.
-# A recorded field in no class is refused ("not classified"): the check is an allowlist.
+# Every field of the recorded EngineArgs (config/vllm_engine_args.json) in exactly one class: reserved, opt-in
+# or allowed (with its check, ENGINE_ARG_CHECKS, 12a); a field in no class is refused: an allowlist.
+# Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
     "set by the project (serving.engine's own fields, serving.model, or the serve config the chart writes)": (
         "model",
@@ -173,15 +163,9 @@ _OPT_IN_BY_REASON: dict[str, tuple[str, ...]] = {
 ENGINE_ARGS_RESERVED: dict[str, str] = {name: why for why, names in _RESERVED_BY_REASON.items() for name in names}
 ENGINE_ARGS_OPT_IN: dict[str, str] = {name: why for why, names in _OPT_IN_BY_REASON.items() for name in names}
 # --- 12a. the allowed arguments, each with the check it gets ----------------------------------------------
-# IDENTITY_ARGS: what decides which weights, configuration and tokenizer load, or how the KV cache (and a hybrid
-# model's recurrent state) is laid out. A PD request is prefilled by one engine and decoded by the other, and NIXL
-# moves the KV cache between them after comparing a hash of the model's name, dtype, KV heads and layers, the KV
-# cache dtype and the attention backend only (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py,
-# compute_nixl_compatibility_hash): not the revision, tokenizer, quantization or files read, so two roles that load
-# different weights exchange KV silently. Both roles run one value of each (role_identity); the reserved ones
-# (tokenizer, hf_overrides, hf_config_path, model_weights, quantization_config, ...) no stage sets at all. Not here:
-# max_model_len (each role's is checked against the benchmark), block_size and tensor_parallel_size (NIXL checks and
-# bridges them at its handshake, the note of the same function).
+# IDENTITY_ARGS: what decides which weights, configuration and tokenizer load, or how the KV cache is laid out.
+# NIXL's compatibility hash does not cover them all, so both PD roles run one value of each (role_identity).
+# Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 IDENTITY_ARGS: dict[str, str] = {
     "dtype": "the dtype the weights are cast to and the KV cache is kept in",
     "revision": "which commit of serving.model.source's weights, config and chat template load",
@@ -204,12 +188,9 @@ IDENTITY_ARGS: dict[str, str] = {
     "mamba_block_size": "how the recurrent state is cut into blocks",
     "mamba_cache_mode": "which recurrent states are kept per block",
 }
-# A revision is pinned by a full commit id only: a branch (main) or a tag moves when the repository's owner pushes,
-# and refs/pr/N is a Hub pull request anyone can open, with weights, config and chat template of its own, which the
-# stage would serve under its own model id. huggingface_hub takes 40 lower-case hex digits as a commit
-# (huggingface_hub/file_download.py, REGEX_COMMIT_HASH = "[0-9a-f]{40}"), the one name that never changes.
-# What a mismatch does: NIXL's hash covers the dtypes (the handshake fails, at the first request); the rest it
-# does not see at all.
+# A revision is pinned by a full commit id only (40 lower-case hex digits): branches and tags move, and
+# refs/pr/N is anyone's Hub pull request. NIXL's hash covers the dtypes; the rest it does not see at all.
+# Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 NIXL_SILENT = "which NIXL's handshake does not compare: the two would serve one request from different models"
 NIXL_CHECKS = {
     name: "which NIXL's handshake refuses only when the first request arrives" for name in ("dtype", "kv_cache_dtype")

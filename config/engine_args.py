@@ -15,13 +15,10 @@ from typing import Any
 from .engine_arg_classes import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
 
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
-# Which fields extra_args may set, by what they do (reserved / opt-in / allowed, and the allowed values of a
-# few): config/engine_arg_classes.py, a class for every recorded field, and for every allowed one the check it gets
-# (ENGINE_ARG_CHECKS: one value for both PD roles, counted by a rule, or its type only).
-# The GPUs of compute capability 9.x (Hopper), and the models with Gated DeltaNet layers, on which
-# FlashInfer's GDN prefill kernel is missing in the pinned vLLM ("SM90 GDN prefill DSL kernel is
-# unavailable" from vllm/model_executor/.../qwen_gdn_linear_attn.py, seen on an H200: docs/REHEARSAL.md,
-# the gdn_prefill_backend override; this project's H200 run used the Triton kernel throughout).
+# Which fields extra_args may set, and the check each allowed one gets: config/engine_arg_classes.py.
+# Hopper GPUs, on which the pinned vLLM lacks FlashInfer's GDN prefill kernel for Gated DeltaNet models
+# (seen on an H200: docs/REHEARSAL.md, the gdn_prefill_backend override).
+# Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 SM90_GPUS = frozenset({"H100", "H200"})
 # Keyed like config/derived.py KNOWN_MODELS, by model_key(): the repo's name in lower case, so a fine-tune or
 # quantized copy under another organisation ("someone/Qwen3.5-9B-AWQ", the same architecture) and any

@@ -18,12 +18,9 @@ from .schema import StageConfig
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_ALIASES = 64
-# A stage file nests 5 levels at most (benchmark.profiles[0].concurrency[0]) and has a few hundred nodes
-# (the largest legal one, every list and map at its maximum, about 2,000). The bounds below stop a file
-# long before parsing, the model or a message can take noticeable time or memory: YAML aliases that
-# expand exponentially ("billion laughs": 8 levels of 8 aliases stay within the 64-alias cap and expand
-# to 16.8 million values, so the expanded size is counted too), 10,000 nested brackets, a 5,000-digit
-# integer (Python's int() refuses more than 4,300 digits with a ValueError).
+# Bounds far above any legal stage file (5 levels, about 2,000 nodes at most) that stop a hostile one before
+# parsing, the model or a message takes noticeable time or memory (alias bombs, deep nesting, huge integers).
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 MAX_DEPTH = 20
 MAX_NODES = 20_000
 MAX_SCALAR_DIGITS = 40  # the longest number a stage file needs is 12 digits; int() of 4,300+ raises

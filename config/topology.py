@@ -52,12 +52,9 @@ NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
 SECRETS_PROVIDER_ADDON = "aws-secrets-store-csi-driver-provider"
 
-# The CloudWatch Observability add-on (stacks/observability.py): its namespace and service account (the Pod
-# Identity association binds this one; every agent of the add-on and Fluent Bit run as it), and the
-# deployment-mode agent that scrapes the Ray pods' metrics port. The operator labels that agent's pods with
-# app.kubernetes.io/instance = "<namespace>.<agent name>" (amazon-cloudwatch-agent-operator,
-# internal/manifests/manifestutils/labels.go, SelectorLabels); it runs with hostNetwork off, so a
-# NetworkPolicy can admit it by these labels.
+# The CloudWatch Observability add-on (stacks/observability.py): its namespace, its service account, and the
+# deployment-mode agent that scrapes the Ray pods, which a NetworkPolicy admits by the operator's labels.
+# Why: docs/DECISIONS.md, "NetworkPolicies from the flows KubeRay, Ray and vLLM really make".
 CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 RAY_SCRAPER_NAME = "ray-metrics-scraper"

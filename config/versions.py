@@ -85,11 +85,9 @@ DLC_SERVE_LLM_TAG = "serve-llm-cuda-v1.0.0"
 DLC_RAY_VERSIONS = {
     "serve-llm-cuda-v1.0.0": "2.58.0",
 }
-# The image's size is not published and no registry here serves it: a planning figure. Its Python payload
-# (vllm 0.26.0, ray[llm] 2.58.0, torch 2.11.0 for CPython 3.13, as its changelog lists) is 8.39 GiB unpacked
-# from 3.92 GiB of wheels (scripts/image_payload.py); CUDA 13.0.2, the EFA installer and the OS come on top.
-# Planned at 20 GiB unpacked: 9.3 GiB compressed at the wheels' ratio (2.14). `ops preflight` reads the real
-# compressed size from ECR and checks the root volumes with it (config/first_start.py).
+# The image's size is not published and no registry here serves it: a planning figure (20 GiB unpacked, 9.3
+# compressed), which `ops preflight` rechecks with ECR's real size.
+# Why: docs/DECISIONS.md, "Root volumes and the first start".
 DLC_IMAGE_UNPACK_RATIO = 2.14
 DLC_IMAGE_COMPRESSED_GIB = 9.3
 # The vLLM of that image: the engine settings of the stage files are checked against its EngineArgs,

@@ -42,14 +42,10 @@ from config import __main__ as validate_cli
 
 from . import diff, stage_commands
 
-# Every command has one protocol: `add_parser(sub)` registers its subcommand, `run(args) -> int` runs it
-# and returns the exit code, handling the failures it expects (one line each); main() wraps every run in
-# the one handler for the rest (a bug: exit 3). bench, rehearse, rehearse-cluster, diff and validate
-# (config/__main__.py) are modules; preflight, verify and verify-remote are StageCommands (ops/stage_commands.py),
-# which import the AWS SDK only when they run. bench, rehearse (serving_lab/) and rehearse-cluster
-# (localcluster/) are LazyCommands: their modules are imported only when the parser lists every command
-# (--help, an unknown command) or they run, so `python -m ops verify` runs from the verify runner's upload
-# (ops/remote.py RUNNER_PATHS: clients, config, ops, charts), which holds no serving_lab/ or localcluster/.
+# Every command has one protocol: `add_parser(sub)` registers it, `run(args) -> int` runs it; main() wraps
+# every run in the one handler for bugs (exit 3). The lab commands are LazyCommands, imported only when
+# needed, so `python -m ops verify` runs from the verify runner's upload, which holds no lab package.
+# Why: docs/DECISIONS.md, "One home for shared names; one command protocol".
 
 
 # Every number option of every command (`type=float` or `type=int`, e.g. rehearse's --deploy-timeout)

@@ -40,11 +40,9 @@ class StageCommand:
         label = f"{self.name} --stage {cfg.stage}"
         session, clients = args.aws
         try:
-            # The local AWS set-up first: a missing profile or an unparsable config file fails when the
-            # session is made, an AWS_ENDPOINT_URL that is not a URL when a client is made; none of it
-            # calls AWS. The credentials are resolved here, once, within a deadline (a credential_process
-            # that never answers would hang the command: botocore waits for it forever); every client
-            # of the session refuses an answer that is not AWS's (an HTML page, a proxy's) with one line.
+            # The local AWS set-up first, none of it calling AWS; the credentials are resolved here, once,
+            # within a deadline (botocore would wait for a credential_process forever).
+            # Why: docs/DECISIONS.md, "Operations".
             session = session or boto3.session.Session(region_name=cfg.region)
             guard_answers(session)
             resolve_credentials(session)

@@ -19,23 +19,10 @@ GPU_TAINT = eks.TaintSpec(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=eks.T
 # EKS best practice: "Restrict access to the instance profile assigned to the worker node".
 IMDS_HOP_LIMIT = 1
 _CAPACITY = {"on_demand": eks.CapacityType.ON_DEMAND, "spot": eks.CapacityType.SPOT}
-# A version update of the GPU nodegroup (new AMI or launch template version) replaces one node at a time and
-# terminates it before launching its replacement, so it never runs more GPU instances than the group has:
-# no instance beyond max_size to fit in the vCPU quota, the AZ's capacity or the placement group.
-# EKS API Reference, NodegroupUpdateConfig (API_NodegroupUpdateConfig.html): updateStrategy DEFAULT "launches
-# the new instances first, before terminating the old instances"; MINIMAL "terminates the old instances before
-# launching the new instances ... useful in scenarios where you are constrained to resources or costs (for
-# example, with hardware accelerators such as GPUs)"; maxUnavailable "The maximum number of nodes unavailable
-# at once during a version update", minimum 1, maximum 100. The default (no UpdateConfig) is DEFAULT with
-# maxUnavailable 1, whose scale-up phase raises the Auto Scaling group's maximum and desired size by the larger
-# of "Up to twice the number of Availability Zones that the Auto Scaling group is deployed in" and maxUnavailable
-# (EKS User Guide, "Understand each phase of node updates", managed-node-update-behavior.html): up to 2 more
-# GPU instances for this one-AZ group, above max_size (docs/OPERATIONS.md, "Nodegroup updates").
-# aws-cdk-lib 2.275.0's aws_eks_v2 Nodegroup takes maxUnavailable (validated: 1 to 100 and not above maxSize)
-# and renders UpdateConfig from it and maxUnavailablePercentage only (aws-eks-v2/lib/managed-nodegroup.js,
-# validateUpdateConfig and the CfnNodegroup's updateConfig), so the strategy goes on the CfnNodegroup;
-# CloudFormation's AWS::EKS::Nodegroup schema has UpdateConfig.UpdateStrategy, enum DEFAULT | MINIMAL (as
-# cfn-lint ships it).
+# A GPU nodegroup update terminates each node before launching its replacement (MINIMAL, one at a time),
+# so it never runs more GPU instances than max_size; aws_eks_v2 cannot set the strategy, the CfnNodegroup can.
+# docs/OPERATIONS.md, "Nodegroup updates", has what each strategy launches.
+# Why: docs/DECISIONS.md, "GPU nodegroup updates: MINIMAL, one node at a time".
 GPU_MAX_UNAVAILABLE = 1
 GPU_UPDATE_STRATEGY = "MINIMAL"
 

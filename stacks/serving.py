@@ -88,12 +88,9 @@ class ServingStack(cdk.Stack):
             cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
             addon_name=SECRETS_PROVIDER_ADDON,
         )
-        # Trusted for the Ray pods' service account of this cluster only (stacks/observability.py,
-        # pod_identity_principal, has the EKS documentation). The cluster's ARN from its name, which this stack
-        # already imports (the manifest's ClusterName): the cluster resource's ARN format is
-        # arn:${Partition}:eks:${Region}:${Account}:cluster/${ClusterName} (Service Authorization Reference,
-        # "Actions, resources, and condition keys for Amazon Elastic Kubernetes Service"), and this stack shares
-        # the cluster stack's account and region (one cdk.Stage). No new export from the cluster stack.
+        # Trusted for the Ray pods' service account of this cluster only; the cluster's ARN is formatted from
+        # its name, which this stack already imports: no new export from the cluster stack.
+        # Why: docs/DECISIONS.md, "The Ray pods' role: this cluster's ARN from its name".
         cluster_arn = cdk.Arn.format(
             cdk.ArnComponents(
                 service="eks",

@@ -124,13 +124,9 @@ def admin_access(cfg: StageConfig, path: str) -> None:
 
 
 # --- cluster.admin_principal_arns ------------------------------------------------------------------------
-# EKS access entries take IAM roles and users, never an STS session: "You can't use the STS session principal
-# type with access entries because this is a temporary principal for each session and not a permanent identity
-# that can be assigned permissions" (EKS API reference, CreateAccessEntry, principalArn; the user guide's
-# "Create access entries" page: "An access entry includes the ARN of one, and only one, existing IAM
-# principal", a role ARN "can include a path"). The stack gives each ARN an access entry
-# (stacks/cluster.py grant_access): a session ARN fails the deploy, and one ARN twice is two entries for one
-# principal, which EKS refuses ("An IAM principal can't be included in more than one access entry").
+# EKS access entries take IAM roles and users, never an STS session, and one principal in one entry only:
+# a session ARN or a repeated ARN fails the deploy (stacks/cluster.py grant_access).
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 IAM_PRINCIPAL = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):(role|user)/[A-Za-z0-9_+=,.@/-]+")
 STS_SESSION = re.compile(r"arn:(aws(?:-[a-z]+)*):(?:sts|iam)::([0-9]{12}):(assumed-role|federated-user)/(.+)")
 

@@ -35,12 +35,9 @@ def nat_gateways_and_subnets(cfg: StageConfig, path: str) -> None:
         )
 
 
-# The reserved IPv4 ranges of config/derived.py (UNREACHABLE) that cannot be a VPC, by what they are. Not
-# refused: RFC 1918 (what AWS recommends for a VPC), and 100.64.0.0/10 and 198.19.0.0/16, which AWS accepts as
-# VPC CIDR blocks (the VPC User Guide's CIDR block association restrictions list them; EKS custom networking
-# puts pods in 100.64.0.0/10). Refused besides: 172.17.0.0/16: "Some AWS services use the 172.17.0.0/16 CIDR
-# range. To avoid future conflicts, don't use this range when creating your VPC" (VPC User Guide, "VPC CIDR
-# blocks"; it is Docker's default bridge too).
+# The reserved IPv4 ranges of config/derived.py (UNREACHABLE) that cannot be a VPC, by what they are; RFC 1918,
+# 100.64.0.0/10 and 198.19.0.0/16 are allowed, 172.17.0.0/16 is refused besides.
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 _VPC_USABLE = tuple(
     ipaddress.IPv4Network(net)
     for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")

@@ -108,14 +108,9 @@ def client_namespaces(cfg: StageConfig, path: str) -> None:
 
 
 # --- serving.namespace --------------------------------------------------------------------------------------
-# The serving stack creates its namespace, puts a default-deny ingress NetworkPolicy on every pod in it and
-# deletes it, with everything in it, on `cdk destroy`. So it must never be a namespace that Kubernetes owns or
-# that something else this app installs lives in. KUBERNETES_NAMESPACES are Kubernetes' own (and `kube-` is
-# its prefix); APP_NAMESPACES are where this app's add-ons run: the Helm releases (stacks/addons.py
-# helm_releases: the two device plugins in kube-system, the KubeRay operator in KUBERAY_NAMESPACE), the EKS
-# add-ons (VPC CNI, Pod Identity agent, Secrets Store CSI driver and its AWS provider: kube-system) and the
-# CloudWatch Observability add-on (CLOUDWATCH_NAMESPACE, stacks/observability.py).
-# tests/config/test_workload_rules.py checks every namespace stacks/addons.py and stacks/observability.py use is here.
+# `cdk destroy` deletes the serving namespace with everything in it, so it is never Kubernetes' own or one where
+# this app's add-ons run; tests/config/test_workload_rules.py checks the lists against the stacks.
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 APP_NAMESPACES = {
     "kube-system": "the device plugins' Helm releases and the EKS add-ons",

@@ -18,10 +18,9 @@ from ..instance_types import INSTANCE_TYPES
 from ..schema import StageConfig
 
 # --- Tuning arguments against the model, the GPUs and the pod (config/engine_arg_classes.py COUNTED_ARGS) ---
-# The attention heads of the models whose config.json is known (keyed like KNOWN_MODELS, by model_key): (query
-# heads, KV heads). Qwen3.5-9B: rehearsal/qwen3.5-9b-config.json, text_config num_attention_heads 16 and
-# num_key_value_heads 4 (tests/config/test_engine_identity.py reads them there); Llama 3.1: its config.json on the
-# Hub, 32 and 8 (8B), 64 and 8 (70B). Every one is dense (no expert layers). A model not here is not checked.
+# The (query heads, KV heads) of the models whose config.json is known, keyed like KNOWN_MODELS; all dense.
+# A model not here is not checked.
+# Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 _LLAMA_8B = ("llama-3.1-8b", "llama-3.1-8b-instruct", "meta-llama-3.1-8b", "meta-llama-3.1-8b-instruct")
 _LLAMA_70B = ("llama-3.1-70b", "llama-3.1-70b-instruct", "meta-llama-3.1-70b", "meta-llama-3.1-70b-instruct")
 MODEL_HEADS: dict[str, tuple[int, int]] = {

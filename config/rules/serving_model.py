@@ -69,14 +69,9 @@ def _model_fits(cfg: StageConfig, path: str, role: str | None) -> None:
 
 
 # --- serving.model.source -----------------------------------------------------------------------------------
-# What the Ray worker pods can load: a Hugging Face repo id, downloaded into HF_HOME on the weight cache
-# (the token, if any, from serving.hf_token_secret). Not a local path (no such folder exists in the pod: only
-# the weight cache is mounted, and HF's own layout there is no model folder), not s3:// (no stack grants the
-# Ray pods' role any S3 access: stacks/serving.py gives it secretsmanager:GetSecretValue on the token alone),
-# and no other URL scheme (the schema's MODEL_SOURCE pattern refuses them).
-# A repo id as huggingface_hub's validate_repo_id (utils/_validators.py, 2.4) takes it: `namespace/name`, each
-# 1 to 96 of A-Z a-z 0-9 . _ -, starting and ending with a word character, no '--' or '..', not ending in
-# '.git'; here also starting with a letter or digit, and the namespace required (a bare name could be a folder).
+# A Hugging Face repo id (`namespace/name`, as huggingface_hub's validate_repo_id takes it, the namespace
+# required): no local path, s3:// or other URL, since the Ray pods can load none of them.
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 HF_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?")
 
 
@@ -137,12 +132,9 @@ def model_access(cfg: StageConfig, path: str) -> None:
 
 
 # --- serving.model.id against serving.model.source (a warning) ---------------------------------------------------
-# The id is the name clients ask for (`"model": ...` of an OpenAI request, /v1/models); the source is what loads.
-# "Names another model" precisely: the id, in lower case with every character but a-z and 0-9 removed, is neither
-# the source's repository name (its last path component) nor organisation + name, normalised the same way. So
-# qwen3.5-9b, Qwen3.5-9B, qwen3_5_9b and qwen-qwen3.5-9b all name Qwen/Qwen3.5-9B; a stale id left from another
-# model (qwen3.5-9b over meta-llama/Llama-3.1-8B), or an alias such as `chat`, is warned about: one line on
-# stderr, the exit code unchanged (docs/STAGE_FILE.md, serving.model).
+# Warned about when the id, normalised (lower case, a-z and 0-9 only), is neither the source's repository name
+# nor organisation + name: one line on stderr, the exit code unchanged (docs/STAGE_FILE.md, serving.model).
+# Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 
 
 def normalised_model_name(text: str) -> str:

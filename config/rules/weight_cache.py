@@ -9,19 +9,13 @@ from ..errors import ConfigError, short
 from ..schema import StageConfig
 
 # --- serving.weight_cache -----------------------------------------------------------------------------------
-# The weight cache is a hostPath on the GPU node (charts/ray_pods.py worker_pod: type DirectoryOrCreate) that
-# a privileged container writes (serving.worker_privilege): any host folder it names is the node's, as root.
-# The project keeps the weights in ONE place, a folder of its own on the node's root volume
-# (docs/DECISIONS.md, "Weight cache on the node's root volume": /var/lib/model-cache; the instance-store NVMe
-# is not set up by this app's nodegroups, so no /mnt or /opt/dlami/nvme folder holds anything of ours).
-# So the host path is that folder or a folder below it, nothing else: a denylist of system folders always
-# leaks (/var/lib/kubelet's neighbours, /etc/kubernetes, /var/lib/../etc, a new runtime's state).
+# A privileged container writes the hostPath as root, so the host path is the project's one folder on the root
+# volume or below it (an allowlist: a denylist of system folders always leaks).
+# Why: docs/DECISIONS.md, "Weight cache on the node's root volume".
 HOST_ROOT = "/var/lib/model-cache"
-# Inside the Ray container the cache is mounted where nothing of the image or the pod lives: the default
-# /model-cache, or /models, or a folder below them or below /mnt. That keeps it off the image's system
-# folders (/, /etc, /usr, /bin, /lib*, /proc, /sys, /dev, /run, /var/run, /root, /home, /boot, /tmp, ...) and off
-# the pod's own mounts (charts/ray_pods.py: /dev/shm, the token's /var/run/secrets/huggingface, the log
-# relay's /tmp/ray): tests/config/test_workload_rules.py renders the pod and checks none is under these.
+# Inside the Ray container the cache is mounted where nothing of the image or the pod lives (checked by
+# tests/config/test_workload_rules.py against the rendered pod).
+# Why: docs/DECISIONS.md, "Weight cache on the node's root volume".
 MOUNT_ROOTS = ("/model-cache", "/models")  # the folder itself, or below it
 MOUNT_PARENTS = ("/mnt",)  # only below it
 # One segment of a path in normal form: letters, digits, '.', '_' and '-', not starting with '.' or '-' (so

@@ -14,12 +14,9 @@ from config.versions import KUBERAY_OPERATOR
 
 from .kubernetes import ray_services
 
-# KubeRay 1.6.2, ray-operator/controllers/ray/rayservice_controller.go: with upgradeStrategy None,
-# isZeroDowntimeUpgradeEnabled is false, so shouldPrepareNewCluster never prepares a new RayCluster; and
-# shouldUpdateCluster updates the running one only when worker groups are appended at the end. The spec
-# hash it compares leaves out replicas and min/max replicas, so those are not applied either. Deleting
-# pods does not help (the RayCluster recreates them from its old template); deleting the RayCluster does:
-# with no active cluster left, KubeRay prepares a new one from the RayService's current spec.
+# KubeRay 1.6.2 with upgradeStrategy None neither updates nor replaces the running RayCluster for a changed
+# rayClusterConfig; deleting the RayCluster makes it prepare a new one from the current spec.
+# Why: docs/DECISIONS.md, "A RayCluster change under upgradeStrategy None".
 KUBERAY_VERSION = KUBERAY_OPERATOR.version
 RAY_SERVICE_LABELS = "ray.io/originated-from-cr-name={name},ray.io/originated-from-crd=RayService"
 

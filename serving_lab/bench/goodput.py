@@ -195,12 +195,9 @@ def best(levels: Iterable[Level | RateLevel], objectives: Objectives) -> Level |
     return None if top is None else top[0]
 
 
-# A benchmark whose figures hold on a rerun (issue #35): a level is defined by how many requests it measured, its
-# goodput comes with a bootstrap interval over those requests, a ratio of two goodputs is stated only with both
-# intervals, and a level whose TTFT p50 sits within UNSTABLE_MARGIN of the TTFT objective is flagged: there a level
-# of tens of requests flips most of them between good and bad from one run to the next (seen on an H200: 1.60/s,
-# then 0.37/s at 16 chat streams on the same commands, TTFT p50 2.5-2.8 s against a 2 s objective). These are the
-# rules (docs/BENCHMARK.md, "Figures that hold on a rerun").
+# A benchmark whose figures hold on a rerun (issue #35): a level is defined by its request count, its goodput
+# comes with a bootstrap interval, and a level whose TTFT p50 sits near the TTFT objective is flagged.
+# These are the rules (docs/BENCHMARK.md, "Figures that hold on a rerun", with the H200 runs that flipped).
 MIN_REQUESTS = 100  # a level's fewest finished requests for its goodput to be stated without a caveat
 UNSTABLE_MARGIN = 0.20  # TTFT p50 within 20 % of the TTFT objective, either side
 BOOTSTRAP_RESAMPLES = 2000

@@ -20,11 +20,9 @@ from . import goodput as goodput_
 from .results import Level, RateLevel, ResultsError, Run
 
 COLORS = ("#1f77b4", "#d62728")
-# Every string a results file carries (labels, notes, model, image, endpoint, settings) goes through md() (or
-# code() inside a code span) before it enters the Markdown: a results file is data from wherever it was
-# made, and GitHub and most viewers render Markdown's raw HTML and links. CommonMark 0.31 section 2.4
-# (backslash escapes: any ASCII punctuation), 2.5 (entity references); GFM 0.29 section 4.10 (a `|` in a
-# table cell is escaped as `\|`, also inside code spans).
+# Every string a results file carries goes through md() (or code() inside a code span) before it enters the
+# Markdown: a results file is data from wherever it was made, and viewers render raw HTML and links.
+# Why: docs/DECISIONS.md, "Results files escaped before they become Markdown".
 _MARKDOWN_ESCAPES = str.maketrans(
     {
         "&": "&amp;",  # no entity of the file's own

@@ -44,11 +44,9 @@ PATTERNS = {
     "concurrency": re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_NUMBER}x"),
     "cuda_graphs": re.compile(rf"Graph capturing finished in {_NUMBER} secs, took {_NUMBER} GiB"),
 }
-# Where an engine's start-up goes, as vLLM 0.26 logs it (seconds): model loading (the line above's
-# "and N seconds", gpu_model_runner.py), "torch.compile took N s in total" (vllm/compilation/monitor.py),
-# "Initial profiling/warmup run took N s" (the same file), "init engine (profile, create kv cache, warmup model)
-# took N s" (vllm/v1/engine/core.py: all after loading), and whether compiled graphs came from the cache
-# ("Directly load the compiled graph(s)", vllm/compilation/backends.py).
+# Where an engine's start-up goes, as vLLM 0.26 logs it (seconds): loading, torch.compile, the profiling
+# run, the whole init after loading, and whether compiled graphs came from the cache.
+# Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
 STARTUP_PATTERNS = {
     "model_load_seconds": re.compile(rf"Model loading took {_NUMBER} GiB(?: memory)? and {_NUMBER} seconds"),
     "compile_seconds": re.compile(rf"torch\.compile took {_NUMBER} s in total"),

@@ -117,13 +117,9 @@ def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
     return low * tensor_parallel, replicas.most * tensor_parallel
 
 
-# vLLM 0.26's Ray executor picks each engine's torch.distributed TCPStore port from VLLM_DP_MASTER_PORT + 100
-# (vllm/v1/executor/ray_executor_v2.py `_select_tcpstore_port`; the env default 0 makes it port 100 for
-# every engine: vllm/envs.py VLLM_DP_MASTER_PORT, read by vllm/config/parallel.py). In a pod each engine has
-# its own network namespace; on one host the prefill and decode engines start together, both probe port 100
-# and one dies with EADDRINUSE (seen on an H200 pair: Serve restarted it, ~110 s lost). Each engine config
-# gets its own base here, 50 apart: the executor probes a window of 32 ports from base + 100 (`window = 32`
-# in `_select_tcpstore_port`), so the windows never overlap (seen: 29600 and 29650).
+# On one host the engines of vLLM 0.26 all probe TCPStore port VLLM_DP_MASTER_PORT + 100, and one dies with
+# EADDRINUSE: each engine config gets its own base, 50 apart, so the 32-port windows never overlap.
+# Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
 TCPSTORE_BASE = 29500
 TCPSTORE_STRIDE = 50
 
@@ -133,13 +129,9 @@ TCPSTORE_STRIDE = 50
 SHARED_KV_CACHE_FRACTION = 0.15
 
 
-# vLLM 0.26 picks max_num_seqs and max_num_batched_tokens from the GPU the engine runs on when they are unset:
-# vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (the figures: "default_max_num_seqs",
-# "default_max_num_batched_tokens") applied by EngineArgs._set_default_max_num_seqs_and_batched_tokens_args.
-# Ray Serve LLM builds the engine config for the OpenAI server (`create_engine_config(usage_context=
-# UsageContext.OPENAI_API_SERVER)`, ray/llm/_internal/serve/engines/vllm/vllm_engine.py): 1024 sequences and
-# 8192 batched tokens on a device of at least 70 GiB whose name has no "a100" (H100, H200; the H200 runs
-# logged "max_num_batched_tokens=8192"), else 256 and 2048 (L4, A10G, L40S, A100).
+# vLLM 0.26 picks max_num_seqs and max_num_batched_tokens from the GPU it runs on when unset: 1024 and 8192
+# on a device of at least 70 GiB without "a100" in its name, else 256 and 2048.
+# Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
 VLLM_LARGE_GPU_BYTES = 70 * 2**30
 VLLM_OPENAI_DEFAULTS = {"large": (1024, 8192), "other": (256, 2048)}  # (max_num_seqs, max_num_batched_tokens)
 
@@ -450,11 +442,9 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
             "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory",
         )
     elif "kv_cache_memory_bytes" not in kwargs:
-        # Engines sharing a GPU cannot profile their emulated budgets side by side: each counts the other's
-        # weights loading meanwhile as its own memory (seen on an H200: "Available KV cache memory: -16.87
-        # GiB", then vLLM's "Error in memory profiling ... other processes sharing the same container"),
-        # so the KV cache comes from one engine profiled alone on the same budget: --kv-cache-bytes, or else a
-        # profile of this engine's own settings that the rehearsal runs first (kv_profile.py, Plan.kv_profiles).
+        # Engines sharing a GPU cannot profile their emulated budgets side by side, so the KV cache comes from
+        # one engine profiled alone on the same budget: --kv-cache-bytes, or the rehearsal's own profile first.
+        # Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
         given = build.kv_cache_bytes
         if isinstance(given, Mapping):
             figure, source = given.get(engine.path), "this engine's settings profiled alone on it first"
