@@ -68,7 +68,8 @@ KUBECTL_LAYERS = {
 }
 KUBERNETES_VERSIONS = tuple(KUBECTL_LAYERS)
 
-# nvidia-device-plugin releases that conflict with the EFA device plugin (DESIGN.md section 4).
+# nvidia-device-plugin releases that conflict with the EFA device plugin
+# (docs/STAGE_FILE.md, addons.nvidia_device_plugin).
 NVIDIA_DEVICE_PLUGIN_BROKEN = frozenset({"0.19.0", "0.19.1", "0.19.2"})
 
 # The AWS Deep Learning Container for Ray Serve LLM, and the Ray each tag carries. `rayVersion` in the

@@ -17,7 +17,7 @@ ACCEPTED_WARNINGS = [
         "Vpc",
         (
             "AZ names are literal on purpose: they come from the stage file so that synth and "
-            "diff need no AWS lookup (DESIGN.md section 4)."
+            'diff need no AWS lookup (docs/DECISIONS.md, "AZ names from the stage file, no lookups").'
         ),
     ),
     (

@@ -1,4 +1,4 @@
-"""The inference chart: the RayService of DESIGN.md section 5, one test per reference point, validated
+"""The inference chart: the RayService of docs/SERVICE.md, one test per reference point, validated
 strictly against KubeRay 1.6.2's CRD and, for plain objects and the pod templates, Kubernetes 1.35."""
 
 from __future__ import annotations

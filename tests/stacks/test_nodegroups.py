@@ -1,4 +1,5 @@
-"""The system and GPU nodegroups and their launch templates (reference: DESIGN.md sections 4 and 5)."""
+"""The system and GPU nodegroups and their launch templates (reference: docs/STAGE_FILE.md, `system_nodegroup`
+and `gpu_nodegroup`; docs/DECISIONS.md, "The GPU instance type is in the launch template")."""
 
 from __future__ import annotations
 
