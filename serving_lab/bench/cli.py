@@ -130,14 +130,8 @@ def add_min_requests(cmd: argparse.ArgumentParser, scope: str) -> None:
 
 
 def min_requests(text: str) -> int:
-    """argparse type of --min-requests: a whole number, 1 to MAX_MIN_REQUESTS."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= MAX_MIN_REQUESTS:
-        raise argparse.ArgumentTypeError(f"{value} (allowed: 1 to {MAX_MIN_REQUESTS})")
-    return value
+    """argparse type of --min-requests: an integer from 1 to MAX_MIN_REQUESTS."""
+    return _integer(text, MAX_MIN_REQUESTS)
 
 
 def _add_objectives(bench: argparse.ArgumentParser) -> None:
@@ -162,13 +156,18 @@ MAX_CONCURRENCY = 4096
 def _concurrency(text: str) -> int:
     """argparse type of --concurrency: an integer from 1 to MAX_CONCURRENCY; anything else (1.5, -1, a
     5000-digit number, inf) is argparse's one-line error, exit 2."""
-    allowed = f"allowed: an integer from 1 to {MAX_CONCURRENCY}"
+    return _integer(text, MAX_CONCURRENCY)
+
+
+def _integer(text: str, high: int) -> int:
+    """An integer from 1 to `high`, or argparse's one-line error quoting at most 40 characters of the text."""
+    allowed = f"allowed: an integer from 1 to {high}"
     shown = text if len(text) <= 40 and text.isprintable() and text else repr(text[:40])
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{shown} is not an integer ({allowed})") from None
-    if not 1 <= value <= MAX_CONCURRENCY:
+    if not 1 <= value <= high:
         raise argparse.ArgumentTypeError(f"{shown} ({allowed})")
     return value
 
