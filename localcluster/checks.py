@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from clients import readiness
+from clients.kube import KubeError
 from clients.report import Report
 from config.schema import StageConfig
 from config.topology import (
@@ -114,7 +115,12 @@ def wait_ready(cluster: LocalCluster, namespace: str, name: str, timeout: float 
         service = ray_objects.ray_service(api, namespace, name)
         if not service or not ray_objects.is_ready(service):
             return None
-        objects = ray_objects.read(api, namespace, name)
+        try:
+            objects = ray_objects.read(api, namespace, name)
+        except KubeError as exc:
+            if exc.status == 404:  # status still names a RayCluster just deleted: the operator has not caught up
+                return None
+            raise
         running = [p for p in objects.pods if (p.get("status") or {}).get("phase") == "Running"]
         return objects if len(running) == expected_pods(service) else None
 
