@@ -33,21 +33,26 @@ def _capture(monkeypatch) -> list[tuple[list[str], dict]]:
     return calls
 
 
+def _until_the_first_command(cfg, tmp_path: Path, adjust: runner.Adjustments | None = None) -> None:
+    """run_stage until its first aiperf command, which _capture records and stops."""
+    with pytest.raises(Stop):
+        runner.run_stage(
+            cfg,
+            url="http://127.0.0.1:8000",
+            executable="/x/aiperf",
+            out_dir=tmp_path,
+            calibrate=False,
+            progress=lambda line: None,
+            adjust=adjust or runner.Adjustments(),
+        )
+
+
 def test_a_level_time_bound_reaches_aiperf_with_the_request_timeout_as_grace(dev, monkeypatch, tmp_path):
     calls = _capture(monkeypatch)
     adjust = runner.Adjustments(
         levels=[16], requests_per_stream=2, level_seconds=45, client_env={"PYTHONPATH": "/tmp/rehearsal-site/bench"}
     )
-    with pytest.raises(Stop):
-        runner.run_stage(
-            dev,
-            url="http://127.0.0.1:8000",
-            executable="/x/aiperf",
-            out_dir=tmp_path,
-            calibrate=False,
-            adjust=adjust,
-            progress=lambda line: None,
-        )
+    _until_the_first_command(dev, tmp_path, adjust)
     ((argv, env),) = calls
     option = {
         name: argv[argv.index(name) + 1]
@@ -72,31 +77,14 @@ def test_a_concurrency_level_sends_at_least_its_least_request_count(
     # the level's count: the profile's (max(16, streams x per stream), config/schema.py), raised to min_requests
     calls = _capture(monkeypatch)
     adjust = runner.Adjustments(levels=[streams], requests_per_stream=per_stream, min_requests=least)
-    with pytest.raises(Stop):
-        runner.run_stage(
-            dev,
-            url="http://127.0.0.1:8000",
-            executable="/x/aiperf",
-            out_dir=tmp_path,
-            calibrate=False,
-            adjust=adjust,
-            progress=lambda line: None,
-        )
+    _until_the_first_command(dev, tmp_path, adjust)
     ((argv, _),) = calls
     assert argv[argv.index("--request-count") + 1] == count
 
 
 def test_without_a_time_bound_the_request_count_alone_ends_a_level(dev, monkeypatch, tmp_path):
     calls = _capture(monkeypatch)
-    with pytest.raises(Stop):
-        runner.run_stage(
-            dev,
-            url="http://127.0.0.1:8000",
-            executable="/x/aiperf",
-            out_dir=tmp_path,
-            calibrate=False,
-            progress=lambda line: None,
-        )
+    _until_the_first_command(dev, tmp_path)
     ((argv, _),) = calls
     assert "--benchmark-duration" not in argv and "--benchmark-grace-period" not in argv
 
