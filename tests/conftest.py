@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from config import load_stages
 
 from .helpers import Synth, synth
+
+
+def pytest_configure(config):
+    # A suite started in the background inherits SIGINT ignored (the shell's rule for background jobs), and every
+    # process it starts would too; Ctrl-C's tests need the disposition a terminal gives, so the suite resets it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
