@@ -124,6 +124,13 @@ def _add_model_options(cmd) -> None:
         metavar="DIR",
         help="a folder with the real model (default: dummy weights of the real architecture, built from rehearsal/)",
     )
+    cmd.add_argument(
+        "--full-attention",
+        action="store_true",
+        help="dummy weights of a stand-in: the stage's model's size with every layer full attention, text only "
+        "(Qwen3ForCausalLM; labelled in the plan). Its KV cache fits vLLM 0.26's host buffer, so --nixl-backend "
+        "LIBFABRIC moves it on a host without EFA, where the stage's Gated DeltaNet model is refused",
+    )
 
 
 def _add_bench_options(cmd) -> None:
@@ -260,6 +267,8 @@ def _levels(text: str | None) -> list[int] | None:
 def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
     """(folder, real weights?) The real weights if given, else config + tokenizer with dummy weights."""
     if args.weights:
+        if args.full_attention:
+            raise RehearsalError("--full-attention: builds dummy weights of a stand-in; drop --weights", 2)
         folder = Path(args.weights)
         if not (folder / "config.json").is_file():
             raise RehearsalError(f"--weights: {folder} has no config.json (a Hugging Face model folder)", 2)
@@ -274,6 +283,8 @@ def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
         )
     from .model_folder import build
 
+    if args.full_attention:
+        return build(work / "model-full-attention", config_path=config, full_attention=True), False
     return build(work / "model", config_path=config), False
 
 
@@ -386,6 +397,7 @@ def _plan(
             emulate_node=args.emulate_node,
             kv_cache_bytes=kv_cache_bytes,
             transport=_transport(args),
+            full_attention=args.full_attention,
         )
 
     plan = planned(args.kv_cache_bytes)

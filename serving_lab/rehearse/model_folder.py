@@ -41,6 +41,21 @@ BASE_VOCAB = 248_044
 SPECIAL_COUNT = 33
 STAMP = ".model-folder.json"
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# What the full-attention stand-in takes of the source's text config: its size, heads and vocabulary.
+FULL_ATTENTION_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "hidden_act",
+    "attention_bias",
+    "tie_word_embeddings",
+)
 # The processor's configurations, each beside config_path as <prefix>-<name> (rehearsal/qwen3.5-9b-<name>).
 PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
 # What Qwen3VLProcessor (transformers 5.17) and vLLM 0.26's Qwen3-VL dummy inputs put in a prompt for one item.
@@ -284,11 +299,42 @@ def _processor_files(config_path: str | os.PathLike, vision_config: dict) -> dic
     return files
 
 
-def build(directory: str | os.PathLike, *, config_path: str | os.PathLike) -> Path:
-    """Write the model folder into `directory` (made if missing) and return its path."""
-    folder = Path(directory)
+def full_attention_config(config: dict, source: str | os.PathLike) -> dict:
+    """A text-only model of `config`'s size whose every layer is full attention (vLLM's Qwen3ForCausalLM): the
+    stand-in for a Gated DeltaNet model whose KV cache vLLM 0.26's host buffer can hold (ops rehearse
+    --full-attention). Each of its dimensions is the source's own; nothing else is invented."""
+    text = config.get("text_config", config)
+    missing = [key for key in FULL_ATTENTION_KEYS if key not in text]
+    if missing:
+        raise ModelFolderError(f"{source}: text_config has no {', '.join(missing)} (needed for --full-attention)")
+    rope_theta = text.get("rope_parameters", {}).get("rope_theta", text.get("rope_theta"))
+    if rope_theta is None:
+        raise ModelFolderError(f"{source}: text_config has no rope_theta (needed for --full-attention)")
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "dtype": text.get("dtype", "bfloat16"),
+        **{key: text[key] for key in FULL_ATTENTION_KEYS},
+        "rope_theta": rope_theta,
+        "rope_parameters": {"rope_type": "default", "rope_theta": rope_theta},
+        "eos_token_id": config.get("eos_token_id", text.get("eos_token_id")),
+    }
+
+
+def _model_config(config_path: str | os.PathLike, full_attention: bool) -> tuple[bytes, dict, dict[str, bytes]]:
+    """(config.json's bytes, the parsed source config, the processor files): the committed files byte for byte,
+    or the full-attention stand-in's config and no processor (it is text only)."""
     config_bytes, config = _read_json(Path(config_path))
-    processor = _processor_files(config_path, config.get("vision_config", {}))
+    if full_attention:
+        return _json(full_attention_config(config, config_path)), config, {}
+    return config_bytes, config, _processor_files(config_path, config.get("vision_config", {}))
+
+
+def build(directory: str | os.PathLike, *, config_path: str | os.PathLike, full_attention: bool = False) -> Path:
+    """Write the model folder into `directory` (made if missing) and return its path. `full_attention`: the
+    stand-in of full_attention_config instead of the committed configuration."""
+    folder = Path(directory)
+    config_bytes, config, processor = _model_config(config_path, full_attention)
     text_config = config.get("text_config", config)
     max_length = int(text_config.get("max_position_embeddings", 262_144))
     cls = tokenizer_class()
@@ -305,7 +351,7 @@ def build(directory: str | os.PathLike, *, config_path: str | os.PathLike) -> Pa
     }
     names = (
         "config.json",
-        *PROCESSOR_FILES,
+        *processor,
         "tokenizer.json",
         "tokenizer_config.json",
         "chat_template.jinja",

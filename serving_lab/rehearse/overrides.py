@@ -268,6 +268,7 @@ class _Build:
     emulation: _Emulation | None
     configs: list[tuple[str, dict[str, Any]]]
     transport: Transport = field(default_factory=lambda: Transport())
+    full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -277,6 +278,11 @@ class _Build:
 
     def add(self, path: str, before: Any, after: Any, reason: str) -> None:
         self.overrides.append(Override(path, before, after, reason))
+
+    @property
+    def gdn_model(self) -> bool:
+        """The served model has Gated DeltaNet layers: the stage's model does, unless --full-attention stands in."""
+        return not self.full_attention and is_gdn_model(self.cfg.serving.model.source)
 
 
 @dataclass(frozen=True)
@@ -395,8 +401,23 @@ def _dummy_weights(build: _Build, engine: _Engine) -> None:
         )
 
 
+def _full_attention_stand_in(build: _Build, engine: _Engine) -> None:
+    """--full-attention: a model of the stage's model's size with every layer full attention, text only
+    (model_folder.full_attention_config), so that vLLM 0.26's host KV buffer can hold its KV cache. The stage's
+    language_model_only stays: vLLM reads it only for a multimodal model (vllm/config/model.py)."""
+    if not build.full_attention:
+        return
+    build.add(
+        f"{engine.path}.model_loading_config.model_source (architecture)",
+        build.cfg.serving.model.source,
+        "Qwen3ForCausalLM of its size, every layer full attention",
+        "--full-attention: a stand-in whose KV cache vLLM 0.26's host buffer holds (the stage's Gated DeltaNet "
+        "state layers it cannot); the KV bytes per full-attention layer are the model's own, the model is not",
+    )
+
+
 def _sm90_gdn_backend(build: _Build, engine: _Engine) -> None:
-    if build.sm90 and is_gdn_model(build.cfg.serving.model.source) and "gdn_prefill_backend" not in engine.kwargs:
+    if build.sm90 and build.gdn_model and "gdn_prefill_backend" not in engine.kwargs:
         build.set(
             engine.kwargs,
             "gdn_prefill_backend",
@@ -557,14 +578,15 @@ def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
 def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
     """vLLM 0.26's host KV buffer cannot hold a Gated DeltaNet model's state layers: every engine dies at start-up
     ("'list' object has no attribute 'shape'", nixl/base_worker.py initialize_host_xfer_buffer; seen on an H200)."""
-    source = build.cfg.serving.model.source
-    if not is_gdn_model(source):
+    if not build.gdn_model:
         return
+    source = build.cfg.serving.model.source
     asked = "--kv-buffer-device cpu" if chosen else "--nixl-backend LIBFABRIC without EFA (vLLM's host KV buffer)"
     raise PlanError(
         f"{asked}: vLLM 0.26's host KV buffer cannot hold {source}'s Gated DeltaNet state layers (its engines die "
         "at start-up: docs/rehearsal/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
-        "GPU, which LIBFABRIC without EFA moves only with a libfabric built with CUDA (FI_HMEM)"
+        "GPU, which LIBFABRIC without EFA moves only with a libfabric built with CUDA (FI_HMEM); --full-attention serves "
+        "a stand-in whose KV cache the host buffer holds"
     )
 
 
@@ -702,6 +724,7 @@ def _engine_env(build: _Build) -> None:
 PLAN_OVERRIDES = (_other_mode,)
 ENGINE_OVERRIDES = (
     _local_model_folder,
+    _full_attention_stand_in,
     _dummy_weights,
     _sm90_gdn_backend,
     _shared_gpu_placement,
@@ -735,11 +758,13 @@ def plan(
     emulate_node: bool = False,
     kv_cache_bytes: KvCacheBytes = None,
     transport: Transport | None = None,
+    full_attention: bool = False,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
-    GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's."""
+    GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
+    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model."""
     build = _start(
         cfg,
         mode=mode,
@@ -752,6 +777,7 @@ def plan(
         kv_cache_bytes=kv_cache_bytes,
     )
     build.transport = transport or Transport()
+    build.full_attention = full_attention
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):

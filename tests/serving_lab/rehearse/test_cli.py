@@ -169,6 +169,18 @@ def test_weights_must_be_a_model_folder(tmp_path, dev):
     assert error.value.code == 2
 
 
+def test_the_full_attention_stand_in_takes_no_real_weights(tmp_path, dev):
+    with pytest.raises(cli.RehearsalError, match="^--full-attention: .* drop --weights$") as error:
+        cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path), full_attention=True), tmp_path)
+    assert error.value.code == 2
+
+
+def test_the_full_attention_stand_in_is_built_beside_the_models_folder(tmp_path, dev):
+    folder, real = cli.model_folder(dev, _args(tmp_path, full_attention=True), tmp_path)
+    assert (folder.name, real) == ("model-full-attention", False)
+    assert '"Qwen3ForCausalLM"' in (folder / "config.json").read_text()
+
+
 def test_a_level_time_bound_must_be_positive(capsys):
     assert main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [

@@ -342,3 +342,30 @@ def test_a_second_build_keeps_the_folder(folder):
 def test_a_missing_config_is_one_line(tmp_path):
     with pytest.raises(model_folder.ModelFolderError, match=r"^\S*nope\.json: No such file or directory$"):
         model_folder.build(tmp_path / "m", config_path=tmp_path / "nope.json")
+
+
+def test_the_full_attention_stand_in_has_the_models_own_dimensions():
+    source = json.loads(CONFIG.read_text())
+    stand_in = model_folder.full_attention_config(source, CONFIG)
+    text = source["text_config"]
+    assert stand_in["architectures"] == ["Qwen3ForCausalLM"] and stand_in["model_type"] == "qwen3"
+    for key in ("hidden_size", "num_hidden_layers", "num_key_value_heads", "head_dim", "vocab_size"):
+        assert stand_in[key] == text[key], key
+    assert stand_in["rope_parameters"] == {"rope_type": "default", "rope_theta": text["rope_parameters"]["rope_theta"]}
+    # no Gated DeltaNet layer left: no layer types, no linear-attention heads
+    assert not [key for key in stand_in if key.startswith("linear_") or key == "layer_types"]
+
+
+def test_the_full_attention_folder_is_text_only(tmp_path):
+    folder = model_folder.build(tmp_path / "m", config_path=CONFIG, full_attention=True)
+    config = json.loads((folder / "config.json").read_text())
+    assert config == model_folder.full_attention_config(json.loads(CONFIG.read_text()), CONFIG)
+    assert not [name for name in model_folder.PROCESSOR_FILES if (folder / name).exists()]
+    assert (folder / "tokenizer.json").is_file()
+
+
+def test_a_stand_in_of_a_config_without_its_dimensions_is_one_line(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"text_config": {"hidden_size": 8}}))
+    with pytest.raises(model_folder.ModelFolderError, match=r"^\S*config\.json: text_config has no intermediate_size"):
+        model_folder.build(tmp_path / "m", config_path=config, full_attention=True)

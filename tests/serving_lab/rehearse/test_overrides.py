@@ -224,6 +224,7 @@ def test_the_plan_is_a_list_of_small_overrides():
     assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode"]
     assert [o.__name__ for o in overrides.ENGINE_OVERRIDES] == [
         "_local_model_folder",
+        "_full_attention_stand_in",
         "_dummy_weights",
         "_sm90_gdn_backend",
         "_shared_gpu_placement",
@@ -432,3 +433,27 @@ def test_colocated_mode_has_no_kv_buffer_to_place(dev):
         dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport
     )
     assert not [o for o in plan.overrides if "kv_buffer_device" in o.path or "backends" in o.path]
+
+
+def test_the_full_attention_stand_in_moves_its_kv_cache_over_libfabric_through_host_memory(dev):
+    transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
+    plan = overrides.plan(
+        dev,
+        mode="pd",
+        host=ONE_H200,
+        model_dir=MODEL,
+        real_weights=False,
+        share_gpus=True,
+        transport=transport,
+        full_attention=True,
+    )
+    for side in ("prefill_config", "decode_config"):
+        kwargs = plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]
+        assert _kv(plan, side)["kv_buffer_device"] == "cpu"
+        assert _kv(plan, side)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
+        assert "gdn_prefill_backend" not in kwargs  # no Gated DeltaNet layer to prefill on SM90
+        assert kwargs["language_model_only"] is True  # the stage's; vLLM ignores it for a text-only model
+    stand_in = [o for o in plan.overrides if o.path.endswith("model_source (architecture)")]
+    assert [(o.before, o.after) for o in stand_in] == [
+        ("Qwen/Qwen3.5-9B", "Qwen3ForCausalLM of its size, every layer full attention")
+    ] * 2
