@@ -252,7 +252,7 @@ class KnownModel:
 # be traced; every one of them is dense (no expert layers: see model_memory_floor).
 META = "meta-llama"
 KNOWN_MODELS: dict[str, KnownModel] = {
-    # Computed from its config.json (rehearsal/qwen3.5-9b-config.json, tests/config/test_safety.py): 9.65e9
+    # Computed from its config.json (serving_lab/pins/qwen3.5-9b-config.json, tests/config/test_safety.py): 9.65e9
     # parameters, 17.98 GiB in bfloat16; KV 32 KiB per token (8 full-attention layers; DeltaNet keeps a state).
     # Why: docs/DECISIONS.md, "GPUs per replica, and the known models' sizes".
     "qwen3.5-9b": KnownModel(9.65e9, 32 * 1024, "Qwen3.5-9B's config.json"),

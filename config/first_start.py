@@ -32,7 +32,7 @@ NAT_GBPS = 5.0
 BASELINE_GBPS = {"m7i.large": 0.781, "m7i.xlarge": 1.5625, "m6i.xlarge": 1.25, "g6.8xlarge": 25.0}
 DEFAULT_BASELINE_GBPS = min(BASELINE_GBPS.values())
 # From the worker pod's start to the application RUNNING on the rehearsal host, cold (an H200 pair with dummy
-# weights: docs/rehearsal/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
+# weights: serving_lab/evidence/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
 ENGINE_START_S = 2 * 383.0
 # The wait is the critical path times this, so that a slow Hub or a slow compile still passes.
 WAIT_MARGIN = 1.5

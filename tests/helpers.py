@@ -21,7 +21,7 @@ from stacks import assembly
 from stacks.stage import InferenceStage
 
 ROOT = Path(__file__).resolve().parent.parent
-REHEARSAL = ROOT / "rehearsal"  # the GPU rehearsal's committed data (the model's config.json, its sources)
+REHEARSAL = ROOT / "serving_lab" / "pins"  # the GPU rehearsal's committed data (the model's config.json, its sources)
 
 
 def data_file(path: Path) -> Path:

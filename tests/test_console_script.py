@@ -89,6 +89,7 @@ def test_config_run_as_a_folder_runs_the_installed_checkout_or_says_how_to_run_i
 def test_no_module_of_the_project_edits_sys_path():
     sources = [
         *(ROOT / "scripts").glob("*.py"),
+        *(ROOT / "serving_lab").rglob("*.py"),
         *(ROOT / "config").rglob("*.py"),
         *(ROOT / "ops").rglob("*.py"),
         *(ROOT / "clients").rglob("*.py"),

@@ -14,14 +14,16 @@ import pytest
 
 from tests.helpers import ROOT
 
+SCRIPT_FOLDERS = (ROOT / "scripts", ROOT / "serving_lab" / "scripts")  # the project's, and the GPU lab's
 SCRIPTS = sorted(
     p
-    for p in (ROOT / "scripts").iterdir()
+    for folder in SCRIPT_FOLDERS
+    for p in folder.iterdir()
     if p.is_file() and p.read_text(errors="replace").startswith("#!/usr/bin/env bash") and p.name != "env.sh"
 )  # env.sh is sourced, not run
 # the Python scripts that take options (argparse); check_vllm_engine_args.py runs on the GPU host, inside the
 # rehearsal's own environment (vLLM), and takes none
-PYTHON_SCRIPTS = sorted(p for p in (ROOT / "scripts").glob("*.py") if "argparse" in p.read_text())
+PYTHON_SCRIPTS = sorted(p for folder in SCRIPT_FOLDERS for p in folder.glob("*.py") if "argparse" in p.read_text())
 TOOLS = ("python", "python3", "pip", "npm", "npx", "node", "go", "git", "ray", "rm", "tar", "xz", "kubectl", "aiperf")
 
 
@@ -37,7 +39,7 @@ def stand_ins(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_there_are_scripts_to_check():
-    assert {"setup.sh", "synth.sh", "test.sh", "bench.sh", "cdk"} <= {p.name for p in SCRIPTS}
+    assert {"setup.sh", "synth.sh", "test.sh", "bench.sh", "cdk", "rehearsal_pack.sh"} <= {p.name for p in SCRIPTS}
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])

@@ -5,7 +5,7 @@ stated only with both intervals. For committed runs as well as fresh ones:
     python -m serving_lab.bench.intervals --slo-ttft 2 --slo-itl 0.1 RUN_A [RUN_B]
 
 RUN is a folder holding <level>/profile_export.jsonl files at any depth (what `ops bench` writes) or a .tgz of one
-(what scripts/rehearsal_device_run.sh brings back as NAME-records.tgz). Exit 2 with one line for a bad argument."""
+(what serving_lab/scripts/rehearsal_device_run.sh brings back as NAME-records.tgz). Exit 2 with one line for a bad argument."""
 
 from __future__ import annotations
 

@@ -524,7 +524,7 @@ def _image(run: Run) -> str:
     """A rehearsal (`ops rehearse`) runs the host's packages, not the stage's container image."""
     if "rehearsal" in run.settings:
         return (
-            f"none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray "
+            f"none: a rehearsal runs serving_lab/pins/serve.lock's packages on the host (Ray "
             f"{md(run.settings.get('ray_version', '?'))}); the stage's is {code(run.image)}"
         )
     return code(run.image)

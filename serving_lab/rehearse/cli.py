@@ -38,7 +38,7 @@ from . import checks, kv_profile, overrides, phases, ray_cluster
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "rehearsal" / "qwen3.5-9b-config.json"}
+MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json"}
 DEFAULT_OUT = Path("rehearsal-results")
 # Ray's /metrics on the head: Ray, Serve and vLLM series with their histograms, a few MiB on one host.
 METRICS_LIMIT = 32 * MiB
@@ -87,7 +87,7 @@ def _transport(args) -> overrides.Transport:
     libfabric = getattr(args, "libfabric", None)
     if backend == "LIBFABRIC" and libfabric and not (Path(libfabric) / "lib" / "libfabric.so.1").exists():
         raise RehearsalError(
-            f"--libfabric: {libfabric}/lib has no libfabric.so.1 (scripts/rehearsal_install.sh unpacks it)", 2
+            f"--libfabric: {libfabric}/lib has no libfabric.so.1 (serving_lab/scripts/rehearsal_install.sh unpacks it)", 2
         )
     return overrides.Transport(
         nixl_backend=backend,
@@ -225,8 +225,8 @@ def _add_transport_options(cmd) -> None:
         "--libfabric",
         metavar="DIR",
         default=os.environ.get("REHEARSAL_LIBFABRIC"),
-        help="--nixl-backend LIBFABRIC: the libfabric tree scripts/rehearsal_install.sh unpacked "
-        "(rehearsal/libfabric.debs; default $REHEARSAL_LIBFABRIC): its lib/ goes first on the engines' LD_LIBRARY_PATH",
+        help="--nixl-backend LIBFABRIC: the libfabric tree serving_lab/scripts/rehearsal_install.sh unpacked "
+        "(serving_lab/pins/libfabric.debs; default $REHEARSAL_LIBFABRIC): its lib/ goes first on the engines' LD_LIBRARY_PATH",
     )
     cmd.add_argument(
         "--kv-buffer-device",

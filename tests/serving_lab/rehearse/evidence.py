@@ -1,6 +1,6 @@
-"""Reading a committed GPU evidence folder (docs/rehearsal/DATE-HOST/): its README's numbered sections and tables,
+"""Reading a committed GPU evidence folder (serving_lab/evidence/DATE-HOST/): its README's numbered sections and tables,
 the cells a benchmark level gives, and the goodput `ops bench --goodput` counts from the runs as they came back
-(scripts/rehearsal_device_run.sh: NAME.tgz holds aiperf's summaries, NAME-records.tgz its per-request records)."""
+(serving_lab/scripts/rehearsal_device_run.sh: NAME.tgz holds aiperf's summaries, NAME-records.tgz its per-request records)."""
 
 from __future__ import annotations
 

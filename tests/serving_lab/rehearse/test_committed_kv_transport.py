@@ -1,4 +1,4 @@
-"""The GPU evidence of docs/rehearsal/2026-12-01-h200-kv-transport/: the README's figures are the committed runs' own
+"""The GPU evidence of serving_lab/evidence/2026-12-01-h200-kv-transport/: the README's figures are the committed runs' own
 (the NIXL probe's JSON, the TTFT phases of the warm UCX rehearsal, the consoles and worker tails as they came back),
 and what it says did not run did not."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "docs" / "rehearsal" / "2026-12-01-h200-kv-transport"
+EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-kv-transport"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 
@@ -68,7 +68,7 @@ def test_the_carried_libnuma_made_the_backend_exit_and_its_absence_let_it_start(
     assert "libnuma1 2.0.19" in (RUNS / "libfabric-call10.txt").read_text()  # what that run carried
     names = [
         line.split()[0]
-        for line in (ROOT / "rehearsal" / "libfabric.debs").read_text().splitlines()
+        for line in (ROOT / "serving_lab" / "pins" / "libfabric.debs").read_text().splitlines()
         if line and not line.startswith("#")
     ]
     assert "libnuma1" not in names  # what the README says was taken out

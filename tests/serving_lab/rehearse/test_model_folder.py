@@ -4,7 +4,7 @@ token table, encoding as that package does.
 
 transformers is not in the project venv (.venv): the AutoTokenizer and AutoProcessor tests run where it is
 installed with torch and torchvision (the rehearsal host) and are skipped here; the processor files are checked
-byte for byte against Qwen's (their SHA-256, rehearsal/qwen3.5-9b-processor.SOURCES.txt) and the chat template
+byte for byte against Qwen's (their SHA-256, serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt) and the chat template
 with jinja2 the way transformers renders it."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from serving_lab.rehearse import model_folder
 
 from ...helpers import ROOT
 
-CONFIG = ROOT / "rehearsal" / "qwen3.5-9b-config.json"
+CONFIG = ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json"
 # Qwen/Qwen3.5-9B's own files: (bytes, SHA-256), as public manifests of that checkpoint record them
-# (rehearsal/qwen3.5-9b-processor.SOURCES.txt).
+# (serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt).
 QWEN_PROCESSOR_FILES = {
     "preprocessor_config.json": (390, "27225450ac9c6529872ee1924fcb0962ff5634834f817040f444118116f4e516"),
     "video_preprocessor_config.json": (385, "7768af27c1fafa9cc9011c1dc20067e03f8915e03b63504550e11d5066986d13"),
@@ -250,7 +250,7 @@ def test_chat_template_renders_images_and_videos_as_qwens_placeholders(folder, t
 @pytest.mark.parametrize("name", sorted(QWEN_PROCESSOR_FILES))
 def test_the_processor_configurations_are_qwen35_9bs_own_files(folder, name):
     size, sha256 = QWEN_PROCESSOR_FILES[name]
-    committed = (ROOT / "rehearsal" / f"qwen3.5-9b-{name}").read_bytes()
+    committed = (ROOT / "serving_lab" / "pins" / f"qwen3.5-9b-{name}").read_bytes()
     assert (folder / name).read_bytes() == committed
     assert (len(committed), hashlib.sha256(committed).hexdigest()) == (size, sha256)
 
@@ -289,7 +289,7 @@ def test_a_processor_configuration_that_disagrees_with_the_tower_is_one_line(tmp
     config = tmp_path / "m-config.json"
     config.write_bytes(CONFIG.read_bytes())
     for name in model_folder.PROCESSOR_FILES:
-        (tmp_path / f"m-{name}").write_bytes((ROOT / "rehearsal" / f"qwen3.5-9b-{name}").read_bytes())
+        (tmp_path / f"m-{name}").write_bytes((ROOT / "serving_lab" / "pins" / f"qwen3.5-9b-{name}").read_bytes())
     video = tmp_path / "m-video_preprocessor_config.json"
     video.write_text(json.dumps({**json.loads(video.read_text()), "patch_size": 14}))
     with pytest.raises(

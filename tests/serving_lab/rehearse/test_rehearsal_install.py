@@ -1,4 +1,4 @@
-"""scripts/rehearsal_install.sh, run for real on a small pack made the way scripts/rehearsal_pack.sh makes
+"""serving_lab/scripts/rehearsal_install.sh, run for real on a small pack made the way serving_lab/scripts/rehearsal_pack.sh makes
 them (a tree per name, tar + xz, cut into pieces, SHA256SUMS): it checks, unpacks, points the console
 scripts at this host's Python, prints only shell lines, is idempotent, and refuses a damaged or missing
 piece with one line and exit 1."""
@@ -18,7 +18,7 @@ import pytest
 
 from ...helpers import ROOT
 
-INSTALL = ROOT / "scripts" / "rehearsal_install.sh"
+INSTALL = ROOT / "serving_lab" / "scripts" / "rehearsal_install.sh"
 
 
 def _pack(pieces: Path, name: str, files: dict[str, str], piece_bytes: int = 300) -> None:
@@ -147,7 +147,7 @@ def test_a_tree_none_of_whose_pieces_came_is_skipped(tmp_path, packed):
 
 
 def test_a_tree_of_debian_packages_is_unpacked_and_named_by_its_folder(tmp_path, packed):
-    # rehearsal/libfabric.debs makes `libfabric` a known tree (scripts/rehearsal_debs.sh packs it): libraries and
+    # serving_lab/pins/libfabric.debs makes `libfabric` a known tree (serving_lab/scripts/rehearsal_debs.sh packs it): libraries and
     # tools, no Python, so its line names the folder (ops rehearse --libfabric reads REHEARSAL_LIBFABRIC)
     _pack(
         packed, "libfabric", {"lib/libfabric.so.1": "\x7fELF stand-in", "bin/fi_info": "\x7fELF stand-in", "DEBS": ""}
@@ -162,7 +162,7 @@ def test_a_tree_of_debian_packages_is_unpacked_and_named_by_its_folder(tmp_path,
 
 
 def test_every_debian_list_pins_each_package_by_the_sha256_of_its_deb():
-    lists = sorted((ROOT / "rehearsal").glob("*.debs"))
+    lists = sorted((ROOT / "serving_lab" / "pins").glob("*.debs"))
     assert [p.stem for p in lists] == ["libfabric"]
     for path in lists:
         text = path.read_text()
@@ -171,10 +171,10 @@ def test_every_debian_list_pins_each_package_by_the_sha256_of_its_deb():
         assert lines and all(len(parts) == 3 and len(parts[2]) == 64 for parts in lines)
         names = [parts[0] for parts in lines]
         assert names == sorted(names) and len(set(names)) == len(names)
-        assert not (ROOT / "rehearsal" / f"{path.stem}.lock").exists()
+        assert not (ROOT / "serving_lab" / "pins" / f"{path.stem}.lock").exists()
     names = {
         line.split()[0]
-        for line in (ROOT / "rehearsal" / "libfabric.debs").read_text().splitlines()
+        for line in (ROOT / "serving_lab" / "pins" / "libfabric.debs").read_text().splitlines()
         if line and not line.startswith("#")
     }
     # trixie's libnuma 2.0.19 made NIXL's LIBFABRIC backend exit on the H200 host: the host's own is used
@@ -182,11 +182,11 @@ def test_every_debian_list_pins_each_package_by_the_sha256_of_its_deb():
 
 
 def test_the_committed_digests_vouch_for_one_libfabric_piece():
-    pieces = [line.split()[1] for line in (ROOT / "rehearsal" / "pieces.sha256").read_text().splitlines()]
+    pieces = [line.split()[1] for line in (ROOT / "serving_lab" / "pins" / "pieces.sha256").read_text().splitlines()]
     assert [p for p in pieces if p.startswith("libfabric.")] == ["libfabric.tar.xz.part-00"]
 
 
-DEBS = ROOT / "scripts" / "rehearsal_debs.sh"
+DEBS = ROOT / "serving_lab" / "scripts" / "rehearsal_debs.sh"
 
 
 @pytest.mark.parametrize(
@@ -202,10 +202,10 @@ DEBS = ROOT / "scripts" / "rehearsal_debs.sh"
 )
 def test_the_deb_packer_refuses_a_bad_list_before_downloading(tmp_path, text, message):
     # a copy of the scripts and a list of its own: the packer never reaches apt-get or the mirror
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "rehearsal_debs.sh").write_text(DEBS.read_text())
-    (tmp_path / "rehearsal").mkdir()
-    (tmp_path / "rehearsal" / "probe.debs").write_text(text)
+    (tmp_path / "serving_lab" / "scripts").mkdir(parents=True)
+    (tmp_path / "serving_lab" / "scripts" / "rehearsal_debs.sh").write_text(DEBS.read_text())
+    (tmp_path / "serving_lab" / "pins").mkdir()
+    (tmp_path / "serving_lab" / "pins" / "probe.debs").write_text(text)
     keyring = tmp_path / "keyring.gpg"
     keyring.write_bytes(b"")
     tools = tmp_path / "bin"
@@ -215,14 +215,14 @@ def test_the_deb_packer_refuses_a_bad_list_before_downloading(tmp_path, text, me
         (tools / tool).chmod(0o755)
     env = {**os.environ, "PATH": f"{tools}:/usr/bin:/bin", "REHEARSAL_DEB_KEYRING": str(keyring)}
     done = subprocess.run(
-        ["bash", str(tmp_path / "scripts" / "rehearsal_debs.sh"), "probe"],
+        ["bash", str(tmp_path / "serving_lab" / "scripts" / "rehearsal_debs.sh"), "probe"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1 and "ran" not in done.stderr
     assert message in done.stderr.strip().splitlines()[-1]
 
 
-DEVICE_RUN = ROOT / "scripts" / "rehearsal_device_run.sh"
+DEVICE_RUN = ROOT / "serving_lab" / "scripts" / "rehearsal_device_run.sh"
 
 
 def _device_run(
@@ -234,7 +234,7 @@ def _device_run(
     bin_dir: Path | None = None,
     env_vars: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
+    """serving_lab/scripts/rehearsal_device_run.sh ARGV with its folders under tmp_path; `bin_dir` first on PATH
     (default: this Python's, whose `python3` runs the real `ops rehearse`)."""
     env = {
         **os.environ,

@@ -45,7 +45,7 @@ def test_the_parser_reads_the_transport_options(monkeypatch, tmp_path):
         "--engine-env", "UCX_TLS=cuda_ipc,cuda_copy,tcp", "--engine-env", "FI_TCP_IFACE=eth0",
     ]  # fmt: skip
     args = _parser(argv=argv).parse_args(argv)
-    assert args.libfabric == "/tmp/rehearsal-site/libfabric"  # what scripts/rehearsal_install.sh exports
+    assert args.libfabric == "/tmp/rehearsal-site/libfabric"  # what serving_lab/scripts/rehearsal_install.sh exports
     assert args.kv_buffer_device == "cuda"
     assert args.engine_env == [("UCX_TLS", "cuda_ipc,cuda_copy,tcp"), ("FI_TCP_IFACE", "eth0")]
 
