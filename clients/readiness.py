@@ -1,6 +1,6 @@
 """The readiness checks of a stage's cluster through the Kubernetes API: GPU nodes Ready with their devices,
 the KubeRay operator available, the RayService ready with its application RUNNING. `verify` runs them on the
-deployed stage (ops/verify.py), the cluster rehearsal on its local control plane (localcluster/checks.py)."""
+deployed stage (ops/verify.py), ops local-cluster on its local control plane (localcluster/checks.py)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 HANDLED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-# With Ctrl-C too, for a command whose cleanup a second Ctrl-C must not break off (rehearse-cluster).
+# With Ctrl-C too, for a command whose cleanup a second Ctrl-C must not break off (local-cluster).
 EVERY = (signal.SIGINT, *HANDLED)
 
 

@@ -35,7 +35,7 @@ class HelmChartPin:
     version: str
 
 
-# 1.6.2: the release the Go module proxy serves whole, so what is deployed is what the cluster rehearsal runs
+# 1.6.2: the release the Go module proxy serves whole, so what is deployed is what ops local-cluster runs
 # (docs/DECISIONS.md, "KubeRay 1.6.2").
 KUBERAY_OPERATOR = HelmChartPin(
     chart="kuberay-operator",

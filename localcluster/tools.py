@@ -84,7 +84,7 @@ KWOK = GoTool("kwok", "sigs.k8s.io/kwok", ("sigs.k8s.io/kwok/cmd/kwok",))
 KUBERAY_OPERATOR = GoTool(
     "kuberay-operator", "github.com/ray-project/kuberay/ray-operator", ("github.com/ray-project/kuberay/ray-operator",)
 )
-# Helm and kubectl are not built: the rehearsal runs the very binaries of the stage's kubectl layer
+# Helm and kubectl are not built: the local cluster runs the very binaries of the stage's kubectl layer
 # (kubectl_layer.py), which is what installs the charts on EKS.
 ALL_TOOLS = (ETCD, KUBERNETES, KWOK, KUBERAY_OPERATOR)
 

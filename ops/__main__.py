@@ -8,7 +8,7 @@
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access; ops/diff/)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (serving_lab/bench/)
   rehearse --stage NAME   the stage's serve config on this host's GPUs, checked and benchmarked (serving_lab/rehearse/)
-  rehearse-cluster --stage NAME
+  local-cluster --stage NAME
                           the stage's Kubernetes objects on a local kube-apiserver built from source (localcluster/)
   validate [PATH ...]     the stage files' checks that synth runs, without CDK (also `python -m config validate`)
 
@@ -61,7 +61,7 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class LazyCommand:
-    """A command whose module (`bench`, `rehearse`: serving_lab/; `rehearse-cluster`: localcluster/) is imported
+    """A command whose module (`bench`, `rehearse`: serving_lab/; `local-cluster`: localcluster/) is imported
     only when its parser is built in full or it runs. _parser() builds it in full unless the command line
     names another command: then a bare placeholder parser of the same name stands in, which argparse never
     shows (only the chosen command's help and errors are printed, and the top-level usage lists the names
@@ -106,7 +106,7 @@ COMMANDS: dict[str, Command] = {
     "verify-remote": stage_commands.VERIFY_REMOTE,
     "bench": LazyCommand("bench", "serving_lab.bench.cli"),
     "rehearse": LazyCommand("rehearse", "serving_lab.rehearse.cli"),
-    "rehearse-cluster": LazyCommand("rehearse-cluster", "localcluster.cli"),
+    "local-cluster": LazyCommand("local-cluster", "localcluster.cli"),
     "diff": diff,
     "validate": validate_cli,
 }

@@ -3,7 +3,7 @@
 # node_modules/, and the project itself installed into it (.venv/bin/pd-inference). Re-runs are no-ops
 # unless a requirements file, pyproject.toml or package-lock.json changed.
 #   scripts/setup.sh            runtime packages (synth, ops diff, preflight, verify)
-#   scripts/setup.sh --cluster  runtime + the local control plane of `ops rehearse-cluster`: its Python
+#   scripts/setup.sh --cluster  runtime + the local control plane of `ops local-cluster`: its Python
 #                               package (requirements-cluster.txt) and its Go programs, built once from the
 #                               Go module proxy into Go's own caches (needs Go 1.26; tools/go/ pins them)
 #   scripts/setup.sh --checks   runtime + the test, lint and type packages, nothing built: the pipeline's

@@ -100,7 +100,7 @@ def operator_bumps(base_out: Path, head_out: Path, stage: str) -> list[str]:
         (
             f"KubeRay operator {before} -> {after} (Helm release {KUBERAY_RELEASE}): the cluster stack applies {after}'s "
             f"CRDs server-side before the chart upgrade (Helm never upgrades crds/), then the new operator "
-            f"re-reconciles every RayService. Rehearse it first (`python -m ops rehearse-cluster --stage {stage}` "
+            f"re-reconciles every RayService. Rehearse it first (`python -m ops local-cluster --stage {stage}` "
             f"runs the pinned operator, tools/go/kuberay-operator), and after the deploy run "
             f"`python -m ops verify --stage {stage}`"
         )

@@ -87,7 +87,8 @@ def _transport(args) -> overrides.Transport:
     libfabric = getattr(args, "libfabric", None)
     if backend == "LIBFABRIC" and libfabric and not (Path(libfabric) / "lib" / "libfabric.so.1").exists():
         raise RehearsalError(
-            f"--libfabric: {libfabric}/lib has no libfabric.so.1 (serving_lab/scripts/rehearsal_install.sh unpacks it)", 2
+            f"--libfabric: {libfabric}/lib has no libfabric.so.1 (serving_lab/scripts/rehearsal_install.sh unpacks it)",
+            2,
         )
     return overrides.Transport(
         nixl_backend=backend,

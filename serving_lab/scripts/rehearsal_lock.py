@@ -418,7 +418,9 @@ def _check_directives(resolved: _Resolution) -> None:
                     raise LockError(f"{where}: `#: skip {pkg}`: the host has it (nothing to skip)")
                 continue
             if pkg not in host:
-                raise LockError(f"{where}: `#: {directive} {pkg}`: not a host package (serving_lab/pins/host-packages.txt)")
+                raise LockError(
+                    f"{where}: `#: {directive} {pkg}`: not a host package (serving_lab/pins/host-packages.txt)"
+                )
             if items[pkg].version == host[pkg]:
                 raise LockError(
                     f"{where}: `#: {directive} {pkg}`: the resolver takes the host's {host[pkg]} (drop the line)"

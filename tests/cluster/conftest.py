@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from config import load_stages
-from localcluster import checks, deploy_order, rehearsal, tools
+from localcluster import checks, deploy_order, session, tools
 from localcluster.apply import Applier
 from localcluster.ray_head import RayHeadStandIn
 
@@ -26,18 +26,18 @@ def dev_cfg():
 
 
 @pytest.fixture(scope="session")
-def box(dev_cfg) -> rehearsal.Toolbox:
+def box(dev_cfg) -> session.Toolbox:
     if shutil.which("go") is None:
         pytest.fail("the go command is missing: Go 1.26 builds the local cluster (README: the test command's needs)")
     try:
-        return rehearsal.toolbox(dev_cfg)
+        return session.toolbox(dev_cfg)
     except tools.ToolError as exc:
         pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
 def dev_assembly(tmp_path_factory, dev_cfg) -> Path:
-    return rehearsal.synthesize(dev_cfg, tmp_path_factory.mktemp("cdk") / "cdk.out")
+    return session.synthesize(dev_cfg, tmp_path_factory.mktemp("cdk") / "cdk.out")
 
 
 @pytest.fixture(scope="session")
@@ -53,15 +53,15 @@ def ray_head():
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory, dev_cfg, box):
-    local = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("cluster"), box)
+    local = session.start(dev_cfg, tmp_path_factory.mktemp("cluster"), box)
     yield local
     local.stop()
 
 
 @pytest.fixture(scope="session")
 def installed(cluster, dev_steps, box, ray_head):
-    """The dev stage applied in deploy order (what stands in for each chart: rehearsal.STAND_INS)."""
-    return rehearsal.install(cluster, dev_steps, box, ray_head)
+    """The dev stage applied in deploy order (what stands in for each chart: session.STAND_INS)."""
+    return session.install(cluster, dev_steps, box, ray_head)
 
 
 @pytest.fixture(scope="session")
@@ -80,9 +80,9 @@ def stage_on_a_cluster_of_its_own(folder: Path, cfg, box, steps) -> Iterator[tup
     """(cluster, stand-in head, what the operator made): the stage installed on a new cluster and Ready, for tests
     whose edits would disturb the session's cluster; stopped afterwards."""
     with RayHeadStandIn() as head:
-        cluster = rehearsal.start(cfg, folder, box)
+        cluster = session.start(cfg, folder, box)
         try:
-            rehearsal.install(cluster, steps, box, head)
+            session.install(cluster, steps, box, head)
             yield cluster, head, checks.wait_ready(cluster, cfg.serving.namespace, cfg.serving.service_name)
         finally:
             cluster.stop()

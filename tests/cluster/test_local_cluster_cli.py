@@ -1,7 +1,7 @@
-"""`python -m ops rehearse-cluster` as an operator runs it: its own set-up named in one line, exit 0 with the
+"""`python -m ops local-cluster` as an operator runs it: its own set-up named in one line, exit 0 with the
 real operator's verdict on a good stage, 1 when a check fails, and SIGTERM / SIGHUP / SIGQUIT ending every
 process it started and removing its folder (keys, tokens, etcd data), exit 143 / 129 / 131 as Ctrl-C's 130
-(tests/ops/test_rehearse_cluster_signals.py: the same at every moment of a run, with stand-in processes)."""
+(tests/ops/test_local_cluster_signals.py: the same at every moment of a run, with stand-in processes)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from clients.report import Report
-from localcluster import cli as rehearse_cluster
-from localcluster import rehearsal
+from localcluster import cli as local_cluster
+from localcluster import session
 from tests.helpers import ROOT, clean_env, pid_alive, survivors
 
-COMMAND = [sys.executable, "-m", "ops", "rehearse-cluster", "--stage", "dev"]
+COMMAND = [sys.executable, "-m", "ops", "local-cluster", "--stage", "dev"]
 
 
 def test_without_its_set_up_it_names_the_command_to_run(tmp_path):
@@ -28,7 +28,7 @@ def test_without_its_set_up_it_names_the_command_to_run(tmp_path):
     run = subprocess.run(COMMAND, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 2
     (line,) = run.stderr.strip().splitlines()
-    assert line.startswith("rehearse-cluster --stage dev: its set-up is missing (the local cluster's etcd, ")
+    assert line.startswith("local-cluster --stage dev: its set-up is missing (the local cluster's etcd, ")
     assert line.endswith("(not built or downloaded yet)): run scripts/setup.sh --cluster")
 
 
@@ -48,12 +48,12 @@ def _namespace(**kwargs):
 
 
 def test_a_failed_check_exits_1(monkeypatch, capsys):
-    report = Report("rehearse-cluster", "dev")
+    report = Report("local-cluster", "dev")
     report.add("KubeRay operator", "fail", "RayService inference/ray-llm Ready within 120 s")
     report.extra["versions"] = {}
-    monkeypatch.setattr(rehearsal, "setup_missing", lambda: None)
-    monkeypatch.setattr(rehearsal, "run", lambda cfg, keep, progress: report)
-    assert rehearse_cluster.run(_namespace()) == 1
+    monkeypatch.setattr(session, "setup_missing", lambda: None)
+    monkeypatch.setattr(session, "run", lambda cfg, keep, progress: report)
+    assert local_cluster.run(_namespace()) == 1
     assert capsys.readouterr().out.strip().endswith("verdict: fail: RayService inference/ray-llm Ready within 120 s")
 
 
@@ -66,7 +66,7 @@ def _started(process: subprocess.Popen, lines: list[str], tmp: Path) -> Path:
         if "starting kwok" in line:
             break
         assert time.monotonic() < deadline, "".join(lines)
-    (pids,) = tmp.glob("rehearse-cluster-dev-*/cluster/pids")
+    (pids,) = tmp.glob("local-cluster-dev-*/cluster/pids")
     return pids.parent
 
 

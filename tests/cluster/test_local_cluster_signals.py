@@ -1,8 +1,8 @@
-"""`ops rehearse-cluster` stopped by a signal at any moment, fast: the real CLI and rehearsal.run in a process of
+"""`ops local-cluster` stopped by a signal at any moment, fast: the real CLI and session.run in a process of
 their own, with the slow steps (build, synth, the control plane) replaced by children that behave as its
 processes do (one of them with a child of its own, one that ignores SIGTERM). Whatever the signal and the
 moment, no child survives, its folder (with a stand-in for the keys) is gone and the exit code is 128+N.
-tests/cluster/test_rehearse_cluster_cli.py does the same with the real control plane."""
+tests/cluster/test_local_cluster_cli.py does the same with the real control plane."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from tests.helpers import ROOT, clean_env, kill_survivors, survivors
 CHILD = r"""
 import os, signal, sys, threading, time, types
 from pathlib import Path
-from localcluster import control_plane, deploy_order, rehearsal
+from localcluster import control_plane, deploy_order, session
 from clients import cli_options
-from localcluster import cli as rehearse_cluster
+from localcluster import cli as local_cluster
 
 signum, moment, record = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 
@@ -46,33 +46,36 @@ def start(cfg, folder, box, progress):
         send()
     return cluster
 
-def rehearse(*args, **kwargs):
+def run_steps(*args, **kwargs):
     if moment == "twice":  # a second signal while the first one's cleanup waits for the SIGTERM-deaf process
         threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGHUP)).start()
     send()
 
+# each stand-in replaces a function that exists: a renamed one must fail here, not be patched in silently
+for name in ("setup_missing", "versions_match", "toolbox", "synthesize", "start", "_run_steps"):
+    assert hasattr(session, name), name
 cli_options.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
-rehearsal.setup_missing = setup_missing
-rehearsal.versions_match = lambda cfg: None
-rehearsal.toolbox = lambda cfg, progress: types.SimpleNamespace(
+session.setup_missing = setup_missing
+session.versions_match = lambda cfg: None
+session.toolbox = lambda cfg, progress: types.SimpleNamespace(
     layer=types.SimpleNamespace(helm_version="v3", kubectl_version="v1.35")
 )
-rehearsal.synthesize = lambda cfg, outdir: outdir
+session.synthesize = lambda cfg, outdir: outdir
 deploy_order.steps = lambda assembly: []
-rehearsal.start = start
-rehearsal._rehearse = rehearse
+session.start = start
+session._run_steps = run_steps
 args = types.SimpleNamespace(stage="dev", config_dir="config", json=False, keep=False)
-sys.exit(rehearse_cluster.run(args))
+sys.exit(local_cluster.run(args))
 """
 
 
 @pytest.mark.parametrize(
     "signum, moment",
     [
-        (signal.SIGTERM, "rehearse"),
-        (signal.SIGHUP, "rehearse"),
-        (signal.SIGQUIT, "rehearse"),
-        (signal.SIGINT, "rehearse"),
+        (signal.SIGTERM, "steps"),
+        (signal.SIGHUP, "steps"),
+        (signal.SIGQUIT, "steps"),
+        (signal.SIGINT, "steps"),
         (signal.SIGTERM, "early"),
         (signal.SIGHUP, "start"),
         (signal.SIGTERM, "twice"),
@@ -96,7 +99,7 @@ def test_a_signal_at_any_moment_ends_every_child_and_removes_the_folder(tmp_path
     try:
         assert run.returncode == 128 + signum, run.stderr[-3000:]
         assert run.stderr.strip().splitlines()[-1] == (
-            f"rehearse-cluster --stage dev: stopped by {signal.Signals(signum).name}; every process it started "
+            f"local-cluster --stage dev: stopped by {signal.Signals(signum).name}; every process it started "
             "is ended, its folder removed"
         )
         assert list(scratch.iterdir()) == []  # the cluster's folder, the key in it, the scratch folder

@@ -8,7 +8,7 @@ import json
 import yaml
 
 from config.topology import KUBERAY_NAMESPACE, KUBERAY_RELEASE
-from localcluster import checks, ray_objects, rehearsal, tools
+from localcluster import checks, ray_objects, session, tools
 from tests.helpers import config_with
 
 
@@ -47,7 +47,7 @@ def test_the_serve_service_selects_the_pods_that_answer_the_serve_health_check(m
 
 
 def test_the_put_body_is_the_rendered_serve_config(made, ray_head, dev_steps):
-    rendered = next(o for o in rehearsal.deploy_order.objects(dev_steps) if o["kind"] == "RayService")
+    rendered = next(o for o in session.deploy_order.objects(dev_steps) if o["kind"] == "RayService")
     bodies = checks.put_bodies(ray_head, made)
     assert bodies and all(body == yaml.safe_load(rendered["spec"]["serveConfigV2"]) for body in bodies)
 
@@ -98,16 +98,16 @@ def test_ops_verify_passes_on_what_the_operator_made(cluster, made, dev_cfg):
 
 def test_a_stage_on_another_operator_version_is_refused(tmp_path):
     cfg = config_with(tmp_path, addons={"kuberay_operator": "1.5.0"})
-    assert rehearsal.versions_match(cfg) == (
-        "the rehearsal pins KubeRay v1.6.2 (tools/go/kuberay-operator/go.mod) and the stage installs 1.5.0 "
+    assert session.versions_match(cfg) == (
+        "the local cluster pins KubeRay v1.6.2 (tools/go/kuberay-operator/go.mod) and the stage installs 1.5.0 "
         "(addons.kuberay_operator)"
     )
 
 
 def test_a_stage_on_another_kubernetes_minor_is_refused(tmp_path):
     cfg = config_with(tmp_path, cluster={"kubernetes_version": "1.34"})
-    assert rehearsal.versions_match(cfg) == (
-        "the rehearsal builds Kubernetes v1.35.4 (tools/go/kubernetes/go.mod) and the stage runs 1.34 "
+    assert session.versions_match(cfg) == (
+        "the local cluster builds Kubernetes v1.35.4 (tools/go/kubernetes/go.mod) and the stage runs 1.34 "
         "(cluster.kubernetes_version)"
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster import helm, rehearsal, tools
+from localcluster import helm, session, tools
 from localcluster.apply import Applier
 from localcluster.control_plane import LocalCluster
 
@@ -53,7 +53,7 @@ class Bumped:
 @pytest.fixture(scope="module")
 def bumped(tmp_path_factory, dev_cfg, box, dev_steps, previous_crds):
     """The cluster with the previous release's CRDs and record, after the deploy's plain `helm upgrade`."""
-    cluster = rehearsal.start(dev_cfg, tmp_path_factory.mktemp("bump"), box)
+    cluster = session.start(dev_cfg, tmp_path_factory.mktemp("bump"), box)
     try:
         admin = Applier(cluster.api())
         for crd in sorted(previous_crds.glob("ray.io_*.yaml")):
@@ -95,7 +95,7 @@ def test_the_crd_step_brings_the_crds_to_the_stage_release(bumped, box, dev_step
         "repository": "https://ray-project.github.io/kuberay-helm/",
         "version": "1.6.2",
     }
-    rehearsal.apply_crds(bumped.cluster, box, step)
+    session.apply_crds(bumped.cluster, box, step)
     new = _schemas(box.charts["kuberay-operator"] / "crds")
     stored = _stored(bumped.cluster, new)
     assert stored == new

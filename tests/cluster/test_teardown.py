@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clients.kube import KubeError
-from localcluster import rehearsal
+from localcluster import session
 
 from .conftest import stage_on_a_cluster_of_its_own
 
@@ -16,7 +16,7 @@ from .conftest import stage_on_a_cluster_of_its_own
 def torn_down(tmp_path_factory, dev_cfg, box, dev_steps):
     folder = tmp_path_factory.mktemp("teardown")
     with stage_on_a_cluster_of_its_own(folder, dev_cfg, box, dev_steps) as (cluster, _, made):
-        yield cluster, made, rehearsal.teardown(cluster, dev_steps, box)
+        yield cluster, made, session.teardown(cluster, dev_steps, box)
 
 
 def _gone(cluster, path: str) -> bool:
@@ -31,7 +31,7 @@ def test_teardown_deletes_in_reverse_deploy_order(torn_down, dev_steps):
     _, _, deleted = torn_down
     applied = []
     for step in dev_steps:
-        if step.helm and step.helm["chart"] in rehearsal.INSTALLED_CHARTS:
+        if step.helm and step.helm["chart"] in session.INSTALLED_CHARTS:
             applied.append(f"HelmRelease/{step.helm['namespace']}/{step.helm['release']}")
         applied += [f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in step.objects]
     assert deleted == list(reversed(applied))

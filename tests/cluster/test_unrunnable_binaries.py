@@ -1,4 +1,4 @@
-"""Every cached program the rehearsal runs that cannot be executed (Exec format error: truncated, another
+"""Every cached program the local cluster runs that cannot be executed (Exec format error: truncated, another
 architecture's; Permission denied: its mode lost) stops with one line naming the file and the fix, never an
 internal error: the Go programs (test_tools.py), the kubectl layer's helm and kubectl, and the go command
 itself. No cluster and no build needed: each program here is a file that is not one."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import helm, rehearsal, tools
+from localcluster import helm, session, tools
 
 RELEASE = helm.Release("kuberay-operator", "kuberay-operator", "1.7.0", "kuberay-system", {})
 
@@ -36,8 +36,8 @@ def test_a_helm_that_cannot_be_run_names_its_folder(tmp_path, mode, why):
 @pytest.mark.parametrize("mode, why", CASES)
 def test_a_kubectl_that_cannot_be_run_names_its_folder(tmp_path, mode, why):
     binary = _not_a_program(tmp_path / "kubectl-layer-1.35-abc", "kubectl", mode)
-    with pytest.raises(rehearsal.RehearsalError) as refused:
-        rehearsal.apply_crds_from(binary, tmp_path / "crds", tmp_path / "admin.kubeconfig")
+    with pytest.raises(session.LocalClusterError) as refused:
+        session.apply_crds_from(binary, tmp_path / "crds", tmp_path / "admin.kubeconfig")
     assert str(refused.value) == f"{binary} cannot be run ({why}): delete {binary.parent} and run it again"
 
 

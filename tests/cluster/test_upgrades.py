@@ -25,7 +25,7 @@ from ops.diff.notes import manual_steps
 
 from .conftest import stage_on_a_cluster_of_its_own
 
-EDIT_LABEL = ("rehearsal.pd-inference/edit", "pod-template")
+EDIT_LABEL = ("session.pd-inference/edit", "pod-template")
 
 
 @dataclass

@@ -302,7 +302,7 @@ def test_an_operator_bump_is_flagged_with_the_crd_step_and_the_rehearsal(tmp_pat
         _releases_out(tmp_path, "base", "1.6.2"), _releases_out(tmp_path, "head", "1.7.0"), "dev"
     )
     assert note.startswith("KubeRay operator 1.6.2 -> 1.7.0 (Helm release kuberay-operator): the cluster stack applies")
-    assert "`python -m ops rehearse-cluster --stage dev`" in note
+    assert "`python -m ops local-cluster --stage dev`" in note
 
 
 def test_an_image_bump_is_flagged_with_the_old_and_the_new_tag(tmp_path):

@@ -17,7 +17,7 @@ MINIMAL = {
     "verify-remote": ["--stage", "dev"],
     "bench": ["--calibrate"],
     "rehearse": ["--stage", "dev"],
-    "rehearse-cluster": ["--stage", "dev"],
+    "local-cluster": ["--stage", "dev"],
     "diff": ["--base", "HEAD"],
     "validate": [],
 }

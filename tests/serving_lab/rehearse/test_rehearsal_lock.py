@@ -14,7 +14,9 @@ from packaging.version import Version
 
 from ...helpers import ROOT
 
-_lock_spec = importlib.util.spec_from_file_location("rehearsal_lock", ROOT / "serving_lab" / "scripts" / "rehearsal_lock.py")
+_lock_spec = importlib.util.spec_from_file_location(
+    "rehearsal_lock", ROOT / "serving_lab" / "scripts" / "rehearsal_lock.py"
+)
 assert _lock_spec is not None and _lock_spec.loader is not None  # a .py file: a source loader
 lockmod = importlib.util.module_from_spec(_lock_spec)
 sys.modules.setdefault("rehearsal_lock", lockmod)  # dataclasses look their module up
@@ -27,7 +29,9 @@ HOST = lockmod.read_host()
 def _lock(name: str) -> dict[str, str]:
     """{name: version} of a committed lock, every line checked against pip's hash-checking format."""
     lines = [
-        line for line in (ROOT / "serving_lab" / "pins" / f"{name}.lock").read_text().splitlines() if not line.startswith("#")
+        line
+        for line in (ROOT / "serving_lab" / "pins" / f"{name}.lock").read_text().splitlines()
+        if not line.startswith("#")
     ]
     assert lines, f"{name}.lock carries nothing"
     pins = {}

@@ -1,4 +1,4 @@
-// Builds etcd 3.6.16's server for ops rehearse-cluster: etcd's own main package is not a module of its
+// Builds etcd 3.6.16's server for ops local-cluster: etcd's own main package is not a module of its
 // own, so main.go calls etcdmain.Main, which is what etcd's main.go does.
 module pdinference.local/tools/etcd
 

@@ -1,5 +1,5 @@
 // Builds kube-apiserver, kube-controller-manager and kube-scheduler of k8s.io/kubernetes v1.35.4 for
-// ops rehearse-cluster. k8s.io/kubernetes replaces its staging modules with local folders, which a
+// ops local-cluster. k8s.io/kubernetes replaces its staging modules with local folders, which a
 // dependency's replace lines cannot do: this module pins each to the matching published v0.35.4.
 module pdinference.local/tools/kubernetes
 

@@ -1,4 +1,4 @@
-// Builds kwok v0.8.0 (fake nodes and pods that report Ready without a kubelet) for ops rehearse-cluster.
+// Builds kwok v0.8.0 (fake nodes and pods that report Ready without a kubelet) for ops local-cluster.
 module pdinference.local/tools/kwok
 
 go 1.26.0
