@@ -112,22 +112,24 @@ def did_you_mean(given: Any, allowed: list[str]) -> str:
     return f", did you mean {close[0]}?" if close else ""
 
 
-# YAML's own spelling of a value it read as a number, a boolean or null.
-_YAML_SPELLING = {type(None): "null", bool: "true/false"}
+# What YAML made of an unquoted value it read as null, a boolean or a number.
+_YAML_KINDS = {type(None): "null", bool: "a boolean"}
 
 
-def _yaml_typed(given: Any, ctx: dict) -> str:
-    """When YAML read the value as a number, boolean or null but an allowed value is the same text as a string
-    (`kubernetes_version: 1.35`, `upgrade_strategy: None` written `null`), say to quote it."""
-    if isinstance(given, str):
-        return ""
-    allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-    spelled = {"None", "null"} if given is None else {str(given).lower(), str(given)}
+def _literal_problem(given: Any, ctx: dict) -> str:
+    """A value outside the allowed ones. When YAML typed it (`kubernetes_version: 1.35` is a number, `None` or an
+    empty value null) and the allowed values are text, say so instead of seeming to refuse an allowed value."""
+    expected = ctx.get("expected")
+    allowed = re.findall(r"'([^']*)'", str(expected or ""))
+    if isinstance(given, str) or not allowed:
+        return f"{short(given)} is not allowed (allowed: {expected})"
+    kind = _YAML_KINDS.get(type(given), "a number")
+    what = "the value" if given is None else short(given)
+    spelled = {"None", "null", "~", ""} if given is None else {str(given), str(given).lower()}
     match = next((value for value in allowed if value in spelled or value.lower() in spelled), None)
-    if match is None:
-        return ""
-    kind = _YAML_SPELLING.get(type(given), "a number")
-    return f'; YAML read it as {kind}: quote it, as "{match}"'
+    if match is not None:
+        return f'YAML read {what} as {kind}, not the text "{match}": quote it (allowed: {expected})'
+    return f"YAML read {what} as {kind}, and only text is allowed: quote the value (allowed: {expected})"
 
 
 def from_validation_error(path: str, model: type[BaseModel], error: ValidationError) -> ConfigError:
@@ -149,7 +151,7 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
     elif kind in ("string_pattern_mismatch",):
         problem = f"{short(given)} does not match the allowed form (pattern {ctx.get('pattern')})"
     elif kind == "literal_error":
-        problem = f"{short(given)} is not allowed (allowed: {ctx.get('expected')}){_yaml_typed(given, ctx)}"
+        problem = _literal_problem(given, ctx)
     elif kind == "value_error":
         problem = str(ctx.get("error", first["msg"]))
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):

@@ -89,9 +89,9 @@ class Network(Strict):
 
     vpc_cidr: str = Field(
         "10.0.0.0/16",
-        description="The VPC's IPv4 range, in CIDR form, /16 to /20 by form; it must hold a /24 public, a /19 "
-        "private and a /28 control-plane subnet per AZ (config/derived.py SUBNET_LAYOUT), which takes a /16 for 3 "
-        "AZs or more and a /17 or larger for 1 or 2, and stay off the ranges AWS and the nodes reserve.",
+        description="The VPC's IPv4 range, in CIDR form: a /16, or a /17 with 1 or 2 AZs. It must hold a /24 public, "
+        "a /19 private and a /28 control-plane subnet per AZ (config/derived.py SUBNET_LAYOUT), which takes a /16 for "
+        "3 AZs or more and a /17 for 1 or 2, and stay off the ranges AWS and the nodes reserve.",
     )
     nat_gateways: Annotated[int, Field(ge=1, le=6)] = Field(
         1, description="NAT gateways of the VPC (the private subnets' way out), at most one per AZ."
@@ -105,7 +105,7 @@ class Network(Strict):
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network in CIDR form ({exc})") from None
         if not 16 <= net.prefixlen <= 20:
-            raise ValueError("prefix must be /16 to /20 (room for public and private subnets in every AZ)")
+            raise ValueError("prefix must be /16, or /17 with 1 or 2 AZs (room for every AZ's subnets)")
         return value
 
 

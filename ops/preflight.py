@@ -354,7 +354,8 @@ def _quotas(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) ->
                     "fail",
                     detail,
                     f"request an increase of {code} to at least {used + needed} vCPUs "
-                    f"(Service Quotas console, EC2) or lower the nodegroups' max_size",
+                    f"(Service Quotas console, EC2) or lower the nodegroups' sizes (gpu_nodegroup.count or "
+                    "max_size, system_nodegroup.max_size)",
                 )
 
         _guard(report, label)(body)

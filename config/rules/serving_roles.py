@@ -135,14 +135,20 @@ def _replicas_fit(cfg: StageConfig, path: str, par: Parallelism, cluster: str) -
     units, room = _fits(par, gpu_spec(cfg).gpus, cfg.gpu_nodegroup.count)
     most = serving.prefill.most + serving.decode.most
     if most * units > room:
-        # Name the side that asks for more (prefill on a tie): that is the setting most likely to change.
-        side = "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
         raise ConfigError(
             path,
-            side,
+            _setting_to_change(serving),
             f"prefill + decode need up to {most * per_replica} GPUs ({most} replicas x "
             f"{par.describe()}), {cluster} (allowed: {_pd_room(room // units, per_replica)})",
         )
+
+
+def _setting_to_change(serving) -> str:
+    """The setting most likely to change: the side that asks for more replicas (prefill on a tie), or the GPU node
+    count when each side runs one replica and neither has any to give back."""
+    if serving.prefill.most == 1 and serving.decode.most == 1:
+        return "gpu_nodegroup.count"
+    return "serving.decode" if serving.decode.most > serving.prefill.most else "serving.prefill"
 
 
 def _role_layouts_pack(cfg: StageConfig, path: str, layouts: dict[str | None, Parallelism], cluster: str) -> None:

@@ -79,7 +79,12 @@ FOUNDATION = [
         "cluster.kubernetes_version",
         "is not allowed (allowed: '1.34' or '1.35')",
     ),
-    ("k8s-version-as-float", {"cluster": {"kubernetes_version": 1.35}}, "cluster.kubernetes_version", "is not allowed"),
+    (
+        "k8s-version-as-float",
+        {"cluster": {"kubernetes_version": 1.35}},
+        "cluster.kubernetes_version",
+        'YAML read 1.35 as a number, not the text "1.35"',
+    ),
     (
         "open-endpoint",
         {"cluster": {"endpoint": {"public_access_cidrs": ["0.0.0.0/0"]}}},
@@ -99,7 +104,7 @@ FOUNDATION = [
         "nobody could reach the API",
     ),
     ("more-nat-than-azs", {"network": {"nat_gateways": 4}}, "network.nat_gateways", "one per AZ at most"),
-    ("bad-vpc-cidr", {"network": {"vpc_cidr": "10.0.0.0/8"}}, "network.vpc_cidr", "/16 to /20"),
+    ("bad-vpc-cidr", {"network": {"vpc_cidr": "10.0.0.0/8"}}, "network.vpc_cidr", "prefix must be /16, or /17 with 1 or 2 AZs"),
     (
         "broken-nvidia-plugin",
         {"addons": {"nvidia_device_plugin": "0.19.1"}},

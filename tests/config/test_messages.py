@@ -13,12 +13,12 @@ from ..helpers import refusal as _refusal
         (
             {"cluster": {"kubernetes_version": 1.35}},
             "cluster.kubernetes_version",
-            'YAML read it as a number: quote it, as "1.35"',
+            'YAML read 1.35 as a number, not the text "1.35": quote it (allowed: \'1.34\' or \'1.35\')',
         ),
         (
             {"serving": {"upgrade_strategy": None}},
             "serving.upgrade_strategy",
-            'YAML read it as null: quote it, as "None"',
+            'YAML read the value as null, not the text "None": quote it (allowed: \'None\' or \'NewCluster\')',
         ),
     ],
 )
@@ -27,12 +27,24 @@ def test_a_value_yaml_typed_is_told_to_be_quoted(tmp_path, change, field, said):
     assert f": {field}: " in line and line.endswith(said)
 
 
-def test_a_number_no_allowed_text_spells_gets_no_quoting_hint(tmp_path):
-    line = _refusal(tmp_path, {"cluster": {"kubernetes_version": 1.29}})
-    assert "is not allowed (allowed: '1.34' or '1.35')" in line and "quote" not in line
+def test_a_number_where_only_text_is_allowed_is_told_so(tmp_path):
+    # `kubernetes_version: 1.30` arrives as 1.3: no allowed text spells it, but the cure is still the quotes
+    line = _refusal(tmp_path, {"cluster": {"kubernetes_version": 1.3}})
+    assert line.endswith("YAML read 1.3 as a number, and only text is allowed: quote the value (allowed: '1.34' or '1.35')")
 
 
-def test_pd_on_one_gpu_node_suggests_colocated_not_an_impossible_replica_count(tmp_path):
+def test_a_yaml_typed_value_never_reads_as_one_of_the_allowed(tmp_path):
+    line = _refusal(tmp_path, {"cluster": {"kubernetes_version": 1.35}})
+    assert "1.35 is not allowed" not in line
+
+
+def test_text_that_is_not_allowed_is_said_plainly(tmp_path):
+    line = _refusal(tmp_path, {"cluster": {"kubernetes_version": "1.29"}})
+    assert line.endswith("'1.29' is not allowed (allowed: '1.34' or '1.35')") and "YAML" not in line
+
+
+def test_pd_on_one_gpu_node_names_the_node_count_and_suggests_colocated(tmp_path):
+    # one replica a side has none to give back: the count of GPU nodes is the setting, not serving.prefill
     line = _refusal(tmp_path, {"gpu_nodegroup": {"count": 1}})
-    assert ": serving.prefill: prefill + decode need up to 2 GPUs" in line
+    assert ": gpu_nodegroup.count: prefill + decode need up to 2 GPUs" in line
     assert line.endswith("(allowed: serving.mode: colocated, one engine for both phases, or GPU nodes for 2 GPUs)")

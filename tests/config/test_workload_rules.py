@@ -336,10 +336,11 @@ def test_every_parallel_size_vllm_knows_is_classified():
     ],
 )
 def test_parallel_sizes_beyond_tp_are_refused_by_capacity_on_one_gpu_nodes(dev, extra, what):
-    # dev: two g6.8xlarge (one L4 each), one prefill and one decode replica
+    # dev: two g6.8xlarge (one L4 each), one prefill and one decode replica: no replica to give back, so the
+    # message names the node count
     error = _capacity_refusal(_parallel(dev, **extra))
     assert (error.field, error.problem) == (
-        "serving.prefill",
+        "gpu_nodegroup.count",
         (
             f"prefill + decode need up to 4 GPUs (2 replicas x {what}), the Ray cluster has 2 "
             "(2 x g6.8xlarge) (allowed: serving.mode: colocated, one engine for both phases, or GPU nodes for 4 GPUs)"
@@ -351,7 +352,7 @@ def test_parallel_sizes_beyond_tp_are_refused_by_capacity_on_one_gpu_nodes(dev, 
 def test_a_stage_file_with_them_is_refused_too(tmp_path, name):
     # by the capacity rule, or before it where the engine-argument rules keep the name out of extra_args
     line = _refusal(tmp_path, _engine(**{name: 2}))
-    assert ": serving.prefill: prefill + decode need up to 4 GPUs" in line or ": serving.engine.extra_args" in line
+    assert ": gpu_nodegroup.count: prefill + decode need up to 4 GPUs" in line or ": serving.engine.extra_args" in line
 
 
 @pytest.mark.parametrize(
