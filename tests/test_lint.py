@@ -21,8 +21,8 @@ def _run(tool: str, *args: str) -> tuple[int, str]:
     executable = BIN / tool
     if not executable.is_file():
         pytest.fail(f"{executable} is missing: scripts/setup.sh --dev installs it (requirements-dev.txt pins it)")
-    # mypy's first run in a fresh checkout reads the CDK libraries' types (a minute or two); later runs
-    # use its cache (.mypy_cache/, as ruff's .ruff_cache/: each ignored by a .gitignore of its own).
+    # mypy's first run reads the CDK libraries' types (a minute or two); later runs use its cache: the
+    # machine's that scripts/test.sh names in MYPY_CACHE_DIR, else the checkout's .mypy_cache/.
     run = subprocess.run([str(executable), *args], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     return run.returncode, (run.stdout + run.stderr).strip()
 
