@@ -66,7 +66,7 @@ trusted=${REHEARSAL_TRUSTED_SUMS:-$here/serving_lab/pins/pieces.sha256}
 [[ -f "$trusted" ]] || die "no $trusted: the digests of the pieces this checkout vouches for (serving_lab/scripts/rehearsal_pack.sh writes it)"
 # The trees: the wheel locks (serving_lab/pins/<tree>.lock, serving_lab/scripts/rehearsal_pack.sh) and the Debian package lists
 # (serving_lab/pins/<tree>.debs, serving_lab/scripts/rehearsal_debs.sh) of this checkout.
-known=$(cd "$here/rehearsal" && ls -1 -- *.lock *.debs 2>/dev/null | sed 's/\.\(lock\|debs\)$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | sort -u | paste -sd'|' || true)
+known=$(cd "$here/serving_lab/pins" && ls -1 -- *.lock *.debs 2>/dev/null | sed 's/\.\(lock\|debs\)$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | sort -u | paste -sd'|' || true)
 [[ -n "$known" ]] || die "no serving_lab/pins/<tree>.lock or <tree>.debs in $here: cannot tell which trees exist"
 pattern="^[0-9a-f]{64}  ($known)\.tar\.xz\.part-[0-9]{2,3}\$"
 bad=$(grep -nvE "$pattern" "$pieces/SHA256SUMS" | head -n1 | cut -c1-120 || true)

@@ -104,7 +104,12 @@ FOUNDATION = [
         "nobody could reach the API",
     ),
     ("more-nat-than-azs", {"network": {"nat_gateways": 4}}, "network.nat_gateways", "one per AZ at most"),
-    ("bad-vpc-cidr", {"network": {"vpc_cidr": "10.0.0.0/8"}}, "network.vpc_cidr", "prefix must be /16, or /17 with 1 or 2 AZs"),
+    (
+        "bad-vpc-cidr",
+        {"network": {"vpc_cidr": "10.0.0.0/8"}},
+        "network.vpc_cidr",
+        "prefix must be /16, or /17 with 1 or 2 AZs",
+    ),
     (
         "broken-nvidia-plugin",
         {"addons": {"nvidia_device_plugin": "0.19.1"}},

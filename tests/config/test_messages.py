@@ -13,12 +13,12 @@ from ..helpers import refusal as _refusal
         (
             {"cluster": {"kubernetes_version": 1.35}},
             "cluster.kubernetes_version",
-            'YAML read 1.35 as a number, not the text "1.35": quote it (allowed: \'1.34\' or \'1.35\')',
+            "YAML read 1.35 as a number, not the text \"1.35\": quote it (allowed: '1.34' or '1.35')",
         ),
         (
             {"serving": {"upgrade_strategy": None}},
             "serving.upgrade_strategy",
-            'YAML read the value as null, not the text "None": quote it (allowed: \'None\' or \'NewCluster\')',
+            "YAML read the value as null, not the text \"None\": quote it (allowed: 'None' or 'NewCluster')",
         ),
     ],
 )
@@ -30,7 +30,9 @@ def test_a_value_yaml_typed_is_told_to_be_quoted(tmp_path, change, field, said):
 def test_a_number_where_only_text_is_allowed_is_told_so(tmp_path):
     # `kubernetes_version: 1.30` arrives as 1.3: no allowed text spells it, but the cure is still the quotes
     line = _refusal(tmp_path, {"cluster": {"kubernetes_version": 1.3}})
-    assert line.endswith("YAML read 1.3 as a number, and only text is allowed: quote the value (allowed: '1.34' or '1.35')")
+    assert line.endswith(
+        "YAML read 1.3 as a number, and only text is allowed: quote the value (allowed: '1.34' or '1.35')"
+    )
 
 
 def test_a_yaml_typed_value_never_reads_as_one_of_the_allowed(tmp_path):
