@@ -21,13 +21,14 @@
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source serving_lab/scripts/pieces.sh
 
 say() { echo "rehearsal_debs: $*"; }
 die() { echo "rehearsal_debs: $*" >&2; exit 1; }
 
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
-  mapfile -t names < <(cd rehearsal && ls -1 -- *.debs 2>/dev/null | sed 's/\.debs$//')
+  mapfile -t names < <(cd serving_lab/pins && ls -1 -- *.debs 2>/dev/null | sed 's/\.debs$//')
   [[ ${#names[@]} -gt 0 ]] || die "no serving_lab/pins/<tree>.debs"
 fi
 for name in "${names[@]}"; do
@@ -38,10 +39,8 @@ for tool in apt-get dpkg-deb xz tar split sha256sum; do command -v $tool >/dev/n
 keyring=${REHEARSAL_DEB_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
 [[ -f "$keyring" ]] || die "no $keyring (the Debian archive keyring; set REHEARSAL_DEB_KEYRING)"
 piece_size=${REHEARSAL_PIECE_SIZE:-60M}
-debs=.rehearsal/debs stage=.rehearsal/stage pieces=.rehearsal/pieces
+debs=.rehearsal/debs stage=.rehearsal/stage
 mkdir -p "$debs" "$stage" "$pieces"
-# The same tar stream as rehearsal_pack.sh: the same tree packs to the same bytes.
-tar_flags=(--format=gnu --sort=name --owner=0 --group=0 --numeric-owner --mtime=2026-11-30T00:00:00Z)
 pack_version=1
 
 for name in "${names[@]}"; do
@@ -81,8 +80,7 @@ for name in "${names[@]}"; do
   say "$name: ${#lines[@]} packages, all matching $list's sha256"
 
   digest=$( { echo "debs $pack_version ${tar_flags[*]} $piece_size${XZ_OPT:+ xz $XZ_OPT}"; printf '%s\n' "${lines[@]}"; } | sha256sum | cut -c1-64)
-  if [[ "$(cat "$pieces/.$name.stamp" 2>/dev/null)" == "$digest" ]] && ls "$pieces/$name".tar.xz.part-* >/dev/null 2>&1 \
-      && (cd "$pieces" && grep " $name\.tar\.xz\.part-" SHA256SUMS | sha256sum --check --quiet --status); then
+  if pieces_current "$name" "$digest"; then
     say "$name: pieces are up to date with $list"
     continue
   fi
@@ -102,15 +100,12 @@ for name in "${names[@]}"; do
   [[ -d "$root/etc" ]] && cp -a "$root/etc/." "$tree/etc/"
   cp "$list" "$tree/DEBS"
   rm -rf "$root"
-  rm -f "$pieces/$name".tar.xz.part-*
-  tar "${tar_flags[@]}" -C "$stage/$name" -cf - "$name" | xz -T0 -c | split -b "$piece_size" -d -a 2 - "$pieces/$name.tar.xz.part-"
+  REHEARSAL_PIECE_SIZE=$piece_size pack_tree "$name" "$stage/$name"
   echo "$digest" > "$pieces/.$name.stamp"
   say "$name: staged $tree ($(find "$tree" -type f | wc -l) files) and packed"
 done
 
-(cd "$pieces" && find . -maxdepth 1 -name '*.tar.xz.part-*' -printf '%f\n' | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS.new \
-  && mv SHA256SUMS.new SHA256SUMS)
-cp "$pieces/SHA256SUMS" serving_lab/pins/pieces.sha256
+write_sums
 say "serving_lab/pins/pieces.sha256 written: commit it, so the host's install accepts exactly these pieces"
 for name in "${names[@]}"; do
   while read -r _ file; do

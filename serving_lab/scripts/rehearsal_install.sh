@@ -64,10 +64,11 @@ private_folder "$target"
 
 trusted=${REHEARSAL_TRUSTED_SUMS:-$here/serving_lab/pins/pieces.sha256}
 [[ -f "$trusted" ]] || die "no $trusted: the digests of the pieces this checkout vouches for (serving_lab/scripts/rehearsal_pack.sh writes it)"
-# The trees: the wheel locks (serving_lab/pins/<tree>.lock, serving_lab/scripts/rehearsal_pack.sh) and the Debian package lists
-# (serving_lab/pins/<tree>.debs, serving_lab/scripts/rehearsal_debs.sh) of this checkout.
-known=$(cd "$here/serving_lab/pins" && ls -1 -- *.lock *.debs 2>/dev/null | sed 's/\.\(lock\|debs\)$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | sort -u | paste -sd'|' || true)
-[[ -n "$known" ]] || die "no serving_lab/pins/<tree>.lock or <tree>.debs in $here: cannot tell which trees exist"
+# The trees: the wheel locks (serving_lab/pins/<tree>.lock, serving_lab/scripts/rehearsal_pack.sh), the Debian package lists
+# (serving_lab/pins/<tree>.debs, serving_lab/scripts/rehearsal_debs.sh) and the builds (serving_lab/pins/<tree>.build,
+# serving_lab/scripts/rehearsal_build.sh) of this checkout.
+known=$(cd "$here/serving_lab/pins" && ls -1 -- *.lock *.debs *.build 2>/dev/null | sed 's/\.\(lock\|debs\|build\)$//' | grep -E '^[a-z][a-z0-9-]{0,31}$' | sort -u | paste -sd'|' || true)
+[[ -n "$known" ]] || die "no serving_lab/pins/<tree>.lock, <tree>.debs or <tree>.build in $here: cannot tell which trees exist"
 pattern="^[0-9a-f]{64}  ($known)\.tar\.xz\.part-[0-9]{2,3}\$"
 bad=$(grep -nvE "$pattern" "$pieces/SHA256SUMS" | head -n1 | cut -c1-120 || true)
 [[ -z "$bad" ]] || die "$pieces/SHA256SUMS line ${bad%%:*}: not '<sha256>  <tree>.tar.xz.part-NN' of a known tree ($known): refused"
@@ -147,13 +148,15 @@ for tree in "${installed[@]}"; do
            echo "export PYTHONPATH=$(path_of "$target/serve")\${PYTHONPATH:+:\$PYTHONPATH} PATH=$target/serve/bin:\$PATH" ;;
     bench) echo "# the benchmark client, in its own processes: PYTHONPATH=\$REHEARSAL_BENCH_PATH \$REHEARSAL_AIPERF ..."
            echo "export REHEARSAL_BENCH_PATH=$(path_of "$target/bench") REHEARSAL_AIPERF=$target/bench/bin/aiperf" ;;
-    *)     if [[ -f "$here/serving_lab/pins/$tree.debs" ]]; then
-             # Debian packages (libraries and tools, no Python): the folder; for libfabric, ops rehearse
-             # --nixl-backend LIBFABRIC puts its lib/ first on the engines' LD_LIBRARY_PATH.
-             echo "# $tree: Debian packages (serving_lab/pins/$tree.debs): lib/, bin/"
-             echo "export REHEARSAL_${tree^^}=$target/$tree"
+    *)     variable=${tree^^} variable=REHEARSAL_${variable//-/_}
+           list=$(ls "$here/serving_lab/pins/$tree".{debs,build} 2>/dev/null | head -n1 || true)
+           if [[ -n "$list" ]]; then
+             # Debian packages or a build (libraries and tools, no Python): the folder; for a libfabric,
+             # ops rehearse --nixl-backend LIBFABRIC --libfabric DIR puts its lib/ first on the engines' LD_LIBRARY_PATH.
+             echo "# $tree: libraries and tools (serving_lab/pins/${list##*/}): lib/, bin/"
+             echo "export $variable=$target/$tree"
            else
-             echo "export REHEARSAL_${tree^^}_PATH=$(path_of "$target/$tree")"
+             echo "export ${variable}_PATH=$(path_of "$target/$tree")"
            fi ;;
   esac
 done

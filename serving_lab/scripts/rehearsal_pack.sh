@@ -20,6 +20,7 @@
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source serving_lab/scripts/pieces.sh
 
 say() { echo "rehearsal_pack: $*"; }
 die() { echo "rehearsal_pack: $*" >&2; exit 1; }
@@ -46,8 +47,6 @@ pip() {
   env $(env | sed -n 's/^\(PIP_[A-Z_]*\)=.*/-u \1/p' | grep -v -e PIP_CERT -e PIP_CACHE_DIR) \
     PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$python" -m pip "$@"
 }
-# Fixed order, owner and time in the tar stream: the same tree packs to the same bytes.
-tar_flags=(--format=gnu --sort=name --owner=0 --group=0 --numeric-owner --mtime=2026-11-30T00:00:00Z)
 pack_version=1 # bump when the packing changes, so that every tree is packed again
 started=$SECONDS
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
@@ -104,11 +103,9 @@ for name in "${names[@]}"; do
   echo "$digest" > "$pieces/.$name.stamp"
 done
 
-(cd "$pieces" && find . -maxdepth 1 -name '*.tar.xz.part-*' -printf '%f\n' | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS.new \
-  && mv SHA256SUMS.new SHA256SUMS)
 # The digests the checkout vouches for (serving_lab/scripts/rehearsal_install.sh refuses any other piece): commit it with
 # the pieces' locks.
-cp "$pieces/SHA256SUMS" serving_lab/pins/pieces.sha256
+write_sums
 say "serving_lab/pins/pieces.sha256 written: commit it, so the host's install accepts exactly these pieces"
 total=0 count=0
 while read -r _ file; do

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -161,6 +162,64 @@ def test_a_tree_of_debian_packages_is_unpacked_and_named_by_its_folder(tmp_path,
     assert (target / "libfabric" / "bin" / "fi_info").read_text() == "\x7fELF stand-in"  # not a console script
 
 
+def test_a_built_tree_is_named_by_its_folder_with_a_variable_the_shell_accepts(tmp_path, packed):
+    # serving_lab/pins/libfabric-cuda.build makes `libfabric-cuda` a known tree (rehearsal_build.sh packs it): its
+    # variable has the hyphen as an underscore, REHEARSAL_LIBFABRIC_CUDA, which ops rehearse --libfabric reads
+    _pack(packed, "libfabric-cuda", {"lib/libfabric.so.1": "\x7fELF stand-in", "BUILD": ""})
+    target = tmp_path / "site"
+    done = _install(target, packed)
+    assert done.returncode == 0, done.stderr
+    assert f"export REHEARSAL_LIBFABRIC_CUDA={target}/libfabric-cuda" in done.stdout.splitlines()
+    shell = subprocess.run(
+        ["bash", "-c", done.stdout + "\necho $REHEARSAL_LIBFABRIC_CUDA"], check=False, capture_output=True, text=True
+    )
+    assert shell.stdout.strip().splitlines()[-1] == f"{target}/libfabric-cuda"
+
+
+def test_every_build_list_pins_its_source_and_wheels_by_sha256():
+    (path,) = sorted((ROOT / "serving_lab" / "pins").glob("*.build"))
+    lines = [line.split() for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    kinds = [line[0] for line in lines]
+    assert kinds.count("source") == 1 and kinds.count("configure") == 1 and "wheel" in kinds
+    for line in lines:
+        if line[0] in ("source", "wheel"):
+            assert len(line) == 3 and re.fullmatch(r"[0-9a-f]{64}", line[2]), line
+    assert {line[1] for line in lines if line[0] == "wheel"} >= {"nvidia-cuda-runtime==13.0.96"}  # the host's torch's
+    configure = next(line for line in lines if line[0] == "configure")
+    assert "--with-cuda=CUDA" in configure and "--enable-cuda-dlopen" in configure and "--enable-tcp=yes" in configure
+
+
+BUILD = ROOT / "serving_lab" / "scripts" / "rehearsal_build.sh"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("source ftp://example.org/x.tar.xz " + "0" * 64, "not 'source URL SHA256'"),
+        ("source http://example.org/x.tar.xz 1234", "not 'source URL SHA256'"),
+        ("wheel nvidia-cuda-runtime 13.0.96 " + "0" * 64, "not 'wheel NAME==VERSION SHA256'"),
+        ("configure --prefix=/x; rm -rf /", "the configure line holds characters other than options"),
+        ("patch fix.diff", "unknown line 'patch' (allowed: source, wheel, configure)"),
+    ],
+)
+def test_a_build_list_line_out_of_form_is_refused_in_one_line_before_any_download(tmp_path, line, said):
+    scripts = tmp_path / "serving_lab" / "scripts"
+    scripts.mkdir(parents=True)
+    for script in (BUILD, BUILD.parent / "pieces.sh"):
+        (scripts / script.name).write_text(script.read_text())
+    (tmp_path / "serving_lab" / "pins").mkdir()
+    good = ["source http://example.org/x.tar.xz " + "0" * 64, "configure --enable-tcp=yes"]
+    (tmp_path / "serving_lab" / "pins" / "probe.build").write_text("\n".join([*good, line]) + "\n")
+    done = subprocess.run(
+        ["bash", str(scripts / BUILD.name), "probe"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    # the lists are read before the build tools are looked for, so this holds on a machine without them too
+    (message,) = done.stderr.strip().splitlines()
+    assert message.startswith(f"rehearsal_build: serving_lab/pins/probe.build: {said}")
+    assert not (tmp_path / ".rehearsal").exists()  # nothing downloaded, nothing made
+
+
 def test_every_debian_list_pins_each_package_by_the_sha256_of_its_deb():
     lists = sorted((ROOT / "serving_lab" / "pins").glob("*.debs"))
     assert [p.stem for p in lists] == ["libfabric"]
@@ -204,6 +263,7 @@ def test_the_deb_packer_refuses_a_bad_list_before_downloading(tmp_path, text, me
     # a copy of the scripts and a list of its own: the packer never reaches apt-get or the mirror
     (tmp_path / "serving_lab" / "scripts").mkdir(parents=True)
     (tmp_path / "serving_lab" / "scripts" / "rehearsal_debs.sh").write_text(DEBS.read_text())
+    (tmp_path / "serving_lab" / "scripts" / "pieces.sh").write_text((DEBS.parent / "pieces.sh").read_text())
     (tmp_path / "serving_lab" / "pins").mkdir()
     (tmp_path / "serving_lab" / "pins" / "probe.debs").write_text(text)
     keyring = tmp_path / "keyring.gpg"
