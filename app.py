@@ -53,6 +53,18 @@ def _stopped(output: str | None) -> NoReturn:
     os._exit(128 + INTERRUPTED[0])
 
 
+# The project's own packages: a module of theirs missing is a bug to show whole, not a venv to set up again.
+PROJECT_PACKAGES = frozenset({"charts", "clients", "config", "localcluster", "ops", "serving_lab", "stacks"})
+
+
+def _lacks(missing: ModuleNotFoundError) -> NoReturn:
+    """A venv older than the requirement files, where or whenever the import: one line, exit 2."""
+    if (missing.name or "").split(".")[0] in PROJECT_PACKAGES:
+        raise missing
+    print(f"app.py: this venv lacks the module {missing.name!r}: run scripts/setup.sh, then again", file=sys.stderr)
+    sys.exit(2)
+
+
 if __name__ == "__main__":
     for number in STOP_SIGNALS:
         signal.signal(number, _stop)
@@ -66,9 +78,8 @@ try:
     from stacks import assembly
 except KeyboardInterrupt:
     _stopped(None)
-except ModuleNotFoundError as missing:  # a venv older than the requirement files: one line, not a traceback
-    print(f"app.py: this venv lacks the module {missing.name!r}: run scripts/setup.sh, then again", file=sys.stderr)
-    sys.exit(2)
+except ModuleNotFoundError as missing:
+    _lacks(missing)
 
 # The CDK modules just loaded are hundreds of thousands of long-lived objects, none of them garbage: frozen,
 # Python's cycle collector skips them in every later collection and at exit (0.24 s of a 2.0 s synth;
@@ -94,6 +105,8 @@ def main(context: dict | None = None, outdir: str | None = None) -> int:
     output = str(app.outdir)  # read while jsii's Node process is alive: a signal ends it too
     try:
         return _synth(app, stages, nag, pipeline)
+    except ModuleNotFoundError as missing:  # one imported only when used (cdk_nag, CDK Pipelines)
+        _lacks(missing)
     except BaseException:
         if not INTERRUPTED:
             raise
