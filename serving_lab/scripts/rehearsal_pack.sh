@@ -84,8 +84,7 @@ for name in "${names[@]}"; do
   say "$name: ${#lines[@]} wheels, $(mib $bytes), all present and matching the lock's hashes"
 
   digest=$( { echo "pack $pack_version ${tar_flags[*]} $piece_size${XZ_OPT:+ xz $XZ_OPT}"; printf '%s\n' "${lines[@]}"; } | sha256sum | cut -c1-64)
-  if [[ "$(cat "$pieces/.$name.stamp" 2>/dev/null)" == "$digest" ]] && ls "$pieces/$name".tar.xz.part-* >/dev/null 2>&1 \
-      && (cd "$pieces" && grep " $name\.tar\.xz\.part-" SHA256SUMS | sha256sum --check --quiet --status); then
+  if pieces_current "$name" "$digest"; then
     say "$name: pieces are up to date with $lock"
     continue
   fi
@@ -97,8 +96,7 @@ for name in "${names[@]}"; do
   tree=$(du -sb "$stage/$name" | cut -f1)
   say "$name: staged $stage/$name ($(mib "$tree"), $(find "$stage/$name" -type f | wc -l) files) in $((SECONDS - t0)) s"
   t0=$SECONDS
-  rm -f "$pieces/$name".tar.xz.part-*
-  tar "${tar_flags[@]}" -C "$stage" -cf - "$name" | xz -T0 -c | split -b "$piece_size" -d -a 2 - "$pieces/$name.tar.xz.part-"
+  REHEARSAL_PIECE_SIZE=$piece_size pack_tree "$name" "$stage"
   say "$name: packed in $((SECONDS - t0)) s"
   echo "$digest" > "$pieces/.$name.stamp"
 done
