@@ -18,6 +18,14 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(items):
+    # Under pytest-xdist (scripts/test.sh -n): the tests of one real control plane share its session fixtures,
+    # so they run on one worker (--dist loadgroup) instead of starting a cluster per worker.
+    for item in items:
+        if "cluster" in item.path.relative_to(item.config.rootpath).parts[1:2]:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
 @pytest.fixture(scope="session")
 def stages():
     return {cfg.stage: cfg for cfg in load_stages()}
