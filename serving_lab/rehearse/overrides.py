@@ -553,7 +553,7 @@ def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
 
 def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
     """Where vLLM keeps the KV cache NIXL moves: --kv-buffer-device, or host memory where LIBFABRIC runs without EFA
-    (libfabric's tcp provider has no FI_HMEM: docs/DECISIONS.md, "The KV path: what one host showed")."""
+    (NIXL's plugin on libfabric's tcp provider registers host memory only: serving_lab/evidence/2026-12-03-h200-libfabric/)."""
     kv = engine.kwargs.get("kv_transfer_config")
     if kv is None:
         return
@@ -561,9 +561,8 @@ def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
     if device is None and build.transport.keeps_libfabric(build.host):
         device = "cpu"
         reason = (
-            "LIBFABRIC without EFA runs libfabric's tcp provider, which has no FI_HMEM: vLLM stages the KV cache "
-            "through host memory (what a GPU without GPUDirect RDMA, such as the L4, needs unless the provider "
-            "copies CUDA memory itself)"
+            "LIBFABRIC without EFA runs libfabric's tcp provider, on which NIXL's plugin registers host memory only: "
+            "vLLM stages the KV cache through host memory (the stage's fallback if efa refuses the L4's memory)"
         )
     else:
         reason = "--kv-buffer-device"
@@ -585,7 +584,8 @@ def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
     raise PlanError(
         f"{asked}: vLLM 0.26's host KV buffer cannot hold {source}'s Gated DeltaNet state layers (its engines die "
         "at start-up: serving_lab/evidence/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
-        "GPU, which LIBFABRIC without EFA moves only with a libfabric built with CUDA (FI_HMEM); --full-attention serves "
+        "GPU, which NIXL's LIBFABRIC plugin registers only on the efa provider (serving_lab/evidence/2026-12-03-h200-libfabric/); "
+        "--full-attention serves "
         "a stand-in whose KV cache the host buffer holds"
     )
 
@@ -693,7 +693,8 @@ def _libfabric_environment(build: _Build) -> None:
             "worker env LD_LIBRARY_PATH",
             None,
             lib,
-            "the carried libfabric 2.1 (serving_lab/pins/libfabric.debs), put before the host's own path: the host's "
+            "the carried libfabric 2.1 (--libfabric: serving_lab/pins/libfabric.debs or libfabric-cuda.build), put "
+            "before the host's own path: the host's "
             "libfabric 1.17 lacks FABRIC_1.7, so NIXL's LIBFABRIC plugin would not load",
         )
 

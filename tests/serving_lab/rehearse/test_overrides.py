@@ -341,14 +341,14 @@ def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_
     )
     for side in ("prefill_config", "decode_config"):
         assert _kv(plan, side)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
-        assert _kv(plan, side)["kv_buffer_device"] == "cpu"  # the tcp provider has no FI_HMEM
+        assert _kv(plan, side)["kv_buffer_device"] == "cpu"  # NIXL registers host memory only on tcp
     assert plan.env["FI_PROVIDER"] == "tcp"
     assert plan.env["LD_LIBRARY_PATH"] == f"{LIBFABRIC_TREE}/lib"
     assert "FI_TCP_IFACE" not in plan.env  # loopback failed on the H200 host; the provider's first interface is used
     assert overrides.UCX_CUDA_IPC_READS not in plan.env  # NIXL does not run UCX here
     lines = "\n".join(o.line() for o in plan.overrides)
     assert "worker env FI_PROVIDER: 'efa' -> 'tcp'" in lines  # what the stage's EFA pods set, and what runs here
-    assert "FABRIC_1.7" in lines and "FI_HMEM" in lines
+    assert "FABRIC_1.7" in lines and "registers host memory only" in lines
 
 
 @pytest.mark.parametrize(
