@@ -19,6 +19,7 @@ One concern a module:
   worktree    the git checkout the command runs in, and the base revision in a temporary git worktree
   trust       what of the compared tree is data (stage files) and what is code; the stage files' copy
   synth       synth of one side in a sandbox (no credentials, HOME, network); cloud assemblies, stage names
+  synth_cache the output of the sides the base's code synthesizes, kept by commit, stage files and toolchain
   processes   the child processes (synths, git, cdk diff), ended on SIGTERM, SIGHUP or SIGINT
   templates   the template diff: resource changes between two templates of a stack
   schemas     CloudFormation's resource schemas from cfn-lint (createOnlyProperties: what replaces)

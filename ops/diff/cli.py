@@ -12,7 +12,7 @@ from pathlib import Path
 
 from clients.signals import Terminated, terminating
 
-from . import compare, processes, render
+from . import compare, processes, render, synth_cache
 from .model import DiffError, DiffResult
 from .schemas import needs_cfn_lint
 
@@ -54,6 +54,17 @@ def add_parser(sub) -> None:
     cmd.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown (for a PR comment)")
     cmd.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of text (--markdown is still written)"
+    )
+    cmd.add_argument(
+        "--synth-cache",
+        metavar="DIR",
+        type=Path,
+        default=synth_cache.default_folder(),
+        help="where the synth output of the sides the base's code synthesizes is kept, keyed by the commit, its "
+        "stage files, the stage and this venv's packages, Python and Node.js (default: %(default)s)",
+    )
+    cmd.add_argument(
+        "--no-synth-cache", action="store_true", help="synthesize every side again; keep nothing (see --synth-cache)"
     )
     cmd.add_argument(
         "--fail-on-danger",
@@ -113,7 +124,8 @@ def _run(args) -> int:
         tree = Path(args.tree) if args.tree else None
         if tree is not None and not tree.is_dir():
             raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
-        result = compare.compute(args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code)
+        cache = None if args.no_synth_cache else synth_cache.SynthCache(args.synth_cache)
+        result = compare.compute(args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache)
         if args.json:
             print(render.as_json(result))
         else:

@@ -18,6 +18,7 @@ from .kubernetes import k8s_diffs
 from .model import DiffError, DiffResult, StackDiff, StageDiff
 from .notes import idle_gpus, image_bumps, manual_steps, operator_bumps
 from .synth import assemblies, network_note, stage_names, synth
+from .synth_cache import SynthCache
 from .templates import resource_changes
 
 
@@ -27,6 +28,7 @@ class Side:
     out: Path
     label: str
     sandbox: Path
+    base_code: bool = True  # synthesized by the base commit's code: its output may be kept (synth_cache)
 
 
 @dataclass
@@ -39,11 +41,18 @@ class Plan:
 
 
 def compute(
-    base: str, *, stage: str | None = None, start: Path | None = None, cfn: bool = True, run_tree_code: bool = False
+    base: str,
+    *,
+    stage: str | None = None,
+    start: Path | None = None,
+    cfn: bool = True,
+    run_tree_code: bool = False,
+    cache: SynthCache | None = None,
 ) -> DiffResult:
     """Diff the working tree of the checkout around `start` (default: the current folder) against `base`.
     With `start` the tree is another checkout (a pull request): untrusted, its code runs only with
-    `run_tree_code`. Without it the tree is the checkout this code runs from (`python -m ops` imports it)."""
+    `run_tree_code`. Without it the tree is the checkout this code runs from (`python -m ops` imports it).
+    With `cache`, the sides the base's code synthesizes are copied from an earlier diff's when kept there."""
     tree = worktree.repo_root(start or Path.cwd())
     cdk()
     work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
@@ -52,7 +61,7 @@ def compute(
         code = trust.code_changes(trust.changed_paths(tree, commit))
         untrusted = start is not None
         plan = _plan(tree, commit, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
-        result = _judge(plan, base, stage, work, cfn)
+        result = _judge(plan, Synthesis(base, commit, stage, cache), work, cfn)
         result.base = f"{base} ({commit[:10]})"
         return result
     finally:
@@ -82,7 +91,7 @@ def _plan(tree: Path, commit: str, work: Path, code: list[str], *, untrusted: bo
             trust=["working tree: its stage files, synthesized by the base's code"],
             unjudged=[f"code changes not synthesized ({listed}): pass --run-tree-code to synthesize them, sandboxed"],
         )
-    own = Side(tree, work / "head.out", "working tree", work / "sbx-head")
+    own = Side(tree, work / "head.out", "working tree", work / "sbx-head", base_code=False)
     note = (
         f"working tree: synthesized by its own code ({listed}); sandboxed: empty HOME, no credentials, {network_note()}"
     )
@@ -104,10 +113,30 @@ def _present(plan: Plan, base: str, stage: str | None) -> list[Side]:
     return [side for side in sides if stage in names[id(side)]]
 
 
-def _judge(plan: Plan, base: str, stage: str | None, work: Path, cfn: bool) -> DiffResult:
-    sides = _present(plan, base, stage)
+@dataclass(frozen=True)
+class Synthesis:
+    base: str  # as the caller named it
+    commit: str
+    stage: str | None
+    cache: SynthCache | None
+
+
+def _synthesize(side: Side, how: Synthesis) -> None:
+    """One side's synth, or its kept copy: only a side of the base's code is looked up and kept."""
+    if how.cache is None or not side.base_code:
+        synth(side.tree, side.out, how.stage, side.label, side.sandbox)
+        return
+    key = how.cache.key(how.commit, side.tree, how.stage)
+    if not how.cache.restore(key, side.out):
+        synth(side.tree, side.out, how.stage, side.label, side.sandbox)
+        how.cache.store(key, side.out)
+
+
+def _judge(plan: Plan, how: Synthesis, work: Path, cfn: bool) -> DiffResult:
+    base = how.base
+    sides = _present(plan, base, how.stage)
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        jobs = {id(side): pool.submit(synth, side.tree, side.out, stage, side.label, side.sandbox) for side in sides}
+        jobs = {id(side): pool.submit(_synthesize, side, how) for side in sides}
         for side in (plan.base, plan.head):
             if id(side) in jobs:
                 jobs[id(side)].result()

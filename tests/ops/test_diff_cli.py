@@ -41,8 +41,9 @@ def _ours(tmp_path) -> list[str]:
 def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_n(tmp_path, sig):
     env = clean_env(TMPDIR=str(tmp_path))
     env["PATH"] = os.environ["PATH"]
+    # a synth must run: kept output (ops/diff/synth_cache.py) would copy both sides of this unchanged tree
     process = subprocess.Popen(
-        [sys.executable, "-m", "ops", "diff", "--base", "HEAD", "--stage", "dev"],
+        [sys.executable, "-m", "ops", "diff", "--base", "HEAD", "--stage", "dev", "--no-synth-cache"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

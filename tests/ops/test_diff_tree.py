@@ -12,7 +12,7 @@ import yaml
 
 from ops import diff as diff_module
 from ops.__main__ import main
-from ops.diff import compare
+from ops.diff import compare, synth_cache
 
 from ..helpers import ROOT
 
@@ -29,7 +29,7 @@ def pull_request(tmp_path):
     return repo
 
 
-def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monkeypatch, capsys):
+def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monkeypatch, capsys, session_synth_cache):
     seen = {}
 
     def compute(base, **kwargs):
@@ -40,7 +40,13 @@ def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monk
     monkeypatch.chdir(tmp_path)  # not a checkout: only --tree names one
     (tmp_path / "checkout").mkdir()
     assert main(["diff", "--base", "abc123", "--tree", str(tmp_path / "checkout")]) == 0
-    assert seen == {"base": "abc123", "stage": None, "start": tmp_path / "checkout", "run_tree_code": False}
+    assert seen == {
+        "base": "abc123",
+        "stage": None,
+        "start": tmp_path / "checkout",
+        "run_tree_code": False,
+        "cache": synth_cache.SynthCache(session_synth_cache),
+    }
     capsys.readouterr()
     assert main(["diff", "--base", "abc123"]) == 0
     assert seen["start"] is None  # without --tree: the checkout around the current folder, as before
