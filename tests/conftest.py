@@ -19,11 +19,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    # Under pytest-xdist (scripts/test.sh -n): the tests of one real control plane share its session fixtures,
-    # so they run on one worker (--dist loadgroup) instead of starting a cluster per worker.
+    # Under pytest-xdist (scripts/test.sh): a file's tests run on one worker, so a module fixture is built once,
+    # not on each worker or again each time the worker comes back to the file; the tests of the real control
+    # plane share one worker, as they share its session fixtures (--dist loadgroup).
     for item in items:
-        if "cluster" in item.path.relative_to(item.config.rootpath).parts[1:2]:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
+        parts = item.path.relative_to(item.config.rootpath).parts
+        group = "cluster" if parts[1:2] == ("cluster",) else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
