@@ -88,14 +88,18 @@ VALUES = st.recursive(
 )
 
 
-def _paths(data, prefix=()):
+def _paths(data, prefix=(), above=frozenset()):
+    # Two alias steps can make a cycle (a value that holds itself); it is a hostile file too, walked once.
     yield prefix
+    if id(data) in above:
+        return
+    above = above | {id(data)}
     if isinstance(data, dict):
         for key, value in data.items():
-            yield from _paths(value, prefix + (key,))
+            yield from _paths(value, prefix + (key,), above)
     elif isinstance(data, list):
         for index, value in enumerate(data):
-            yield from _paths(value, prefix + (index,))
+            yield from _paths(value, prefix + (index,), above)
 
 
 def _set(data, path, value):
