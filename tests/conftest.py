@@ -18,14 +18,14 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(items):
-    # Under pytest-xdist (scripts/test.sh): a file's tests run on one worker, so a module fixture is built once,
-    # not on each worker or again each time the worker comes back to the file; the tests of the real control
-    # plane share one worker, as they share its session fixtures (--dist loadgroup).
-    for item in items:
-        parts = item.path.relative_to(item.config.rootpath).parts
-        group = "cluster" if parts[1:2] == ("cluster",) else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` in work units (tests/work_units.py): a file, or the real control plane's tests."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from .work_units import ByWorkUnit
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(scope="session")

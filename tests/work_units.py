@@ -1,0 +1,46 @@
+"""How the suite is shared among pytest-xdist's workers (scripts/test.sh: `-n auto --dist loadfile`).
+
+A work unit runs whole on one worker, so a module fixture is built once: a test file, except that the tests
+of the real control plane (tests/cluster/) are one unit, as they share its session fixtures. xdist's own
+`xdist_group` marks cannot do this under pytest 9.2: xdist 3.8 renames the item's `_nodeid`
+(xdist/remote.py), which pytest 9.2's `Node.nodeid` no longer reads (_pytest/nodes.py), so the scheduler
+never sees the group. The longest units start first, so that the workers finish together."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdist.scheduler import LoadFileScheduling
+
+CLUSTER = "tests/cluster"
+# The longest units of a `scripts/test.sh --durations=0` run; a unit missing here only starts later.
+LONGEST_FIRST = (
+    CLUSTER,
+    "tests/stacks/test_pipeline.py",
+    "tests/serving_lab/bench/test_cli.py",
+    "tests/ops/test_diff.py",
+    "tests/ops/test_diff_trust.py",
+    "tests/ops/test_diff_cli.py",
+    "tests/serving_lab/rehearse/test_real_ray.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return CLUSTER if path.startswith(CLUSTER + "/") else path
+
+
+def next_unit(waiting: Iterable[str]) -> str:
+    """The waiting unit to start next: the first of LONGEST_FIRST still waiting, else xdist's order (most tests
+    first)."""
+    rank = {unit: place for place, unit in enumerate(LONGEST_FIRST)}
+    return min(waiting, key=lambda unit: rank.get(unit, len(rank)))
+
+
+class ByWorkUnit(LoadFileScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        self.workqueue.move_to_end(next_unit(self.workqueue), last=False)
+        super()._assign_work_unit(node)
