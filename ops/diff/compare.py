@@ -122,13 +122,14 @@ class Synthesis:
 
 
 def _synthesize(side: Side, how: Synthesis) -> None:
-    """One side's synth, or its kept copy: only a side of the base's code is looked up and kept."""
+    """One side's synth, or its kept copy: only a side of the base's code is looked up and kept, and only it
+    shares jsii's extracted packages (the tree's code could rewrite what a later synth loads)."""
     if how.cache is None or not side.base_code:
         synth(side.tree, side.out, how.stage, side.label, side.sandbox)
         return
     key = how.cache.key(how.commit, side.tree, how.stage)
     if not how.cache.restore(key, side.out):
-        synth(side.tree, side.out, how.stage, side.label, side.sandbox)
+        synth(side.tree, side.out, how.stage, side.label, side.sandbox, how.cache.packages)
         how.cache.store(key, side.out)
 
 

@@ -5,7 +5,8 @@ cloud assembly, so a second diff against the same base copies it instead of runn
 
 The tree's own code (--run-tree-code, or this checkout's uncommitted code) is never kept: nothing names it.
 Entries are written to a temporary folder and renamed into place, so an interrupted diff leaves none half
-written; the least recently used beyond KEEP are removed."""
+written; the least recently used beyond KEEP are removed. The folder also holds the JavaScript packages jsii
+extracts for those synths (`packages`), once instead of in each synth's empty HOME."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ class SynthCache:
     def key(self, commit: str, tree: Path, stage: str | None) -> str:
         parts = [str(FORMAT), commit, stage or "", stage_files_digest(tree), toolchain()]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+    @property
+    def packages(self) -> Path:
+        """jsii's extracted JavaScript packages for the base's synths; a dot name, so never evicted as an entry."""
+        return self.folder / ".jsii-packages"
 
     def restore(self, key: str, out: Path) -> bool:
         """Copy a kept assembly to `out`; False when there is none."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ops.__main__ import main
-from ops.diff import compare, synth_cache
+from ops.diff import compare, synth, synth_cache
 from ops.diff.synth_cache import KEEP, SynthCache
 
 from ..helpers import ROOT
@@ -25,13 +25,21 @@ def clone(tmp_path):
     return repo
 
 
+class Ran(list):
+    """The labels of the sides synthesized, in order, and the jsii package folder each was given."""
+
+    packages: dict[str, Path | None]
+
+
 @pytest.fixture
 def synths(monkeypatch):
     """A stand-in synth that records which side ran and writes a one-file assembly."""
-    ran: list[str] = []
+    ran = Ran()
+    ran.packages = {}
 
-    def fake(tree, out, stage, label, sandbox):
+    def fake(tree, out, stage, label, sandbox, packages=None):
         ran.append(label)
+        ran.packages[label] = packages
         out.mkdir(parents=True)
         (out / "made-by.txt").write_text(label)
 
@@ -109,6 +117,21 @@ def test_the_trees_own_code_is_synthesized_every_time_and_never_kept(clone, synt
     assert (entry / "made-by.txt").read_text() == "base"
 
 
+def test_only_a_synth_of_the_bases_code_shares_jsii_packages_in_the_cache_folder(clone, synths, tmp_path, monkeypatch):
+    monkeypatch.chdir(clone)
+    with (clone / "app.py").open("a") as handle:
+        handle.write("# a code change: the tree's own code must not write what a later synth loads\n")
+    cache = SynthCache(tmp_path / "cache")
+    compare.compute("HEAD", cfn=False, cache=cache)
+    assert synths.packages == {"base": cache.folder / ".jsii-packages", "working tree": None}
+
+
+def test_jsii_is_told_the_shared_package_folder_only_when_given_one(tmp_path):
+    given = synth.env(tmp_path / "out", None, tmp_path / "sandbox", tmp_path / "packages")
+    assert given["JSII_RUNTIME_PACKAGE_CACHE_ROOT"] == str(tmp_path / "packages")
+    assert "JSII_RUNTIME_PACKAGE_CACHE_ROOT" not in synth.env(tmp_path / "out", None, tmp_path / "sandbox")
+
+
 def test_no_synth_cache_keeps_nothing(clone, synths, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(clone)
     folder = tmp_path / "cache"
@@ -154,4 +177,6 @@ def test_a_kept_diff_reports_what_the_synth_did(clone, tmp_path, monkeypatch, ca
         assert main(["diff", "--base", "HEAD", "--stage", "dev", "--synth-cache", str(folder)]) == 0
         reports.append(capsys.readouterr().out)
     assert reports[0] == reports[1] and "no changes" in reports[0].lower()
-    assert len(list(folder.iterdir())) == 2  # the base and the edited stage files: two keys
+    entries = sorted(path.name for path in folder.iterdir())
+    assert len(entries) == 3 and entries[0] == ".jsii-packages"  # and two keys: the base, the edited stage files
+    assert (folder / ".jsii-packages" / "aws-cdk-lib").is_dir()  # extracted there by the real jsii, not in HOME
