@@ -1,4 +1,4 @@
-# Sourced by the scripts: quiet, offline-friendly defaults for CDK and jsii (DESIGN.md section 3).
+# Sourced by the scripts: quiet, offline-friendly defaults for CDK and jsii.
 # jsii reads this as a list of majors (comma-separated): it silences the end-of-life banner on Node 20
 # only (local machines still on it); CI runs Node 24 LTS, which jsii supports and prints nothing for.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
