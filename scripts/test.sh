@@ -12,5 +12,6 @@ export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 # mypy's cache for every clone on the machine, as Go's: it checks each file's hash, so a clone in another
 # folder reuses what an earlier one read (the CDK libraries' types: ~100 s cold, ~7 s from it).
 export MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pd-inference/mypy}
-# One worker per core (pytest-xdist); a file, or the real control plane's tests, runs on one (tests/work_units.py).
-exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"
+# pytest-xdist, one worker per core and one more: many tests wait on processes (a control plane, Ray, aiperf)
+# more than they compute. A file, or the real control plane's tests, runs on one worker (tests/work_units.py).
+exec .venv/bin/python -m pytest -n "$(( $(nproc) + 1 ))" --dist loadfile "$@"
