@@ -4,7 +4,6 @@ toolchain, copied on the next diff, and never confused with another input; the t
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,7 @@ from ops.__main__ import main
 from ops.diff import compare, synth, synth_cache
 from ops.diff.synth_cache import KEEP, SynthCache
 
-from ..helpers import ROOT
-
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-@pytest.fixture
-def clone(tmp_path):
-    repo = tmp_path / "main"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    return repo
 
 
 class Ran(list):
@@ -88,9 +78,11 @@ def test_a_second_diff_copies_the_base_sides_and_runs_no_synth(clone, synths, tm
     monkeypatch.chdir(clone)
     cache = SynthCache(tmp_path / "cache")
     compare.compute("HEAD", cfn=False, cache=cache)
-    first = list(synths)  # the base; the data side too, unless the base was kept before its thread looked
+    # the two sides share a key (an unchanged tree's stage files are the base's): either may be kept before
+    # the other's thread looks, so the first diff runs one synth or two
+    first = list(synths)
     compare.compute("HEAD", cfn=False, cache=cache)
-    assert "base" in first and synths == first  # nothing ran the second time
+    assert 1 <= len(first) <= 2 and synths == first  # nothing ran the second time
     assert len(list(cache.folder.iterdir())) == 1  # an unchanged tree's stage files are the base's: one key
 
 
