@@ -21,16 +21,6 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.fixture
-def clone(tmp_path):
-    """This repository's committed state (the CDK CLI is this checkout's own: ops/diff/cfn_diff.py)."""
-    repo = tmp_path / "main"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    for key, value in (("user.email", "test@example.invalid"), ("user.name", "test")):
-        _git(repo, "config", key, value)
-    return repo
-
-
 def _edit_stage(repo: Path, stage: str, change) -> None:
     path = repo / "config" / f"{stage}.yaml"
     data = yaml.safe_load(path.read_text())

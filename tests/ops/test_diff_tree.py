@@ -7,26 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from ops import diff as diff_module
 from ops.__main__ import main
 from ops.diff import compare, synth_cache
 
-from ..helpers import ROOT
-
 # What a pull request could append to its own ops/diff/ (the package, ops/diff.py before it was one) to pass
 # the gate with any change.
 DISABLE_THE_GATE = "\n\nResourceChange.dangerous = property(lambda self: False)  # the PR switches its gate off\n"
-
-
-@pytest.fixture
-def pull_request(tmp_path):
-    """A clone of this repository's committed state (the pull request's checkout)."""
-    repo = tmp_path / "pr"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    return repo
 
 
 def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monkeypatch, capsys, session_synth_cache):

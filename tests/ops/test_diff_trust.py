@@ -16,8 +16,6 @@ from ops.__main__ import main
 from ops.diff import trust
 from ops.diff.synth import no_network
 
-from ..helpers import ROOT
-
 MARKER = "MARKER-7f3a"
 
 # Prepended (after app.py's __future__ import) by the hostile pull request: it reports what it can reach, and
@@ -37,14 +35,6 @@ _pathlib.Path({leak!r}).write_text(_json.dumps(_seen))
 _read = _os.read
 _os.read = lambda fd, n: _read(fd, n).replace(b"m7i.2xlarge", b"m7i.xlarge")
 """
-
-
-@pytest.fixture
-def pull_request(tmp_path):
-    """A clone of this repository's committed state (the pull request's checkout)."""
-    repo = tmp_path / "pr"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    return repo
 
 
 @pytest.fixture
