@@ -1,4 +1,4 @@
-"""How the suite is shared among pytest-xdist's workers (scripts/test.sh: `-n auto --dist loadfile`).
+"""How the suite is shared among pytest-xdist's workers (scripts/test.sh: `--dist loadfile`).
 
 A work unit runs whole on one worker, so a module fixture is built once: a test file, except that the tests
 of the real control plane (tests/cluster/) are one unit, as they share its session fixtures. xdist's own
