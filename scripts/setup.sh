@@ -23,18 +23,50 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "setup: Python 3.11 or newer is needed (found $("$python" --version 2>&1))" >&2; exit 1; }
 
+# The installer: uv, pinned here with the pip every venv keeps (scripts and the lock tools run `python -m pip`).
+# Installed once per machine, beside Go's builds; from its cache a venv takes ~2 s where pip took ~23 s, and a
+# cold one downloads in parallel (docs/DECISIONS.md). Like pip with --no-compile, it byte-compiles nothing:
+# Python compiles the few modules a run imports, once.
+PIP_VERSION=26.3
+UV_VERSION=0.13.9
+uv=${XDG_CACHE_HOME:-$HOME/.cache}/pd-inference/uv-$UV_VERSION/uv
+
+# uv itself, by pip into a throwaway venv; only the finished binary is moved into place (parallel set-ups of
+# two clones each install it, and one rename wins).
+ensure_uv() {
+  [[ -x "$uv" ]] && return 0
+  echo "setup: installing uv $UV_VERSION (once per machine, into $(dirname "$uv"))" >&2
+  mkdir -p "$(dirname "$uv")"
+  local staging
+  staging=$(mktemp -d "$(dirname "$uv")/.staging.XXXXXX")
+  "$python" -m venv "$staging"
+  "$staging/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+  mv "$staging/bin/uv" "$uv.partial.$$" && mv -f "$uv.partial.$$" "$uv"
+  rm -rf "$staging"
+}
+
+# Pinned packages into the venv DIR. uv reads UV_* settings, not pip's: an index or a certificate bundle that the
+# environment sets for pip is passed on (uv's docs: SSL_CERT_FILE, UV_DEFAULT_INDEX). Like pip (truststore), it
+# trusts the system's certificate store: behind a TLS-inspecting proxy, uv's bundled roots fail (UnknownIssuer).
+#   uv_install DIR ARGS...
+uv_install() {
+  local dir=$1 settings=(UV_PYTHON_DOWNLOADS=never "UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-true}")
+  shift
+  ensure_uv
+  [[ -n "${PIP_INDEX_URL:-}" && -z "${UV_DEFAULT_INDEX:-}" ]] && settings+=("UV_DEFAULT_INDEX=$PIP_INDEX_URL")
+  [[ -n "${PIP_CERT:-}" && -z "${SSL_CERT_FILE:-}" ]] && settings+=("SSL_CERT_FILE=$PIP_CERT")
+  env "${settings[@]}" "$uv" pip install --quiet --python "$dir/bin/python" "$@"
+}
+
 # The project itself into a venv, editable (its code is this checkout) and without dependencies (the pinned
 # requirements are installed before it): `pd-inference` in DIR/bin. Again only when pyproject.toml changed;
-# pip builds it with the backend pyproject.toml pins, in an isolated environment of its own.
+# uv builds it with the backend pyproject.toml pins, in an isolated environment of its own.
 #   install_project DIR
 install_project() {
   local dir=$1 digest
   digest=$(sha256sum pyproject.toml | cut -c1-16)
   if [[ "$(cat "$dir/.setup-stamp-project" 2>/dev/null)" != "$digest" || ! -x "$dir/bin/pd-inference" ]]; then
-    # (setuptools warns on every editable install that a folder named like a package may shadow it: the
-    # checkout's own folders are the package, as intended)
-    PYTHONWARNINGS="ignore:Editable installation" \
-      "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --editable .
+    uv_install "$dir" --no-deps --editable .
     echo "$digest" > "$dir/.setup-stamp-project"
   fi
 }
@@ -52,8 +84,6 @@ fresh_venv() {
     echo "$PWD" > "$dir/.setup-checkout"
   fi
 }
-# The pinned packages go in with --no-compile: pip would byte-compile every file it installs (aws-cdk-lib's
-# 4,000 modules: 87 of a 154 s install); Python compiles the few that a run imports, once, on first import.
 # A venv of its own for a tool that pins versions the project venv does not want:
 #   tool_venv DIR REQUIREMENTS CONSTRAINTS [MORE FILES THAT CHANGE IT]
 tool_venv() {
@@ -63,8 +93,7 @@ tool_venv() {
   digest=$(cat "$requirements" "$constraints" "$@" | sha256sum | cut -c1-16)
   if [[ "$(cat "$dir/.setup-stamp" 2>/dev/null)" != "$digest" ]]; then
     echo "setup: installing the pinned packages of $requirements into $dir (a first run takes minutes)" >&2
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -r "$requirements" -c "$constraints"
+    uv_install "$dir" "pip==$PIP_VERSION" -r "$requirements" -c "$constraints"
     echo "$digest" > "$dir/.setup-stamp"
   fi
 }
@@ -86,8 +115,7 @@ stamp=.venv/.setup-stamp-$(basename "$want" .txt)
 digest=$(cat requirements-ops.txt requirements.txt requirements-cluster.txt "$want" constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   echo "setup: installing the pinned Python packages of $want into .venv (a first run takes minutes)" >&2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==26.3"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r "$want" -c constraints.txt
+  uv_install .venv "pip==$PIP_VERSION" -r "$want" -c constraints.txt
   echo "$digest" > "$stamp"
 fi
 install_project .venv  # .venv/bin/pd-inference

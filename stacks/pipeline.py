@@ -5,7 +5,7 @@ verify runner). A stage marked `approval: true` first gets `ops diff` against th
 of its stacks waits for an approval once its change set exists.
 
 Every CodeBuild project runs on CodeBuild's standard 8.0 image with the project's toolchain selected
-(`runtime-versions`: config/versions.py TOOLCHAIN) and a local cache of pip's, npm's and Go's downloads; the CDK CLI
+(`runtime-versions`: config/versions.py TOOLCHAIN) and a local cache of pip's, uv's, npm's and Go's downloads; the CDK CLI
 and cdk-assets are the versions package.json pins."""
 
 from __future__ import annotations
@@ -27,8 +27,16 @@ from .stage import InferenceStage
 
 CHECK_SETUP = "scripts/setup.sh --checks"
 SYNTH_COMMANDS = ("scripts/pipeline_check.sh", "scripts/cdk synth --quiet")
-# Where the build image keeps pip's, npm's and Go's downloads (HOME is /root on CodeBuild's standard images).
-CACHE_PATHS = ("/root/.cache/pip/**/*", "/root/.npm/**/*", "/root/go/pkg/mod/**/*", "/root/.cache/go-build/**/*")
+# Where the build image keeps pip's, uv's, npm's and Go's downloads, and uv's own binary (scripts/setup.sh; HOME
+# is /root on CodeBuild's standard images).
+CACHE_PATHS = (
+    "/root/.cache/pip/**/*",
+    "/root/.cache/uv/**/*",
+    "/root/.cache/pd-inference/**/*",
+    "/root/.npm/**/*",
+    "/root/go/pkg/mod/**/*",
+    "/root/.cache/go-build/**/*",
+)
 # The Synth step's peak memory, measured (scripts/bench_pipeline_step.py): it needs more than SMALL's 3 GB.
 SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
 NO_DEPLOYED_COMMIT = "none"
