@@ -99,13 +99,19 @@ tool_venv() {
 }
 
 # aiperf (the benchmark client) pins pandas, transformers and more: for `ops bench` and its tests.
-if [[ "$mode" == "--dev" || "$mode" == "--bench" ]]; then
+bench_venv() {
   tool_venv .venv-bench requirements-bench.txt constraints-bench.txt requirements-ops.txt
   install_project .venv-bench  # scripts/bench_sample.py runs there
+}
+if [[ "$mode" == "--bench" ]]; then
+  bench_venv
+  exit 0
 fi
-[[ "$mode" == "--bench" ]] && exit 0
 
 command -v npm >/dev/null || { echo "setup: Node.js 20+ with npm is needed" >&2; exit 1; }
+if [[ "$mode" == "--dev" || "$mode" == "--cluster" ]]; then
+  command -v go >/dev/null || { echo "setup: Go 1.26 is needed to build the local cluster (tools/go/)" >&2; exit 1; }
+fi
 
 want="requirements.txt"
 [[ "$mode" == "--cluster" ]] && want="requirements-cluster.txt"
@@ -120,17 +126,22 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
 fi
 install_project .venv  # .venv/bin/pd-inference
 
-# checkov pins older boto3/botocore than the app: for the test suite only.
-if [[ "$mode" == "--dev" ]]; then
-  tool_venv .venv-checkov requirements-checkov.txt constraints-checkov.txt
-fi
-
 # The local cluster's Go programs (kube-apiserver, controller manager, scheduler, etcd, kwok, the KubeRay
 # operator) and KubeRay's chart, from the Go module proxy (tools/go/ pins them) into Go's own caches; a
-# cached build is found in a second, by every clone on the machine.
+# cached build is found in a second, by every clone on the machine. A cold build is minutes of compiling: it
+# runs while the rest installs, and set-up waits for it at the end. If set-up stops first, it is ended.
+go_build=
+stop_go_build() { [[ -z "$go_build" ]] || kill "$go_build" 2>/dev/null || true; }
+trap stop_go_build EXIT
 if [[ "$mode" == "--dev" || "$mode" == "--cluster" ]]; then
-  command -v go >/dev/null || { echo "setup: Go 1.26 is needed to build the local cluster (tools/go/)" >&2; exit 1; }
-  .venv/bin/python -m localcluster build
+  .venv/bin/python -m localcluster build &
+  go_build=$!
+fi
+
+if [[ "$mode" == "--dev" ]]; then
+  bench_venv
+  # checkov pins older boto3/botocore than the app: for the test suite only.
+  tool_venv .venv-checkov requirements-checkov.txt constraints-checkov.txt
 fi
 
 lock_digest=$(sha256sum package-lock.json | cut -c1-16)
@@ -138,4 +149,11 @@ if [[ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$lock_digest" ]]; then
   echo "setup: installing the pinned CDK CLI into node_modules/ (npm ci)" >&2
   npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
   echo "$lock_digest" > node_modules/.setup-stamp
+fi
+
+if [[ -n "$go_build" ]]; then
+  status=0
+  wait "$go_build" || status=$?
+  go_build=
+  exit "$status"  # the build's own: its one line said why
 fi
