@@ -27,13 +27,16 @@ _stopping = threading.Event()
 def child(argv: list[str], *, timeout: float, **options) -> subprocess.CompletedProcess:
     """subprocess.run(argv, capture_output=True, text=True, timeout=...), with the child registered; none is
     started once a terminating signal has arrived (queued jobs of a thread pool would still start theirs)."""
-    if _stopping.is_set():
-        raise DiffError("stopped")
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
-    ) as process:
-        with _children_lock:
-            _children.add(process)
+    # Started and registered under the lock end_children takes: it sees either the flag or the child, never a
+    # child started but not yet registered (a test saw that race under load: its child outlived the diff).
+    with _children_lock:
+        if _stopping.is_set():
+            raise DiffError("stopped")
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
+        )
+        _children.add(process)
+    with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

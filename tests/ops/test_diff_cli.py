@@ -68,6 +68,28 @@ def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_
     assert str(tmp_path) not in leftover.stdout
 
 
+def test_a_child_started_just_as_the_diff_stops_is_ended_too(monkeypatch):
+    """Popen returns, and before the thread registers the child, end_children runs: it must still end it."""
+    real_popen, popened = subprocess.Popen, threading.Event()
+
+    def popen_then_stall(*args, **kwargs):
+        process = real_popen(*args, **kwargs)
+        popened.set()
+        processes._stopping.wait(10)  # end_children has begun: the thread is descheduled here, as under load
+        time.sleep(0.3)
+        return process
+
+    monkeypatch.setattr(processes.subprocess, "Popen", popen_then_stall)
+    processes.start()
+    runner = threading.Thread(target=lambda: processes.child(["sleep", "300"], timeout=30), daemon=True)
+    runner.start()
+    assert popened.wait(10)
+    processes.end_children(grace=1.0)
+    runner.join(timeout=10)
+    processes.start()
+    assert not runner.is_alive()
+
+
 def test_ending_the_children_asks_first_then_kills_their_whole_group(tmp_path):
     asked, orphan = tmp_path / "asked", tmp_path / "orphan.pid"
     # the child writes `asked` on SIGTERM (then hangs on), and leaves a grandchild in its group
