@@ -39,9 +39,12 @@ ensure_uv() {
   mkdir -p "$(dirname "$uv")"
   local staging
   staging=$(mktemp -d "$(dirname "$uv")/.staging.XXXXXX")
-  "$python" -m venv "$staging"
-  "$staging/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
-  mv "$staging/bin/uv" "$uv.partial.$$" && mv -f "$uv.partial.$$" "$uv"
+  if ! { "$python" -m venv "$staging" \
+      && "$staging/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" \
+      && mv "$staging/bin/uv" "$uv.partial.$$" && mv -f "$uv.partial.$$" "$uv"; }; then
+    rm -rf "$staging"  # pip said why
+    exit 1
+  fi
   rm -rf "$staging"
 }
 

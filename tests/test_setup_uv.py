@@ -52,6 +52,14 @@ def test_uv_is_installed_once_and_only_the_finished_binary_is_kept(tmp_path):
     assert version.stdout.split()[:2] == ["uv", UV_VERSION]
 
 
+def test_a_failed_install_of_uv_leaves_nothing_in_the_cache_folder(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path))  # nothing to install from: pip fails at once
+    run = _bash(_setup_lines("ensure_uv") + "ensure_uv\n", env)
+    assert run.returncode == 1
+    assert list((tmp_path / "pd-inference" / f"uv-{UV_VERSION}").iterdir()) == []
+
+
 def _fake_uv_environment(tmp_path: Path, **settings: str) -> dict[str, str]:
     """What uv_install hands uv, read back by an executable at uv's path that prints its environment."""
     uv = tmp_path / "pd-inference" / f"uv-{UV_VERSION}" / "uv"
