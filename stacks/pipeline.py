@@ -5,8 +5,8 @@ verify runner). A stage marked `approval: true` first gets `ops diff` against th
 of its stacks waits for an approval once its change set exists.
 
 Every CodeBuild project runs on CodeBuild's standard 8.0 image with the project's toolchain selected
-(`runtime-versions`: config/versions.py TOOLCHAIN) and a local cache of pip's, uv's, npm's and Go's downloads; the CDK CLI
-and cdk-assets are the versions package.json pins."""
+(`runtime-versions`: config/versions.py TOOLCHAIN) and a local cache of pip's, uv's, npm's and Go's downloads; the
+CDK CLI and cdk-assets are the versions package.json pins."""
 
 from __future__ import annotations
 

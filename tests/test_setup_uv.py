@@ -16,7 +16,8 @@ UV_VERSION = re.search(r"^UV_VERSION=(\S+)$", SETUP, re.MULTILINE).group(1)  # t
 
 
 def _functions(*names: str) -> str:
-    return "\n".join(re.search(rf"(?ms)^{name}\(\) \{{.*?^\}}$", SETUP).group(0) for name in names)  # type: ignore[union-attr]
+    found = [re.search(rf"(?ms)^{name}\(\) \{{.*?^\}}$", SETUP) for name in names]
+    return "\n".join(match.group(0) for match in found if match)
 
 
 def _setup_lines(*names: str) -> str:

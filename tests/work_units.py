@@ -14,7 +14,7 @@ from xdist.scheduler import LoadFileScheduling
 
 CLUSTER = "tests/cluster"
 # The units over 20 s, longest first, from one run's per-file wall times (2026-12-04); a unit missing here only
-# starts later. mypy (tests/test_lint.py) reads the CDK libraries' types for minutes on a new machine.
+# starts later. mypy (tests/test_lint.py) reads the CDK libraries' types for about a minute on a new machine.
 LONGEST_FIRST = (
     CLUSTER,
     "tests/stacks/test_pipeline.py",
