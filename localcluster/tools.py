@@ -4,7 +4,7 @@ Every version is pinned in one place, the wrapper modules under tools/go/ (go.mo
 proxy's checksums): this table names only what to build from each. Go's own module and build caches are
 used (`go env GOMODCACHE GOCACHE`, outside the clone), and the linked binaries go beside them into
 `<user cache>/pd-inference/cluster-tools/<tool>-<version>-<digest>/bin/` (the digest covers go.mod, go.sum
-and the link flags): a second clone on the same machine builds nothing. Nothing here falls back to another
+and the build flags): a second clone on the same machine builds nothing. Nothing here falls back to another
 version: a module the proxy refuses stops the build with the proxy's own answer."""
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ MODULES = ROOT / "tools" / "go"
 # k8s.io/component-base/version/base.go: the variables `-X` stamps (the module build of k8s.io/kubernetes
 # leaves them at v0.0.0-master, which Helm's kubeVersion constraints and `GET /version` would show).
 VERSION_PACKAGE = "k8s.io/component-base/version"
+# No DWARF from the compiler: `-s -w` strips it at link anyway, and not writing it saves ~7% of a cold
+# compile (docs/DECISIONS.md, "The cold Go build").
+COMPILER_FLAGS = "all=-dwarf=false"
 
 
 class ToolError(Exception):
@@ -67,6 +70,10 @@ class GoTool:
                 f"-X {VERSION_PACKAGE}.gitTreeState=clean",
             ]
         return " ".join(flags)
+
+    def build_flags(self, modules: Path = MODULES) -> list[str]:
+        """The flags of `go build` that shape the binaries (the cached folder's digest covers them)."""
+        return ["-gcflags", COMPILER_FLAGS, "-ldflags", self.ldflags(modules)]
 
 
 KUBERNETES = GoTool(
@@ -176,7 +183,7 @@ class BuildRecord:
 
 
 def _digest(tool: GoTool, modules: Path) -> str:
-    digest = hashlib.sha256(tool.ldflags(modules).encode())
+    digest = hashlib.sha256(" ".join(tool.build_flags(modules)).encode())
     for name in ("go.mod", "go.sum"):
         path = modules / tool.name / name
         digest.update(path.read_bytes() if path.exists() else b"")
@@ -292,7 +299,7 @@ def ensure(
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "bin").mkdir(parents=True)
     build = go_command(
-        ["build", "-ldflags", tool.ldflags(modules), "-o", str(staging / "bin") + "/", *tool.packages],
+        ["build", *tool.build_flags(modules), "-o", str(staging / "bin") + "/", *tool.packages],
         folder=folder,
         caches=caches,
         progress=progress,

@@ -25,6 +25,14 @@ def test_a_second_ensure_builds_nothing(box):
     assert (record.built, record.binaries["etcd"]) == (False, box.binaries["etcd"])
 
 
+def test_the_cached_folder_changes_with_the_compiler_flags(monkeypatch, tmp_path):
+    # A build with other flags is another build: it never reuses binaries compiled without them.
+    caches = tools.GoCaches.under(tmp_path)
+    before = tools.install_dir(tools.KWOK, caches)
+    monkeypatch.setattr(tools, "COMPILER_FLAGS", "all=-N -l")
+    assert tools.install_dir(tools.KWOK, caches) != before
+
+
 @pytest.fixture
 def copied_etcd(box, tmp_path):
     """etcd's cached build, copied into caches of this test's own."""
