@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from .helpers import ROOT
-from .work_units import LONGEST_FIRST, next_unit, work_unit
+from .work_units import START_ORDER, next_unit, work_unit
 
 
 @pytest.mark.parametrize(
@@ -26,13 +26,17 @@ def test_a_unit_is_the_file_or_the_control_planes_folder(nodeid, unit):
     assert work_unit(nodeid) == unit
 
 
-def test_the_longest_units_start_first_in_their_order_then_xdists():
-    waiting = ["tests/a.py", LONGEST_FIRST[2], "tests/b.py", LONGEST_FIRST[1]]
-    assert next_unit(waiting) == LONGEST_FIRST[1]
+def test_the_listed_units_start_first_in_their_order_then_xdists():
+    waiting = ["tests/a.py", START_ORDER[2], "tests/b.py", START_ORDER[1]]
+    assert next_unit(waiting) == START_ORDER[1]
     assert next_unit(["tests/a.py", "tests/b.py"]) == "tests/a.py"
 
 
-@pytest.mark.parametrize("unit", LONGEST_FIRST)
+def test_lint_starts_before_the_fresh_clone_pipeline_check_so_its_mypy_is_warm():
+    assert START_ORDER.index("tests/test_lint.py") < START_ORDER.index("tests/stacks/test_pipeline.py")
+
+
+@pytest.mark.parametrize("unit", START_ORDER)
 def test_every_longest_unit_is_in_the_suite(unit):
     assert (ROOT / unit).exists()
 
