@@ -30,12 +30,16 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 # synth leaves its output folder empty rather than mixing this synth's stages with an earlier one's.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 INTERRUPTED: list[int] = []
+ENDED: list[int] = []  # main's exit code, once it has one
 
 
 def _stop(signum: int, frame: Any) -> None:
     for number in STOP_SIGNALS:  # a second Ctrl-C cannot cut the clean-up short
         signal.signal(number, signal.SIG_IGN)
     INTERRUPTED.append(signum)
+    if ENDED:  # Python's exit (jsii's atexit hook) would swallow the KeyboardInterrupt, print it, and exit 0
+        print(f"app.py: stopped by signal {signum} as it exited", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
     raise KeyboardInterrupt
 
 
@@ -104,7 +108,9 @@ def main(context: dict | None = None, outdir: str | None = None) -> int:
         return 2
     output = str(app.outdir)  # read while jsii's Node process is alive: a signal ends it too
     try:
-        return _synth(app, stages, nag, pipeline)
+        code = _synth(app, stages, nag, pipeline)
+        ENDED.append(code)  # a signal from here on leaves the output whole
+        return code
     except ModuleNotFoundError as missing:  # one imported only when used (cdk_nag, CDK Pipelines)
         _lacks(missing)
     except BaseException:
@@ -181,6 +187,7 @@ def _context(get: Any) -> tuple[str | None, Any, bool]:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        ENDED.append(main())
     except KeyboardInterrupt:
         _stopped(None)  # before the synth wrote anything
+    sys.exit(ENDED[-1])

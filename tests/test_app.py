@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -172,25 +171,47 @@ def test_a_missing_module_of_the_project_itself_is_shown_whole(tmp_path):
     assert "compliance" in run.stderr.splitlines()[-1] and "this venv lacks" not in run.stderr
 
 
-def _catches(pid: int, signum: int) -> bool:
-    """Whether the process has a handler of its own for `signum` (/proc/PID/status SigCgt)."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    (mask,) = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
-    return bool(int(mask, 16) >> (signum - 1) & 1)
+def _paused_run(tmp_path: Path, pause: str) -> subprocess.Popen:
+    """app.py synthesizing dev into tmp_path, which prints "paused" and sleeps at `pause`: at the import of
+    stacks.assembly ("loading") or in an atexit hook that runs after jsii's ("exiting")."""
+    probe = (
+        "import atexit, runpy, sys, time\n"
+        "def pause():\n"
+        "    print('paused', flush=True)\n"
+        "    time.sleep(60)\n"
+        "class Loading:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'stacks.assembly':\n"
+        "            pause()\n"
+        f"if {pause!r} == 'loading':\n"
+        "    sys.meta_path.insert(0, Loading())\n"
+        "else:\n"
+        "    atexit.register(pause)  # registered first, so run last: after jsii's own hook\n"
+        "runpy.run_path('app.py', run_name='__main__')\n"
+    )
+    env = clean_env(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON='{"stage": "dev"}')
+    run = subprocess.Popen(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert run.stdout is not None and run.stdout.readline() == "paused\n"
+    return run
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_app_py_loads_is_one_line_and_128_plus_n(tmp_path, signum):
-    env = clean_env(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON='{"stage": "dev"}')
-    run = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    # SIGTERM's handler is app.py's own (Python has one for SIGINT from its start): all three are set together
-    while not _catches(run.pid, signal.SIGTERM) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    run = _paused_run(tmp_path, "loading")
     run.send_signal(signum)
     _, err = run.communicate(timeout=120)
-    assert run.returncode == 128 + signum
-    assert err.splitlines()[-1] == f"app.py: stopped by signal {signum}, before the synth" or "emptied" in err
+    assert (run.returncode, err) == (128 + signum, f"app.py: stopped by signal {signum}, before the synth\n")
+
+
+def test_a_signal_as_app_py_exits_is_one_line_and_128_plus_n(tmp_path):
+    # Python's exit runs jsii's atexit hook, which swallowed the KeyboardInterrupt: a traceback, then exit 0
+    run = _paused_run(tmp_path, "exiting")
+    run.send_signal(signal.SIGHUP)
+    _, err = run.communicate(timeout=120)
+    assert (run.returncode, err) == (129, "app.py: stopped by signal 1 as it exited\n")
+    assert (tmp_path / "manifest.json").is_file()  # the synth had ended: its output stays whole
 
 
 def test_an_interrupted_synth_leaves_its_output_folder_empty(tmp_path):
