@@ -37,7 +37,7 @@ def test_lint_starts_before_the_fresh_clone_pipeline_check_so_its_mypy_is_warm()
 
 
 @pytest.mark.parametrize("unit", START_ORDER)
-def test_every_longest_unit_is_in_the_suite(unit):
+def test_every_listed_unit_is_in_the_suite(unit):
     assert (ROOT / unit).exists()
 
 

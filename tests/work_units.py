@@ -14,8 +14,8 @@ from xdist.scheduler import LoadFileScheduling
 
 CLUSTER = "tests/cluster"
 # The units over 20 s, longest first, from one run's per-file wall times (2026-12-04); a unit missing here only
-# starts later. One exception: tests/test_lint.py goes before the pipeline's tests, so that its mypy (about 50
-# CPU-s on a new machine) fills the machine's mypy cache before the fresh-clone pipeline check runs mypy too.
+# starts later. One exception: tests/test_lint.py goes before the pipeline's tests, so that its mypy (about a
+# CPU-minute on a new machine) fills the machine's mypy cache before the fresh-clone pipeline check runs mypy too.
 START_ORDER = (
     CLUSTER,
     "tests/test_lint.py",
