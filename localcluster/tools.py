@@ -9,6 +9,7 @@ version: a module the proxy refuses stops the build with the proxy's own answer.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -16,7 +17,8 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,30 +279,57 @@ def downloaded(source: ModuleSource, caches: GoCaches, modules: Path = MODULES) 
 def ensure(
     tool: GoTool, *, caches: GoCaches, modules: Path = MODULES, progress: Callable[[str], None] = lambda line: None
 ) -> BuildRecord:
-    """The tool's binaries, built unless a build of this exact version and go.sum is cached."""
+    """The tool's binaries, built unless a build of this exact version and go.sum is cached. One build of a
+    tool at a time on the machine: another caller (a second clone's set-up, or the cluster tests while the test
+    command's own build runs) waits for it, then finds the build cached."""
     version = tool.version(modules)
     target = install_dir(tool, caches, modules)
     binaries = {name: target / "bin" / name for name in tool.binaries()}
-    if all(path.is_file() and os.access(path, os.X_OK) for path in binaries.values()):
-        check_intact(target, binaries)
-        return BuildRecord(tool.name, version, built=False, seconds=0.0, binaries=binaries)
-    started = time.monotonic()
-    progress(f"building {tool.name} {version} from the Go module proxy (once; kept in {target})")
-    folder = modules / tool.name
+    with _one_build(target, f"{tool.name} {version}", progress):
+        if all(path.is_file() and os.access(path, os.X_OK) for path in binaries.values()):
+            check_intact(target, binaries)
+            return BuildRecord(tool.name, version, built=False, seconds=0.0, binaries=binaries)
+        started = time.monotonic()
+        progress(f"building {tool.name} {version} from the Go module proxy (once; kept in {target})")
+        _download(tool, version, caches, modules, progress)
+        _build(tool, version, target, caches, modules, progress)
+    return BuildRecord(tool.name, version, built=True, seconds=time.monotonic() - started, binaries=binaries)
+
+
+@contextmanager
+def _one_build(target: Path, what: str, progress: Callable[[str], None]) -> Iterator[None]:
+    """An exclusive lock on `<target>.lock` while the build is checked and made (flock(2): the kernel frees it
+    when its holder exits, however it ends)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for the build of {what} that another process runs")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _download(tool: GoTool, version: str, caches: GoCaches, modules: Path, progress: Callable[[str], None]) -> None:
     download = go_command(
-        ["mod", "download", f"{tool.module}@{version}"], folder=folder, caches=caches, progress=progress
+        ["mod", "download", f"{tool.module}@{version}"], folder=modules / tool.name, caches=caches, progress=progress
     )
     if download.returncode != 0:
         answer = refusal(download.stderr + download.stdout)
         if answer:
             raise ToolError(f"the Go module proxy refused {tool.module}@{version}: {answer}")
         raise ToolError(f"go mod download {tool.module}@{version} failed: {_last_line(download)}")
+
+
+def _build(
+    tool: GoTool, version: str, target: Path, caches: GoCaches, modules: Path, progress: Callable[[str], None]
+) -> None:
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "bin").mkdir(parents=True)
     build = go_command(
         ["build", *tool.build_flags(modules), "-o", str(staging / "bin") + "/", *tool.packages],
-        folder=folder,
+        folder=modules / tool.name,
         caches=caches,
         progress=progress,
     )
@@ -310,10 +339,9 @@ def ensure(
         if answer:
             raise ToolError(f"building {tool.name} {version}: the Go module proxy refused a dependency: {answer}")
         raise ToolError(f"go build in tools/go/{tool.name} failed: {_last_line(build)}")
-    _write_digests(staging, {name: staging / "bin" / name for name in binaries})
+    _write_digests(staging, {name: staging / "bin" / name for name in tool.binaries()})
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)  # a half-built folder is never taken for a build
-    return BuildRecord(tool.name, version, built=True, seconds=time.monotonic() - started, binaries=binaries)
 
 
 DIGESTS = "sha256.json"

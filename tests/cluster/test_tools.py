@@ -3,8 +3,10 @@ with one line naming the folder to delete, never an exec error."""
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
+import threading
 
 import pytest
 
@@ -31,6 +33,45 @@ def test_the_cached_folder_changes_with_the_compiler_flags(monkeypatch, tmp_path
     before = tools.install_dir(tools.KWOK, caches)
     monkeypatch.setattr(tools, "COMPILER_FLAGS", "all=-N -l")
     assert tools.install_dir(tools.KWOK, caches) != before
+
+
+def test_a_second_ensure_waits_for_the_running_build_then_builds_nothing(monkeypatch, tmp_path):
+    # Without go on PATH, an ensure that did not wait would fail at once instead of finding the build.
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
+    caches = tools.GoCaches.under(tmp_path)
+    target = tools.install_dir(tools.ETCD, caches)
+    target.parent.mkdir(parents=True)
+    heard: list[str] = []
+    records: list[tools.BuildRecord] = []
+    waiting = threading.Event()
+    ensure = threading.Thread(
+        target=lambda: records.append(tools.ensure(tools.ETCD, caches=caches, progress=_heard(heard, waiting)))
+    )
+    with open(f"{target}.lock", "a") as running_build:
+        fcntl.flock(running_build, fcntl.LOCK_EX)
+        ensure.start()
+        assert waiting.wait(timeout=30), "ensure did not wait for the running build"
+        _what_a_build_leaves(target)
+    ensure.join(timeout=30)
+    version = tools.ETCD.version()
+    assert heard == [f"waiting for the build of etcd {version} that another process runs"]
+    assert [(record.built, record.binaries) for record in records] == [(False, {"etcd": target / "bin" / "etcd"})]
+
+
+def _heard(lines: list[str], event: threading.Event):
+    def progress(line: str) -> None:
+        lines.append(line)
+        event.set()
+
+    return progress
+
+
+def _what_a_build_leaves(target):
+    (target / "bin").mkdir(parents=True)
+    binary = target / "bin" / "etcd"
+    binary.write_bytes(b"#!/bin/sh\n")
+    binary.chmod(0o755)
+    tools._write_digests(target, {"etcd": binary})
 
 
 @pytest.fixture
