@@ -32,6 +32,7 @@ VERSION_PACKAGE = "k8s.io/component-base/version"
 # No DWARF from the compiler: `-s -w` strips it at link anyway, and not writing it saves ~7% of a cold
 # compile (docs/DECISIONS.md, "The cold Go build").
 COMPILER_FLAGS = "all=-dwarf=false"
+COMPILER_GOGC = "400"
 
 
 class ToolError(Exception):
@@ -129,6 +130,9 @@ class GoCaches:
         """The go command's environment: these caches, the machine's own Go (no toolchain download),
         go.mod and go.sum as committed (a build that would change them fails)."""
         env = dict(os.environ)
+        # The compiler's garbage collector at GOGC=400, unless the caller set one: it collects a quarter as
+        # often, ~10% less compile time for ~15% more memory; the binaries are the same (docs/DECISIONS.md).
+        env.setdefault("GOGC", COMPILER_GOGC)
         env.update(
             GOMODCACHE=str(self.gomodcache),
             GOCACHE=str(self.gocache),

@@ -2,14 +2,22 @@
 proxy into empty caches) and the warm run of the cluster tests (tests/cluster/, programs cached).
 
     .venv/bin/python scripts/bench_cluster_tools.py [--cold-cache DIR] [--skip-cold] [--runs N]
+    .venv/bin/python scripts/bench_cluster_tools.py --gogc-compare TOOL [--runs N]
 
 --cold-cache: build into DIR (default: a new temporary folder, removed afterwards), never Go's own caches;
 the warm runs use Go's own caches and the binaries kept beside them (built first if missing). Prints one line
-per figure; the warm figure is the median of --runs runs of `pytest tests/cluster`."""
+per figure; the warm figure is the median of --runs runs of `pytest tests/cluster`.
+
+--gogc-compare: TOOL (etcd, kubernetes, kwok, kuberay-operator) compiled from an empty build cache --runs times
+with Go's default GOGC=100 and with the set-up's, alternately (modules from Go's own cache): the median wall and
+CPU seconds of each, their ratio, and whether the binaries were the same."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,12 +69,47 @@ def warm(runs: int) -> None:
     )
 
 
+def _compile(tool: tools.GoTool, gogc: str, folder: Path) -> tuple[float, float, str]:
+    """(wall s, CPU s, digest of the binaries): one build of `tool` into an empty build cache under `folder`."""
+    caches = tools.GoCaches(tools.default_caches().gomodcache, folder / "gobuild", folder / "bin")
+    os.environ["GOGC"] = gogc
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = tools.ensure(tool, caches=caches)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sorted(record.binaries.values())))
+    return record.seconds, cpu, digest.hexdigest()[:16]
+
+
+def gogc_compare(name: str, runs: int) -> None:
+    tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
+    figures: dict[str, list[tuple[float, float, str]]] = {"100": [], tools.COMPILER_GOGC: []}
+    for run in range(runs):
+        for gogc, results in figures.items():
+            with tempfile.TemporaryDirectory(prefix="gogc-compare-") as folder:
+                results.append(_compile(tool, gogc, Path(folder)))
+            print(f"  run {run + 1}, GOGC={gogc}: {results[-1][0]:.1f} s, {results[-1][1]:.0f} CPU-s", flush=True)
+    walls = {gogc: statistics.median(r[0] for r in results) for gogc, results in figures.items()}
+    cpus = {gogc: statistics.median(r[1] for r in results) for gogc, results in figures.items()}
+    same = len({r[2] for results in figures.values() for r in results}) == 1
+    print(
+        f"{name} from an empty build cache, median of {runs}: GOGC=100 {walls['100']:.1f} s, "
+        f"{cpus['100']:.0f} CPU-s; GOGC={tools.COMPILER_GOGC} {walls[tools.COMPILER_GOGC]:.1f} s, "
+        f"{cpus[tools.COMPILER_GOGC]:.0f} CPU-s; wall ratio {walls[tools.COMPILER_GOGC] / walls['100']:.2f}; "
+        f"binaries {'the same' if same else 'DIFFERENT'}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold-cache", type=Path)
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--gogc-compare", choices=[tool.name for tool in tools.ALL_TOOLS])
     args = parser.parse_args()
+    if args.gogc_compare:
+        gogc_compare(args.gogc_compare, args.runs)
+        return 0
     if not args.skip_cold:
         if args.cold_cache:
             cold(tools.GoCaches.under(args.cold_cache))

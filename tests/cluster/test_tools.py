@@ -74,6 +74,14 @@ def _what_a_build_leaves(target):
     tools._write_digests(target, {"etcd": binary})
 
 
+def test_the_go_command_collects_garbage_less_often_unless_the_caller_says(monkeypatch, tmp_path):
+    caches = tools.GoCaches.under(tmp_path)
+    monkeypatch.delenv("GOGC", raising=False)
+    assert caches.environment()["GOGC"] == "400"
+    monkeypatch.setenv("GOGC", "off")
+    assert caches.environment()["GOGC"] == "off"
+
+
 @pytest.fixture
 def copied_etcd(box, tmp_path):
     """etcd's cached build, copied into caches of this test's own."""
