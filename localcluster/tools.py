@@ -131,7 +131,7 @@ class GoCaches:
         go.mod and go.sum as committed (a build that would change them fails)."""
         env = dict(os.environ)
         # The compiler's garbage collector at GOGC=400, unless the caller set one: it collects a quarter as
-        # often, ~10% less compile time for ~15% more memory; the binaries are the same (docs/DECISIONS.md).
+        # often, 7-15% less compile time for ~8% more memory; the binaries are the same (docs/DECISIONS.md).
         env.setdefault("GOGC", COMPILER_GOGC)
         env.update(
             GOMODCACHE=str(self.gomodcache),
@@ -284,8 +284,8 @@ def ensure(
     tool: GoTool, *, caches: GoCaches, modules: Path = MODULES, progress: Callable[[str], None] = lambda line: None
 ) -> BuildRecord:
     """The tool's binaries, built unless a build of this exact version and go.sum is cached. One build of a
-    tool at a time on the machine: another caller (a second clone's set-up, or the cluster tests while the test
-    command's own build runs) waits for it, then finds the build cached."""
+    tool at a time on the machine: another caller (a second clone's set-up, or `ops local-cluster` while
+    set-up builds) waits for it, then finds the build cached."""
     version = tool.version(modules)
     target = install_dir(tool, caches, modules)
     binaries = {name: target / "bin" / name for name in tool.binaries()}
