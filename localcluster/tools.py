@@ -29,9 +29,9 @@ MODULES = ROOT / "tools" / "go"
 # k8s.io/component-base/version/base.go: the variables `-X` stamps (the module build of k8s.io/kubernetes
 # leaves them at v0.0.0-master, which Helm's kubeVersion constraints and `GET /version` would show).
 VERSION_PACKAGE = "k8s.io/component-base/version"
-# No DWARF from the compiler: `-s -w` strips it at link anyway, and not writing it saves ~7% of a cold
-# compile (docs/DECISIONS.md, "The cold Go build").
-COMPILER_FLAGS = "all=-dwarf=false"
+# No DWARF from the compiler (`-s -w` strips it at link anyway: ~7% of a cold compile) and no inlining (-l:
+# ~23% of it, for ~15% more CPU when the cluster tests run the binaries): docs/DECISIONS.md, "The cold Go build".
+COMPILER_FLAGS = "all=-dwarf=false -l"
 COMPILER_GOGC = "400"
 
 
@@ -45,6 +45,7 @@ class GoTool:
     module: str  # the module whose version is pinned there
     packages: tuple[str, ...]  # main packages to build, one binary each (named by the last path element)
     stamp_kubernetes_version: bool = False
+    compiler_flags: str = COMPILER_FLAGS
 
     @property
     def folder(self) -> Path:
@@ -76,7 +77,7 @@ class GoTool:
 
     def build_flags(self, modules: Path = MODULES) -> list[str]:
         """The flags of `go build` that shape the binaries (the cached folder's digest covers them)."""
-        return ["-gcflags", COMPILER_FLAGS, "-ldflags", self.ldflags(modules)]
+        return ["-gcflags", self.compiler_flags, "-ldflags", self.ldflags(modules)]
 
 
 KUBERNETES = GoTool(

@@ -3,18 +3,23 @@ proxy into empty caches) and the warm run of the cluster tests (tests/cluster/, 
 
     .venv/bin/python scripts/bench_cluster_tools.py [--cold-cache DIR] [--skip-cold] [--runs N]
     .venv/bin/python scripts/bench_cluster_tools.py --gogc-compare TOOL [--runs N]
+    .venv/bin/python scripts/bench_cluster_tools.py --inlining-compare TOOL [--runs N]
 
 --cold-cache: build into DIR (default: a new temporary folder, removed afterwards), never Go's own caches;
 the warm runs use Go's own caches and the binaries kept beside them (built first if missing). Prints one line
-per figure; the warm figure is the median of --runs runs of `pytest tests/cluster`.
+per figure; the warm figure is the median of --runs runs of `pytest tests/cluster` (wall and CPU seconds).
 
 --gogc-compare: TOOL (etcd, kubernetes, kwok, kuberay-operator) compiled from an empty build cache --runs times
 with Go's default GOGC=100 and with the set-up's, alternately (modules from Go's own cache): the median wall and
-CPU seconds of each, their ratio, and whether the binaries were the same."""
+CPU seconds of each, their ratio, and whether the binaries were the same.
+
+--inlining-compare: the same, with the compiler's inlining (the set-up's flags less -l) and without it (the
+set-up's); the binaries differ. What the binaries then cost to run: `pytest tests/cluster` on two trees."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import resource
@@ -23,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from localcluster import tools
@@ -53,51 +59,77 @@ def warm(runs: int) -> None:
     caches = tools.default_caches()
     for tool in tools.ALL_TOOLS:
         tools.ensure(tool, caches=caches)
-    seconds = []
+    seconds, cpus = [], []
     for _ in range(runs):
-        started = time.monotonic()
+        started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster"],
             cwd=ROOT,
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         seconds.append(time.monotonic() - started)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     print(
-        f"warm run of tests/cluster (programs cached): median {statistics.median(seconds):.1f} s of {runs} "
-        f"({', '.join(f'{s:.1f}' for s in seconds)})"
+        f"warm run of tests/cluster (programs cached): median {statistics.median(seconds):.1f} s and "
+        f"{statistics.median(cpus):.0f} CPU-s of {runs} ({', '.join(f'{s:.1f}' for s in seconds)} s)"
     )
 
 
-def _compile(tool: tools.GoTool, gogc: str, folder: Path) -> tuple[float, float, str]:
-    """(wall s, CPU s, digest of the binaries): one build of `tool` into an empty build cache under `folder`."""
+@dataclass(frozen=True)
+class Variant:
+    """One way to build a tool: the compiler flags it is built with and the go command's GOGC."""
+
+    label: str
+    tool: tools.GoTool
+    gogc: str
+
+
+def _compile(variant: Variant, folder: Path) -> tuple[float, float, str]:
+    """(wall s, CPU s, digest of the binaries): one build of the variant into an empty build cache under
+    `folder`."""
     caches = tools.GoCaches(tools.default_caches().gomodcache, folder / "gobuild", folder / "bin")
-    os.environ["GOGC"] = gogc
+    os.environ["GOGC"] = variant.gogc
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    record = tools.ensure(tool, caches=caches)
+    record = tools.ensure(variant.tool, caches=caches)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in sorted(record.binaries.values())))
     return record.seconds, cpu, digest.hexdigest()[:16]
 
 
+def compare(name: str, baseline: Variant, setup: Variant, runs: int, same_expected: bool) -> None:
+    """Both variants compiled from an empty build cache `runs` times, alternately; the medians and ratio."""
+    figures: dict[str, list[tuple[float, float, str]]] = {baseline.label: [], setup.label: []}
+    for run in range(runs):
+        for variant in (baseline, setup):
+            with tempfile.TemporaryDirectory(prefix="build-compare-") as folder:
+                figures[variant.label].append(_compile(variant, Path(folder)))
+            wall, cpu, _ = figures[variant.label][-1]
+            print(f"  run {run + 1}, {variant.label}: {wall:.1f} s, {cpu:.0f} CPU-s", flush=True)
+    walls = {label: statistics.median(r[0] for r in results) for label, results in figures.items()}
+    cpus = {label: statistics.median(r[1] for r in results) for label, results in figures.items()}
+    same = len({r[2] for results in figures.values() for r in results}) == 1
+    verdict = ("the same" if same else "DIFFERENT") if same_expected else ("different" if not same else "THE SAME")
+    print(
+        f"{name} from an empty build cache, median of {runs}: {baseline.label} {walls[baseline.label]:.1f} s, "
+        f"{cpus[baseline.label]:.0f} CPU-s; {setup.label} {walls[setup.label]:.1f} s, {cpus[setup.label]:.0f} "
+        f"CPU-s; wall ratio {walls[setup.label] / walls[baseline.label]:.2f}; binaries {verdict}"
+    )
+
+
 def gogc_compare(name: str, runs: int) -> None:
     tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
-    figures: dict[str, list[tuple[float, float, str]]] = {"100": [], tools.COMPILER_GOGC: []}
-    for run in range(runs):
-        for gogc, results in figures.items():
-            with tempfile.TemporaryDirectory(prefix="gogc-compare-") as folder:
-                results.append(_compile(tool, gogc, Path(folder)))
-            print(f"  run {run + 1}, GOGC={gogc}: {results[-1][0]:.1f} s, {results[-1][1]:.0f} CPU-s", flush=True)
-    walls = {gogc: statistics.median(r[0] for r in results) for gogc, results in figures.items()}
-    cpus = {gogc: statistics.median(r[1] for r in results) for gogc, results in figures.items()}
-    same = len({r[2] for results in figures.values() for r in results}) == 1
-    print(
-        f"{name} from an empty build cache, median of {runs}: GOGC=100 {walls['100']:.1f} s, "
-        f"{cpus['100']:.0f} CPU-s; GOGC={tools.COMPILER_GOGC} {walls[tools.COMPILER_GOGC]:.1f} s, "
-        f"{cpus[tools.COMPILER_GOGC]:.0f} CPU-s; wall ratio {walls[tools.COMPILER_GOGC] / walls['100']:.2f}; "
-        f"binaries {'the same' if same else 'DIFFERENT'}"
-    )
+    baseline = Variant("GOGC=100", tool, "100")
+    compare(name, baseline, Variant(f"GOGC={tools.COMPILER_GOGC}", tool, tools.COMPILER_GOGC), runs, True)
+
+
+def inlining_compare(name: str, runs: int) -> None:
+    tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
+    inlined = dataclasses.replace(tool, compiler_flags=tool.compiler_flags.replace(" -l", ""))
+    baseline = Variant(f"inlining ({inlined.compiler_flags})", inlined, tools.COMPILER_GOGC)
+    compare(name, baseline, Variant(f"set-up's ({tool.compiler_flags})", tool, tools.COMPILER_GOGC), runs, False)
 
 
 def main() -> int:
@@ -106,9 +138,13 @@ def main() -> int:
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gogc-compare", choices=[tool.name for tool in tools.ALL_TOOLS])
+    parser.add_argument("--inlining-compare", choices=[tool.name for tool in tools.ALL_TOOLS])
     args = parser.parse_args()
     if args.gogc_compare:
         gogc_compare(args.gogc_compare, args.runs)
+        return 0
+    if args.inlining_compare:
+        inlining_compare(args.inlining_compare, args.runs)
         return 0
     if not args.skip_cold:
         if args.cold_cache:

@@ -3,6 +3,7 @@ with one line naming the folder to delete, never an exec error."""
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import shutil
 import subprocess
@@ -27,12 +28,11 @@ def test_a_second_ensure_builds_nothing(box):
     assert (record.built, record.binaries["etcd"]) == (False, box.binaries["etcd"])
 
 
-def test_the_cached_folder_changes_with_the_compiler_flags(monkeypatch, tmp_path):
+def test_the_cached_folder_changes_with_the_compiler_flags(tmp_path):
     # A build with other flags is another build: it never reuses binaries compiled without them.
     caches = tools.GoCaches.under(tmp_path)
-    before = tools.install_dir(tools.KWOK, caches)
-    monkeypatch.setattr(tools, "COMPILER_FLAGS", "all=-N -l")
-    assert tools.install_dir(tools.KWOK, caches) != before
+    inlined = dataclasses.replace(tools.KWOK, compiler_flags="all=-dwarf=false")
+    assert tools.install_dir(inlined, caches) != tools.install_dir(tools.KWOK, caches)
 
 
 def test_a_second_ensure_waits_for_the_running_build_then_builds_nothing(monkeypatch, tmp_path):
