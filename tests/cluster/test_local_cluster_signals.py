@@ -36,8 +36,9 @@ def start(cfg, folder, box, progress):
     (folder / "pki" / "ca.key").write_text("the cluster's CA key")
     cluster = control_plane.LocalCluster(folder=folder, pki=None, endpoint="https://127.0.0.1:1", identities={})
     cluster.start("etcd", ["/bin/sh", "-c", f"sleep 300 & echo $! > {record}/grandchild.tmp && mv {record}/grandchild.tmp {record}/grandchild; wait"])
-    cluster.start("kube-apiserver", ["/bin/sh", "-c", "trap '' TERM; sleep 300"])  # SIGTERM ignored: 10 s to stop
-    while not (record / "grandchild").exists():
+    # SIGTERM ignored: 10 s to stop, once the trap is set (before it, a loaded machine's SIGTERM ended it at once)
+    cluster.start("kube-apiserver", ["/bin/sh", "-c", f"trap '' TERM; touch {record}/deaf; sleep 300"])
+    while not ((record / "grandchild").exists() and (record / "deaf").exists()):
         time.sleep(0.05)
     pids = [p.popen.pid for p in cluster.processes] + [int((record / "grandchild").read_text())]
     (record / "pids").write_text(" ".join(map(str, pids)))
