@@ -99,7 +99,7 @@ def _compile(variant: Variant, folder: Path) -> tuple[float, float, str]:
     return record.seconds, cpu, digest.hexdigest()[:16]
 
 
-def compare(name: str, baseline: Variant, setup: Variant, runs: int, same_expected: bool) -> None:
+def compare(name: str, baseline: Variant, setup: Variant, runs: int) -> None:
     """Both variants compiled from an empty build cache `runs` times, alternately; the medians and ratio."""
     figures: dict[str, list[tuple[float, float, str]]] = {baseline.label: [], setup.label: []}
     for run in range(runs):
@@ -111,25 +111,24 @@ def compare(name: str, baseline: Variant, setup: Variant, runs: int, same_expect
     walls = {label: statistics.median(r[0] for r in results) for label, results in figures.items()}
     cpus = {label: statistics.median(r[1] for r in results) for label, results in figures.items()}
     same = len({r[2] for results in figures.values() for r in results}) == 1
-    verdict = ("the same" if same else "DIFFERENT") if same_expected else ("different" if not same else "THE SAME")
     print(
         f"{name} from an empty build cache, median of {runs}: {baseline.label} {walls[baseline.label]:.1f} s, "
         f"{cpus[baseline.label]:.0f} CPU-s; {setup.label} {walls[setup.label]:.1f} s, {cpus[setup.label]:.0f} "
-        f"CPU-s; wall ratio {walls[setup.label] / walls[baseline.label]:.2f}; binaries {verdict}"
+        f"CPU-s; wall ratio {walls[setup.label] / walls[baseline.label]:.2f}; binaries {'the same' if same else 'different'}"
     )
 
 
 def gogc_compare(name: str, runs: int) -> None:
     tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
     baseline = Variant("GOGC=100", tool, "100")
-    compare(name, baseline, Variant(f"GOGC={tools.COMPILER_GOGC}", tool, tools.COMPILER_GOGC), runs, True)
+    compare(name, baseline, Variant(f"GOGC={tools.COMPILER_GOGC}", tool, tools.COMPILER_GOGC), runs)
 
 
 def inlining_compare(name: str, runs: int) -> None:
     tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
     inlined = dataclasses.replace(tool, compiler_flags=tool.compiler_flags.replace(" -l", ""))
     baseline = Variant(f"inlining ({inlined.compiler_flags})", inlined, tools.COMPILER_GOGC)
-    compare(name, baseline, Variant(f"set-up's ({tool.compiler_flags})", tool, tools.COMPILER_GOGC), runs, False)
+    compare(name, baseline, Variant(f"set-up's ({tool.compiler_flags})", tool, tools.COMPILER_GOGC), runs)
 
 
 def main() -> int:

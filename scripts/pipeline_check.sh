@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pipeline's check before it synthesizes (its Synth step, stacks/pipeline.py; needs scripts/setup.sh
 # --checks): every stage file validated, lint and types, and the synth-level tests (CDK assertions, cfn-lint,
-# cdk-nag, the rendered YAML, the config rules). Not the local control plane (its Go build takes 6 minutes
+# cdk-nag, the rendered YAML, the config rules). Not the local control plane (its Go build takes 5 minutes
 # cold, docs/DEPLOYING.md), not checkov or the benchmark: the pull request ran the whole suite already.
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac
 set -euo pipefail
