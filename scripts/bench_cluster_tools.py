@@ -118,15 +118,22 @@ def compare(name: str, baseline: Variant, setup: Variant, runs: int) -> None:
     )
 
 
+def _tool(name: str) -> tools.GoTool:
+    return next(tool for tool in tools.ALL_TOOLS if tool.name == name)
+
+
 def gogc_compare(name: str, runs: int) -> None:
-    tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
+    tool = _tool(name)
     baseline = Variant("GOGC=100", tool, "100")
     compare(name, baseline, Variant(f"GOGC={tools.COMPILER_GOGC}", tool, tools.COMPILER_GOGC), runs)
 
 
 def inlining_compare(name: str, runs: int) -> None:
-    tool = next(tool for tool in tools.ALL_TOOLS if tool.name == name)
-    inlined = dataclasses.replace(tool, compiler_flags=tool.compiler_flags.replace(" -l", ""))
+    tool = _tool(name)
+    flags = tool.compiler_flags.split()
+    if "-l" not in flags:  # else both variants would be the same build, and the ratio a ratio of noise
+        sys.exit(f"bench_cluster_tools: the set-up's compiler flags ({tool.compiler_flags}) have no -l to drop")
+    inlined = dataclasses.replace(tool, compiler_flags=" ".join(flag for flag in flags if flag != "-l"))
     baseline = Variant(f"inlining ({inlined.compiler_flags})", inlined, tools.COMPILER_GOGC)
     compare(name, baseline, Variant(f"set-up's ({tool.compiler_flags})", tool, tools.COMPILER_GOGC), runs)
 
