@@ -103,7 +103,7 @@ def _nixl():
 
 
 def _buffer(mem: str, nbytes: int, fill: bool):
-    import torch  # type: ignore[import-not-found]
+    import torch
 
     if mem == "VRAM":
         buf = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")

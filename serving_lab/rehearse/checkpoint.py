@@ -1,0 +1,206 @@
+"""A checkpoint of the stage's model in its real format, with seeded random values, made on the GPU host.
+
+  python3 -m serving_lab.rehearse.checkpoint --out DIR [--seed N] [--config JSON]
+
+What it writes (never committed or carried: ~19 GB, made on the host in a minute or two):
+  the model folder of serving_lab/rehearse/model_folder.py (config.json, tokenizer, processor configurations), and
+  model-00001-of-0000N.safetensors ...  every tensor the architecture has, by the name, shape and dtype
+                          transformers builds it with (`<architectures[0]>` from config.json, `from_config` with the
+                          config's dtype: its `_keep_in_fp32_modules` stay float32), in shards of at most
+                          MAX_SHARD_BYTES, named as huggingface_hub names them (`split_torch_state_dict_into_shards`,
+                          huggingface_hub/serialization/_base.py: "model-00001-of-00004.safetensors");
+  model.safetensors.index.json  {"metadata": {"total_size": bytes}, "weight_map": {name: shard}}, as
+                          transformers writes it (transformers/modeling_utils.py save_pretrained);
+  checkpoint.json         what was made: the seed, the tensors and bytes, the seconds.
+The values are transformers' own initialisation of that architecture (`_init_weights`: normal with the config's
+initializer_range for the projections and embeddings, each norm at its identity) under `torch.manual_seed(seed)`
+on the GPU, so the model's greedy answers depend on the prompt and a seed makes the same bytes again. vLLM reads
+it with its strict loader (`load_format: auto`; `Qwen3_5ForConditionalGeneration.load_weights`,
+vllm/model_executor/models/qwen3_5.py: every parameter must be found, mtp.* is skipped): a name or shape the real
+repository would not have fails the engine's start-up. The multi-token-prediction head (`mtp.*`), which the real
+repository has and vLLM skips, is not written: transformers builds no such module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .model_folder import ModelFolderError, build
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json"
+MAX_SHARD_BYTES = 5 * 10**9  # transformers' default max_shard_size ("5GB", decimal)
+INDEX = "model.safetensors.index.json"
+RECORD = "checkpoint.json"
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+class CheckpointError(Exception):
+    """One line: why no checkpoint was written."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # torch's name without "torch.", e.g. "bfloat16"
+
+    @property
+    def nbytes(self) -> int:
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count * DTYPE_BYTES[self.dtype]
+
+
+def shard_plan(tensors: Sequence[Tensor], max_bytes: int = MAX_SHARD_BYTES) -> list[list[Tensor]]:
+    """Tensors in order into shards of at most max_bytes (a tensor larger than that alone in its shard), as
+    huggingface_hub's split_torch_state_dict_into_shards fills them."""
+    shards: list[list[Tensor]] = []
+    size = 0
+    for tensor in tensors:
+        if not shards or (size + tensor.nbytes > max_bytes and shards[-1]):
+            shards.append([])
+            size = 0
+        shards[-1].append(tensor)
+        size += tensor.nbytes
+    return shards
+
+
+def shard_names(count: int) -> list[str]:
+    if count == 1:
+        return ["model.safetensors"]
+    return [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+
+
+def index(shards: Sequence[Sequence[Tensor]]) -> dict:
+    """model.safetensors.index.json for these shards."""
+    names = shard_names(len(shards))
+    weight_map = {tensor.name: name for name, shard in zip(names, shards, strict=True) for tensor in shard}
+    total = sum(tensor.nbytes for shard in shards for tensor in shard)
+    return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+
+
+def require_gpu() -> None:
+    """torch, transformers, safetensors and a CUDA device, checked before anything is written."""
+    try:
+        import safetensors  # noqa: F401
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise CheckpointError(f"needs torch, transformers and safetensors (the GPU host's own): {exc}") from None
+    if not torch.cuda.is_available():
+        raise CheckpointError("no CUDA device: the values are drawn on the GPU (minutes there, hours on a CPU)")
+
+
+def _model(config_dir: Path, seed: int):
+    """transformers' model of config.json's architecture, initialised on the GPU under the seed."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(config_dir)
+    architecture = (getattr(config, "architectures", None) or [""])[0]
+    cls = getattr(transformers, architecture, None)
+    if cls is None:
+        raise CheckpointError(
+            f"config.json: architectures: transformers {transformers.__version__} has no {architecture!r}"
+        )
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        return cls._from_config(config, dtype=getattr(torch, str(config.dtype or "bfloat16").replace("torch.", "")))
+
+
+def _tensors(state: dict) -> list[Tensor]:
+    return [Tensor(name, tuple(value.shape), str(value.dtype).replace("torch.", "")) for name, value in state.items()]
+
+
+def _check_finite(state: dict) -> None:
+    """Every value drawn: a tensor transformers left uninitialised (NaN, inf) would make the oracle meaningless."""
+    import torch
+
+    bad = [name for name, value in state.items() if not bool(torch.isfinite(value).all())]
+    if bad:
+        raise CheckpointError(f"{len(bad)} tensors hold non-finite values after initialisation, e.g. {bad[0]}")
+
+
+def _save(state: dict, shards: list[list[Tensor]], out: Path) -> None:
+    from safetensors.torch import save_file
+
+    for name, shard in zip(shard_names(len(shards)), shards, strict=True):
+        part = {tensor.name: state[tensor.name].contiguous().cpu() for tensor in shard}
+        save_file(part, str(out / name), metadata={"format": "pt"})
+
+
+def write(out: Path, *, seed: int, config_path: Path = DEFAULT_CONFIG, say=print) -> dict:
+    """The model folder, then the seeded checkpoint in it; returns what checkpoint.json records."""
+    started = time.monotonic()
+    require_gpu()
+    folder = build(out, config_path=config_path)
+    model = _model(folder, seed)
+    state = {name: value.detach() for name, value in model.state_dict().items()}
+    _check_finite(state)
+    tensors = _tensors(state)
+    shards = shard_plan(tensors)
+    drawn = time.monotonic() - started
+    say(f"checkpoint: {len(tensors)} tensors, {sum(t.nbytes for t in tensors) / 1e9:.2f} GB in {len(shards)} shards")
+    _save(state, shards, folder)
+    (folder / INDEX).write_text(json.dumps(index(shards), indent=2) + "\n")
+    record = {
+        "seed": seed,
+        "architecture": type(model).__name__,
+        "tensors": len(tensors),
+        "bytes": sum(t.nbytes for t in tensors),
+        "shards": shard_names(len(shards)),
+        "dtypes": _dtype_counts(tensors),
+        "seconds": {"model_folder_and_values": round(drawn, 1), "total": round(time.monotonic() - started, 1)},
+    }
+    (folder / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def _dtype_counts(tensors: Iterable[Tensor]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for tensor in tensors:
+        counts[tensor.dtype] = counts.get(tensor.dtype, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def is_checkpoint(folder: Path) -> bool:
+    """A real-format checkpoint (an index of safetensors shards), not a folder for dummy weights."""
+    return (folder / INDEX).is_file()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m serving_lab.rehearse.checkpoint",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", required=True, help="the folder to write (created; an existing checkpoint is refused)")
+    parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before the values are drawn (default 0)")
+    parser.add_argument(
+        "--config", default=str(DEFAULT_CONFIG), help="the model's config.json (default: the pinned one)"
+    )
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    try:
+        if is_checkpoint(out):
+            raise CheckpointError(
+                f"--out: {out} already holds a checkpoint ({INDEX}); remove it or pick another folder"
+            )
+        record = write(out, seed=args.seed, config_path=Path(args.config))
+    except (CheckpointError, ModelFolderError, OSError) as exc:
+        print(f"checkpoint: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, CheckpointError) else 1
+    print(f"checkpoint: {out}: seed {record['seed']}, {record['bytes'] / 1e9:.2f} GB, {record['seconds']['total']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

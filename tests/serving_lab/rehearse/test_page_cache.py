@@ -1,0 +1,26 @@
+"""The page cache probe on a real file: mincore's count, fadvise's drop, and one-line errors."""
+
+from __future__ import annotations
+
+import os
+
+from serving_lab.rehearse import page_cache
+
+
+def test_a_file_just_written_is_resident_and_evict_reports_what_stays(tmp_path):
+    path = tmp_path / "model-00001-of-00001.safetensors"
+    path.write_bytes(os.urandom(3 * page_cache.PAGE + 5))
+    found, pages = page_cache.resident_pages(path)
+    assert (found, pages) == (4, 4)
+    assert page_cache.resident(tmp_path) == 1.0
+    left = page_cache.evict(tmp_path)
+    assert 0.0 <= left <= 1.0  # tmpfs keeps its pages; a disk-backed folder drops them
+
+
+def test_a_folder_without_weights_is_one_line_exit_1(tmp_path, capsys):
+    assert page_cache.main(["resident", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"page_cache: {tmp_path}: no *.safetensors file\n"
+
+
+def test_usage_is_exit_2(capsys):
+    assert page_cache.main(["drop", "x"]) == 2
