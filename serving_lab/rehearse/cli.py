@@ -34,7 +34,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checks, kv_profile, overrides, phases, ray_cluster
+from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +124,18 @@ def _add_model_options(cmd) -> None:
         "--weights",
         metavar="DIR",
         help="a folder with the real model (default: dummy weights of the real architecture, built from rehearsal/)",
+    )
+    cmd.add_argument(
+        "--decode-weights",
+        metavar="DIR",
+        help="PD with --weights: the decode engine loads this checkpoint instead (another seed): the oracle's "
+        "negative control, which must fail (labelled)",
+    )
+    cmd.add_argument(
+        "--oracle-against",
+        metavar="FILE",
+        help="an oracle-answers-<mode>.json of an earlier command on the same checkpoint: the other mode's answers, "
+        "compared with this command's (PD against colocated)",
     )
     cmd.add_argument(
         "--full-attention",
@@ -332,6 +344,7 @@ class _ModeProgress:
     memory: list | None = None  # vLLM's memory figures per engine (checks.engine_memory)
     run_path: Path | None = None
     interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
+    oracle: dict | None = None  # the oracle's answers, by concurrency (a real-format checkpoint only)
 
 
 def rehearse_mode(
@@ -346,6 +359,7 @@ def rehearse_mode(
     deadline: float | None,
     say: Callable[[str], None],
     kv_found: dict[str, int] | None = None,
+    answers: dict | None = None,
 ) -> tuple[Report, Path | None]:
     """One mode's rehearsal. `kv_found`: the KV cache figures that one engine alone found so far, by its settings
     (kv_profile.size_caches), shared by the modes of one command so that each engine is profiled once."""
@@ -369,6 +383,8 @@ def rehearse_mode(
         raise RehearsalInterrupted(report) from None
     finally:
         _wind_down(rehearsal, head, report, progress)
+        if progress.oracle is not None and answers is not None:
+            answers[mode] = progress.oracle
     return report, progress.run_path
 
 
@@ -399,6 +415,7 @@ def _plan(
             kv_cache_bytes=kv_cache_bytes,
             transport=_transport(args),
             full_attention=args.full_attention,
+            decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
         )
 
     plan = planned(args.kv_cache_bytes)
@@ -447,6 +464,8 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
         report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
     progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rehearsal.temp), app=rehearsal.app)
     _scrape_metrics(rehearsal.out / f"metrics-{rehearsal.mode}.txt", rehearsal.say)
+    if checkpoint.is_checkpoint(rehearsal.model):
+        progress.oracle = oracle_run.answer_levels(_oracle_inputs(rehearsal, base), report)
     if rehearsal.args.ttft_phases:
         _ttft_rounds(rehearsal, report, base)
     if rehearsal.args.bench and report.ok:
@@ -463,6 +482,30 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
             engine_memory=progress.memory,
         )
         checks.benchmark(report, run, progress.run_path)
+
+
+def _oracle_inputs(rehearsal: _ModeRun, base: str) -> oracle_run.OracleInputs:
+    decode = f"http://127.0.0.1:{overrides.nixl_exporter_port(1)}/metrics"  # llm_configs: prefill 0, decode 1
+    return oracle_run.OracleInputs(
+        base=base,
+        model_id=rehearsal.cfg.serving.model.id,
+        mode=rehearsal.mode,
+        model_dir=rehearsal.model,
+        out=rehearsal.out,
+        scrape_head=_metrics_text,
+        scrape_exporter=lambda: _exporter_text(decode),
+        worker_logs=lambda: ray_cluster.worker_logs(rehearsal.temp),
+        say=rehearsal.say,
+    )
+
+
+def _exporter_text(url: str) -> str:
+    """NIXL's exporter on a worker, or "" where it does not answer (the accounting then reads vLLM's histogram)."""
+    try:
+        answer = fetch(url, timeout=10, limit=METRICS_LIMIT)
+    except (OSError, AnswerTooLarge, DeadlineExceeded):
+        return ""
+    return answer.body.decode(errors="replace") if 200 <= answer.status < 300 and not answer.redirect else ""
 
 
 def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
@@ -642,7 +685,7 @@ def _exit_code(exc: Exception) -> int:
     """One-line errors and their exit codes: 2 bad input (arguments, stage, plan), 1 the host or stack."""
     if isinstance(exc, RehearsalError):
         return exc.code
-    return 2 if isinstance(exc, overrides.PlanError) else 1
+    return 2 if isinstance(exc, (overrides.PlanError, oracle_run.OracleError)) else 1
 
 
 def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
@@ -664,6 +707,7 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
         overrides.PlanError,
         ModelFolderError,
         kv_profile.KvProfileError,
+        oracle_run.OracleError,
     ) as exc:
         print(f"rehearse: {exc}", file=sys.stderr)
         return _exit_code(exc)
@@ -686,6 +730,25 @@ def _check_arguments(cfg: StageConfig, args) -> None:
         raise RehearsalError(f"--profile: {exc}", 2) from None
     if args.level_seconds is not None and not args.level_seconds > 0:
         raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
+    _check_oracle_arguments(cfg, args)
+
+
+def _check_oracle_arguments(cfg: StageConfig, args) -> None:
+    """--decode-weights and --oracle-against need a real-format checkpoint in --weights (RehearsalError, exit 2)."""
+    wanted = [name for name in ("decode_weights", "oracle_against") if getattr(args, name, None)]
+    if not wanted:
+        return
+    flag = "--" + wanted[0].replace("_", "-")
+    if not args.weights or not checkpoint.is_checkpoint(Path(args.weights)):
+        raise RehearsalError(f"{flag}: needs --weights DIR with a real-format checkpoint ({checkpoint.INDEX})", 2)
+    if getattr(args, "decode_weights", None) and not checkpoint.is_checkpoint(Path(args.decode_weights)):
+        raise RehearsalError(f"--decode-weights: {args.decode_weights} has no {checkpoint.INDEX}", 2)
+    if getattr(args, "oracle_against", None):
+        mode, _ = oracle_run.load_answers(Path(args.oracle_against), Path(args.weights))
+        if mode in _modes(cfg, args):
+            raise RehearsalError(
+                f"--oracle-against: {args.oracle_against} holds {mode} answers, as this command makes", 2
+            )
 
 
 def _modes(cfg: StageConfig, args) -> list[str]:
@@ -709,6 +772,7 @@ def _rehearse_modes(
     modes = _modes(cfg, args)
     deadline = time.monotonic() + args.budget if args.budget else None
     kv_found: dict[str, int] = {}  # --share-gpus --emulate-node: each engine profiled once for both modes
+    answers: dict = {}  # the oracle's answers by mode (a real-format checkpoint only)
     with tempfile.TemporaryDirectory(prefix="rehearsal-model-") as work:
         model, real = model_folder(cfg, args, Path(work))
         for mode in modes:
@@ -723,9 +787,23 @@ def _rehearse_modes(
                 deadline=deadline,
                 say=say,
                 kv_found=kv_found,
+                answers=answers,
             )
             reports.append(report)
             runs += [path] if path else []
+        _oracle_verdict(cfg, args, model=model, answers=answers, out=out, reports=reports)
+
+
+def _oracle_verdict(cfg: StageConfig, args, *, model: Path, answers: dict, out: Path, reports: list[Report]) -> None:
+    """PD against colocated once both answered: in this command, or one of them in --oracle-against's file."""
+    if getattr(args, "oracle_against", None):
+        mode, levels = oracle_run.load_answers(Path(args.oracle_against), model)
+        answers.setdefault(mode, levels)
+    if {"pd", "colocated"} <= set(answers):
+        report = Report("rehearse (oracle)", cfg.stage)
+        oracle_run.verdict(answers, out, cfg.stage, report)
+        (out / "report-oracle.json").write_text(report.to_json() + "\n")
+        reports.append(report)
 
 
 def _summarize(reports: list[Report], runs: list[Path], out: Path) -> int:

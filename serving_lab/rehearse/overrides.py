@@ -269,6 +269,7 @@ class _Build:
     configs: list[tuple[str, dict[str, Any]]]
     transport: Transport = field(default_factory=lambda: Transport())
     full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
+    decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -590,28 +591,78 @@ def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
     )
 
 
+def _runtime_env_var(build: _Build, engine: _Engine, name: str, value: str, reason: str) -> None:
+    """One variable of an engine config's own environment (runtime_env.env_vars), created where absent."""
+    llm, path = engine.llm, engine.path
+    if "env_vars" in llm.get("runtime_env", {}):
+        build.set(llm["runtime_env"]["env_vars"], name, value, f"{path}.runtime_env.env_vars.{name}", reason)
+    elif "runtime_env" in llm:
+        build.set(llm["runtime_env"], "env_vars", {name: value}, f"{path}.runtime_env.env_vars", reason)
+    else:
+        build.set(llm, "runtime_env", {"env_vars": {name: value}}, f"{path}.runtime_env", reason)
+
+
 def _tcpstore_port(build: _Build, engine: _Engine) -> None:
     """Engines side by side on one host: each its own TCPStore port window (TCPSTORE_BASE)."""
     if len(build.configs) <= 1:
         return
-    llm, path = engine.llm, engine.path
-    port = str(TCPSTORE_BASE + TCPSTORE_STRIDE * engine.index)
     reason = (
         "engines side by side on one host: each its own torch.distributed port range (in a pod each "
         "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE"
     )
-    if "env_vars" in llm.get("runtime_env", {}):
+    _runtime_env_var(build, engine, "VLLM_DP_MASTER_PORT", str(TCPSTORE_BASE + TCPSTORE_STRIDE * engine.index), reason)
+
+
+# NIXL's own Prometheus exporter (src/plugins/telemetry/prometheus/README.md of NIXL): exact byte and transfer-time
+# counters per agent, where vLLM's NIXL histograms reach Ray's metrics only at bucket resolution. One port per
+# engine config: engines side by side on one host would otherwise race for NIXL's default 9090.
+NIXL_EXPORTER_BASE = 19090
+
+
+def nixl_exporter_port(index: int) -> int:
+    return NIXL_EXPORTER_BASE + index
+
+
+def _nixl_exporter(build: _Build, engine: _Engine) -> None:
+    """PD: the engines' NIXL agents export their transfers (rx/tx bytes, transfer time) on loopback."""
+    if "kv_transfer_config" not in engine.kwargs:
+        return
+    reason = "the rehearsal measures each NIXL transfer's bytes and time exactly from NIXL's own exporter"
+    port = str(nixl_exporter_port(engine.index))
+    for name, value in (
+        ("NIXL_TELEMETRY_ENABLE", "y"),
+        ("NIXL_TELEMETRY_EXPORTER", "prometheus"),
+        ("NIXL_TELEMETRY_PROMETHEUS_PORT", port),
+        ("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "y"),
+    ):
+        _runtime_env_var(build, engine, name, value, reason)
+
+
+def _oracle_usage(build: _Build, engine: _Engine) -> None:
+    """A real checkpoint: every answer reports the prompt tokens its engine did not compute (usage.prompt_tokens_
+    details.cached_tokens, vllm/entrypoints/openai/chat_completion/serving.py), which the oracle accounts."""
+    if build.real_weights:
         build.set(
-            llm["runtime_env"]["env_vars"],
-            "VLLM_DP_MASTER_PORT",
-            port,
-            f"{path}.runtime_env.env_vars.VLLM_DP_MASTER_PORT",
-            reason,
+            engine.kwargs,
+            "enable_prompt_tokens_details",
+            True,
+            f"{engine.path}.engine_kwargs.enable_prompt_tokens_details",
+            "the oracle reads each answer's cached prompt tokens; a field of the answer, no computation changes",
         )
-    elif "runtime_env" in llm:
-        build.set(llm["runtime_env"], "env_vars", {"VLLM_DP_MASTER_PORT": port}, f"{path}.runtime_env.env_vars", reason)
-    else:
-        build.set(llm, "runtime_env", {"env_vars": {"VLLM_DP_MASTER_PORT": port}}, f"{path}.runtime_env", reason)
+
+
+def _decode_weights(build: _Build, engine: _Engine) -> None:
+    """--decode-weights: the negative control. The decode engine loads another checkpoint, so the KV cache it
+    receives was computed by other weights than its own: the oracle must fail."""
+    if build.decode_weights is None or not engine.path.endswith("decode_config"):
+        return
+    build.set(
+        engine.llm["model_loading_config"],
+        "model_source",
+        str(build.decode_weights),
+        f"{engine.path}.model_loading_config.model_source",
+        "--decode-weights: a negative control (another checkpoint for the decode engine); the oracle must fail",
+    )
 
 
 def _autoscaling_cap(build: _Build, engine: _Engine) -> None:
@@ -735,6 +786,9 @@ ENGINE_OVERRIDES = (
     _ucx_without_efa,
     _kv_buffer_device,
     _tcpstore_port,
+    _nixl_exporter,
+    _oracle_usage,
+    _decode_weights,
     _autoscaling_cap,
 )
 ENV_OVERRIDES = (
@@ -760,6 +814,7 @@ def plan(
     kv_cache_bytes: KvCacheBytes = None,
     transport: Transport | None = None,
     full_attention: bool = False,
+    decode_weights: Path | None = None,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
@@ -779,6 +834,9 @@ def plan(
     )
     build.transport = transport or Transport()
     build.full_attention = full_attention
+    if decode_weights is not None and mode != "pd":
+        raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
+    build.decode_weights = decode_weights
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):

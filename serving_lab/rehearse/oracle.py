@@ -1,0 +1,279 @@
+"""PD answers = colocated answers: the same prompts, greedy, token for token, on a real-format checkpoint.
+
+A committed set of prompts (PROMPT_SET: a short chat, ~2k and ~3.5k tokens, three sharing a ~2k prefix so the engines'
+prefix caches hit, a multi-turn chat) is sent at temperature 0 with `max_tokens` MAX_TOKENS and the top TOP_LOGPROBS
+logprobs, one at a time and CONCURRENCY[-1] at a time, to each mode. Each answer keeps its token ids (vLLM's
+`return_tokens_as_token_ids`: "token_id:N", vllm/entrypoints/openai/chat_completion/protocol.py) and each position's
+top candidates. Two answers to one prompt agree when their ids are identical, or where they first diverge the two
+candidates are the same pair in swapped order and their logprob margin is at most MARGIN_BOUND in both: what
+rounding of bf16 logits can swap (below). After a divergence the contexts differ, so nothing later is compared.
+
+MARGIN_BOUND: vLLM 0.26 computes the logits in the model's dtype (bf16) and only then in float32 for sampling
+(vllm/model_executor/layers/logits_processor.py). bf16 keeps 8 significant bits: a logit in [4, 8) is a multiple
+of 2**-5, so two logits closer than that can swap by rounding alone, and a different kernel or batch (the decode
+engine recomputing the last prompt token; 16 requests batched) can round either way. Two such steps: 2**-4.
+The seeded checkpoint's logits lie within +-8 (normal, std initializer_range * sqrt(hidden_size) = 1.28).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from clients import kube
+
+MAX_TOKENS = 64
+TOP_LOGPROBS = 5
+CONCURRENCY = (1, 16)
+MARGIN_BOUND = 2.0**-4
+ANSWER_LIMIT = 4 * kube.MiB  # 64 tokens with 5 candidates each: ~30 KiB of JSON
+TOKEN_PREFIX = "token_id:"
+
+
+def _words(seed: int, count: int) -> str:
+    """Deterministic filler text of about 6.25 tokens a word under Qwen3.5's tokenizer (vLLM counted 750 tokens for
+    120 such words: serving_lab/evidence/2026-12-01-h200-tuned)."""
+    return " ".join(f"w{(seed * 7919 + j * 104729) % 100003}" for j in range(count))
+
+
+SHARED_PREFIX = "Reference document:\n" + _words(1, 320)  # ~2,000 tokens, the same in three prompts
+
+
+def prompt_set() -> list[dict[str, Any]]:
+    """The oracle's prompts, each {"name", "messages"}: committed here, the same on every host."""
+    return [
+        {
+            "name": "short-chat",
+            "messages": [{"role": "user", "content": "In one sentence: what does a KV cache hold?"}],
+        },
+        *(
+            {
+                "name": f"shared-2k-{tag}",
+                "messages": [
+                    {"role": "system", "content": SHARED_PREFIX},
+                    {"role": "user", "content": f"Question {tag}: " + _words(10 + i, 12)},
+                ],
+            }
+            for i, tag in enumerate("abc")
+        ),
+        {"name": "long-3.5k", "messages": [{"role": "user", "content": "Summarise: " + _words(2, 560)}]},
+        {
+            "name": "multi-turn",
+            "messages": [
+                {"role": "user", "content": "Name a prime number."},
+                {"role": "assistant", "content": "Seven."},
+                {"role": "user", "content": "And the next one after it? " + _words(3, 40)},
+            ],
+        },
+    ]
+
+
+@dataclass
+class Answer:
+    prompt: str
+    token_ids: list[int] = field(default_factory=list)
+    top: list[list[tuple[int, float]]] = field(default_factory=list)  # per position: (id, logprob), best first
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # the answering engine's prompt tokens it did not compute (vLLM's usage)
+    seconds: float | None = None
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        top = [[(int(i), float(p)) for i, p in position] for position in data.get("top", [])]
+        return cls(**{**data, "top": top})
+
+
+def _token_id(text: str) -> int:
+    if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
+        raise ValueError(f"a token {str(text)[:40]!r} is not {TOKEN_PREFIX}N (return_tokens_as_token_ids)")
+    return int(text[len(TOKEN_PREFIX) :])
+
+
+def parse_answer(prompt: str, body: dict[str, Any]) -> Answer:
+    """A chat completion with logprobs -> Answer (ValueError, KeyError or TypeError when it is not one)."""
+    choice = body["choices"][0]
+    content = (choice.get("logprobs") or {}).get("content") or []
+    answer = Answer(prompt=prompt)
+    for position in content:
+        answer.token_ids.append(_token_id(position["token"]))
+        answer.top.append([(_token_id(c["token"]), float(c["logprob"])) for c in position.get("top_logprobs") or []])
+    usage = body.get("usage") or {}
+    answer.prompt_tokens = usage.get("prompt_tokens")
+    answer.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    return answer
+
+
+def ask(base: str, model: str, prompt: dict[str, Any], timeout: float = 300) -> Answer:
+    """One greedy chat completion with token ids and top logprobs; a failure is the Answer's error."""
+    body = {
+        "model": model,
+        "messages": prompt["messages"],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": TOP_LOGPROBS,
+        "return_tokens_as_token_ids": True,
+    }
+    started = time.perf_counter()
+    try:
+        reply = kube.fetch(
+            f"{base}/v1/chat/completions",
+            method="POST",
+            data=json.dumps(body).encode(),
+            timeout=timeout,
+            headers={"Content-Type": "application/json"},
+            limit=ANSWER_LIMIT,
+        )
+        if reply.redirect or not 200 <= reply.status < 300:
+            raise ValueError(f"HTTP {reply.status}: {' '.join(reply.body.decode(errors='replace').split())[:200]}")
+        answer = parse_answer(prompt["name"], json.loads(reply.body))
+    except (OSError, ValueError, KeyError, IndexError, TypeError, kube.AnswerTooLarge, kube.DeadlineExceeded) as exc:
+        return Answer(prompt=prompt["name"], error=f"{type(exc).__name__}: {exc}"[:300])
+    answer.seconds = round(time.perf_counter() - started, 3)
+    return answer
+
+
+def requests_for(concurrency: int, prompts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The prompts in order, cycled to fill `concurrency` requests in flight (each at least once)."""
+    count = max(concurrency, len(prompts))
+    return [prompts[i % len(prompts)] for i in range(count)]
+
+
+def run_round(
+    ask_one: Callable[[dict[str, Any]], Answer], prompts: Sequence[dict[str, Any]], concurrency: int
+) -> list[Answer]:
+    """Every request of one level, `concurrency` at a time, answers in request order."""
+    wanted = requests_for(concurrency, prompts)
+    if concurrency <= 1:
+        return [ask_one(prompt) for prompt in wanted]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(ask_one, wanted))
+
+
+@dataclass(frozen=True)
+class Divergence:
+    prompt: str
+    request: int  # its index in the level's requests
+    concurrency: int
+    position: int
+    margin: float | None  # the larger of the two sides' top-1/top-2 logprob margins; None: a side had no candidates
+    swapped: bool  # the two sides' top two candidates are the same pair, in swapped order
+    within_noise: bool
+
+
+def _margin(top: list[tuple[int, float]]) -> float | None:
+    return top[0][1] - top[1][1] if len(top) >= 2 else None
+
+
+def first_divergence(a: Answer, b: Answer, *, request: int, concurrency: int) -> Divergence | None:
+    """Where two answers to one prompt first differ (a shorter answer differs where it ends), or None."""
+    for position, (x, y) in enumerate(zip(a.token_ids, b.token_ids, strict=False)):
+        if x != y:
+            top_a = a.top[position] if position < len(a.top) else []
+            top_b = b.top[position] if position < len(b.top) else []
+            margins = [m for m in (_margin(top_a), _margin(top_b)) if m is not None]
+            margin = max(margins) if len(margins) == 2 else None
+            pair_a, pair_b = [t for t, _ in top_a[:2]], [t for t, _ in top_b[:2]]
+            swapped = len(pair_a) == 2 and pair_a == pair_b[::-1]
+            within = swapped and margin is not None and margin <= MARGIN_BOUND
+            return Divergence(a.prompt, request, concurrency, position, margin, swapped, within)
+    if len(a.token_ids) != len(b.token_ids):
+        position = min(len(a.token_ids), len(b.token_ids))
+        return Divergence(a.prompt, request, concurrency, position, None, False, False)
+    return None
+
+
+Levels = dict[int, list[Answer]]  # concurrency -> the level's answers in request order
+
+
+@dataclass
+class Verdict:
+    prompts: list[str]
+    requests: int = 0
+    identical: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.requests > 0 and not self.errors and all(d.within_noise for d in self.divergences)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompts": self.prompts,
+            "requests": self.requests,
+            "identical": self.identical,
+            "margin_bound": MARGIN_BOUND,
+            "divergences": [asdict(d) for d in self.divergences],
+            "errors": self.errors,
+            "ok": self.ok,
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"{self.identical} of {self.requests} answers identical token for token"]
+        for d in self.divergences:
+            margin = "no margin" if d.margin is None else f"margin {d.margin:.4f}"
+            swap = "top two swapped" if d.swapped else "not a swap of the top two"
+            verdict = "within bf16 noise" if d.within_noise else "NOT within bf16 noise"
+            out.append(
+                f"  {d.prompt} (request {d.request} at {d.concurrency}): first divergence at token "
+                f"{d.position}, {margin}, {swap}: {verdict}"
+            )
+        out += [f"  error: {e}" for e in self.errors]
+        return out
+
+
+def compare(pd: Levels, colocated: Levels) -> Verdict:
+    """Each request of each level, PD's answer against colocated's to the same request."""
+    names = list(dict.fromkeys(a.prompt for level in colocated.values() for a in level))
+    verdict = Verdict(prompts=names)
+    for concurrency in sorted(set(pd) | set(colocated)):
+        ours, theirs = pd.get(concurrency, []), colocated.get(concurrency, [])
+        if len(ours) != len(theirs):
+            verdict.errors.append(f"at {concurrency}: {len(ours)} PD answers against {len(theirs)} colocated")
+            continue
+        for request, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            verdict.requests += 1
+            if a.error or b.error:
+                verdict.errors.append(f"{a.prompt} at {concurrency}: {a.error or b.error}")
+                continue
+            found = first_divergence(a, b, request=request, concurrency=concurrency)
+            if found is None:
+                verdict.identical += 1
+            else:
+                verdict.divergences.append(found)
+    return verdict
+
+
+def informative(level: Sequence[Answer], vocab_size: int) -> dict[str, Any]:
+    """That the seeded model's answers mean something: distinct prompts give distinct continuations, and the
+    first token is far likelier than uniform over the vocabulary (its probability as a multiple of 1/V)."""
+    by_prompt = {a.prompt: tuple(a.token_ids) for a in level if not a.error}
+    firsts = [a.top[0][0][1] for a in level if a.top and a.top[0]]
+    median_first = sorted(firsts)[len(firsts) // 2] if firsts else None
+    import math
+
+    return {
+        "prompts": len(by_prompt),
+        "distinct_continuations": len(set(by_prompt.values())),
+        "first_token_logprob_median": median_first,
+        "uniform_logprob": round(-math.log(vocab_size), 4),
+        "first_token_vs_uniform": round(math.exp(median_first) * vocab_size, 1) if median_first is not None else None,
+    }
+
+
+def save_levels(path, levels: Levels) -> None:
+    path.write_text(json.dumps({str(c): [a.to_json() for a in answers] for c, answers in levels.items()}) + "\n")
+
+
+def load_levels(path) -> Levels:
+    data = json.loads(path.read_text())
+    return {int(c): [Answer.from_json(a) for a in answers] for c, answers in data.items()}

@@ -1,0 +1,165 @@
+"""The oracle inside `ops rehearse`: each mode's answers on a real-format checkpoint, PD's bytes accounted, and the
+verdict once both modes have answered (serving_lab/rehearse/oracle.py, kv_accounting.py).
+
+Per mode, OUT/oracle-answers-<mode>.json: every level's answers (oracle.CONCURRENCY) and the checkpoint they came
+from; in PD also OUT/oracle-accounting-pd.json. Once PD and colocated answers exist (one command with --mode both,
+or --oracle-against FILE naming the other mode's answers from an earlier command on the same checkpoint), the check
+"PD answers = colocated" and OUT/oracle-<stage>.json: prompts, identical, divergences (prompt, position, margin).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clients.report import Report
+
+from . import checkpoint, kv_accounting, oracle, phases
+
+
+class OracleError(Exception):
+    """One line: the answers cannot be compared (another checkpoint, a file that is not the oracle's)."""
+
+
+@dataclass(frozen=True)
+class OracleInputs:
+    base: str  # the Serve endpoint
+    model_id: str
+    mode: str
+    model_dir: Path  # the checkpoint
+    out: Path
+    scrape_head: Callable[[], str]  # Ray's metrics on the head (vLLM's series among them); phases.ScrapeError
+    scrape_exporter: Callable[[], str]  # NIXL's exporter on the decode worker; "" where it does not answer
+    worker_logs: Callable[[], dict[str, str]]
+    say: Callable[[str], None]
+    wait: Callable[[float], None] = time.sleep
+
+
+def fingerprint(model_dir: Path) -> dict[str, Any]:
+    """What identifies a checkpoint: checkpoint.json's seed, tensors and bytes."""
+    record = model_dir / checkpoint.RECORD
+    data = json.loads(record.read_text()) if record.is_file() else {}
+    return {key: data.get(key) for key in ("seed", "tensors", "bytes")} | {"folder": str(model_dir)}
+
+
+def _pd_round(inputs: OracleInputs, concurrency: int, prompts: list[dict]) -> tuple[list[oracle.Answer], Any]:
+    """One PD level with the scrapes around it: Ray exports every 10 s, so each scrape waits for the export."""
+    inputs.wait(phases.EXPORT_WAIT_S)
+    before, exporter_before = inputs.scrape_head(), inputs.scrape_exporter()
+    answers = oracle.run_round(lambda p: oracle.ask(inputs.base, inputs.model_id, p), prompts, concurrency)
+    inputs.wait(phases.EXPORT_WAIT_S)
+    after, exporter_after = inputs.scrape_head(), inputs.scrape_exporter()
+    found = phases.breakdown(before, after, [a.seconds or 0.0 for a in answers])
+    decode = next((e for e in found.engines if e.get("nixl_transfers")), {})
+    round_ = kv_accounting.Round(
+        concurrency=concurrency,
+        prompt_tokens=[a.prompt_tokens or 0 for a in answers],
+        metrics_before=before,
+        metrics_after=after,
+        nixl_transfers=decode.get("nixl_transfers"),
+        nixl_bytes_buckets=decode.get("nixl_bytes_buckets"),
+        exporter_before=exporter_before,
+        exporter_after=exporter_after,
+    )
+    return answers, round_
+
+
+def answer_levels(inputs: OracleInputs, report: Report) -> oracle.Levels:
+    """Every level's answers for this mode; in PD each level's bytes accounted too (a check per level)."""
+    prompts = oracle.prompt_set()
+    levels: oracle.Levels = {}
+    accounts = []
+    layout = kv_accounting.Layout.from_config(json.loads((inputs.model_dir / "config.json").read_text()))
+    for concurrency in oracle.CONCURRENCY:
+        if inputs.mode != "pd":
+            levels[concurrency] = oracle.run_round(
+                lambda p: oracle.ask(inputs.base, inputs.model_id, p), prompts, concurrency
+            )
+            continue
+        try:
+            levels[concurrency], round_ = _pd_round(inputs, concurrency, prompts)
+        except phases.ScrapeError as exc:
+            report.add(f"KV bytes accounted ({concurrency} at a time)", "fail", str(exc))
+            continue
+        found = kv_accounting.account(round_, layout, kv_accounting.block_size(inputs.worker_logs()))
+        accounts.append(found.to_json() | {"exporter_after": round_.exporter_after[:20000]})
+        _report_accounting(report, found)
+    _write(inputs.out / f"oracle-answers-{inputs.mode}.json", _answers_file(inputs, levels))
+    if accounts:
+        _write(inputs.out / f"oracle-accounting-{inputs.mode}.json", {"layout": layout.__dict__, "levels": accounts})
+    errors = sum(1 for level in levels.values() for a in level if a.error)
+    count = sum(len(level) for level in levels.values())
+    report.add(
+        f"oracle answers ({inputs.mode})",
+        "fail" if errors or not count else "pass",
+        f"{count - errors} of {count} requests answered at {', '.join(map(str, levels))} at a time",
+        informative=oracle.informative(levels.get(1, []), layout_vocab(inputs.model_dir)),
+    )
+    return levels
+
+
+def layout_vocab(model_dir: Path) -> int:
+    config = json.loads((model_dir / "config.json").read_text())
+    return int(config.get("text_config", config)["vocab_size"])
+
+
+def _report_accounting(report: Report, found: kv_accounting.Accounting) -> None:
+    moved = "no bytes measured" if found.moved is None else f"{found.moved[0]:.0f}-{found.moved[1]:.0f} bytes moved"
+    detail = (
+        f"{found.requests} requests, {found.prompt_tokens} prompt tokens; decode {found.decode or 'not found'}; "
+        f"{found.transfers} transfers; {moved} ({found.moved_source}); predicted {found.predicted}"
+    )
+    if found.problems:
+        detail += "; " + "; ".join(found.problems)
+    report.add(f"KV bytes accounted ({found.concurrency} at a time)", "pass" if found.ok else "fail", detail)
+
+
+def _answers_file(inputs: OracleInputs, levels: oracle.Levels) -> dict[str, Any]:
+    return {
+        "mode": inputs.mode,
+        "checkpoint": fingerprint(inputs.model_dir),
+        "levels": {str(c): [a.to_json() for a in answers] for c, answers in levels.items()},
+    }
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_answers(path: Path, model_dir: Path) -> tuple[str, oracle.Levels]:
+    """(mode, levels) of an earlier command's oracle-answers file, refused unless it came from this checkpoint."""
+    try:
+        data = json.loads(path.read_text())
+        mode = data["mode"]
+        levels = {int(c): [oracle.Answer.from_json(a) for a in answers] for c, answers in data["levels"].items()}
+        theirs = data["checkpoint"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OracleError(
+            f"--oracle-against: {path}: not an oracle-answers file ({type(exc).__name__}: {exc})"
+        ) from None
+    ours = fingerprint(model_dir)
+    if any(theirs.get(k) != ours[k] for k in ("seed", "tensors", "bytes")):
+        raise OracleError(f"--oracle-against: {path} answered another checkpoint ({theirs}) than {model_dir} ({ours})")
+    return mode, levels
+
+
+def verdict(levels_by_mode: dict[str, oracle.Levels], out: Path, stage: str, report: Report) -> oracle.Verdict:
+    """PD against colocated: the check, and OUT/oracle-<stage>.json."""
+    found = oracle.compare(levels_by_mode["pd"], levels_by_mode["colocated"])
+    _write(out / f"oracle-{stage}.json", found.to_json())
+    report.add(
+        "PD answers = colocated",
+        "pass" if found.ok else "fail",
+        "; ".join(found.lines()),
+        fix=""
+        if found.ok
+        else "see oracle-<stage>.json: a divergence beyond bf16 noise means the KV the decode "
+        "engine received is not the KV its prompt has",
+        identical=found.identical,
+        requests=found.requests,
+    )
+    return found
