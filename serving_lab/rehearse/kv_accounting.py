@@ -2,29 +2,32 @@
 
 The decode engine of a Gated DeltaNet model pulls all prompt tokens but the last and recomputes that one itself
 (`_get_remote_prefill_token_count`, vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py: "N-1 for
-Mamba models since the decoder always recomputes the last token"). So per request it computes exactly one prompt
-token, takes the rest from its own prefix cache or over NIXL, and vLLM counts each source
-(`vllm:prompt_tokens_by_source`: local_compute, local_cache_hit, external_kv_transfer, with
-computed + local_cache_hit + external_kv_transfer = the prompt: vllm/v1/metrics/stats.py). A request whose KV did not
-move shows as local_compute beyond one token; one that moved short, as bytes under the layout's figure.
+Mamba models since the decoder always recomputes the last token"). So each request's decode engine computes exactly
+one prompt token (its usage reports the other N-1 as cached), takes the rest from its own prefix cache or over NIXL,
+and vLLM counts each source (`vllm:prompt_tokens_by_source`: local_compute, local_cache_hit, external_kv_transfer:
+vllm/v1/metrics/stats.py).
 
 Predicted bytes, from config.json and the attention block size the engine logs ("Setting attention block size to
-N tokens", vllm/model_executor/models/config.py): each full-attention layer moves K and V of every external token
-(2 x num_key_value_heads x head_dim x 2 bytes of bf16 a token a layer), read in whole blocks, so at most
-block_size - 1 tokens more per request; each Gated DeltaNet layer moves one request's recurrent state: the
-convolution state (conv_dim x (kernel - 1) in the model's dtype, conv_dim = 2 x key heads x key dim + value heads
-x value dim) and the SSM state (value heads x key dim x value dim in mamba_ssm_dtype), as
+N tokens", vllm/model_executor/models/config.py): NIXL reads the full-attention KV in whole blocks (one descriptor a
+block a layer: `_get_block_descs_ids`, nixl/base_worker.py), so a request of N prompt tokens moves
+ceil((N - 1) / block) blocks, less the blocks its decode engine already holds, each of block x 2 x KV heads x head
+dim x 2 bytes (bf16) a full-attention layer; and each Gated DeltaNet layer moves the request's recurrent state once:
+the convolution state (conv_dim x (kernel - 1) in the model's dtype, conv_dim = 2 x key heads x key dim + value
+heads x value dim) and the SSM state (value heads x key dim x value dim in mamba_ssm_dtype), as
 vllm/model_executor/layers/mamba/mamba_utils.py sizes them.
 
-Moved bytes: exactly, from NIXL's own Prometheus exporter on the decode worker where it answers (agent rx/tx byte
-counters, NIXL's src/plugins/telemetry/prometheus), else at the resolution of vLLM's `vllm:nixl_bytes_transferred`
+Moved bytes and transfer time, exactly, from NIXL's own Prometheus exporter on the decode worker (the READ initiator
+counts them as received: agent_rx_bytes_total, agent_xfer_time_total in microseconds; NIXL's
+src/plugins/telemetry/prometheus); where it does not answer, at the resolution of vLLM's `vllm:nixl_bytes_transferred`
 histogram as Ray exports it (buckets a factor 4 apart, its _sum rebuilt from bucket midpoints:
 ray/_private/telemetry/open_telemetry_metric_recorder.py).
 """
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,7 +35,9 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 BLOCK_SIZE_LINE = re.compile(r"Setting attention block size to (\d+) tokens")
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _SOURCE = re.compile(r'source="([a-z_]+)"')
+_LABELS = re.compile(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"')
 SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+RX_BYTES, XFER_US = "agent_rx_bytes_total", "agent_xfer_time_total"  # NIXL's exporter: counters of one agent
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,6 @@ class Layout:
         types = text.get("layer_types") or ["full_attention"] * text["num_hidden_layers"]
         dtype = DTYPE_BYTES[str(text.get("dtype") or config.get("dtype") or "bfloat16")]
         per_token = 2 * text["num_key_value_heads"] * text["head_dim"] * dtype
-        full = types.count("full_attention")
         gdn = types.count("linear_attention")
         state = 0
         if gdn:
@@ -60,12 +64,20 @@ class Layout:
                 text["linear_num_value_heads"] * text["linear_key_head_dim"] * text["linear_value_head_dim"] * ssm_dtype
             )
             state = gdn * (conv + ssm)
+        full = types.count("full_attention")
         return cls(full, gdn, full * per_token, state)
 
-    def predicted(self, *, external_tokens: int, requests: int, block_size: int) -> tuple[int, int]:
-        """(fewest, most) bytes for `requests` transfers of `external_tokens` tokens in all."""
-        low = external_tokens * self.fa_bytes_per_token + requests * self.state_bytes
-        return low, low + requests * (block_size - 1) * self.fa_bytes_per_token
+    def block_bytes(self, block_size: int) -> int:
+        return block_size * self.fa_bytes_per_token
+
+    def request_bytes(self, prompt_tokens: int, block_size: int) -> int:
+        """One request's transfer with nothing of its prompt cached on the decode side."""
+        return math.ceil(max(prompt_tokens - 1, 0) / block_size) * self.block_bytes(block_size) + self.state_bytes
+
+    def predicted(self, prompt_tokens: list[int], *, cached_on_decode: int, block_size: int) -> int:
+        """A level's bytes: every request's transfer, less the blocks the decode engine found in its own cache."""
+        whole = sum(self.request_bytes(n, block_size) for n in prompt_tokens)
+        return whole - cached_on_decode // block_size * self.block_bytes(block_size)
 
 
 def block_size(logs: dict[str, str]) -> int | None:
@@ -77,22 +89,26 @@ def block_size(logs: dict[str, str]) -> int | None:
     return None
 
 
+def _samples(text: str):
+    """(name, labels, value) of each sample line of a Prometheus text."""
+    for line in text.splitlines():
+        match = _SAMPLE.match(line) if line and not line.startswith("#") else None
+        if match:
+            try:
+                yield match.group(1), match.group(2) or "", float(match.group(3))
+            except ValueError:
+                continue
+
+
 def tokens_by_source(text: str) -> dict[tuple[tuple[str, str], ...], dict[str, float]]:
     """Prometheus text -> {engine's labels (without source): {source: counter}} for vllm:prompt_tokens_by_source."""
     found: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line) if line and not line.startswith("#") else None
-        if not match or "prompt_tokens_by_source" not in match.group(1) or match.group(1).endswith("_created"):
-            continue
-        labels = match.group(2) or ""
+    for name, labels, value in _samples(text):
         source = _SOURCE.search(labels)
-        if not source:
+        if "prompt_tokens_by_source" not in name or name.endswith("_created") or not source:
             continue
-        pairs = tuple(sorted(p for p in re.findall(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"', labels) if p[0] != "source"))
-        try:
-            found.setdefault(pairs, {})[source.group(1)] = float(match.group(3))
-        except ValueError:
-            continue
+        engine = tuple(sorted(p for p in _LABELS.findall(labels) if p[0] != "source"))
+        found.setdefault(engine, {})[source.group(1)] = value
     return found
 
 
@@ -107,17 +123,50 @@ def source_deltas(before: str, after: str) -> list[dict[str, int]]:
     return deltas
 
 
-def exporter_bytes(text: str) -> dict[str, float]:
-    """NIXL's Prometheus exporter -> {series: value} for its byte and transfer-time counters and gauges."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line) if line and not line.startswith("#") else None
-        if match and re.search(r"agent_(rx|tx)_(last_)?bytes|agent_xfer_time|agent_(rx|tx)_requests", match.group(1)):
-            try:
-                values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(3))
-            except ValueError:
-                continue
-    return values
+def exporter_counters(text: str) -> tuple[float, float] | None:
+    """(bytes received, transfer microseconds) from NIXL's exporter text, summed over its agents; None if absent."""
+    values = {name: value for name, _, value in _samples(text) if name in (RX_BYTES, XFER_US)}
+    if RX_BYTES not in values:
+        return None
+    return values[RX_BYTES], values.get(XFER_US, 0.0)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One request's transfer at one request in flight, from the exporter scraped around it."""
+
+    prompt: str
+    prompt_tokens: int
+    bytes: int
+    seconds: float
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes * 8 / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+def transfer(prompt: str, prompt_tokens: int, before: str, after: str) -> Transfer | None:
+    """The exporter's counters over one request, or None where it did not answer."""
+    old, new = exporter_counters(before), exporter_counters(after)
+    if old is None or new is None:
+        return None
+    return Transfer(prompt, prompt_tokens, round(new[0] - old[0]), (new[1] - old[1]) / 1e6)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one oracle level of PD requests left behind: its answers' sizes and the scrapes around it."""
+
+    concurrency: int
+    prompt_tokens: list[int]
+    cached_tokens: list[int | None]  # each answer's usage: the prompt tokens its decode engine did not compute
+    metrics_before: str
+    metrics_after: str
+    nixl_transfers: int | None  # vLLM's nixl_xfer_time histogram count on the decode worker over the round
+    nixl_bytes_buckets: dict[str, int] | None  # vLLM's nixl_bytes_transferred per bucket ("lo-hi": transfers)
+    exporter_before: str = ""
+    exporter_after: str = ""
+    transfers: list[Transfer] = field(default_factory=list)  # one request in flight: each request's own
 
 
 @dataclass
@@ -126,10 +175,12 @@ class Accounting:
     requests: int
     prompt_tokens: int
     decode: dict[str, int] = field(default_factory=dict)  # the decode engine's prompt tokens by source
-    transfers: int | None = None  # NIXL transfers the decode worker timed
-    predicted: tuple[int, int] | None = None
+    transfers: int | None = None  # NIXL transfers the decode worker timed (vLLM's histogram count)
+    predicted: int | None = None
     moved: tuple[float, float] | None = None  # (fewest, most) bytes the measurement allows; equal when exact
     moved_source: str = ""
+    per_request: list[dict[str, Any]] = field(default_factory=list)
+    rate_gbps: dict[str, float] = field(default_factory=dict)  # per transfer, one request in flight: median, worst
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -140,32 +191,25 @@ class Accounting:
         return {**asdict(self), "ok": self.ok}
 
 
-@dataclass(frozen=True)
-class Round:
-    """What one oracle level of PD requests left behind: its answers' prompt sizes and the scrapes around it."""
-
-    concurrency: int
-    prompt_tokens: list[int]
-    metrics_before: str
-    metrics_after: str
-    nixl_transfers: int | None  # vLLM's nixl_xfer_time histogram count on the decode worker over the round
-    nixl_bytes_buckets: dict[str, int] | None  # vLLM's nixl_bytes_transferred per bucket ("lo-hi": transfers)
-    exporter_before: str = ""
-    exporter_after: str = ""
+def _computed_per_request(found: Accounting, round_: Round) -> None:
+    for index, (n, cached) in enumerate(zip(round_.prompt_tokens, round_.cached_tokens, strict=True)):
+        if cached is None or n - cached != 1:
+            computed = "an unknown number of" if cached is None else str(n - cached)
+            found.problems.append(
+                f"request {index}: its decode engine computed {computed} of {n} prompt tokens itself, where the "
+                "design computes the last one only"
+            )
 
 
 def _decode_sources(found: Accounting, deltas: list[dict[str, int]]) -> None:
     external = [d for d in deltas if d["external_kv_transfer"] > 0]
     if len(external) != 1:
-        found.problems.append(
-            f"{len(external)} engines took prompt tokens over NIXL (external_kv_transfer) where one decode engine should"
-        )
+        found.problems.append(f"{len(external)} engines counted prompt tokens over NIXL where one decode engine should")
         return
     found.decode = external[0]
     if found.decode["local_compute"] != found.requests:
         found.problems.append(
-            f"the decode engine computed {found.decode['local_compute']} prompt tokens itself for {found.requests} "
-            "requests: one each is the design (the last token); more means KV that did not move"
+            f"the decode engine computed {found.decode['local_compute']} prompt tokens for {found.requests} requests"
         )
     if sum(found.decode.values()) != found.prompt_tokens:
         found.problems.append(
@@ -176,12 +220,9 @@ def _decode_sources(found: Accounting, deltas: list[dict[str, int]]) -> None:
 
 def _moved(round_: Round) -> tuple[tuple[float, float] | None, str]:
     """(fewest, most) bytes moved, and from where: NIXL's exporter exactly, else vLLM's histogram buckets."""
-    before, after = exporter_bytes(round_.exporter_before), exporter_bytes(round_.exporter_after)
-    for name in sorted(after):
-        if re.search(r"agent_rx_bytes(_total)?$", name) or re.search(r"agent_tx_bytes(_total)?$", name):
-            delta = after[name] - before.get(name, 0.0)
-            if delta > 0:
-                return (delta, delta), f"NIXL exporter {name}"
+    old, new = exporter_counters(round_.exporter_before), exporter_counters(round_.exporter_after)
+    if old is not None and new is not None:
+        return (new[0] - old[0],) * 2, f"NIXL exporter {RX_BYTES}"
     if round_.nixl_bytes_buckets:
         low = sum(float(k.split("-")[0]) * n for k, n in round_.nixl_bytes_buckets.items())
         high = sum(float(k.split("-")[1]) * n for k, n in round_.nixl_bytes_buckets.items())
@@ -189,9 +230,26 @@ def _moved(round_: Round) -> tuple[tuple[float, float] | None, str]:
     return None, ""
 
 
+def _per_request(found: Accounting, round_: Round, layout: Layout, block: int) -> None:
+    """Each request's own transfer: the layout's bytes less a whole number of cached blocks, and its rate."""
+    for item in round_.transfers:
+        whole = layout.request_bytes(item.prompt_tokens, block)
+        cached, rest = divmod(whole - item.bytes, layout.block_bytes(block))
+        ok = item.bytes > 0 and cached >= 0 and rest == 0
+        found.per_request.append(asdict(item) | {"predicted_uncached": whole, "gbps": round(item.gbps, 3), "ok": ok})
+        if not ok:
+            found.problems.append(
+                f"{item.prompt}: moved {item.bytes} bytes, the layout predicts {whole} less whole blocks"
+            )
+    rates = [t.gbps for t in round_.transfers if t.bytes > 0]
+    if rates:
+        found.rate_gbps = {"median": round(statistics.median(rates), 3), "worst": round(min(rates), 3)}
+
+
 def account(round_: Round, layout: Layout, block: int | None) -> Accounting:
     """The round's decode-side token sources, transfers and bytes against the layout's prediction."""
     found = Accounting(round_.concurrency, len(round_.prompt_tokens), sum(round_.prompt_tokens))
+    _computed_per_request(found, round_)
     _decode_sources(found, source_deltas(round_.metrics_before, round_.metrics_after))
     found.transfers = round_.nixl_transfers
     if found.transfers is not None and found.transfers < found.requests:
@@ -199,15 +257,15 @@ def account(round_: Round, layout: Layout, block: int | None) -> Accounting:
     found.moved, found.moved_source = _moved(round_)
     if block is None:
         found.problems.append("no attention block size in the engines' logs: the bytes cannot be predicted")
-    elif found.decode:
-        found.predicted = layout.predicted(
-            external_tokens=found.decode["external_kv_transfer"], requests=found.requests, block_size=block
-        )
+        return found
+    hits = found.decode.get("local_cache_hit", 0)
+    found.predicted = layout.predicted(round_.prompt_tokens, cached_on_decode=hits, block_size=block)
     if found.moved is None:
         found.problems.append("no NIXL bytes measured (neither NIXL's exporter nor vLLM's histogram)")
-    elif found.predicted and (found.moved[1] < found.predicted[0] or found.moved[0] > found.predicted[1]):
+    elif not found.moved[0] <= found.predicted <= found.moved[1]:
         found.problems.append(
             f"moved {found.moved[0]:.0f}-{found.moved[1]:.0f} bytes ({found.moved_source}), the layout predicts "
-            f"{found.predicted[0]}-{found.predicted[1]}"
+            f"{found.predicted}"
         )
+    _per_request(found, round_, layout, block)
     return found

@@ -653,15 +653,24 @@ def _oracle_usage(build: _Build, engine: _Engine) -> None:
 
 def _decode_weights(build: _Build, engine: _Engine) -> None:
     """--decode-weights: the negative control. The decode engine loads another checkpoint, so the KV cache it
-    receives was computed by other weights than its own: the oracle must fail."""
+    receives was computed by other weights than its own: the oracle must fail. vLLM's handshake hashes the model's
+    path (compute_nixl_compatibility_hash, nixl/metadata.py) and refuses the transfer unless told not to check."""
     if build.decode_weights is None or not engine.path.endswith("decode_config"):
         return
+    reason = "--decode-weights: a negative control (another checkpoint for the decode engine); the oracle must fail"
     build.set(
         engine.llm["model_loading_config"],
         "model_source",
         str(build.decode_weights),
         f"{engine.path}.model_loading_config.model_source",
-        "--decode-weights: a negative control (another checkpoint for the decode engine); the oracle must fail",
+        reason,
+    )
+    build.set(
+        engine.kwargs["kv_transfer_config"]["kv_connector_extra_config"],
+        "enforce_handshake_compat",
+        False,
+        f"{engine.path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.enforce_handshake_compat",
+        f"{reason}: the KV cache must cross despite the other model path (nixl/base_worker.py enforce_compat_hash)",
     )
 
 

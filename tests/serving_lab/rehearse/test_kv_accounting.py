@@ -9,101 +9,138 @@ from pathlib import Path
 import pytest
 
 from serving_lab.rehearse import kv_accounting
-from serving_lab.rehearse.kv_accounting import Layout, Round
+from serving_lab.rehearse.kv_accounting import Layout, Round, Transfer
 
 CONFIG = json.loads((Path(__file__).parents[3] / "serving_lab" / "pins" / "qwen3.5-9b-config.json").read_text())
+LAYOUT = Layout.from_config(CONFIG)
+BLOCK = 528  # what vLLM 0.26 logged for Qwen3.5-9B on an H200 (serving_lab/evidence/2026-12-04-h200-oracle)
 
 
 def test_qwen35_9b_layout_from_its_config():
-    layout = Layout.from_config(CONFIG)
     # 8 full-attention layers x K and V x 4 KV heads x 256 x 2 bytes; 24 Gated DeltaNet layers x (conv state
     # 8,192 x 3 x 2 bytes + SSM state 32 x 128 x 128 x 4 bytes)
-    assert (layout.full_attention_layers, layout.state_layers) == (8, 24)
-    assert layout.fa_bytes_per_token == 8 * 2 * 4 * 256 * 2 == 32_768
-    assert layout.state_bytes == 24 * (8192 * 3 * 2 + 32 * 128 * 128 * 4) == 51_511_296
+    assert (LAYOUT.full_attention_layers, LAYOUT.state_layers) == (8, 24)
+    assert LAYOUT.fa_bytes_per_token == 8 * 2 * 4 * 256 * 2 == 32_768
+    assert LAYOUT.state_bytes == 24 * (8192 * 3 * 2 + 32 * 128 * 128 * 4) == 51_511_296
 
 
-def test_the_prediction_is_a_range_of_whole_blocks():
-    layout = Layout.from_config(CONFIG)
-    low, high = layout.predicted(external_tokens=749, requests=1, block_size=528)
-    assert low == 749 * 32_768 + 51_511_296 and high == low + 527 * 32_768
+def test_a_request_moves_whole_blocks_of_all_but_its_last_token_and_its_state():
+    assert LAYOUT.request_bytes(529, BLOCK) == 1 * BLOCK * 32_768 + 51_511_296  # 528 tokens: one block
+    assert LAYOUT.request_bytes(530, BLOCK) == 2 * BLOCK * 32_768 + 51_511_296
+    assert LAYOUT.request_bytes(1, BLOCK) == 51_511_296
 
 
-def _metrics(local_compute, hit, external, prefill_compute=749):
+def test_the_h200_runs_bytes_are_the_layouts_to_the_byte():
+    # the oracle's six prompts at one in flight moved 672,399,360 bytes (NIXL's exporter, 2026-12-04)
+    prompts = [19, 1974, 1974, 1974, 3311, 268]
+    assert LAYOUT.predicted(prompts, cached_on_decode=0, block_size=BLOCK) == 672_399_360
+
+
+def test_blocks_the_decode_engine_holds_are_not_moved():
+    whole = LAYOUT.predicted([1974], cached_on_decode=0, block_size=BLOCK)
+    assert LAYOUT.predicted([1974], cached_on_decode=2 * BLOCK, block_size=BLOCK) == whole - 2 * BLOCK * 32_768
+
+
+def _metrics(local_compute, hit, external):
     line = 'ray_vllm_prompt_tokens_by_source_total{{engine="{e}",model_name="m",source="{s}"}} {v}'
-    rows = [
-        line.format(e=0, s=s, v=v)
-        for s, v in (("local_compute", prefill_compute), ("local_cache_hit", 0), ("external_kv_transfer", 0))
-    ]
+    rows = [line.format(e=0, s=s, v=v) for s, v in (("local_compute", 749), ("local_cache_hit", 0))]
     rows += [
         line.format(e=1, s=s, v=v)
         for s, v in (("local_compute", local_compute), ("local_cache_hit", hit), ("external_kv_transfer", external))
     ]
-    return "# TYPE ray_vllm_prompt_tokens_by_source_total counter\n" + "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n"
 
 
-def _round(after, *, transfers=1, buckets=None, exporter=("", "")) -> Round:
-    return Round(1, [750], _metrics(0, 0, 0, 0), after, transfers, buckets, *exporter)
+ZERO = _metrics(0, 0, 0).replace(" 749", " 0")
+EXACT = LAYOUT.request_bytes(750, BLOCK)
 
 
-def _exporter(rx: int) -> str:
-    return f'agent_rx_bytes_total{{hostname="h",agent_name="a"}} {rx}\nagent_xfer_time_total{{agent_name="a"}} 9\n'
+def _exporter(rx: float, us: float = 0.0) -> str:
+    return f'agent_rx_bytes_total{{hostname="h",agent_name="a"}} {rx}\nagent_xfer_time_total{{agent_name="a"}} {us}\n'
 
 
-EXACT = 749 * 32_768 + 51_511_296
+def _round(after, *, cached=749, transfers=1, buckets=None, exporter=("", ""), measured=()) -> Round:
+    return Round(
+        concurrency=1,
+        prompt_tokens=[750],
+        cached_tokens=[cached],
+        metrics_before=ZERO,
+        metrics_after=after,
+        nixl_transfers=transfers,
+        nixl_bytes_buckets=buckets,
+        exporter_before=exporter[0],
+        exporter_after=exporter[1],
+        transfers=list(measured),
+    )
 
 
-def test_a_round_whose_kv_moved_as_predicted_passes():
+def test_a_round_whose_kv_moved_as_predicted_passes_with_its_rate():
+    measured = [Transfer("p", 750, EXACT, 0.01)]
     found = kv_accounting.account(
-        _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(EXACT))), Layout.from_config(CONFIG), 528
+        _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(EXACT)), measured=measured), LAYOUT, BLOCK
     )
     assert found.ok, found.problems
-    assert found.moved == (EXACT, EXACT) and found.moved_source.startswith("NIXL exporter")
-    assert found.decode == {"local_compute": 1, "local_cache_hit": 0, "external_kv_transfer": 749}
+    assert (found.moved, found.predicted) == ((EXACT, EXACT), EXACT)
+    assert found.rate_gbps == {"median": round(EXACT * 8 / 0.01 / 1e9, 3), "worst": round(EXACT * 8 / 0.01 / 1e9, 3)}
 
 
 def test_a_decode_engine_that_computed_the_prompt_fails():
-    found = kv_accounting.account(_round(_metrics(750, 0, 0)), Layout.from_config(CONFIG), 528)
-    assert any("took prompt tokens over NIXL" in p for p in found.problems)
+    found = kv_accounting.account(_round(_metrics(750, 0, 0), cached=0), LAYOUT, BLOCK)
+    assert any("computed 750 of 750 prompt tokens itself" in p for p in found.problems)
+    assert any("0 engines counted prompt tokens over NIXL" in p for p in found.problems)
 
 
-def test_recomputing_more_than_the_last_token_fails():
+def test_token_counters_without_bytes_fail():
+    # the negative control's handshake was refused: vLLM still counted the tokens as external, NIXL moved nothing
+    found = kv_accounting.account(_round(_metrics(1, 0, 749), exporter=(_exporter(5), _exporter(5))), LAYOUT, BLOCK)
+    assert any(p.startswith("moved 0-0 bytes") for p in found.problems)
+
+
+def test_one_state_layer_left_behind_fails_at_the_level_and_per_request():
+    short = EXACT - 2_146_304  # one Gated DeltaNet layer's conv and SSM state
     found = kv_accounting.account(
-        _round(_metrics(5, 0, 745), exporter=(_exporter(0), _exporter(745 * 32_768 + 51_511_296))),
-        Layout.from_config(CONFIG),
-        528,
-    )
-    assert any("computed 5 prompt tokens itself for 1 requests" in p for p in found.problems)
-
-
-def test_bytes_moved_short_of_the_layout_fail_even_when_the_tokens_agree():
-    short = EXACT - 2_146_304  # one Gated DeltaNet layer's state left behind
-    found = kv_accounting.account(
-        _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(short))), Layout.from_config(CONFIG), 528
+        _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(short)), measured=[Transfer("p", 750, short, 1)]),
+        LAYOUT,
+        BLOCK,
     )
     assert any("the layout predicts" in p for p in found.problems)
+    assert found.per_request[0]["ok"] is False
+
+
+def test_a_request_whose_blocks_were_cached_on_the_decode_side_passes_per_request():
+    cached_one_block = EXACT - BLOCK * 32_768
+    found = kv_accounting.account(
+        _round(
+            _metrics(1, BLOCK, 749 - BLOCK),
+            exporter=(_exporter(0), _exporter(cached_one_block)),
+            measured=[Transfer("p", 750, cached_one_block, 1)],
+        ),
+        LAYOUT,
+        BLOCK,
+    )
+    assert found.ok, found.problems
 
 
 def test_without_the_exporter_the_histogram_buckets_bound_the_bytes():
-    layout = Layout.from_config(CONFIG)
-    inside = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"3.35544e+07-1.34218e+08": 1}), layout, 528)
+    inside = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"3.35544e+07-1.34218e+08": 1}), LAYOUT, BLOCK)
     assert inside.ok and inside.moved_source == "vLLM nixl_bytes_transferred buckets"
-    below = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"2.09715e+06-8.38861e+06": 1}), layout, 528)
+    below = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"2.09715e+06-8.38861e+06": 1}), LAYOUT, BLOCK)
     assert not below.ok
 
 
 def test_fewer_transfers_than_requests_fail():
     found = kv_accounting.account(
-        _round(_metrics(1, 0, 749), transfers=0, buckets={"3.35544e+07-1.34218e+08": 1}),
-        Layout.from_config(CONFIG),
-        528,
+        _round(_metrics(1, 0, 749), transfers=0, buckets={"3.35544e+07-1.34218e+08": 1}), LAYOUT, BLOCK
     )
     assert "0 NIXL transfers for 1 requests" in found.problems
 
 
 def test_no_block_size_and_no_bytes_are_each_a_problem():
-    found = kv_accounting.account(_round(_metrics(1, 0, 749), transfers=None), Layout.from_config(CONFIG), None)
-    assert any("no attention block size" in p for p in found.problems)
+    assert any(
+        "no attention block size" in p
+        for p in kv_accounting.account(_round(_metrics(1, 0, 749)), LAYOUT, None).problems
+    )
+    found = kv_accounting.account(_round(_metrics(1, 0, 749), transfers=None), LAYOUT, BLOCK)
     assert any("no NIXL bytes measured" in p for p in found.problems)
 
 
@@ -117,3 +154,9 @@ def test_token_sources_are_read_per_engine_with_or_without_total(suffix):
     text = f'vllm:prompt_tokens_by_source{suffix}{{engine="1",source="external_kv_transfer"}} 7\n'
     (counts,) = kv_accounting.tokens_by_source(text).values()
     assert counts == {"external_kv_transfer": 7.0}
+
+
+def test_a_transfer_is_the_exporters_counters_around_one_request():
+    found = kv_accounting.transfer("p", 750, _exporter(100, 2_000), _exporter(100 + EXACT, 12_000))
+    assert (found.bytes, found.seconds) == (EXACT, 0.01)
+    assert kv_accounting.transfer("p", 750, "", _exporter(1)) is None

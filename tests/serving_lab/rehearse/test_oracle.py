@@ -10,14 +10,15 @@ from typing import ClassVar
 import pytest
 
 from serving_lab.rehearse import oracle
-from serving_lab.rehearse.oracle import MARGIN_BOUND, Answer
+from serving_lab.rehearse.oracle import NOISE_BOUND, Answer
 
 
-def _answer(ids, *, margins=None, second=None, prompt="p") -> Answer:
-    """An answer whose position i has top-1 ids[i] and top-2 `second[i]` (default 0), margins[i] apart."""
+def _answer(ids, *, second=None, margins=None, prompt="p", shift=0.0) -> Answer:
+    """An answer whose position i lists ids[i] first and second[i] (default 0) margins[i] below it, every logprob
+    moved by `shift` (what rounding moves)."""
     margins = margins or [1.0] * len(ids)
     second = second or [0] * len(ids)
-    top = [[(t, -1.0), (s, -1.0 - m)] for t, s, m in zip(ids, second, margins, strict=True)]
+    top = [[(t, -1.0 + shift), (s, -1.0 - m + shift)] for t, s, m in zip(ids, second, margins, strict=True)]
     return Answer(prompt=prompt, token_ids=list(ids), top=top)
 
 
@@ -26,32 +27,44 @@ def test_identical_answers_pass():
     assert (verdict.ok, verdict.identical, verdict.requests, verdict.divergences) == (True, 1, 1, [])
 
 
-def test_a_swap_of_the_top_two_within_the_bound_passes_and_is_reported():
-    pd = _answer([5, 9, 1], second=[0, 6, 0], margins=[1.0, MARGIN_BOUND / 2, 1.0])
-    colocated = _answer([5, 6, 2], second=[0, 9, 0], margins=[1.0, MARGIN_BOUND, 1.0])
+def test_a_divergence_between_near_ties_within_the_bound_passes_and_is_reported():
+    pd = _answer([5, 9, 1], second=[0, 6, 0], margins=[1.0, 0.03125, 1.0])
+    colocated = _answer([5, 6, 2], second=[0, 9, 0], margins=[1.0, 0.0625, 1.0])
     verdict = oracle.compare({16: [pd]}, {16: [colocated]})
     (found,) = verdict.divergences
-    assert (found.position, found.swapped, found.margin, found.within_noise) == (1, True, MARGIN_BOUND, True)
+    assert (found.position, found.margin, found.regret, found.within_noise) == (1, 0.0625, 0.0625, True)
     assert verdict.ok and verdict.identical == 0
 
 
-def test_a_swap_past_the_bound_fails():
-    pd = _answer([5, 9], second=[0, 6], margins=[1.0, MARGIN_BOUND * 1.5])
+def test_a_choice_further_below_the_others_first_than_the_bound_fails():
+    pd = _answer([5, 9], second=[0, 6], margins=[1.0, NOISE_BOUND * 1.5])
     colocated = _answer([5, 6], second=[0, 9], margins=[1.0, 0.01])
-    verdict = oracle.compare({1: [pd]}, {1: [colocated]})
-    assert not verdict.ok and not verdict.divergences[0].within_noise
+    found = oracle.compare({1: [pd]}, {1: [colocated]}).divergences[0]
+    assert found.regret == NOISE_BOUND * 1.5 and not found.within_noise
 
 
-def test_a_divergence_that_is_not_a_swap_fails_however_small_the_margin():
+def test_a_token_outside_the_others_candidates_fails_however_close_the_margins():
     pd = _answer([5, 9], second=[0, 3], margins=[1.0, 0.001])
     colocated = _answer([5, 6], second=[0, 4], margins=[1.0, 0.001])
     found = oracle.compare({1: [pd]}, {1: [colocated]}).divergences[0]
-    assert (found.swapped, found.within_noise) == (False, False)
+    assert (found.regret, found.within_noise) == (None, False)
+
+
+def test_identical_ids_with_logprobs_drifting_past_the_bound_fail():
+    # a corrupt KV cache can keep the argmax: the logprobs say it
+    verdict = oracle.compare({1: [_answer([5, 6], shift=NOISE_BOUND * 2)]}, {1: [_answer([5, 6])]})
+    (found,) = verdict.divergences
+    assert (found.position, found.max_logprob_delta, verdict.ok) == (None, NOISE_BOUND * 2, False)
+
+
+def test_identical_ids_with_logprobs_within_the_bound_count_as_identical():
+    verdict = oracle.compare({1: [_answer([5, 6], shift=NOISE_BOUND / 2)]}, {1: [_answer([5, 6])]})
+    assert (verdict.identical, verdict.divergences, verdict.ok) == (1, [], True)
 
 
 def test_an_answer_cut_short_diverges_where_it_ends():
     verdict = oracle.compare({1: [_answer([5, 6, 7])]}, {1: [_answer([5, 6])]})
-    assert not verdict.ok and verdict.divergences[0].position == 2 and verdict.divergences[0].margin is None
+    assert not verdict.ok and verdict.divergences[0].position == 2 and verdict.divergences[0].regret is None
 
 
 def test_only_the_first_divergence_counts():

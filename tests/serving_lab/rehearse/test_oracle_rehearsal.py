@@ -82,6 +82,13 @@ def _metrics() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _exporter(url: str) -> str:
+    """NIXL's exporter on the decode worker: every request so far moved its layout's bytes in 10 ms."""
+    n = _Engine.served
+    moved = n * LAYOUT.request_bytes(PROMPT_TOKENS, 528)
+    return f'agent_rx_bytes_total{{agent_name="a",hostname="h"}} {moved}\nagent_xfer_time_total{{agent_name="a"}} {n * 10_000}\n'
+
+
 class _Head:
     def __init__(self, *, num_gpus, env, temp_dir, metrics_port=8080, **kwargs):
         logs = Path(temp_dir) / "session_latest" / "logs"
@@ -108,7 +115,7 @@ def engine(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setattr(cli, "SERVE_PORT", server.server_address[1])
     monkeypatch.setattr(cli, "_metrics_text", _metrics)
-    monkeypatch.setattr(cli, "_exporter_text", lambda url: "")
+    monkeypatch.setattr(cli, "_exporter_text", _exporter)
     monkeypatch.setattr(phases, "EXPORT_WAIT_S", 0.0)
     monkeypatch.setattr(ray_cluster, "RayHead", _Head)
     monkeypatch.setattr(ray_cluster, "wait_until_running", lambda head, app, timeout, progress: None)
@@ -146,8 +153,9 @@ def test_both_modes_answer_the_same_and_every_pd_level_is_accounted(tmp_path, en
         (1, True, 6),
         (16, True, 16),
     ]
-    low = 6 * (PROMPT_TOKENS - 1) * LAYOUT.fa_bytes_per_token + 6 * LAYOUT.state_bytes
-    assert levels[0]["predicted"] == [low, low + 6 * 527 * LAYOUT.fa_bytes_per_token]
+    assert levels[0]["predicted"] == 6 * LAYOUT.request_bytes(PROMPT_TOKENS, 528) == levels[0]["moved"][0]
+    assert [t["ok"] for t in levels[0]["per_request"]] == [True] * 6 and levels[1]["per_request"] == []
+    assert levels[0]["rate_gbps"]["median"] == round(LAYOUT.request_bytes(PROMPT_TOKENS, 528) * 8 / 0.01 / 1e9, 3)
     answers = json.loads((out / "oracle-answers-colocated.json").read_text())
     assert answers["checkpoint"]["seed"] == 0 and set(answers["levels"]) == {"1", "16"}
 
@@ -171,11 +179,13 @@ def test_the_negative_control_fails_with_its_divergences(tmp_path, engine):
     code, out = _rehearse(tmp_path, mode="pd", oracle_against=str(earlier), decode_weights=str(tmp_path / "ckpt-1"))
     verdict = json.loads((out / "oracle-dev.json").read_text())
     assert code == 1 and verdict["ok"] is False and verdict["identical"] == 0
-    assert {(d["position"], d["swapped"], d["within_noise"]) for d in verdict["divergences"]} == {(3, False, False)}
-    plan = json.loads((out / "plan-pd.json").read_text())
-    assert plan["serve_config"]["applications"][0]["args"]["decode_config"]["model_loading_config"][
-        "model_source"
-    ] == str(tmp_path / "ckpt-1")
+    assert {(d["position"], d["regret"], d["within_noise"]) for d in verdict["divergences"]} == {(3, None, False)}
+    decode = json.loads((out / "plan-pd.json").read_text())["serve_config"]["applications"][0]["args"]["decode_config"]
+    assert decode["model_loading_config"]["model_source"] == str(tmp_path / "ckpt-1")
+    # vLLM's handshake hashes the model path: without this the KV would not cross and the control prove nothing
+    assert (
+        decode["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"]["enforce_handshake_compat"] is False
+    )
 
 
 def test_answers_of_another_checkpoint_are_refused_in_one_line(tmp_path, engine, capsys):
