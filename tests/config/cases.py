@@ -657,6 +657,25 @@ SERVING += [
         "serving.model.parameters_billion",
         "expected",
     ),
+    # hostile input, round five (issue #52): every numeric engine argument finite and in vLLM's range
+    (
+        "extra-arg-nan",
+        {"serving": {"engine": {"extra_args": {"cpu_offload_gb": float("nan")}}}},
+        "serving.engine.extra_args",
+        "cpu_offload_gb: nan is not a finite number",
+    ),
+    (
+        "extra-arg-negative-timeout",
+        {"serving": {"engine": {"extra_args": {"shutdown_timeout": -5}}}},
+        "serving.engine.extra_args",
+        "shutdown_timeout: -5 is outside vLLM's range",
+    ),
+    (
+        "extra-arg-zero-loading-workers",
+        {"serving": {"engine": {"extra_args": {"max_parallel_loading_workers": 0}}}},
+        "serving.engine.extra_args",
+        "max_parallel_loading_workers: 0 is outside vLLM's range",
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from config import ConfigError, engine_arg_classes, engine_args, load_stage_file, regions, secret_shapes
 from config.engine_arg_classes import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
+from config.engine_arg_ranges import ENGINE_ARG_RANGES
 from config.errors import from_validation_error, short
 from config.rules import secret_values
 from config.schema import StageConfig
@@ -128,6 +129,104 @@ def test_online_fp8_is_a_supported_tuning(tmp_path):
     # was refused: "quantization takes a QuantizationMethods | str | None, not a single value"
     assert engine_arg_class("quantization") == ("allowed", "")
     assert config_with(tmp_path, **_extra(quantization="fp8")).serving.engine.extra_args["quantization"] == "fp8"
+
+
+# --- 12b. numeric engine arguments: finite, and within the range vLLM states -------------------------------
+
+
+def _numeric(name: str) -> bool:
+    parts = engine_args._parts(engine_args.recorded()[name])
+    return parts is not None and bool(parts[0] & {int, float})
+
+
+def test_every_allowed_numeric_argument_has_a_range_and_no_other_has_one():
+    numeric = {name for name in ENGINE_ARGS_ALLOWED if _numeric(name)}
+    assert numeric == set(ENGINE_ARG_RANGES)  # a numeric argument vLLM adds is refused until it has a range
+
+
+def test_a_numeric_argument_without_a_recorded_range_is_refused(monkeypatch):
+    monkeypatch.delitem(ENGINE_ARG_RANGES, "seed")
+    assert (
+        engine_args.check_extra("seed", 7) == "seed: no range is recorded for this numeric argument (allowed: "
+        "leave it out)"
+    )
+
+
+NON_FINITE = [
+    ("cpu_offload_gb", float("nan")),  # the memory check compared NaN and let it through
+    ("cpu_offload_gb", float("inf")),
+    ("mm_processor_cache_gb", float("nan")),
+    ("mm_ipc_gpu_memory_gb", float("-inf")),
+    ("watermark", float("nan")),
+    ("kv_cache_metrics_sample", float("nan")),
+    ("video_pruning_rate", float("inf")),
+    ("mm_encoder_fp8_scale_save_margin", float("nan")),
+]
+
+
+@pytest.mark.parametrize("name, value", NON_FINITE, ids=[f"{n}-{v}" for n, v in NON_FINITE])
+def test_a_non_finite_number_is_refused_for_every_float_argument(tmp_path, name, value):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} is not a finite number (allowed: " in line, line
+
+
+def test_a_nan_in_a_roles_engine_block_is_refused_there(tmp_path):
+    change = {"serving": {"decode": {"replicas": 1, "engine": {"extra_args": {"cpu_offload_gb": float("nan")}}}}}
+    line = _refusal(tmp_path, change)
+    assert ": serving.decode.engine.extra_args: cpu_offload_gb: nan is not a finite number" in line, line
+
+
+def test_a_nan_written_as_yaml_text_is_refused(tmp_path):
+    text = (ROOT / "config" / "dev.yaml").read_text()
+    text = text.replace("language_model_only: true", "language_model_only: true\n      cpu_offload_gb: .nan", 1)
+    path = write_stage(tmp_path, text, name="dev")
+    with pytest.raises(ConfigError, match=r"cpu_offload_gb: nan is not a finite number"):
+        load_stage_file(path)
+
+
+OUT_OF_RANGE = [
+    ("shutdown_timeout", -5, "at least 0", "vllm/config/vllm.py"),
+    ("max_parallel_loading_workers", 0, "at least 1", "vllm/config/parallel.py"),
+    ("stream_interval", 0, "at least 1", "vllm/config/scheduler.py"),
+    ("max_num_partial_prefills", -1, "at least 1", "vllm/config/scheduler.py"),
+    ("block_size", 0, "at least 1", "vllm/config/cache.py"),
+    ("decode_context_parallel_size", 0, "at least 1", "vllm/config/parallel.py"),
+    ("kv_cache_memory_bytes", 0, "at least 1", "vllm/config/cache.py"),
+    ("kv_cache_memory_bytes", -1, "at least 1", "vllm/config/cache.py"),
+    ("watermark", 1.0, "at least 0 and less than 1", "vllm/config/scheduler.py"),
+    ("watermark", 1.5, "at least 0 and less than 1", "vllm/config/scheduler.py"),
+    ("mm_ipc_gpu_memory_gb", -1.0, "at least 0", "vllm/config/multimodal.py"),
+    ("kv_cache_metrics_sample", 0.0, "more than 0 and at most 1", "vllm/config/observability.py"),
+    ("max_logprobs", -2, "at least -1", "vllm/config/model.py"),
+    ("seed", -1, "at least 0 and at most 4294967295", "vllm/utils/torch_utils.py"),
+    ("seed", 2**32, "at least 0 and at most 4294967295", "vllm/utils/torch_utils.py"),
+    ("renderer_num_workers", 0, "at least 1", "vllm/renderers/base.py"),
+    ("distributed_timeout_seconds", 0, "at least 1", "vllm/distributed/utils.py"),
+    ("safetensors_prefetch_num_threads", 0, "at least 1", "vllm/config/load.py"),
+]
+
+
+@pytest.mark.parametrize("name, value, allowed, source", OUT_OF_RANGE, ids=[f"{n}={v}" for n, v, _, _ in OUT_OF_RANGE])
+def test_a_number_outside_vllms_range_is_refused(tmp_path, name, value, allowed, source):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} is outside vLLM's range ({source}" in line, line
+    assert line.endswith(f"(allowed: {allowed})"), line
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("shutdown_timeout", 0),
+        ("max_parallel_loading_workers", 1),
+        ("watermark", 0.0),
+        ("kv_cache_metrics_sample", 1.0),
+        ("max_logprobs", -1),
+        ("seed", 2**32 - 1),
+        ("mamba_cache_philox_rounds", 0),
+    ],
+)
+def test_the_edges_of_each_range_are_allowed(tmp_path, name, value):
+    assert config_with(tmp_path, **_extra(**{name: value})).serving.engine.extra_args[name] == value
 
 
 def test_an_opt_in_argument_needs_its_name_in_the_opt_in_list(tmp_path):
