@@ -676,6 +676,12 @@ SERVING += [
         "serving.engine.extra_args",
         "max_parallel_loading_workers: 0 is outside vLLM's range",
     ),
+    (
+        "extra-arg-parser-path",
+        {"serving": {"engine": {"extra_args": {"reasoning_parser": "../../tmp/evil"}}}},
+        "serving.engine.extra_args",
+        "reasoning_parser: '../../tmp/evil' (allowed: '', 'cohere_command3'",
+    ),
 ]
 
 

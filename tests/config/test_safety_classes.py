@@ -40,7 +40,8 @@ def test_every_recorded_engine_arg_is_in_exactly_one_class():
     classes = [set(ENGINE_ARGS_ALLOWED), set(ENGINE_ARGS_RESERVED), set(ENGINE_ARGS_OPT_IN)]
     assert set().union(*classes) == recorded  # a field vLLM adds is unclassified until someone classifies it
     assert sum(len(c) for c in classes) == len(recorded) == 221  # no field in two classes
-    assert set(engine_arg_classes.ENGINE_ARG_VALUES) | set(engine_arg_classes.LITERAL_ONLY) <= set(ENGINE_ARGS_ALLOWED)
+    assert set(engine_arg_classes.ENGINE_ARG_VALUES) <= set(ENGINE_ARGS_ALLOWED)
+    assert set(engine_arg_classes.FREE_STRINGS) <= set(ENGINE_ARGS_ALLOWED) | set(ENGINE_ARGS_OPT_IN)
 
 
 def test_an_unclassified_field_is_refused(monkeypatch):
@@ -103,6 +104,54 @@ def test_reserved_engine_args_are_refused_by_field_with_the_reason(tmp_path, nam
 def test_string_values_that_name_code_or_files_are_refused(tmp_path, name, value):
     line = _refusal(tmp_path, _extra(**{name: value}))
     assert f": serving.engine.extra_args: {name}: {value!r} (allowed: " in line
+
+
+def _takes_any_string(name: str) -> bool:
+    """`str` in the annotation and no Literal choices beside it (tokenizer_mode's Literal | str takes those)."""
+    parts = engine_args._parts(engine_args.recorded()[name])
+    return parts is not None and str in parts[0] and not parts[1]
+
+
+def test_every_string_argument_takes_registered_names_only():
+    strings = {name for name in ENGINE_ARGS_ALLOWED | set(ENGINE_ARGS_OPT_IN) if _takes_any_string(name)}
+    free = strings - set(engine_arg_classes.ENGINE_ARG_VALUES)
+    assert free == set(engine_arg_classes.FREE_STRINGS)  # the revisions, pinned to commit ids by a rule
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("reasoning_parser", "../../tmp/evil"),  # a path where a registered name belongs
+        ("reasoning_parser", "/tmp/evil.py"),
+        ("reasoning_parser", "my_plugin_parser"),
+        ("reasoning_parser", "Qwen3"),  # the registry's names are exact
+        ("reasoning_parser", "qwen3 "),
+        ("reasoning_parser", "vllm.reasoning.qwen3_reasoning_parser"),
+        ("mm_encoder_attn_backend", "CUSTOM"),  # a plugin's backend
+        ("mm_encoder_attn_backend", "ROCM_ATTN"),  # another platform's
+        ("mm_encoder_attn_dtype", "fp4"),
+        ("show_hidden_metrics_for_version", "../x"),
+        ("tokenizer_mode", "../../tmp/tok"),
+    ],
+)
+def test_a_string_that_is_no_registered_name_is_refused(tmp_path, name, value):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} (allowed: " in line, line
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("reasoning_parser", "qwen3"),
+        ("reasoning_parser", "deepseek_r1"),
+        ("reasoning_parser", ""),
+        ("mm_encoder_attn_backend", "FLASH_ATTN"),
+        ("mm_encoder_attn_dtype", "fp8"),
+        ("show_hidden_metrics_for_version", "0.25"),
+    ],
+)
+def test_registered_names_are_allowed(tmp_path, name, value):
+    assert config_with(tmp_path, **_extra(**{name: value})).serving.engine.extra_args[name] == value
 
 
 @pytest.mark.parametrize(
