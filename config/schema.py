@@ -84,6 +84,15 @@ def _not_a_bool(value: Any) -> Any:
 NotBool = BeforeValidator(_not_a_bool)
 
 
+def prefix_form_problem(value: str, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """None when `value` is written as `network` itself, a.b.c.d/n. ipaddress also reads a netmask
+    (/255.255.255.0), a hostmask (/0.0.0.255) or a bare address (a /32); EC2's CreateVpc (CidrBlock) and EKS's
+    publicAccessCidrs take CIDR notation only, and refuse those at deploy time."""
+    if str(network) == value:
+        return None
+    return f"{value!r} is not in prefix-length form (allowed: {network}, written a.b.c.d/n)"
+
+
 class Network(Strict):
     """The stage's VPC (stacks/network.py): public, private and control-plane subnets in every AZ."""
 
@@ -104,6 +113,9 @@ class Network(Strict):
             net = ipaddress.IPv4Network(value, strict=True)
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network in CIDR form ({exc})") from None
+        problem = prefix_form_problem(value, net)
+        if problem:
+            raise ValueError(problem)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError("prefix must be /16, or /17 with 1 or 2 AZs (room for every AZ's subnets)")
         return value
@@ -135,9 +147,12 @@ class Endpoint(Strict):
     def _cidrs(cls, values: list[str]) -> list[str]:
         for value in values:
             try:
-                ipaddress.ip_network(value, strict=True)
+                network = ipaddress.ip_network(value, strict=True)
             except ValueError:
                 raise ValueError(f"{value!r} is not a network in CIDR form (e.g. 203.0.113.0/24)") from None
+            problem = prefix_form_problem(value, network)
+            if problem:
+                raise ValueError(problem)
         return values
 
     @property

@@ -682,6 +682,18 @@ SERVING += [
         "serving.engine.extra_args",
         "reasoning_parser: '../../tmp/evil' (allowed: '', 'cohere_command3'",
     ),
+    (
+        "endpoint-cidr-netmask",
+        {"cluster": {"endpoint": {"public_access_cidrs": ["198.51.100.0/255.255.255.0"]}}},
+        "cluster.endpoint.public_access_cidrs",
+        "is not in prefix-length form (allowed: 198.51.100.0/24",
+    ),
+    (
+        "vpc-cidr-hostmask",
+        {"network": {"vpc_cidr": "10.0.0.0/0.0.255.255"}},
+        "network.vpc_cidr",
+        "is not in prefix-length form (allowed: 10.0.0.0/16",
+    ),
 ]
 
 

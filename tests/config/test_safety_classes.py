@@ -583,6 +583,39 @@ def test_a_reserved_range_is_no_vpc(tmp_path, cidr, what):
 
 
 @pytest.mark.parametrize(
+    "cidr, canonical",
+    [
+        ("10.0.0.0/255.255.0.0", "10.0.0.0/16"),  # a netmask
+        ("10.0.0.0/0.0.255.255", "10.0.0.0/16"),  # a hostmask
+        ("10.0.0.0/016", "10.0.0.0/16"),  # a prefix with a leading zero
+        ("10.0.0.0", "10.0.0.0/32"),  # a bare address
+    ],
+)
+def test_a_vpc_range_not_in_prefix_length_form_is_refused(tmp_path, cidr, canonical):
+    line = _refusal(tmp_path, {"network": {"vpc_cidr": cidr}})
+    assert line.endswith(
+        f": network.vpc_cidr: {cidr!r} is not in prefix-length form (allowed: {canonical}, written a.b.c.d/n)"
+    ), line
+
+
+@pytest.mark.parametrize(
+    "cidr, canonical",
+    [
+        ("198.51.100.0/255.255.255.0", "198.51.100.0/24"),
+        ("198.51.100.0/0.0.0.255", "198.51.100.0/24"),
+        ("198.51.100.0/024", "198.51.100.0/24"),
+        ("198.51.100.7", "198.51.100.7/32"),
+        ("2001:DB8::/32", "2001:db8::/32"),  # IPv6 too is judged as written (then refused as IPv6)
+    ],
+)
+def test_an_endpoint_range_not_in_prefix_length_form_is_refused(tmp_path, cidr, canonical):
+    line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": ["203.0.113.0/24", cidr]}}})
+    assert (
+        f": cluster.endpoint.public_access_cidrs: {cidr!r} is not in prefix-length form (allowed: {canonical}," in line
+    )
+
+
+@pytest.mark.parametrize(
     "cidr",
     [
         "10.0.0.0/16",
