@@ -13,7 +13,7 @@ from ..derived import (
     public_addresses,
 )
 from ..errors import ConfigError, short
-from ..schema import StageConfig
+from ..schema import StageConfig, prefix_form_problem
 
 
 def _endpoint_cidr(path: str, field: str, cidr: str) -> None:
@@ -25,6 +25,9 @@ def _endpoint_cidr(path: str, field: str, cidr: str) -> None:
             f"{cidr} has no prefix length: EKS's publicAccessCidrs are CIDR blocks "
             f"(allowed: {cidr}/{32 if ':' not in cidr else 128} for this one address, or its range)",
         )
+    problem = prefix_form_problem(cidr, ipaddress.ip_network(cidr))
+    if problem:
+        raise ConfigError(path, field, problem)
     if ipaddress.ip_network(cidr).version == 6:
         raise ConfigError(
             path,

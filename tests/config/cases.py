@@ -685,7 +685,7 @@ SERVING += [
     (
         "endpoint-cidr-netmask",
         {"cluster": {"endpoint": {"public_access_cidrs": ["198.51.100.0/255.255.255.0"]}}},
-        "cluster.endpoint.public_access_cidrs",
+        "cluster.endpoint.public_access_cidrs[0]",
         "is not in prefix-length form (allowed: 198.51.100.0/24",
     ),
     (
