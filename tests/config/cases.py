@@ -694,6 +694,18 @@ SERVING += [
         "network.vpc_cidr",
         "is not in prefix-length form (allowed: 10.0.0.0/16",
     ),
+    (
+        "image-port-beyond-65535",
+        {"serving": {"image": "registry.example.com:70000/ray:2.58.0"}},
+        "serving.image",
+        "names registry port 70000, not a TCP port",
+    ),
+    (
+        "image-explicit-latest",
+        {"serving": {"image": "registry.example.com/ray:latest"}},
+        "serving.image",
+        "is tagged latest, which moves",
+    ),
 ]
 
 
