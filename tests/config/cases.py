@@ -706,6 +706,28 @@ SERVING += [
         "serving.image",
         "is tagged latest, which moves",
     ),
+    (
+        "admin-role-without-a-name",
+        {
+            "cluster": {
+                "admin_principal_arns": ["arn:aws:iam::123456789012:role/ops/"],
+                "allow_no_admin_principals": False,
+            }
+        },
+        "cluster.admin_principal_arns[0]",
+        "names no role after its path '/ops/'",
+    ),
+    (
+        "admin-role-name-too-long",
+        {
+            "cluster": {
+                "admin_principal_arns": ["arn:aws:iam::123456789012:role/" + "r" * 65],
+                "allow_no_admin_principals": False,
+            }
+        },
+        "cluster.admin_principal_arns[0]",
+        "has a role name of 65 characters, more than IAM's 64",
+    ),
 ]
 
 
