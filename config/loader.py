@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import rules
 from .errors import ConfigError, from_validation_error, short
-from .schema import StageConfig
+from .schema import StageConfig, is_stage_file_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_ALIASES = 64
@@ -273,7 +273,14 @@ def load_stage_file(path: str | Path, warn: Callable[[str], None] = _to_stderr) 
     default, so a command prints them and its exit code stays what it was."""
     shown = str(path)
     stem = Path(path).stem
-    cfg = load_model(path, StageConfig, "stage")
+    cfg = load_model(path, StageConfig, "stage")  # a FIFO or a folder is refused as such first, whatever its name
+    if not is_stage_file_name(Path(path).name):
+        raise ConfigError(
+            shown,
+            "(file)",
+            f"{short(Path(path).name)} is not a stage file's name: the app reads only <stage>.yaml files, <stage> "
+            "a stage name (allowed: lower-case letters, digits and '-', then .yaml, e.g. dev.yaml)",
+        )
     if cfg.stage != stem:
         raise ConfigError(
             shown,

@@ -907,3 +907,13 @@ def is_valid_name(value: str) -> bool:
     """Whether `value` is a valid stage name (the same check as the `stage` field: NAME is Rust regex
     syntax, see the top of this file)."""
     return isinstance(value, str) and re.fullmatch(NAME.removeprefix(r"\A").removesuffix(r"\z"), value) is not None
+
+
+STAGE_FILE_SUFFIX = ".yaml"
+
+
+def is_stage_file_name(file_name: str) -> bool:
+    """Whether a file of this name is a stage: `<stage>.yaml` with a valid stage name, what the app reads from its
+    config folder (config/loader.py stage_files) and nothing else (not dev.yml, not `dev.yaml `)."""
+    stem = file_name.removesuffix(STAGE_FILE_SUFFIX)
+    return file_name.endswith(STAGE_FILE_SUFFIX) and is_valid_name(stem)

@@ -830,3 +830,33 @@ def test_a_declared_size_overrides_the_name(tmp_path):
 def test_an_fp8_checkpoint_counts_one_byte_per_parameter(tmp_path):
     line = _refusal(tmp_path, {"serving": {"model": {"source": "Qwen/Qwen3.5-35B-A3B-FP8"}}})
     assert "(90% of the 35B in its name) x 1 bytes = 29.3 GiB of weights" in line
+
+
+# --- only a file the app reads as a stage validates as one ---------------------------------------------------
+
+
+def _dev_text() -> str:
+    return (CONFIG_DIR / "dev.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "file_name",
+    ["dev.yml", "dev.YAML", "dev.yaml ", "dev.yaml.bak", "dev.json", "dev", ".dev.yaml"],
+)
+def test_a_file_the_app_never_reads_as_a_stage_does_not_validate(tmp_path, file_name, capsys):
+    path = tmp_path / file_name
+    path.write_text(_dev_text())
+    assert main(["validate", str(path)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"{path}: (file): {file_name!r} is not a stage file's name: the app reads only"), line
+
+
+def test_the_app_and_the_validator_share_the_stage_name_rule(monkeypatch):
+    import config.schema
+
+    calls = []
+    monkeypatch.setattr(app, "is_valid_name", lambda value: calls.append(value) or False)
+    with pytest.raises(app.ContextError):
+        app._context({"stage": "dev", "config_dir": None, "nag": None}.get)
+    assert calls == ["dev"] and app.is_valid_name is not config.schema.is_valid_name  # the stand-in was asked
+    assert config.schema.is_stage_file_name("dev.yaml") and not config.schema.is_stage_file_name("dev .yaml")
