@@ -760,4 +760,12 @@ RAW += [
         "YAML nested more than 20 levels deep",
     ),
     ("recursive-alias", "stage: dev\ntags: &t {a: *t}\n", "(file)", "a YAML alias refers to a node that contains it"),
+    # hostile input, round five (issue #52): invisible bidirectional controls, comments included
+    ("bidi-in-a-comment", "stage: dev  # \u202e note\n", "(file)", "line 1, column 15: U+202E RIGHT-TO-LEFT OVERRIDE"),
+    (
+        "bidi-in-a-value",
+        'stage: dev\nregion: "us-west-2\u2066"\n',
+        "(file)",
+        "line 2, column 19: U+2066 LEFT-TO-RIGHT ISOLATE",
+    ),
 ]

@@ -860,3 +860,48 @@ def test_the_app_and_the_validator_share_the_stage_name_rule(monkeypatch):
         app._context({"stage": "dev", "config_dir": None, "nag": None}.get)
     assert calls == ["dev"] and app.is_valid_name is not config.schema.is_valid_name  # the stand-in was asked
     assert config.schema.is_stage_file_name("dev.yaml") and not config.schema.is_stage_file_name("dev .yaml")
+
+
+# --- invisible bidirectional controls: a reviewer reads another line than the parser -----------------------
+
+BIDI = [
+    "\u202e",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+]
+
+
+@pytest.mark.parametrize("char", BIDI, ids=[f"U+{ord(c):04X}" for c in BIDI])
+def test_a_bidi_control_in_a_comment_is_refused_with_its_line_and_column(tmp_path, char):
+    text = _dev_text().replace("stage: dev", f"stage: dev  # {char}note", 1)
+    path = write_stage(tmp_path, text, name="dev")
+    line_no = text[: text.index(char)].count("\n") + 1
+    column = text.index(char) - text.rfind("\n", 0, text.index(char))
+    with pytest.raises(ConfigError) as caught:
+        load_stage_file(path)
+    assert str(caught.value).startswith(f"{path}: (file): line {line_no}, column {column}: U+{ord(char):04X} ")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'stage: dev\ntags: {owner: "team\u202e"}\n',  # in a value
+        "stage: dev\ntags: {\u2067owner: team}\n",  # in a key
+        "stage: dev\n# access granted \u2066\u2069 to admins\n",  # in a comment the parser never reads
+    ],
+    ids=["value", "key", "comment"],
+)
+def test_a_bidi_control_anywhere_exits_2_in_one_line(tmp_path, text, capsys):
+    path = write_stage(tmp_path, text, name="dev")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "an invisible bidirectional control" in err and "(file): line " in err, err
