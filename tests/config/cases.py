@@ -728,6 +728,18 @@ SERVING += [
         "cluster.admin_principal_arns[0]",
         "has a role name of 65 characters, more than IAM's 64",
     ),
+    (
+        "short-password-in-a-tag",
+        {"tags": {"db_password": "hunter2"}},
+        "tags.db_password",
+        "looks like a value under a secret-like key",
+    ),
+    (
+        "unsigned-jwt-in-a-tag",
+        {"tags": {"note": "ey" + "JhbGciOiJub25lIn0.ey" + "JzdWIiOiJhZG1pbiJ9."}},
+        "tags.note",
+        "looks like a JSON Web Token",
+    ),
 ]
 
 

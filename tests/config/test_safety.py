@@ -159,7 +159,7 @@ def test_secret_shapes_are_recognised(kind, value):
     ],
 )
 def test_names_and_paths_are_not_secrets(value):
-    assert secret_kind(value, "hf_token_secret") is None
+    assert secret_kind(value, "hf_token_secret", reference=True) is None  # the field that names the secret
 
 
 def test_a_secret_key_is_found_under_any_key_and_a_long_name_only_under_a_key_like_one():

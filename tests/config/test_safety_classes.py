@@ -355,6 +355,18 @@ SHAPES = [
     ("an AWS secret access key", FAKE_SECRET_KEY),  # under no key-like key at all
     ("an AWS secret access key", "line one\n" + FAKE_SECRET_KEY + "\nline three"),  # on its own line
     ("a random-looking token (an API key or password)", "Zq8" + TOKEN_BODY[:32]),  # an unknown service's key
+    # round five (issue #52)
+    ("an Azure AD client secret", "xYz8" + "Q~" + TOKEN_BODY[:20] + "~.-" + TOKEN_BODY[:11]),
+    ("an Azure AD client secret", "a_." + "7Q~" + TOKEN_BODY[:31]),
+    ("a JSON Web Token", "ey" + "JhbGciOiJub25lIn0.ey" + "JzdWIiOiJhZG1pbiJ9."),  # alg none: no signature
+    ("a JSON Web Token", "ey" + "AiYWxnIjogIkhTMjU2IiB9.ey" + "JzdWIiOiJhIn0.c2ln"),  # '{ "alg"' with a space
+    ("a JSON Web Token", "ew" + "oiYWxnIjoiUlMyNTYifQ.ey" + "JzdWIiOiJhIn0.AbC-_9"),  # '{\n"alg"'
+    ("a bearer token", "Authorization: Bear" + "er " + "0123456789abcdef" * 2),
+    ("a bearer token", "bear" + "er\t" + TOKEN_BODY[:20]),
+    ("a bearer token", "BEAR" + "ER " + "tok3n-abc"),  # short, with a digit
+    ("a token with a datacenter suffix", "0123456789abcdef" + "fedcba9876543210" + "-us21"),
+    ("a token with a datacenter suffix", "9f8e7d6c5b4a39281706" + "f5e4d3c2b1a09988" + "-us1"),
+    ("a token with a datacenter suffix", TOKEN_BODY[:24] + "-eu3"),
 ]
 
 
@@ -377,6 +389,12 @@ def test_secret_shapes_are_recognised_under_any_key(kind, value):
         "sk-not-a-key",
         "team platform engineering",
         "/var/lib/model-cache",
+        "the bearer of this note",  # prose after bearer
+        "Bearer authentication",
+        "eyeballs.eyebrows.eyes",  # e-words that are no base64 JSON
+        "cdk-hnb659fds-assets-123456789012-us-west-2",  # a region is no datacenter suffix
+        "pd-inference-dev-gpu-us2",
+        "team~ops.platform",
     ],
 )
 def test_names_ids_and_paths_are_not_secrets(value):
@@ -462,7 +480,7 @@ def test_the_key_context_is_searched_once_per_string(monkeypatch):
 def test_an_aliased_string_is_scanned_once_and_the_file_loads_fast(tmp_path, monkeypatch):
     calls = []
     real = secret_values.secret_kind
-    monkeypatch.setattr(secret_values, "secret_kind", lambda text, key="": calls.append(len(text)) or real(text, key))
+    monkeypatch.setattr(secret_values, "secret_kind", lambda text, *args: calls.append(len(text)) or real(text, *args))
     big = (WORDY_RUN + " ") * 1500
     text = f'stage: dev\nblob: &b "{big}"\nmore: [{", ".join(["*b"] * 63)}]\n'  # 64 visits of 61,500 characters
     path = write_stage(tmp_path, text, name="dev")
