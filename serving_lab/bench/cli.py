@@ -43,6 +43,17 @@ from config.topology import SERVE_PORT, serve_service
 from . import aiperf, calibration, endpoint, goodput, report, results, runner
 
 DEFAULT_OUT = Path("bench-results")
+# What installs `ops bench`'s packages (README, "Which command needs which set-up"): requirements-bench.txt into
+# .venv-bench, which scripts/bench.sh runs. A Python without them gets this one line, not an internal error.
+BENCH_SETUP = "scripts/setup.sh --bench"
+
+
+def missing_package(exc: ModuleNotFoundError, form: str) -> str:
+    """The one line for a package of the bench set-up that this Python lacks."""
+    return (
+        f"bench {form}: this Python ({sys.executable}) lacks the package {exc.name or '?'} of the benchmark's "
+        f"set-up: run {BENCH_SETUP}, then scripts/bench.sh {form} ... (its .venv-bench has every package)"
+    )
 
 
 def add_parser(sub) -> None:
@@ -228,6 +239,11 @@ def run(args) -> int:
 
 
 def _compare(args) -> int:
+    try:
+        import matplotlib  # noqa: F401  the plots' library (and numpy), before anything is read or written
+    except ModuleNotFoundError as exc:
+        print(missing_package(exc, "--compare"), file=sys.stderr)
+        return 2
     try:
         (a, b), objectives = _counted(args, [Path(path) for path in args.compare], "--compare")
         path = report.compare(a, b, Path(args.out or DEFAULT_OUT / "compare"), objectives=objectives)
