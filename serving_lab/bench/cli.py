@@ -36,6 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from clients.text import shown
 from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import Observability, Slo, is_valid_name
 from config.topology import SERVE_PORT, serve_service
@@ -262,7 +263,7 @@ def objectives_for(args, runs: list[results.Run]) -> tuple[goodput.Objectives, s
         ((found, run) for run in runs if (found := goodput.Objectives.of_settings(run.settings)) is not None), None
     )
     if recorded is not None:
-        base, source = recorded[0], f"recorded by run {recorded[1].label!r}"
+        base, source = recorded[0], f"recorded by run {shown(repr(recorded[1].label), report.SHOWN_CHARS)}"
     else:
         stage = next((run.stage for run in runs if is_valid_name(run.stage)), None)
         stage_file = Path(args.config_dir) / f"{stage}.yaml" if stage else None
