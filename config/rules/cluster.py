@@ -152,20 +152,25 @@ def iam_name_problem(kind: str, iam_path: str, name: str) -> str | None:
     return None
 
 
+def _iam_principal(path: str, field: str, arn: str) -> bool:
+    """Whether `arn` is an IAM role or user ARN; one whose path or name IAM cannot hold is refused here."""
+    principal = IAM_PRINCIPAL.fullmatch(arn)
+    problem = iam_name_problem(*principal.group(3, 4, 5)) if principal else None
+    if problem:
+        raise ConfigError(
+            path,
+            field,
+            f"{short(arn, 120)} {problem}: no such principal can exist (allowed: arn:aws:iam::ACCOUNT:role/NAME "
+            "or role/PATH/NAME, NAME 1 to 64 letters, digits and _+=,.@-)",
+        )
+    return principal is not None
+
+
 def admin_principals(cfg: StageConfig, path: str) -> None:
     arns = cfg.cluster.admin_principal_arns
     for index, arn in enumerate(arns):
         field = f"cluster.admin_principal_arns[{index}]"
-        principal = IAM_PRINCIPAL.fullmatch(arn)
-        problem = iam_name_problem(*principal.group(3, 4, 5)) if principal else None
-        if problem:
-            raise ConfigError(
-                path,
-                field,
-                f"{short(arn, 120)} {problem}: no such principal can exist (allowed: arn:aws:iam::ACCOUNT:role/NAME "
-                "or role/PATH/NAME, NAME 1 to 64 letters, digits and _+=,.@-)",
-            )
-        if principal:
+        if _iam_principal(path, field, arn):
             if arn.lower() in (other.lower() for other in arns[:index]):
                 raise ConfigError(
                     path,
