@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import shutil
 import signal
 import sys
@@ -78,7 +77,7 @@ try:
     from config import CONFIG_DIR, ConfigError, load_stages, secret_scan
     from config.errors import short
     from config.pipeline import load_pipeline
-    from config.schema import NAME as STAGE_NAME
+    from config.schema import is_valid_name
     from stacks import assembly
 except KeyboardInterrupt:
     _stopped(None)
@@ -150,8 +149,6 @@ class ContextError(Exception):
     """A CDK context value of the wrong type or form: one line naming the key, exit 2."""
 
 
-# config/schema.py's stage name pattern (pydantic's syntax: \z) in Python's re syntax.
-_STAGE_NAME = re.compile(STAGE_NAME.replace(r"\z", r"\Z"))
 # `-c nag=false` arrives as a string, cdk.json's `"nag": true` as JSON.
 _NAG = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -161,7 +158,7 @@ def _context(get: Any) -> tuple[str | None, Any, bool]:
     (CDK_CONTEXT_JSON, cdk.json) can hold a number, a list or an object where a name belongs. null or a
     missing key is the default."""
     stage, config_dir, nag = get("stage"), get("config_dir"), get("nag")
-    if stage is not None and not (isinstance(stage, str) and _STAGE_NAME.match(stage)):
+    if stage is not None and not is_valid_name(stage):  # the stage file name's own rule (config/schema.py)
         raise ContextError(
             f"cdk context stage: {short(stage)} is not a stage name (allowed: a <stage>.yaml's "
             f"name: lowercase letters, digits and '-', e.g. -c stage=dev)"

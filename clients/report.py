@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from .text import shown
+
 Status = Literal["pass", "fail", "warn", "skip"]
 _MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 
@@ -27,7 +29,8 @@ class Report:
     extra: dict = field(default_factory=dict)
 
     def add(self, name: str, status: Status, detail: str, fix: str = "", **data) -> Check:
-        check = Check(name, status, " ".join(detail.split()), " ".join(fix.split()), data)
+        # detail and fix quote what the cluster answered: one line each, through the one sanitizer (clients/text.py)
+        check = Check(name, status, shown(" ".join(detail.split())), shown(" ".join(fix.split())), data)
         self.checks.append(check)
         return check
 

@@ -372,8 +372,36 @@ ENGINE_ARG_VALUES: dict[str, tuple[tuple[str, ...], str]] = {
         "vLLM's built-in quantization methods",
     ),
 }
-# `Literal[...] | str` arguments whose free string names a registered plugin: the literal choices only.
-LITERAL_ONLY = frozenset({"tokenizer_mode"})
+# The string arguments whose value the engine looks up by name in a registry: only the names vLLM 0.26 itself
+# registers (a name it does not know fails the engine's start; one that is a path or a module is not a name).
+# vllm/reasoning/__init__.py _REASONING_PARSERS_TO_REGISTER: the parsers ReasoningParserManager knows.
+_REASONING_PARSERS = (
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "ernie45", "gemma4", "glm45",
+    "glm47", "granite", "holo2", "hunyuan_a13b", "hy_v3", "inkling", "kimi_k2", "mimo", "minimax_m2",
+    "minimax_m2_append_think", "minimax_m3", "mistral", "nemotron_v3", "olmo3", "openai_gptoss", "poolside_v1",
+    "qwen3", "seed_oss", "step3", "step3p5",
+)  # fmt: skip
+ENGINE_ARG_VALUES |= {
+    # "" is EngineArgs' default: no reasoning parser.
+    "reasoning_parser": (
+        ("", *_REASONING_PARSERS),
+        "the reasoning parsers vLLM 0.26 registers (vllm/reasoning/__init__.py)",
+    ),
+    # vllm/platforms/cuda.py get_supported_vit_attn_backends: the vision encoder's backends on NVIDIA GPUs (any
+    # other AttentionBackendEnum name is another platform's, or CUSTOM, a registered plugin).
+    "mm_encoder_attn_backend": (
+        ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER"),
+        "the vision encoder's attention backends on NVIDIA GPUs (vllm/platforms/cuda.py)",
+    ),
+    # vllm/config/multimodal.py: mm_encoder_attn_dtype is Literal["fp8"] | None.
+    "mm_encoder_attn_dtype": (("fp8",), "the one dtype vllm/config/multimodal.py takes"),
+    # vllm/version.py _prev_minor_version_was: only the previous minor version shows hidden metrics.
+    "show_hidden_metrics_for_version": (("0.25",), "vLLM 0.26's previous minor version (vllm/version.py)"),
+}
+# The only free strings an argument takes: a commit id each, which config/rules/serving_engine.py pinned_revisions
+# checks; any other string argument takes ENGINE_ARG_VALUES' names or its Literal's choices (an allowlist: a
+# `Literal[...] | str` such as tokenizer_mode's free string names a plugin's registration).
+FREE_STRINGS = frozenset(PINNED_REVISIONS)
 
 
 def engine_arg_class(name: str) -> tuple[str, str]:

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .engine_arg_classes import ENGINE_ARG_VALUES, LITERAL_ONLY, engine_arg_class
+from .engine_arg_classes import ENGINE_ARG_VALUES, FREE_STRINGS, engine_arg_class
+from .engine_arg_ranges import range_problem
 
 RECORD = Path(__file__).with_name("vllm_engine_args.json")
 # Which fields extra_args may set, and the check each allowed one gets: config/engine_arg_classes.py.
@@ -91,9 +92,12 @@ def check_extra(name: str, value: Any) -> str | None:
     if parts is None:
         return f"{name} takes a {fields[name]}, not a single value a stage file can set"
     plain, choices = parts
-    if name in LITERAL_ONLY:
-        plain = plain - {str}  # the free string names a plugin's registration
-    if any(_is(value, kind) for kind in plain) or (value in choices and not isinstance(value, bool)):
+    if name not in FREE_STRINGS:
+        plain = plain - {str}  # a free string names a registration or a path: only ENGINE_ARG_VALUES' names
+    if any(_is(value, kind) for kind in plain):
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return range_problem(name, value) if numeric else None
+    if value in choices and not isinstance(value, bool):
         return None
     allowed = fields[name] if not choices else ", ".join(map(repr, choices))
     return f"{name}: {value!r} (allowed: {allowed})"

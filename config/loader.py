@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -14,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import rules
 from .errors import ConfigError, from_validation_error, short
-from .schema import StageConfig
+from .schema import StageConfig, is_stage_file_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_ALIASES = 64
@@ -241,6 +243,27 @@ def _parse_slowly(path: str, text: str) -> object:
         ) from None
 
 
+# Unicode's invisible bidirectional controls (embeddings, overrides, isolates, marks; UAX #9, and CVE-2021-42574,
+# "Trojan Source"): they reorder what an editor or a diff shows, so a reviewer reads another line than the parser.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def _refuse_bidi(path: str, text: str) -> None:
+    """No bidirectional control anywhere in the file, comments included: the line and column of the first."""
+    found = BIDI_CONTROLS.search(text)
+    if found is None:
+        return
+    start = found.start()
+    line, column = text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start)
+    char = found.group()
+    raise ConfigError(
+        path,
+        "(file)",
+        f"line {line}, column {column}: U+{ord(char):04X} {unicodedata.name(char)}, an invisible bidirectional "
+        "control that shows a reviewer another text than the one parsed (allowed: none, comments included)",
+    )
+
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -248,7 +271,9 @@ def load_model(path: str | Path, model: type[Model], what: str) -> Model:
     """Read, parse and validate one YAML file against `model`; any problem is one ConfigError. The path
     is shown as given (a str is kept as typed; `Path` normalises `./config/` to `config`)."""
     shown = str(path)
-    data = _parse(shown, _read(Path(path), shown))
+    text = _read(Path(path), shown)
+    _refuse_bidi(shown, text)
+    data = _parse(shown, text)
     if data is None:
         raise ConfigError(shown, "(root)", f"the file is empty (expected a mapping of {what} settings)")
     if not isinstance(data, dict):
@@ -273,7 +298,14 @@ def load_stage_file(path: str | Path, warn: Callable[[str], None] = _to_stderr) 
     default, so a command prints them and its exit code stays what it was."""
     shown = str(path)
     stem = Path(path).stem
-    cfg = load_model(path, StageConfig, "stage")
+    cfg = load_model(path, StageConfig, "stage")  # a FIFO or a folder is refused as such first, whatever its name
+    if not is_stage_file_name(Path(path).name):
+        raise ConfigError(
+            shown,
+            "(file)",
+            f"{short(Path(path).name)} is not a stage file's name: the app reads only <stage>.yaml files, <stage> "
+            "a stage name (allowed: lower-case letters, digits and '-', then .yaml, e.g. dev.yaml)",
+        )
     if cfg.stage != stem:
         raise ConfigError(
             shown,

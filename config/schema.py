@@ -84,6 +84,15 @@ def _not_a_bool(value: Any) -> Any:
 NotBool = BeforeValidator(_not_a_bool)
 
 
+def prefix_form_problem(value: str, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """None when `value` is written as `network` itself, a.b.c.d/n. ipaddress also reads a netmask
+    (/255.255.255.0), a hostmask (/0.0.0.255) or a bare address (a /32); EC2's CreateVpc (CidrBlock) and EKS's
+    publicAccessCidrs take CIDR notation only, and refuse those at deploy time."""
+    if str(network) == value:
+        return None
+    return f"{value!r} is not in prefix-length form (allowed: {network}, written a.b.c.d/n)"
+
+
 class Network(Strict):
     """The stage's VPC (stacks/network.py): public, private and control-plane subnets in every AZ."""
 
@@ -104,6 +113,9 @@ class Network(Strict):
             net = ipaddress.IPv4Network(value, strict=True)
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network in CIDR form ({exc})") from None
+        problem = prefix_form_problem(value, net)
+        if problem:
+            raise ValueError(problem)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError("prefix must be /16, or /17 with 1 or 2 AZs (room for every AZ's subnets)")
         return value
@@ -138,7 +150,7 @@ class Endpoint(Strict):
                 ipaddress.ip_network(value, strict=True)
             except ValueError:
                 raise ValueError(f"{value!r} is not a network in CIDR form (e.g. 203.0.113.0/24)") from None
-        return values
+        return values  # each in its prefix-length form: config/rules/cluster.py names the entry
 
     @property
     def public(self) -> bool:
@@ -895,3 +907,13 @@ def is_valid_name(value: str) -> bool:
     """Whether `value` is a valid stage name (the same check as the `stage` field: NAME is Rust regex
     syntax, see the top of this file)."""
     return isinstance(value, str) and re.fullmatch(NAME.removeprefix(r"\A").removesuffix(r"\z"), value) is not None
+
+
+STAGE_FILE_SUFFIX = ".yaml"
+
+
+def is_stage_file_name(file_name: str) -> bool:
+    """Whether a file of this name is a stage: `<stage>.yaml` with a valid stage name, what the app reads from its
+    config folder (config/loader.py stage_files) and nothing else (not dev.yml, not `dev.yaml `)."""
+    stem = file_name.removesuffix(STAGE_FILE_SUFFIX)
+    return file_name.endswith(STAGE_FILE_SUFFIX) and is_valid_name(stem)

@@ -18,6 +18,8 @@ wherever it is.
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import re
 from collections import Counter
@@ -75,9 +77,11 @@ _FRAMED_SHAPES = (
     ("an npm token", re.compile(r"npm_(?<![A-Za-z0-9]npm_)[A-Za-z0-9]{36}")),
     ("a PyPI token", re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{30,}")),
     ("a Docker Hub token", re.compile(r"dckr_pat_(?<![A-Za-z0-9]dckr_pat_)[A-Za-z0-9_-]{20,}")),
+    # Microsoft Entra ID (Azure AD) client secrets: 3 characters, a digit, "Q~", then 31-34 of the same alphabet
+    # with '-' (the ~ and . split them into short runs that no random-run shape sees).
     (
-        "a JSON Web Token",
-        re.compile(r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        "an Azure AD client secret",
+        re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
     ),
 )
 
@@ -139,6 +143,17 @@ _REFERENCE_ENDINGS = frozenset({
     "timeout", "rotation", "mode", "enabled", "required", "usage", "version",
 })  # fmt: skip
 _QUANTITY_WORDS = frozenset({"max", "min", "num", "per", "bytes"})
+
+
+def names_a_secret(key: str) -> bool:
+    """Whether `key` is the name of a secret value itself (db_password, client_secret, api_key, authToken): its last
+    word is a secret word. Under such a key any value is the secret, however short; `auth_team` or
+    `token_budget` name something about one."""
+    words = [word.lower() for word in _KEY_WORD.findall(key[:256])]
+    if not words or _QUANTITY_WORDS.intersection(words):
+        return False
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    return last in _SECRET_WORDS or last.endswith(_SECRET_ENDINGS) or (last == "key" and before in _KEY_QUALIFIERS)
 
 
 def secret_like_key(key: str) -> bool:
@@ -264,6 +279,29 @@ def _dotted_body(match: re.Match[str]) -> bool:
     return random_looking(body, 3.6) and not word_like(body)
 
 
+def _jwt_header(match: re.Match[str]) -> bool:
+    """A JWS or JWE (RFC 7515, 7516): its first part is base64url JSON with the "alg" every JWT must name, whatever
+    follows (an unsecured JWT, alg none, has an empty signature and is still a bearer credential)."""
+    head = match.group("head")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(header, dict) and "alg" in header
+
+
+def _bearer_token(match: re.Match[str]) -> bool:
+    """`Bearer` and a token (RFC 6750's b64token): any token with a digit, or 16 characters and more (a word of
+    prose after `bearer` has no digit and is shorter)."""
+    token = match.group("token")
+    return _DIGIT.search(token) is not None or len(token) >= 16
+
+
+def _suffixed_body(match: re.Match[str]) -> bool:
+    """A random token with a provider's datacenter suffix (Mailchimp's <32 hex>-us21): the body alone decides."""
+    return random_in_alphabet(match.group("body"), 20, 32)
+
+
 # The name before a `:` or `=`, read backwards from it (reversed text): blanks and a quote, then the name.
 _NAME_REVERSED = re.compile(r"""[ \t]{0,4}["']?(?P<name>[A-Za-z0-9_.-]{1,64})""")
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
@@ -307,6 +345,25 @@ _CHECKED_SHAPES = (
         "a dotted vendor token",
         _Checked(r"(?<![A-Za-z0-9_.-])[A-Za-z][A-Za-z0-9]{1,4}\.(?P<body>[A-Za-z0-9_-]{20,})", _dotted_body),
     ),
+    # header.payload.signature, each base64url; a JSON object's base64 starts e (then y or w, '{"' or '{ ').
+    (
+        "a JSON Web Token",
+        _Checked(
+            r"(?<![A-Za-z0-9_-])(?P<head>e[wy][A-Za-z0-9_-]{6,})\.e[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*", _jwt_header
+        ),
+    ),
+    # The Authorization scheme (RFC 6750 2.1; schemes are case-insensitive, RFC 9110 11.1) and its token.
+    (
+        "a bearer token",
+        _Checked(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<token>[A-Za-z0-9._~+/-]{8,})=*", _bearer_token),
+    ),
+    # A token and a datacenter suffix after a dash (Mailchimp API keys end -us1 to -us21).
+    (
+        "a token with a datacenter suffix",
+        _Checked(
+            r"(?<![A-Za-z0-9_.-])(?P<body>[A-Za-z0-9]{20,})-[a-z]{2,4}[0-9]{1,3}(?![A-Za-z0-9_.-])", _suffixed_body
+        ),
+    ),
 )
 # A secret-like name given a value in text: `db_password=...`, `"ApiKey": "..."`, `x-auth-token: ...`; and the
 # name/value pairs of environment variables (Kubernetes YAML, CloudFormation JSON). find_secret tries them after
@@ -331,16 +388,24 @@ _NAMED_SHAPES = (
 SECRET_SHAPES = _FRAMED_SHAPES + _CHECKED_SHAPES + _NAMED_SHAPES
 
 
-def find_secret(text: str, key: str = "") -> tuple[str, int, int] | None:
+# A Secrets Manager secret's ARN: where a secret is kept, not the secret.
+_SECRETS_MANAGER_ARN = re.compile(r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+")
+
+
+def find_secret(text: str, key: str = "", reference: bool = False) -> tuple[str, int, int] | None:
     """(kind, start, end) of the first secret-shaped part of `text` (a string under `key`), or None. One pass
     per pattern, plus one search for the first key word (`text[:start]` has a key word exactly when the first
-    key word ends before `start`: no key word contains another, or the start of one)."""
+    key word ends before `start`: no key word contains another, or the start of one). Under a key that names a
+    secret any non-blank value is one, unless `reference` (a field the schema fills with a secret's name or
+    ARN) or the value is a Secrets Manager ARN."""
     keyed = secret_like_key(key)
     found = _first_match(text, _FRAMED_SHAPES + _CHECKED_SHAPES) or _random_run(text, keyed)
     found = found or _first_match(text, _NAMED_SHAPES)
     if found is None and keyed:
         span = keyed_token(text)
         found = ("a token under a secret-like key", *span) if span else None
+    if found is None and not reference and names_a_secret(key) and text.strip():
+        found = None if _SECRETS_MANAGER_ARN.fullmatch(text) else ("a value under a secret-like key", 0, len(text))
     return found
 
 
@@ -374,9 +439,9 @@ def _random_run(text: str, keyed: bool) -> tuple[str, int, int] | None:
     return None
 
 
-def secret_kind(text: str, key: str = "") -> str | None:
+def secret_kind(text: str, key: str = "", reference: bool = False) -> str | None:
     """What secret `text` looks like (a string of the stage file, under `key`), or None."""
-    found = find_secret(text, key)
+    found = find_secret(text, key, reference)
     return found[0] if found else None
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from clients.cli_options import number
+from clients.text import shown
 from config import __main__ as validate_cli
 
 from . import diff, stage_commands
@@ -185,7 +186,7 @@ def _internal(command: str, exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
     print(
-        f"{command}: internal error: {type(exc).__name__}: {exc} (a bug: rerun with --debug and report it)",
+        f"{command}: internal error: {type(exc).__name__}: {shown(exc)} (a bug: rerun with --debug and report it)",
         file=sys.stderr,
     )
     return 3

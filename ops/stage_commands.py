@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from clients.cli_options import add_stage_options, load_stage, number
+from clients.text import shown
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,17 @@ class StageCommand:
             if not (clients or {}).get("sts"):
                 session.client("sts", region_name=cfg.region)
             report, snippet = self.check(cfg, args, session, clients)
-        except verify.AccessError as exc:
-            print(f"{label}: {exc}", file=sys.stderr)
+        except verify.AccessError as exc:  # it may quote the cluster's answer: through the one sanitizer
+            print(f"{label}: {shown(exc)}", file=sys.stderr)
             return 1
         except remote.SourceError as exc:
-            print(f"{label}: {exc}", file=sys.stderr)
+            print(f"{label}: {shown(exc)}", file=sys.stderr)
             return 2
         except Exception as exc:
             problem = errors.setup_problem(exc)
             if not problem:
                 raise
-            print(f"{label}: {problem}", file=sys.stderr)
+            print(f"{label}: {shown(problem)}", file=sys.stderr)
             return 2
         if args.json:
             print(report.to_json())

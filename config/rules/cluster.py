@@ -13,7 +13,7 @@ from ..derived import (
     public_addresses,
 )
 from ..errors import ConfigError, short
-from ..schema import StageConfig
+from ..schema import StageConfig, prefix_form_problem
 
 
 def _endpoint_cidr(path: str, field: str, cidr: str) -> None:
@@ -25,6 +25,9 @@ def _endpoint_cidr(path: str, field: str, cidr: str) -> None:
             f"{cidr} has no prefix length: EKS's publicAccessCidrs are CIDR blocks "
             f"(allowed: {cidr}/{32 if ':' not in cidr else 128} for this one address, or its range)",
         )
+    problem = prefix_form_problem(cidr, ipaddress.ip_network(cidr))
+    if problem:
+        raise ConfigError(path, field, problem)
     if ipaddress.ip_network(cidr).version == 6:
         raise ConfigError(
             path,
@@ -127,15 +130,47 @@ def admin_access(cfg: StageConfig, path: str) -> None:
 # EKS access entries take IAM roles and users, never an STS session, and one principal in one entry only:
 # a session ARN or a repeated ARN fails the deploy (stacks/cluster.py grant_access).
 # Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
-IAM_PRINCIPAL = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):(role|user)/[A-Za-z0-9_+=,.@/-]+")
+IAM_PRINCIPAL = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):(role|user)(/(?:[^/]*/)*)([^/]*)")
+# IAM's names (IAM API Reference, CreateRole RoleName and CreateUser UserName: 1-64 of [\w+=,.@-]; Path: "/" or
+# "/.../", at most 512 characters): an ARN outside them names a role or user that cannot exist.
+IAM_NAME = re.compile(r"[A-Za-z0-9_+=,.@-]{1,64}")
+IAM_PATH_SEGMENT = re.compile(r"[A-Za-z0-9_+=,.@-]+")
+IAM_PATH_MAX = 512
 STS_SESSION = re.compile(r"arn:(aws(?:-[a-z]+)*):(?:sts|iam)::([0-9]{12}):(assumed-role|federated-user)/(.+)")
+
+
+def iam_name_problem(kind: str, iam_path: str, name: str) -> str | None:
+    """Why a role or user of this path and name cannot exist in IAM, or None."""
+    if len(iam_path) > IAM_PATH_MAX:
+        return f"has a path of {len(iam_path)} characters, more than IAM's {IAM_PATH_MAX}"
+    if not all(IAM_PATH_SEGMENT.fullmatch(part) for part in iam_path.split("/")[1:-1]):
+        return f"has an empty segment in its path {short(iam_path, 60)}"
+    if not name:
+        return f"names no {kind} after its path {short(iam_path, 60)}"
+    if not IAM_NAME.fullmatch(name):
+        return f"has a {kind} name of {len(name)} characters, more than IAM's 64"
+    return None
+
+
+def _iam_principal(path: str, field: str, arn: str) -> bool:
+    """Whether `arn` is an IAM role or user ARN; one whose path or name IAM cannot hold is refused here."""
+    principal = IAM_PRINCIPAL.fullmatch(arn)
+    problem = iam_name_problem(*principal.group(3, 4, 5)) if principal else None
+    if problem:
+        raise ConfigError(
+            path,
+            field,
+            f"{short(arn, 120)} {problem}: no such principal can exist (allowed: arn:aws:iam::ACCOUNT:role/NAME "
+            "or role/PATH/NAME, NAME 1 to 64 letters, digits and _+=,.@-)",
+        )
+    return principal is not None
 
 
 def admin_principals(cfg: StageConfig, path: str) -> None:
     arns = cfg.cluster.admin_principal_arns
     for index, arn in enumerate(arns):
         field = f"cluster.admin_principal_arns[{index}]"
-        if IAM_PRINCIPAL.fullmatch(arn):
+        if _iam_principal(path, field, arn):
             if arn.lower() in (other.lower() for other in arns[:index]):
                 raise ConfigError(
                     path,

@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError, dotted
-from ..secret_shapes import secret_kind, secret_like_key
+from ..secret_shapes import names_a_secret, secret_kind, secret_like_key
 
 # No string of a stage file is longer than 2,048 characters (the longest field's max_length); one over 64 KiB
 # is refused before it is scanned, so the scan's work is bounded by the file (256 KiB) whatever it holds.
 MAX_STRING_CHARS = 64 * 1024
+# The fields the schema fills with where a secret is kept (config/schema.py SECRET_REF: a Secrets Manager name or
+# ARN): a name there is a reference, under any other key that names a secret it is the secret.
+REFERENCE_FIELDS = frozenset({"serving.hf_token_secret"})
 
 
 def refuse_secrets(data: Any, path: str) -> None:
@@ -37,7 +40,7 @@ class _Kinds:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._seen: dict[tuple[str, bool], str | None] = {}
+        self._seen: dict[tuple[str, bool, bool], str | None] = {}
 
     def of(self, text: str, key: str, where: tuple) -> str | None:
         if len(text) > MAX_STRING_CHARS:
@@ -47,9 +50,11 @@ class _Kinds:
                 f"a string of {len(text)} characters (allowed: up to "
                 f"{MAX_STRING_CHARS}; no setting of a stage file is that long)",
             )
-        memo = (text, secret_like_key(key))  # the key class by its words (config/secret_shapes.py)
+        reference = dotted(where) in REFERENCE_FIELDS
+        # the key's class by its words (config/secret_shapes.py): the result depends on nothing else
+        memo = (text, secret_like_key(key), names_a_secret(key) and not reference)
         if memo not in self._seen:
-            self._seen[memo] = secret_kind(text, "secret" if memo[1] else "")
+            self._seen[memo] = secret_kind(text, key, reference)
         return self._seen[memo]
 
 
@@ -67,7 +72,7 @@ def _refuse_secret_keys(mapping: dict, where: tuple, kinds: _Kinds) -> None:
 
 
 def _refuse_secret_string(value: str, where: tuple, kinds: _Kinds) -> None:
-    key = str(where[-1]) if where and not isinstance(where[-1], int) else ""
+    key = next((str(part) for part in reversed(where) if not isinstance(part, int)), "")  # a list's items: its key
     kind = kinds.of(value, key, where)
     if kind:
         name = dotted(where)

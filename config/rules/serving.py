@@ -7,21 +7,10 @@ import re
 
 from .. import versions
 from ..errors import ConfigError, short
+from ..image_reference import image_problem
 from ..schema import StageConfig
 from ..topology import CLOUDWATCH_NAMESPACE, KUBERAY_NAMESPACE
 from .top_level import same_region_and_account
-
-# An image reference as the OCI distribution grammar defines it (distribution/reference regexp.go: a domain with
-# an optional port, lower-case path components joined by '.', '_', '__' or dashes, a tag of up to 128 word
-# characters and '.', '-', a digest algorithm:hex), here with a tag or a digest required: an untagged
-# reference pulls `latest`, which moves.
-_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
-_PATH_PART = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_REFERENCE = re.compile(
-    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
-    rf"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}(?:@{_DIGEST})?|@{_DIGEST})"
-)
 
 
 def image_reference(cfg: StageConfig, path: str) -> None:
@@ -33,12 +22,13 @@ def image_reference(cfg: StageConfig, path: str) -> None:
             f"{cfg.region} has no registry of the Ray Serve LLM Deep Learning Container (config/dlc_registries.json) "
             f"(allowed: a region listed there, or serving.image naming an image you host)",
         )
-    if serving.image is not None and not IMAGE_REFERENCE.fullmatch(serving.image):
+    problem = None if serving.image is None else image_problem(serving.image)
+    if problem:
         raise ConfigError(
             path,
             "serving.image",
-            f"{short(serving.image, 80)} is not an image reference with a tag or digest (allowed: "
-            "[registry[:port]/]lower-case/path:tag or ...@sha256:<hex>, e.g. 123456789012.dkr.ecr.us-west-2."
+            f"{short(serving.image, 80)} {problem} (allowed: [registry[:port]/]lower-case/path:tag or "
+            "...@sha256:<64 hex digits>, a tag other than latest, e.g. 123456789012.dkr.ecr.us-west-2."
             "amazonaws.com/ray:serve-llm-cuda-v1.0.0)",
         )
     _serving_model_id(cfg, path)

@@ -51,7 +51,7 @@ def parallel_layout(cfg: StageConfig, path: str) -> None:
         tp, dcp = engine.tensor_parallel_size, _int(engine.extra_args, "decode_context_parallel_size", 1)
         dcp_field = serving.engine_field(role, "extra_args.decode_context_parallel_size")
         # vllm/config/parallel.py: "DCP reuses the TP ranks when PCP is disabled" (PCP is reserved here).
-        if dcp < 1 or tp % dcp:
+        if tp % dcp:  # DCP's range (1 or more) is config/engine_arg_ranges.py's
             raise ConfigError(
                 path,
                 dcp_field,
@@ -134,8 +134,6 @@ def _fixed_kv_cache(cfg: StageConfig, path: str, role: str | None) -> None:
         return
     field, kv = serving.engine_field(role, "extra_args.kv_cache_memory_bytes"), fixed / GIB
     floor = model_memory_floor(cfg, engine)
-    if fixed < 1:
-        raise ConfigError(path, field, f"{short(fixed)} (allowed: a positive number of bytes per GPU)")
     if floor is None or floor.gpu_gib <= 0:
         return  # a model of unknown size: nothing to count it against
     # vllm/config/cache.py: "Size of KV Cache per GPU in bytes ... (when not-None) ignores gpu_memory_utilization".
@@ -188,13 +186,13 @@ def _pod_memory(cfg: StageConfig, path: str, role: str | None) -> None:
     name = "cpu_offload_gb" if offload is not None else "mm_processor_cache_gb"
     offload, cache = offload or 0, 4 if cache is None else cache  # 4 GiB: vLLM's default cache
     need, limit = offload * engine.tensor_parallel_size + cache * 2, worker_resources(cfg).memory_limit_gib
-    if offload < 0 or cache < 0 or need > limit:
+    if need > limit:  # each value's range (0 or more, finite) is config/engine_arg_ranges.py's
         raise ConfigError(
             path,
             serving.engine_field(role, f"extra_args.{name}"),
             f"cpu_offload_gb {offload:g} x {engine.tensor_parallel_size} GPUs + mm_processor_cache_gb {cache:g} x 2 "
             f"processes = {need:g} GiB of the Ray worker's memory for one engine, but its limit is {limit} GiB "
-            "(serving.worker_resources.memory_limit_gib) (allowed: 0 or more, together within the limit)",
+            "(serving.worker_resources.memory_limit_gib) (allowed: together within the limit)",
         )
 
 
@@ -235,13 +233,8 @@ def _kv_left(cfg: StageConfig, path: str, role: str | None) -> None:
     if mark is None and carved is None:
         return
     name = "watermark" if mark is not None else "mm_ipc_gpu_memory_gb"
+    # each value's range (watermark 0 to below 1, the GiB 0 or more) is config/engine_arg_ranges.py's
     field, mark, carved = serving.engine_field(role, f"extra_args.{name}"), mark or 0, carved or 0
-    if not 0 <= mark < 1 or carved < 0:
-        raise ConfigError(
-            path,
-            field,
-            f"{short(engine.extra_args[name])} (allowed: watermark 0 to below 1, mm_ipc_gpu_memory_gb 0 or more)",
-        )
     floor = model_memory_floor(cfg, engine)
     if floor is None or not floor.kv_gib or floor.gpu_gib <= 0:
         return  # the architecture's KV size is unknown

@@ -36,6 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from clients.text import shown
 from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import Observability, Slo, is_valid_name
 from config.topology import SERVE_PORT, serve_service
@@ -43,6 +44,17 @@ from config.topology import SERVE_PORT, serve_service
 from . import aiperf, calibration, endpoint, goodput, report, results, runner
 
 DEFAULT_OUT = Path("bench-results")
+# What installs `ops bench`'s packages (README, "Which command needs which set-up"): requirements-bench.txt into
+# .venv-bench, which scripts/bench.sh runs. A Python without them gets this one line, not an internal error.
+BENCH_SETUP = "scripts/setup.sh --bench"
+
+
+def missing_package(exc: ModuleNotFoundError, form: str) -> str:
+    """The one line for a package of the bench set-up that this Python lacks."""
+    return (
+        f"bench {form}: this Python ({sys.executable}) lacks the package {exc.name or '?'} of the benchmark's "
+        f"set-up: run {BENCH_SETUP}, then scripts/bench.sh {form} ... (its .venv-bench has every package)"
+    )
 
 
 def add_parser(sub) -> None:
@@ -229,6 +241,11 @@ def run(args) -> int:
 
 def _compare(args) -> int:
     try:
+        import matplotlib  # noqa: F401  the plots' library (and numpy), before anything is read or written
+    except ModuleNotFoundError as exc:
+        print(missing_package(exc, "--compare"), file=sys.stderr)
+        return 2
+    try:
         (a, b), objectives = _counted(args, [Path(path) for path in args.compare], "--compare")
         path = report.compare(a, b, Path(args.out or DEFAULT_OUT / "compare"), objectives=objectives)
     except (results.ResultsError, ConfigError) as exc:
@@ -246,7 +263,7 @@ def objectives_for(args, runs: list[results.Run]) -> tuple[goodput.Objectives, s
         ((found, run) for run in runs if (found := goodput.Objectives.of_settings(run.settings)) is not None), None
     )
     if recorded is not None:
-        base, source = recorded[0], f"recorded by run {recorded[1].label!r}"
+        base, source = recorded[0], f"recorded by run {shown(repr(recorded[1].label), report.SHOWN_CHARS)}"
     else:
         stage = next((run.stage for run in runs if is_valid_name(run.stage)), None)
         stage_file = Path(args.config_dir) / f"{stage}.yaml" if stage else None

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients.text import shown
+
 from . import goodput as goodput_
 from .results import Level, RateLevel, ResultsError, Run
 
@@ -44,10 +46,15 @@ def code(value: object) -> str:
     return "`" + _one_line(str(value)).replace("`", "'").replace("|", "\\|") + "`"
 
 
+# The one bound on a string of a results file wherever the report or a plot shows it: a 2 MB label made
+# matplotlib lay out every title and legend in full (minutes per --compare); an image with its digest fits.
+SHOWN_CHARS = 160
+
+
 def _one_line(text: str) -> str:
-    """Line breaks (str.splitlines' set) and other control characters as spaces: a newline would end the
-    table row, or start an HTML block or a heading of the file's own."""
-    return "".join(" " if (ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029") else c for c in text)
+    """One line of at most SHOWN_CHARS, every control character escaped (clients/text.py shown, the one
+    sanitizer): a newline would end the table row, or start an HTML block or a heading of the file's own."""
+    return shown(text, SHOWN_CHARS)
 
 
 def _plain(value: object) -> str:
@@ -106,7 +113,7 @@ def shared_levels(a: Run, b: Run) -> Shared:
             shared.append((profile_a.name, pairs))
     if not shared:
         raise ResultsError(
-            f"runs {a.label!r} and {b.label!r} share no profile (same name, prompt and answer "
+            f"runs {_one_line(repr(a.label))} and {_one_line(repr(b.label))} share no profile (same name, prompt and answer "
             f"lengths) at a common concurrency or request rate: nothing to compare"
         )
     return shared

@@ -657,6 +657,89 @@ SERVING += [
         "serving.model.parameters_billion",
         "expected",
     ),
+    # hostile input, round five (issue #52): every numeric engine argument finite and in vLLM's range
+    (
+        "extra-arg-nan",
+        {"serving": {"engine": {"extra_args": {"cpu_offload_gb": float("nan")}}}},
+        "serving.engine.extra_args",
+        "cpu_offload_gb: nan is not a finite number",
+    ),
+    (
+        "extra-arg-negative-timeout",
+        {"serving": {"engine": {"extra_args": {"shutdown_timeout": -5}}}},
+        "serving.engine.extra_args",
+        "shutdown_timeout: -5 is outside vLLM's range",
+    ),
+    (
+        "extra-arg-zero-loading-workers",
+        {"serving": {"engine": {"extra_args": {"max_parallel_loading_workers": 0}}}},
+        "serving.engine.extra_args",
+        "max_parallel_loading_workers: 0 is outside vLLM's range",
+    ),
+    (
+        "extra-arg-parser-path",
+        {"serving": {"engine": {"extra_args": {"reasoning_parser": "../../tmp/evil"}}}},
+        "serving.engine.extra_args",
+        "reasoning_parser: '../../tmp/evil' (allowed: '', 'cohere_command3'",
+    ),
+    (
+        "endpoint-cidr-netmask",
+        {"cluster": {"endpoint": {"public_access_cidrs": ["198.51.100.0/255.255.255.0"]}}},
+        "cluster.endpoint.public_access_cidrs[0]",
+        "is not in prefix-length form (allowed: 198.51.100.0/24",
+    ),
+    (
+        "vpc-cidr-hostmask",
+        {"network": {"vpc_cidr": "10.0.0.0/0.0.255.255"}},
+        "network.vpc_cidr",
+        "is not in prefix-length form (allowed: 10.0.0.0/16",
+    ),
+    (
+        "image-port-beyond-65535",
+        {"serving": {"image": "registry.example.com:70000/ray:2.58.0"}},
+        "serving.image",
+        "names registry port 70000, not a TCP port",
+    ),
+    (
+        "image-explicit-latest",
+        {"serving": {"image": "registry.example.com/ray:latest"}},
+        "serving.image",
+        "is tagged latest, which moves",
+    ),
+    (
+        "admin-role-without-a-name",
+        {
+            "cluster": {
+                "admin_principal_arns": ["arn:aws:iam::123456789012:role/ops/"],
+                "allow_no_admin_principals": False,
+            }
+        },
+        "cluster.admin_principal_arns[0]",
+        "names no role after its path '/ops/'",
+    ),
+    (
+        "admin-role-name-too-long",
+        {
+            "cluster": {
+                "admin_principal_arns": ["arn:aws:iam::123456789012:role/" + "r" * 65],
+                "allow_no_admin_principals": False,
+            }
+        },
+        "cluster.admin_principal_arns[0]",
+        "has a role name of 65 characters, more than IAM's 64",
+    ),
+    (
+        "short-password-in-a-tag",
+        {"tags": {"db_password": "hunter2"}},
+        "tags.db_password",
+        "looks like a value under a secret-like key",
+    ),
+    (
+        "unsigned-jwt-in-a-tag",
+        {"tags": {"note": "ey" + "JhbGciOiJub25lIn0.ey" + "JzdWIiOiJhZG1pbiJ9."}},
+        "tags.note",
+        "looks like a JSON Web Token",
+    ),
 ]
 
 
@@ -689,4 +772,12 @@ RAW += [
         "YAML nested more than 20 levels deep",
     ),
     ("recursive-alias", "stage: dev\ntags: &t {a: *t}\n", "(file)", "a YAML alias refers to a node that contains it"),
+    # hostile input, round five (issue #52): invisible bidirectional controls, comments included
+    ("bidi-in-a-comment", "stage: dev  # \u202e note\n", "(file)", "line 1, column 15: U+202E RIGHT-TO-LEFT OVERRIDE"),
+    (
+        "bidi-in-a-value",
+        'stage: dev\nregion: "us-west-2\u2066"\n',
+        "(file)",
+        "line 2, column 19: U+2066 LEFT-TO-RIGHT ISOLATE",
+    ),
 ]

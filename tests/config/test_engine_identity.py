@@ -236,8 +236,6 @@ GIB = 2**30
         # dev: Qwen3.5-9B, 17.98 GiB of bf16 weights on a 24 GiB L4
         (_extra(kv_cache_memory_bytes=20 * GIB), "more than a GPU's 24 GiB: a fixed KV cache ignores"),
         (_extra(kv_cache_memory_bytes=1000), "hold less than one 4096-token sequence"),
-        (_extra(kv_cache_memory_bytes=0), "0 (allowed: a positive number of bytes per GPU)"),
-        (_extra(kv_cache_memory_bytes=-1), "-1 (allowed: a positive number of bytes per GPU)"),
         (_extra(kv_cache_memory_bytes=5 * GIB), "so the GpuMemory alarm would always fire"),
     ],
 )
@@ -273,7 +271,6 @@ def test_memory_moved_to_the_cpu_is_counted_against_the_worker_pod(tmp_path, arg
     "change, field, phrase",
     [
         (_extra(decode_context_parallel_size=2), "extra_args.decode_context_parallel_size", "(allowed: 1)"),
-        (_extra(decode_context_parallel_size=0), "extra_args.decode_context_parallel_size", "does not divide TP"),
         (
             merge(
                 FOUR_L4,
@@ -393,8 +390,6 @@ def test_expert_parallel_is_checked_against_the_model(tmp_path, args, field, phr
         ({"watermark": 0.99}, "watermark", "left for requests, less than one 4096-token sequence"),
         ({"mm_ipc_gpu_memory_gb": 4.0}, "mm_ipc_gpu_memory_gb", "left for requests, less than one"),
         ({"watermark": 0.5, "kv_cache_memory_bytes": 200_000_000}, "watermark", "(0.19 GiB of KV cache"),
-        ({"watermark": 1.5}, "watermark", "(allowed: watermark 0 to below 1"),
-        ({"mm_ipc_gpu_memory_gb": -1.0}, "mm_ipc_gpu_memory_gb", "mm_ipc_gpu_memory_gb 0 or more"),
         ({"mm_processor_cache_type": "shm", "mm_processor_cache_gb": 16}, "mm_processor_cache_type", "in /dev/shm"),
         ({"mm_processor_cache_type": "shm"}, None, None),  # vLLM's 4 GiB within dev's 8 GiB
         ({"watermark": 0.1, "mm_ipc_gpu_memory_gb": 0.5}, None, None),

@@ -65,7 +65,30 @@ def test_a_region_without_a_registry_is_refused_unless_an_image_is_named(tmp_pat
 )
 def test_a_string_that_is_no_pinned_image_reference_is_refused(tmp_path, image):
     line = _refusal(tmp_path, {"serving": {"image": image}})
-    assert ": serving.image: " in line and "is not an image reference with a tag or digest" in line
+    assert ": serving.image: " in line and "(allowed: [registry[:port]/]lower-case/path:tag or " in line
+
+
+@pytest.mark.parametrize(
+    "image, problem",
+    [
+        ("registry.example.com:65536/ray:2.58.0", "names registry port 65536, not a TCP port from 1 to 65535"),
+        ("registry.example.com:99999/ray:2.58.0", "names registry port 99999, not a TCP port"),
+        ("registry.example.com:0/ray:2.58.0", "names registry port 0, not a TCP port"),
+        ("registry.example.com:05000/ray:2.58.0", "names registry port 05000, not a TCP port"),
+        ("registry.example.com/ray@sha256:" + "a" * 63, "has a digest that is not sha256: and 64 lower-case hex"),
+        ("registry.example.com/ray@sha256:" + "a" * 65, "has a digest that is not sha256: and 64 lower-case hex"),
+        ("registry.example.com/ray@sha256:" + "A" * 64, "has a digest that is not sha256: and 64 lower-case hex"),
+        ("registry.example.com/ray@sha512:" + "a" * 128, "has a digest that is not sha256: and 64 lower-case hex"),
+        ("registry.example.com/ray@md5:" + "a" * 32, "has a digest that is not sha256: and 64 lower-case hex"),
+        ("registry.example.com/ray:latest", "is tagged latest, which moves to whatever image was pushed last"),
+        ("registry.example.com/ray:LATEST", "is tagged LATEST, which moves"),
+        ("registry.example.com/ray:latest@sha256:" + "a" * 64, "is tagged latest, which moves"),
+        ("ray", "has no tag or digest, so it pulls latest, which moves"),
+    ],
+)
+def test_an_image_no_registry_can_serve_or_that_moves_is_refused_by_why(tmp_path, image, problem):
+    line = _refusal(tmp_path, {"serving": {"image": image}})
+    assert f": serving.image: '{image[:30]}" in line and f" {problem}" in line, line
 
 
 @pytest.mark.parametrize(
@@ -76,6 +99,8 @@ def test_a_string_that_is_no_pinned_image_reference_is_refused(tmp_path, image):
         "registry.example.com/ray@sha256:" + "a" * 64,
         "registry.example.com/ray:v1@sha256:" + "0" * 64,
         "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0.0",
+        "registry.example.com:65535/ray:2.58.0",
+        "registry.example.com:1/ray:latest-2.58",
     ],
 )
 def test_pinned_image_references_pass(tmp_path, image):

@@ -159,7 +159,7 @@ def test_secret_shapes_are_recognised(kind, value):
     ],
 )
 def test_names_and_paths_are_not_secrets(value):
-    assert secret_kind(value, "hf_token_secret") is None
+    assert secret_kind(value, "hf_token_secret", reference=True) is None  # the field that names the secret
 
 
 def test_a_secret_key_is_found_under_any_key_and_a_long_name_only_under_a_key_like_one():
@@ -830,3 +830,78 @@ def test_a_declared_size_overrides_the_name(tmp_path):
 def test_an_fp8_checkpoint_counts_one_byte_per_parameter(tmp_path):
     line = _refusal(tmp_path, {"serving": {"model": {"source": "Qwen/Qwen3.5-35B-A3B-FP8"}}})
     assert "(90% of the 35B in its name) x 1 bytes = 29.3 GiB of weights" in line
+
+
+# --- only a file the app reads as a stage validates as one ---------------------------------------------------
+
+
+def _dev_text() -> str:
+    return (CONFIG_DIR / "dev.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "file_name",
+    ["dev.yml", "dev.YAML", "dev.yaml ", "dev.yaml.bak", "dev.json", "dev", ".dev.yaml"],
+)
+def test_a_file_the_app_never_reads_as_a_stage_does_not_validate(tmp_path, file_name, capsys):
+    path = tmp_path / file_name
+    path.write_text(_dev_text())
+    assert main(["validate", str(path)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"{path}: (file): {file_name!r} is not a stage file's name: the app reads only"), line
+
+
+def test_the_app_and_the_validator_share_the_stage_name_rule(monkeypatch):
+    import config.schema
+
+    calls = []
+    monkeypatch.setattr(app, "is_valid_name", lambda value: calls.append(value) or False)
+    with pytest.raises(app.ContextError):
+        app._context({"stage": "dev", "config_dir": None, "nag": None}.get)
+    assert calls == ["dev"] and app.is_valid_name is not config.schema.is_valid_name  # the stand-in was asked
+    assert config.schema.is_stage_file_name("dev.yaml") and not config.schema.is_stage_file_name("dev .yaml")
+
+
+# --- invisible bidirectional controls: a reviewer reads another line than the parser -----------------------
+
+BIDI = [
+    "\u202e",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+]
+
+
+@pytest.mark.parametrize("char", BIDI, ids=[f"U+{ord(c):04X}" for c in BIDI])
+def test_a_bidi_control_in_a_comment_is_refused_with_its_line_and_column(tmp_path, char):
+    text = _dev_text().replace("stage: dev", f"stage: dev  # {char}note", 1)
+    path = write_stage(tmp_path, text, name="dev")
+    line_no = text[: text.index(char)].count("\n") + 1
+    column = text.index(char) - text.rfind("\n", 0, text.index(char))
+    with pytest.raises(ConfigError) as caught:
+        load_stage_file(path)
+    assert str(caught.value).startswith(f"{path}: (file): line {line_no}, column {column}: U+{ord(char):04X} ")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'stage: dev\ntags: {owner: "team\u202e"}\n',  # in a value
+        "stage: dev\ntags: {\u2067owner: team}\n",  # in a key
+        "stage: dev\n# access granted \u2066\u2069 to admins\n",  # in a comment the parser never reads
+    ],
+    ids=["value", "key", "comment"],
+)
+def test_a_bidi_control_anywhere_exits_2_in_one_line(tmp_path, text, capsys):
+    path = write_stage(tmp_path, text, name="dev")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "an invisible bidirectional control" in err and "(file): line " in err, err

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from config import ConfigError, engine_arg_classes, engine_args, load_stage_file, regions, secret_shapes
 from config.engine_arg_classes import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
+from config.engine_arg_ranges import ENGINE_ARG_RANGES
 from config.errors import from_validation_error, short
 from config.rules import secret_values
 from config.schema import StageConfig
@@ -39,7 +40,8 @@ def test_every_recorded_engine_arg_is_in_exactly_one_class():
     classes = [set(ENGINE_ARGS_ALLOWED), set(ENGINE_ARGS_RESERVED), set(ENGINE_ARGS_OPT_IN)]
     assert set().union(*classes) == recorded  # a field vLLM adds is unclassified until someone classifies it
     assert sum(len(c) for c in classes) == len(recorded) == 221  # no field in two classes
-    assert set(engine_arg_classes.ENGINE_ARG_VALUES) | set(engine_arg_classes.LITERAL_ONLY) <= set(ENGINE_ARGS_ALLOWED)
+    assert set(engine_arg_classes.ENGINE_ARG_VALUES) <= set(ENGINE_ARGS_ALLOWED)
+    assert set(engine_arg_classes.FREE_STRINGS) <= set(ENGINE_ARGS_ALLOWED) | set(ENGINE_ARGS_OPT_IN)
 
 
 def test_an_unclassified_field_is_refused(monkeypatch):
@@ -104,6 +106,54 @@ def test_string_values_that_name_code_or_files_are_refused(tmp_path, name, value
     assert f": serving.engine.extra_args: {name}: {value!r} (allowed: " in line
 
 
+def _takes_any_string(name: str) -> bool:
+    """`str` in the annotation and no Literal choices beside it (tokenizer_mode's Literal | str takes those)."""
+    parts = engine_args._parts(engine_args.recorded()[name])
+    return parts is not None and str in parts[0] and not parts[1]
+
+
+def test_every_string_argument_takes_registered_names_only():
+    strings = {name for name in ENGINE_ARGS_ALLOWED | set(ENGINE_ARGS_OPT_IN) if _takes_any_string(name)}
+    free = strings - set(engine_arg_classes.ENGINE_ARG_VALUES)
+    assert free == set(engine_arg_classes.FREE_STRINGS)  # the revisions, pinned to commit ids by a rule
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("reasoning_parser", "../../tmp/evil"),  # a path where a registered name belongs
+        ("reasoning_parser", "/tmp/evil.py"),
+        ("reasoning_parser", "my_plugin_parser"),
+        ("reasoning_parser", "Qwen3"),  # the registry's names are exact
+        ("reasoning_parser", "qwen3 "),
+        ("reasoning_parser", "vllm.reasoning.qwen3_reasoning_parser"),
+        ("mm_encoder_attn_backend", "CUSTOM"),  # a plugin's backend
+        ("mm_encoder_attn_backend", "ROCM_ATTN"),  # another platform's
+        ("mm_encoder_attn_dtype", "fp4"),
+        ("show_hidden_metrics_for_version", "../x"),
+        ("tokenizer_mode", "../../tmp/tok"),
+    ],
+)
+def test_a_string_that_is_no_registered_name_is_refused(tmp_path, name, value):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} (allowed: " in line, line
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("reasoning_parser", "qwen3"),
+        ("reasoning_parser", "deepseek_r1"),
+        ("reasoning_parser", ""),
+        ("mm_encoder_attn_backend", "FLASH_ATTN"),
+        ("mm_encoder_attn_dtype", "fp8"),
+        ("show_hidden_metrics_for_version", "0.25"),
+    ],
+)
+def test_registered_names_are_allowed(tmp_path, name, value):
+    assert config_with(tmp_path, **_extra(**{name: value})).serving.engine.extra_args[name] == value
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
@@ -128,6 +178,104 @@ def test_online_fp8_is_a_supported_tuning(tmp_path):
     # was refused: "quantization takes a QuantizationMethods | str | None, not a single value"
     assert engine_arg_class("quantization") == ("allowed", "")
     assert config_with(tmp_path, **_extra(quantization="fp8")).serving.engine.extra_args["quantization"] == "fp8"
+
+
+# --- 12b. numeric engine arguments: finite, and within the range vLLM states -------------------------------
+
+
+def _numeric(name: str) -> bool:
+    parts = engine_args._parts(engine_args.recorded()[name])
+    return parts is not None and bool(parts[0] & {int, float})
+
+
+def test_every_allowed_numeric_argument_has_a_range_and_no_other_has_one():
+    numeric = {name for name in ENGINE_ARGS_ALLOWED if _numeric(name)}
+    assert numeric == set(ENGINE_ARG_RANGES)  # a numeric argument vLLM adds is refused until it has a range
+
+
+def test_a_numeric_argument_without_a_recorded_range_is_refused(monkeypatch):
+    monkeypatch.delitem(ENGINE_ARG_RANGES, "seed")
+    assert (
+        engine_args.check_extra("seed", 7) == "seed: no range is recorded for this numeric argument (allowed: "
+        "leave it out)"
+    )
+
+
+NON_FINITE = [
+    ("cpu_offload_gb", float("nan")),  # the memory check compared NaN and let it through
+    ("cpu_offload_gb", float("inf")),
+    ("mm_processor_cache_gb", float("nan")),
+    ("mm_ipc_gpu_memory_gb", float("-inf")),
+    ("watermark", float("nan")),
+    ("kv_cache_metrics_sample", float("nan")),
+    ("video_pruning_rate", float("inf")),
+    ("mm_encoder_fp8_scale_save_margin", float("nan")),
+]
+
+
+@pytest.mark.parametrize("name, value", NON_FINITE, ids=[f"{n}-{v}" for n, v in NON_FINITE])
+def test_a_non_finite_number_is_refused_for_every_float_argument(tmp_path, name, value):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} is not a finite number (allowed: " in line, line
+
+
+def test_a_nan_in_a_roles_engine_block_is_refused_there(tmp_path):
+    change = {"serving": {"decode": {"replicas": 1, "engine": {"extra_args": {"cpu_offload_gb": float("nan")}}}}}
+    line = _refusal(tmp_path, change)
+    assert ": serving.decode.engine.extra_args: cpu_offload_gb: nan is not a finite number" in line, line
+
+
+def test_a_nan_written_as_yaml_text_is_refused(tmp_path):
+    text = (ROOT / "config" / "dev.yaml").read_text()
+    text = text.replace("language_model_only: true", "language_model_only: true\n      cpu_offload_gb: .nan", 1)
+    path = write_stage(tmp_path, text, name="dev")
+    with pytest.raises(ConfigError, match=r"cpu_offload_gb: nan is not a finite number"):
+        load_stage_file(path)
+
+
+OUT_OF_RANGE = [
+    ("shutdown_timeout", -5, "at least 0", "vllm/config/vllm.py"),
+    ("max_parallel_loading_workers", 0, "at least 1", "vllm/config/parallel.py"),
+    ("stream_interval", 0, "at least 1", "vllm/config/scheduler.py"),
+    ("max_num_partial_prefills", -1, "at least 1", "vllm/config/scheduler.py"),
+    ("block_size", 0, "at least 1", "vllm/config/cache.py"),
+    ("decode_context_parallel_size", 0, "at least 1", "vllm/config/parallel.py"),
+    ("kv_cache_memory_bytes", 0, "at least 1", "vllm/config/cache.py"),
+    ("kv_cache_memory_bytes", -1, "at least 1", "vllm/config/cache.py"),
+    ("watermark", 1.0, "at least 0 and less than 1", "vllm/config/scheduler.py"),
+    ("watermark", 1.5, "at least 0 and less than 1", "vllm/config/scheduler.py"),
+    ("mm_ipc_gpu_memory_gb", -1.0, "at least 0", "vllm/config/multimodal.py"),
+    ("kv_cache_metrics_sample", 0.0, "more than 0 and at most 1", "vllm/config/observability.py"),
+    ("max_logprobs", -2, "at least -1", "vllm/config/model.py"),
+    ("seed", -1, "at least 0 and at most 4294967295", "vllm/utils/torch_utils.py"),
+    ("seed", 2**32, "at least 0 and at most 4294967295", "vllm/utils/torch_utils.py"),
+    ("renderer_num_workers", 0, "at least 1", "vllm/renderers/base.py"),
+    ("distributed_timeout_seconds", 0, "at least 1", "vllm/distributed/utils.py"),
+    ("safetensors_prefetch_num_threads", 0, "at least 1", "vllm/config/load.py"),
+]
+
+
+@pytest.mark.parametrize("name, value, allowed, source", OUT_OF_RANGE, ids=[f"{n}={v}" for n, v, _, _ in OUT_OF_RANGE])
+def test_a_number_outside_vllms_range_is_refused(tmp_path, name, value, allowed, source):
+    line = _refusal(tmp_path, _extra(**{name: value}))
+    assert f": serving.engine.extra_args: {name}: {value!r} is outside vLLM's range ({source}" in line, line
+    assert line.endswith(f"(allowed: {allowed})"), line
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("shutdown_timeout", 0),
+        ("max_parallel_loading_workers", 1),
+        ("watermark", 0.0),
+        ("kv_cache_metrics_sample", 1.0),
+        ("max_logprobs", -1),
+        ("seed", 2**32 - 1),
+        ("mamba_cache_philox_rounds", 0),
+    ],
+)
+def test_the_edges_of_each_range_are_allowed(tmp_path, name, value):
+    assert config_with(tmp_path, **_extra(**{name: value})).serving.engine.extra_args[name] == value
 
 
 def test_an_opt_in_argument_needs_its_name_in_the_opt_in_list(tmp_path):
@@ -207,6 +355,18 @@ SHAPES = [
     ("an AWS secret access key", FAKE_SECRET_KEY),  # under no key-like key at all
     ("an AWS secret access key", "line one\n" + FAKE_SECRET_KEY + "\nline three"),  # on its own line
     ("a random-looking token (an API key or password)", "Zq8" + TOKEN_BODY[:32]),  # an unknown service's key
+    # round five (issue #52)
+    ("an Azure AD client secret", "xYz8" + "Q~" + TOKEN_BODY[:20] + "~.-" + TOKEN_BODY[:11]),
+    ("an Azure AD client secret", "a_." + "7Q~" + TOKEN_BODY[:31]),
+    ("a JSON Web Token", "ey" + "JhbGciOiJub25lIn0.ey" + "JzdWIiOiJhZG1pbiJ9."),  # alg none: no signature
+    ("a JSON Web Token", "ey" + "AiYWxnIjogIkhTMjU2IiB9.ey" + "JzdWIiOiJhIn0.c2ln"),  # '{ "alg"' with a space
+    ("a JSON Web Token", "ew" + "oiYWxnIjoiUlMyNTYifQ.ey" + "JzdWIiOiJhIn0.AbC-_9"),  # '{\n"alg"'
+    ("a bearer token", "Authorization: Bear" + "er " + "0123456789abcdef" * 2),
+    ("a bearer token", "bear" + "er\t" + TOKEN_BODY[:20]),
+    ("a bearer token", "BEAR" + "ER " + "tok3n-abc"),  # short, with a digit
+    ("a token with a datacenter suffix", "0123456789abcdef" + "fedcba9876543210" + "-us21"),
+    ("a token with a datacenter suffix", "9f8e7d6c5b4a39281706" + "f5e4d3c2b1a09988" + "-us1"),
+    ("a token with a datacenter suffix", TOKEN_BODY[:24] + "-eu3"),
 ]
 
 
@@ -229,6 +389,12 @@ def test_secret_shapes_are_recognised_under_any_key(kind, value):
         "sk-not-a-key",
         "team platform engineering",
         "/var/lib/model-cache",
+        "the bearer of this note",  # prose after bearer
+        "Bearer authentication",
+        "eyeballs.eyebrows.eyes",  # e-words that are no base64 JSON
+        "cdk-hnb659fds-assets-123456789012-us-west-2",  # a region is no datacenter suffix
+        "pd-inference-dev-gpu-us2",
+        "team~ops.platform",
     ],
 )
 def test_names_ids_and_paths_are_not_secrets(value):
@@ -314,7 +480,7 @@ def test_the_key_context_is_searched_once_per_string(monkeypatch):
 def test_an_aliased_string_is_scanned_once_and_the_file_loads_fast(tmp_path, monkeypatch):
     calls = []
     real = secret_values.secret_kind
-    monkeypatch.setattr(secret_values, "secret_kind", lambda text, key="": calls.append(len(text)) or real(text, key))
+    monkeypatch.setattr(secret_values, "secret_kind", lambda text, *args: calls.append(len(text)) or real(text, *args))
     big = (WORDY_RUN + " ") * 1500
     text = f'stage: dev\nblob: &b "{big}"\nmore: [{", ".join(["*b"] * 63)}]\n'  # 64 visits of 61,500 characters
     path = write_stage(tmp_path, text, name="dev")
@@ -432,6 +598,39 @@ def test_every_arn_is_in_the_partition_of_the_region(tmp_path, change, field):
 def test_a_reserved_range_is_no_vpc(tmp_path, cidr, what):
     line = _refusal(tmp_path, {"network": {"vpc_cidr": cidr}})
     assert f": network.vpc_cidr: {cidr} overlaps " in line and what in line
+
+
+@pytest.mark.parametrize(
+    "cidr, canonical",
+    [
+        ("10.0.0.0/255.255.0.0", "10.0.0.0/16"),  # a netmask
+        ("10.0.0.0/0.0.255.255", "10.0.0.0/16"),  # a hostmask
+        ("10.0.0.0/016", "10.0.0.0/16"),  # a prefix with a leading zero
+        ("10.0.0.0", "10.0.0.0/32"),  # a bare address
+    ],
+)
+def test_a_vpc_range_not_in_prefix_length_form_is_refused(tmp_path, cidr, canonical):
+    line = _refusal(tmp_path, {"network": {"vpc_cidr": cidr}})
+    assert line.endswith(
+        f": network.vpc_cidr: {cidr!r} is not in prefix-length form (allowed: {canonical}, written a.b.c.d/n)"
+    ), line
+
+
+@pytest.mark.parametrize(
+    "cidr, canonical",
+    [
+        ("198.51.100.0/255.255.255.0", "198.51.100.0/24"),
+        ("198.51.100.0/0.0.0.255", "198.51.100.0/24"),
+        ("198.51.100.0/024", "198.51.100.0/24"),
+        ("2001:DB8::/32", "2001:db8::/32"),  # IPv6 too is judged as written (then refused as IPv6)
+    ],
+)
+def test_an_endpoint_range_not_in_prefix_length_form_is_refused(tmp_path, cidr, canonical):
+    line = _refusal(tmp_path, {"cluster": {"endpoint": {"public_access_cidrs": ["203.0.113.0/24", cidr]}}})
+    assert (
+        f": cluster.endpoint.public_access_cidrs[1]: {cidr!r} is not in prefix-length form (allowed: {canonical},"
+        in line
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,27 @@ def test_scan_finds_the_new_shapes_on_their_lines(tmp_path):
     ]
 
 
+def test_scan_finds_round_five_shapes_in_generated_files(tmp_path):
+    (tmp_path / "handler.py").write_text(
+        'headers = {"Authorization": "Bear'
+        + 'er 0123456789abcdef0123456789abcdef"}\n'
+        + "jwt = 'ey"
+        + "JhbGciOiJub25lIn0.ey"
+        + "JzdWIiOiJhZG1pbiJ9.'\n"
+        + "key = '0123456789abcdef"
+        + "fedcba9876543210-us21'\n"
+        + "azure = 'xYz8"
+        + "Q~aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3f'\n"
+    )
+    found = {str(f) for f in scan(tmp_path)}
+    assert {
+        "handler.py:1: bearer token",
+        "handler.py:2: JSON Web Token",
+        "handler.py:3: token with a datacenter suffix",
+        "handler.py:4: Azure AD client secret",
+    } <= found, found
+
+
 def test_scan_is_linear_in_the_matches(tmp_path):
     """Line numbers from the newline offsets (bisect), not a count from the start of the file per match: 100,000
     matches in 7.7 MB took 159 s before (measured on this project's CI-sized host), 1.7 s after."""

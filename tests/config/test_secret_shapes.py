@@ -19,7 +19,7 @@ from config import ConfigError
 from config.__main__ import main
 from config.secret_shapes import redact, secret_kind, secret_like_key
 
-from ..helpers import merge, stage_data, write_stage
+from ..helpers import config_with, merge, stage_data, write_stage
 from ..helpers import refusal as _refusal
 
 _RNG = random.Random(34)
@@ -140,8 +140,7 @@ def test_the_same_run_in_text_after_a_secret_like_name_is_a_secret():
     "key, value",
     [
         ("hf_token_secret", "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token-AbCdEf"),
-        ("hf_token_secret", "pd-inference/HuggingFaceToken/prod"),
-        ("hf_token_secret", "pd-inference/hf-token"),
+        ("db_password", "arn:aws:secretsmanager:us-west-2:123456789012:secret:db/pw-AbCdEf"),  # where it is kept
         ("revision", HEX),  # a commit id where a field allows it
         ("owner", HEX),
         ("tokenizer_revision", HEX),
@@ -151,14 +150,54 @@ def test_the_same_run_in_text_after_a_secret_like_name_is_a_secret():
         ("tokenizer", "Qwen/Qwen3.5-9B"),
         ("bucket", "cdk-hnb659fds-assets-123456789012-us-west-2"),
         ("cidr", "10.0.0.0/16"),
-        ("secret", "short-pw"),
-        ("token", "max"),
+        ("auth_team", "platform"),  # about a secret, not one: its last word names no secret
+        ("token_budget", "small"),
+        ("secret", ""),  # nothing under the key
         ("S3Key", HEX + ".zip"),
         ("note", "see https://github.com/org/repo and git@github.com:org/repo.git"),
     ],
 )
 def test_the_projects_own_values_are_not_secrets(key, value):
     assert secret_kind(value, key) is None
+
+
+# --- any value under a key that names a secret, however short (issue #52) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["password", "db_password", "DB-PASSWORD", "pwd", "pass", "passphrase", "client_secret", "clientSecret",
+     "api_key", "APIKey", "authToken", "X-Auth-Token", "credentials", "private_key", "hf_token_secret"],
+)  # fmt: skip
+@pytest.mark.parametrize("value", ["hunter2", "x", "correct horse battery staple", "pd-inference/hf-token"])
+def test_any_value_under_a_key_that_names_a_secret_is_one(key, value):
+    assert secret_kind(value, key) == "a value under a secret-like key"
+
+
+def test_the_reference_field_and_a_secrets_manager_arn_are_where_a_secret_is_kept():
+    assert secret_kind("pd-inference/hf-token", "hf_token_secret", reference=True) is None
+    arn = "arn:aws:secretsmanager:us-west-2:123456789012:secret:db/pw-AbCdEf"
+    assert secret_kind(arn, "db_password") is None
+    assert secret_kind(arn + " hunter2", "db_password") == "a value under a secret-like key"
+
+
+@pytest.mark.parametrize(
+    "change, field, secret",
+    [
+        ({"tags": {"db_password": "hunter2"}}, "tags.db_password", "hunter2"),
+        ({"tags": {"Pwd": "pw"}}, "tags.Pwd", "pw"),
+        ({"tags": {"hf_token_secret": "pd-inference/hf-token"}}, "tags.hf_token_secret", "pd-inference/hf-token"),
+        ({"unknown": {"password": ["s3cret", "other"]}}, "unknown.password[0]", "s3cret"),  # a list's items
+    ],
+)
+def test_a_short_value_under_a_secret_name_is_refused_without_the_value(tmp_path, change, field, secret):
+    line = _refusal(tmp_path, change)
+    assert f": {field}: looks like a value under a secret-like key, " in line and secret not in line, line
+
+
+def test_the_stage_files_reference_field_still_takes_a_secret_name(tmp_path):
+    cfg = config_with(tmp_path, serving={"hf_token_secret": "pd-inference/hf-token"})
+    assert cfg.serving.hf_token_secret == "pd-inference/hf-token"
 
 
 # --- vendor prefixes and key headers, under any key --------------------------------------------------------

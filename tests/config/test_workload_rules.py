@@ -657,6 +657,23 @@ def test_other_principals_an_access_entry_cannot_take_are_refused(tmp_path, arn,
     assert ": cluster.admin_principal_arns[0]: " in line and phrase in line
 
 
+@pytest.mark.parametrize(
+    "arn, problem",
+    [
+        ("arn:aws:iam::123456789012:role/ops/", "names no role after its path '/ops/'"),
+        ("arn:aws:iam::123456789012:user/team/", "names no user after its path '/team/'"),
+        ("arn:aws:iam::123456789012:role/" + "a" * 65, "has a role name of 65 characters, more than IAM's 64"),
+        ("arn:aws:iam::123456789012:user/p/" + "b" * 100, "has a user name of 100 characters, more than IAM's 64"),
+        ("arn:aws:iam::123456789012:role//Admin", "has an empty segment in its path '//'"),
+        ("arn:aws:iam::123456789012:role/a//b/Admin", "has an empty segment in its path '/a//b/'"),
+        ("arn:aws:iam::123456789012:role/" + "p/" * 300 + "Admin", "has a path of 601 characters, more than IAM's 512"),
+    ],
+)
+def test_a_principal_iam_cannot_hold_is_refused_by_why(tmp_path, arn, problem):
+    line = _refusal(tmp_path, {"cluster": {"admin_principal_arns": [arn], "allow_no_admin_principals": False}})
+    assert ": cluster.admin_principal_arns[0]: " in line and f" {problem}: no such principal can exist" in line, line
+
+
 def test_one_principal_twice_is_refused(tmp_path):
     arns = ["arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/admin"]
     line = _refusal(tmp_path, {"cluster": {"admin_principal_arns": arns, "allow_no_admin_principals": False}})
@@ -669,6 +686,8 @@ def test_one_principal_twice_is_refused(tmp_path):
         "arn:aws:iam::123456789012:role/PlatformAdmin",
         "arn:aws:iam::123456789012:role/a/b/Admin",
         "arn:aws:iam::123456789012:user/alice",
+        "arn:aws:iam::123456789012:role/" + "a" * 64,  # IAM's longest name
+        "arn:aws:iam::123456789012:user/service/ci+deploy=x,y.z@corp-1",
     ],
 )
 def test_iam_roles_and_users_are_accepted(tmp_path, arn):

@@ -434,3 +434,26 @@ def test_the_committed_runs_pass_the_checks():
             continue
         if isinstance(head, dict) and head.get("schema") == results.SCHEMA:
             results.load(path)  # raises on a false refusal
+
+
+# --- --compare in a Python without the bench set-up's packages: one line naming the set-up, exit 2 ------------
+
+
+@pytest.mark.parametrize("package", ["matplotlib", "numpy"])
+def test_compare_without_the_plot_packages_names_the_set_up_in_one_line(tmp_path, package):
+    runs = [_write(tmp_path, _valid(), name) for name in ("a.json", "b.json")]
+    out = tmp_path / "report"
+    probe = (
+        f"import sys; sys.modules[{package!r}] = None\n"  # as in a venv without it: importing it fails
+        "from ops.__main__ import main\n"
+        f"sys.exit(main(['bench', '--compare', {str(runs[0])!r}, {str(runs[1])!r}, '--out', {str(out)!r}]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE_S, check=False
+    )
+    assert run.returncode == 2 and run.stdout == "", (run.returncode, run.stderr)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "internal error" not in lines[0], lines
+    assert lines[0].startswith(f"bench --compare: this Python ({sys.executable}) lacks the package {package} ")
+    assert "run scripts/setup.sh --bench, then scripts/bench.sh --compare" in lines[0]
+    assert not out.exists()  # nothing written, not even the folder

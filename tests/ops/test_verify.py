@@ -492,3 +492,56 @@ def test_missing_rayservice_says_to_deploy_the_serving_stack(dev):
     assert check.fix == (
         "the RayService is missing: deploy the serving stack (scripts/cdk deploy -c stage=dev 'dev/Serving')"
     )
+
+
+# --- text from the cluster reaches the terminal through one sanitizer (clients/text.py shown) ---------------
+
+HOSTILE_IDS = ["\x1b[2J\x1b[Hqwen", "m\rPASS  all checks", "x\u202ey", "bell\x07\x9b31m", "line\u2028two"]
+
+
+def _terminal_safe(text: str) -> bool:
+    """Nothing a terminal acts on: no control character but the line breaks between lines, no bidi control."""
+    return all(ch == "\n" or ch.isprintable() for ch in text)
+
+
+def test_model_ids_holding_control_characters_are_shown_escaped(dev):
+    report = _run(dev, Scenario(models=HOSTILE_IDS))
+    table = report.table()
+    assert _check(report, "GET /v1/models").status == "fail" and _terminal_safe(table), repr(table)
+    assert "\\x1b[2J\\x1b[Hqwen" in table and "x\\u202ey" in table and "bell\\x07\\x9b31m" in table
+
+
+def test_fifty_thousand_ids_are_one_bounded_line_with_a_count_of_what_was_cut(dev):
+    report = _run(dev, Scenario(models=[f"model-{i}" for i in range(50_000)]))  # the fake's list: within 8 MiB
+    detail = _check(report, "GET /v1/models").detail
+    assert len(detail) < 500 and detail.endswith("more characters)"), detail[-80:]
+    assert max(len(line) for line in report.table().splitlines()) < 600
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "forbidden\r\x1b[2Kverify --stage dev: OK",  # a raw CR and an erase-line sequence in a Status message
+        "denied\u202e KO",
+        "x" * 100_000,
+    ],
+)
+def test_an_access_error_quoting_the_cluster_is_one_safe_bounded_line(aws, monkeypatch, capsys, message):
+    def refuse(*args, **kwargs):
+        raise verify.AccessError(f"the Kubernetes API of pd-inference-dev refused verify: {message}")
+
+    monkeypatch.setattr(verify, "cluster_access", refuse)
+    assert main(["verify", "--stage", "dev"], session=aws) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and _terminal_safe(err) and len(err) < 600, repr(err[:200])
+    assert err.startswith("verify --stage dev: the Kubernetes API of pd-inference-dev refused verify: ")
+
+
+def test_an_internal_error_quoting_the_cluster_is_one_safe_line(aws, monkeypatch, capsys):
+    def crash(*args, **kwargs):
+        raise RuntimeError("\x1b]0;pwned\x07boom\r")
+
+    monkeypatch.setattr(verify, "cluster_access", crash)
+    assert main(["verify", "--stage", "dev"], session=aws) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and _terminal_safe(err) and "\\x1b]0;pwned\\x07boom\\x0d" in err, repr(err)

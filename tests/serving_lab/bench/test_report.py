@@ -4,6 +4,7 @@ hardware in titles, the warnings, and nothing written when there is nothing to c
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -153,10 +154,36 @@ def test_strings_from_a_results_file_are_escaped_in_the_markdown():
 
 
 def test_md_escapes_markup_and_line_breaks():
-    assert report.md("a|b\n<i>[x](y)</i> `c` & \u2028d") == "a\\|b &lt;i&gt;\\[x\\](y)&lt;/i&gt; \\`c\\` &amp;  d"
+    # line breaks and other control characters as their escapes (clients/text.py shown), the backslash escaped
+    assert report.md("a|b\n<i>[x](y)</i> `c` & \u2028d") == (
+        "a\\|b\\\\x0a&lt;i&gt;\\[x\\](y)&lt;/i&gt; \\`c\\` &amp; \\\\u2028d"
+    )
 
 
 def test_plots_take_a_label_with_dollar_signs_as_text(tmp_path):
     # matplotlib reads $...$ as mathtext: an unknown command there would fail the figure
     odd = PD.model_copy(update={"label": "pd $\\notacommand$"})
     assert report.compare(odd, COLOCATED, tmp_path).is_file()
+
+
+# --- a label from a results file is bounded before it reaches the plots or the text (issue #52) -------------
+
+
+@pytest.mark.parametrize("field", ["label", "note", "model_id"])
+def test_a_two_megabyte_string_is_cut_to_the_bound_before_the_plots_and_the_report(tmp_path, field):
+    huge = "x" * 2_000_000
+    run = PD.model_copy(update={field: huge})
+    started = time.perf_counter()
+    path = report.compare(run, COLOCATED, tmp_path)
+    elapsed = time.perf_counter() - started
+    text = path.read_text()
+    cut = f"{'x' * report.SHOWN_CHARS}... ({2_000_000 - report.SHOWN_CHARS} more characters)"
+    assert cut in text and huge[: report.SHOWN_CHARS + 1] not in text
+    assert all(len(line) < 1000 for line in report._title(run, COLOCATED, "chat").splitlines())
+    assert elapsed < 60, elapsed  # the plots laid out the whole string before: minutes
+
+
+def test_control_characters_of_a_label_are_escaped_in_the_plots_titles():
+    run = PD.model_copy(update={"label": "pd\x1b[2J\r\u202eevil"})
+    title = report._title(run, COLOCATED, "chat")
+    assert "pd\\x1b[2J\\x0d\\u202eevil vs colocated" in title and "\x1b" not in title and "\r" not in title
