@@ -41,6 +41,11 @@ def _stages(template):
     return pipeline["Properties"]["Stages"]
 
 
+def test_the_pipeline_is_a_v2_pipeline(pipeline_app):
+    (pipeline,) = [r for r in pipeline_app[0]["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+    assert pipeline["Properties"]["PipelineType"] == "V2"
+
+
 def _actions(stage):
     return [(a["Name"], a["ActionTypeId"]["Category"], a.get("RunOrder", 1)) for a in stage["Actions"]]
 
