@@ -43,6 +43,10 @@ SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
 # Chosen, not left to aws-cdk-lib's V1 default (docs/DECISIONS.md, "The pipeline is a V2 pipeline").
 PIPELINE_TYPE = codepipeline.PipelineType.V2
 NO_DEPLOYED_COMMIT = "none"
+# What aws-cdk-lib 2.275.0 grants on a connection of either ARN form: to the source action's role
+# (aws-codepipeline-actions/lib/codestar-connections/source-action.js) and to every CodeBuild project that takes
+# the full clone as input (aws-codepipeline-actions/lib/codebuild/build-action.js).
+CDK_CONNECTION_ACTION = "codestar-connections:UseConnection"
 
 
 def build_defaults(compute: codebuild.ComputeType = codebuild.ComputeType.SMALL) -> pipelines.CodeBuildOptions:
@@ -99,6 +103,25 @@ def diff_commands(stage: str, parameter: str) -> list[str]:
     ]
 
 
+def _grants(statement: dict, action: str, resource: str) -> bool:
+    def listed(value: object) -> list:
+        return value if isinstance(value, list) else [value]
+
+    return action in listed(statement.get("Action")) and resource in listed(statement.get("Resource"))
+
+
+def grant_connection(scope: Construct, connection_arn: str, action: str) -> None:
+    """`action` on the connection for every policy that aws-cdk-lib gave CDK_CONNECTION_ACTION on it (complete once
+    the pipeline is built): for a codeconnections ARN that grant alone allows nothing (config/pipeline.py
+    PipelineConfig.connection_action)."""
+    if action == CDK_CONNECTION_ACTION:
+        return
+    for policy in [c for c in scope.node.find_all() if isinstance(c, iam.Policy)]:
+        statements = policy.document.to_json().get("Statement", [])
+        if any(_grants(s, CDK_CONNECTION_ACTION, connection_arn) for s in statements):
+            policy.add_statements(iam.PolicyStatement(actions=[action], resources=[connection_arn]))
+
+
 class PipelineStack(cdk.Stack):
     def __init__(
         self, scope: Construct, construct_id: str, *, pipeline: PipelineConfig, stages: dict[str, StageConfig], **kwargs
@@ -134,6 +157,7 @@ class PipelineStack(cdk.Stack):
         for ref in pipeline.stages:
             self._add_stage(ref, stages[ref.name])
         self.pipeline.build_pipeline()  # now, so its projects exist for the compliance acknowledgments
+        grant_connection(self, pipeline.connection_arn, pipeline.connection_action)
 
     def _add_stage(self, ref: PipelineStage, cfg: StageConfig) -> None:
         stage = InferenceStage(self, ref.name, cfg=cfg)
