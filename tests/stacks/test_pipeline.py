@@ -60,8 +60,8 @@ def _connection_grants(template, connection_arn: str) -> dict[str, set[str]]:
 
 
 # The roles that use the connection: the source action's, and each project that takes the full clone (Synth,
-# Verify per stage, Diff and Record for the approval stage).
-CONNECTION_USERS = 6
+# AddonCheck, Verify per stage, Diff and Record for the approval stage).
+CONNECTION_USERS = 7
 
 
 def _stages(template):
@@ -114,6 +114,20 @@ def test_the_prod_diff_runs_before_any_change_set_and_the_approvals_link_it(pipe
     approvals = [a for a in prod["Actions"] if a["ActionTypeId"]["Category"] == "Approval"]
     link = "https://us-west-2.console.aws.amazon.com/codesuite/codebuild/projects/pd-inference-diff-prod/history"
     assert {a["Configuration"]["ExternalEntityLink"] for a in approvals} == {f"{link}?region=us-west-2"}
+
+
+def test_the_addon_check_runs_before_any_change_set_of_the_first_stage(pipeline_app):
+    order = {name: run for name, _, run in _actions({s["Name"]: s for s in _stages(pipeline_app[0])}["dev"])}
+    assert order["AddonCheck"] < min(run for name, run in order.items() if name.endswith(".Prepare"))
+
+
+def test_the_addon_check_checks_every_stage_of_the_pipeline(pipeline_app):
+    specs = codebuild_local.buildspecs(pipeline_app[0])
+    (check,) = [s for s in specs.values() if any("ops addon-check" in c for c in codebuild_local.commands(s))]
+    assert [c for c in codebuild_local.commands(check) if "ops addon-check" in c] == [
+        ".venv/bin/python -m ops addon-check --stage dev",
+        ".venv/bin/python -m ops addon-check --stage prod",
+    ]
 
 
 def test_the_prod_diff_compares_with_the_commit_prod_last_deployed(pipeline_app):
