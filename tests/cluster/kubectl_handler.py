@@ -78,6 +78,7 @@ def run_helm(
     env = {
         "PATH": f"{_aws_stand_in(folder, kubeconfig)}:{helm.parent}:/usr/bin:/bin",
         "TEST_OUTDIR": str(outdir),
+        "PYTHONDONTWRITEBYTECODE": "1",  # nothing written into the assembly's asset folder
         "HOME": str(folder),
         "HELM_CONFIG_HOME": str(folder / "config"),
         "HELM_CACHE_HOME": str(folder / "cache"),
