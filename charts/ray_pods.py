@@ -20,6 +20,7 @@ from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATI
 from .log_relay import CONTAINER as RELAY_CONTAINER
 from .log_relay import RAY_TMP, RELAY_PROGRAM
 from .log_relay import VOLUME as RAY_LOGS_VOLUME
+from .ray_tmp import rotation_environment, size_limit_gib
 from .worker_env import worker_environment
 
 TOKEN_DIR = "/var/run/secrets/huggingface"
@@ -158,9 +159,9 @@ def head_pod_template(
         name="ray-head",
         image=image,
         ports=[typed(k8s.ContainerPort, name=name, container_port=port) for name, port in HEAD_PORTS.items()],
-        env=[typed(k8s.EnvVar, name="NVIDIA_VISIBLE_DEVICES", value="void"), *env],
+        env=[typed(k8s.EnvVar, name="NVIDIA_VISIBLE_DEVICES", value="void"), *ray_tmp_env(), *env],
         resources=_resources(
-            {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib)},
+            {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **ray_tmp_request()},
             {"cpu": _count(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
         ),
         lifecycle=_pre_stop(),
@@ -168,7 +169,7 @@ def head_pod_template(
         security_context=typed(
             k8s.SecurityContext, allow_privilege_escalation=False, capabilities=typed(k8s.Capabilities, drop=["ALL"])
         ),
-        volume_mounts=mounts or None,
+        volume_mounts=[ray_logs_mount(), *mounts],
     )
     spec = typed(
         k8s.PodSpec,
@@ -177,7 +178,7 @@ def head_pod_template(
         security_context=_pod_security(),
         node_selector=dict(SYSTEM_LABELS),
         containers=[container],
-        volumes=volumes or None,
+        volumes=[ray_logs_volume(), *volumes],
     )
     return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
 
@@ -214,8 +215,20 @@ def worker_env(*, efa: bool) -> list[k8s.EnvVar]:
 
 
 def ray_logs_volume() -> k8s.Volume:
-    """Ray's /tmp/ray, shared with the log relay (charts/log_relay.py)."""
-    return typed(k8s.Volume, name=RAY_LOGS_VOLUME, empty_dir=typed(k8s.EmptyDirVolumeSource))
+    """Ray's /tmp/ray, bounded (charts/ray_tmp.py) and shared with the log relay (charts/log_relay.py)."""
+    return typed(
+        k8s.Volume, name=RAY_LOGS_VOLUME, empty_dir=typed(k8s.EmptyDirVolumeSource, size_limit=_gib(size_limit_gib()))
+    )
+
+
+def ray_tmp_env() -> list[k8s.EnvVar]:
+    """Ray's log rotation, set so that /tmp/ray stays under its bound (charts/ray_tmp.py)."""
+    return [typed(k8s.EnvVar, name=item["name"], value=item["value"]) for item in rotation_environment()]
+
+
+def ray_tmp_request() -> dict[str, k8s.Quantity]:
+    """The Ray container's ephemeral-storage request: the room /tmp/ray may take, which the scheduler counts."""
+    return {"ephemeral-storage": _gib(size_limit_gib())}
 
 
 def ray_logs_mount(*, read_only: bool = False) -> k8s.VolumeMount:
@@ -243,6 +256,24 @@ def relay_container(image: str) -> k8s.Container:
     )
 
 
+def _worker_storage(
+    resources: PodResources, weight_cache: WeightCache, token: TokenMount | None
+) -> tuple[list[k8s.EnvVar], list[k8s.VolumeMount], list[k8s.Volume]]:
+    """(env, volumeMounts, volumes) of the GPU worker: the engine's environment, /dev/shm, the bounded /tmp/ray,
+    the weight cache and the token file."""
+    env = [*worker_env(efa=bool(resources.efa_interfaces)), *ray_tmp_env()]
+    mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm"), ray_logs_mount()]
+    shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
+    volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm), ray_logs_volume()]
+    if weight_cache.enabled:
+        env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
+        mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
+        cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
+        volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))
+    token_env, token_mounts, token_volumes = _token_parts(token)
+    return env + token_env, mounts + token_mounts, volumes + token_volumes
+
+
 def worker_pod_template(
     *,
     image: str,
@@ -259,29 +290,19 @@ def worker_pod_template(
     devices = {GPU_RESOURCE: _count(resources.gpus)}
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = _count(resources.efa_interfaces)
-    env = worker_env(efa=bool(resources.efa_interfaces))
-    mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm")]
-    shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
-    volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm)]
-    if weight_cache.enabled:
-        env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
-        mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
-        cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
-        volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))
-    token_env, token_mounts, token_volumes = _token_parts(token)
-    env += token_env
-    mounts += token_mounts
-    volumes += token_volumes
-    if log_relay:
-        mounts.append(ray_logs_mount())
-        volumes.append(ray_logs_volume())
+    env, mounts, volumes = _worker_storage(resources, weight_cache, token)
     container = typed(
         k8s.Container,
         name="ray-worker",
         image=image,
         env=env,
         resources=_resources(
-            {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **devices},
+            {
+                "cpu": _count(resources.cpu_request),
+                "memory": _gib(resources.memory_request_gib),
+                **ray_tmp_request(),
+                **devices,
+            },
             {"cpu": _count(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib), **devices},
         ),
         security_context=worker_security_context(privilege),

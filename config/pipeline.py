@@ -33,6 +33,14 @@ class PipelineConfig(Strict):
     branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./-]+$", max_length=200)] = "main"
     stages: list[PipelineStage] = Field(min_length=1, max_length=20)
 
+    @property
+    def connection_action(self) -> str:
+        """The IAM action that lets a role use the connection: UseConnection under the ARN's own service prefix,
+        codeconnections or codestar-connections. "When specifying a resource in the IAM policy, the service prefix
+        needs to match that of the resource" (AWS Developer Tools console user guide, "Connections rename -
+        Summary of changes"; the console makes codeconnections ARNs since 2024-07-01)."""
+        return f"{self.connection_arn.split(':')[2]}:UseConnection"
+
 
 def load_pipeline(config_dir: str | Path, stage_names: list[str]) -> PipelineConfig | None:
     """The pipeline config if `_pipeline.yaml` exists, checked against the stage files present."""

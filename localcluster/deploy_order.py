@@ -139,7 +139,6 @@ def _step(stack: str, logical_id: str, resource: dict[str, Any]) -> Step:
                 "create_namespace": props.get("CreateNamespace") in (True, "true"),
                 "wait": props.get("Wait") in (True, "true"),
                 "timeout": props.get("Timeout"),
-                "skip_crds": props.get("SkipCrds") in (True, "true"),
                 "values": json.loads(values) if isinstance(values, str) and values else {},
             },
         )

@@ -2,10 +2,12 @@
 
 The handler (aws-cdk-lib custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/helm/__init__.py, `helm()`)
 writes the release's Values as JSON to a file and runs `helm upgrade RELEASE CHART --install
-[--create-namespace] --repo REPO --values FILE --version V --namespace NS [--wait] [--skip-crds]
-[--timeout T] --kubeconfig K`. Here the same command runs with the layer's own helm (kubectl_layer.py) and
-the same release, namespace, values, version and flags; only the chart comes from the module cache (a local
-chart folder, checked to be that version) instead of `--repo`, which this machine cannot reach."""
+[--create-namespace] --repo REPO --values FILE --version V --namespace NS [--wait] [--timeout T]
+--kubeconfig K`. It reads SkipCrds, but its `helm_handler` never passes it on, so no deploy runs `--skip-crds`
+(tests/cluster/test_operator_bump.py runs the handler itself and holds this argv to it). Here the same command
+runs with the layer's own helm (kubectl_layer.py) and the same release, namespace, values, version and flags;
+only the chart comes from the module cache (a local chart folder, checked to be that version) instead of
+`--repo`, which this machine cannot reach."""
 
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ class Release:
     wait: bool = False
     create_namespace: bool = False
     timeout: str | None = None
-    skip_crds: bool = False
 
     @classmethod
     def of(cls, helm: dict[str, Any]) -> Release:
@@ -49,7 +50,6 @@ class Release:
             wait=helm["wait"],
             create_namespace=helm["create_namespace"],
             timeout=helm.get("timeout"),
-            skip_crds=helm.get("skip_crds", False),
         )
 
 
@@ -65,8 +65,6 @@ def upgrade_argv(helm: Path, release: Release, chart_dir: Path, values_file: Pat
     argv += ["--values", str(values_file), "--version", release.version, "--namespace", release.namespace]
     if release.wait:
         argv.append("--wait")
-    if release.skip_crds:
-        argv.append("--skip-crds")
     if release.timeout is not None:
         argv += ["--timeout", release.timeout]
     return [*argv, "--kubeconfig", str(kubeconfig)]

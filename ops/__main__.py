@@ -1,6 +1,8 @@
 """`pd-inference COMMAND` (the console script scripts/setup.sh installs) or `python -m ops COMMAND`.
 
   preflight --stage NAME [--suggest]  read-only AWS checks before `cdk deploy`
+  addon-check --stage NAME
+                          preflight's CloudWatch add-on check alone (the pipeline runs it before any stage)
   verify --stage NAME [--wait SECONDS]
                           checks of the running stage after `cdk deploy`
   verify-remote --stage NAME
@@ -103,6 +105,7 @@ class Command(Protocol):
 # In the order `python -m ops --help` lists them.
 COMMANDS: dict[str, Command] = {
     "preflight": stage_commands.PREFLIGHT,
+    "addon-check": stage_commands.ADDON_CHECK,
     "verify": stage_commands.VERIFY,
     "verify-remote": stage_commands.VERIFY_REMOTE,
     "bench": LazyCommand("bench", "serving_lab.bench.cli"),

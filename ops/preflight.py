@@ -117,7 +117,7 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
         _quotas,
         _kubernetes_version,
         _bootstrap,
-        _addon_configuration,
+        addon_configuration_check,
         _secret,
         _registry,
     ]
@@ -419,10 +419,12 @@ def addon_schema_errors(schema: dict, values: dict) -> list[str]:
     ]
 
 
-def _addon_configuration(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
-    """EKS checks an add-on's ConfigurationValues against its version's schema, and AWS::EKS::Addon waits for
-    ACTIVE: a refused key fails the cluster stack, and CloudFormation rolls all of it back. So the stage's
-    configuration is checked here against the schema EKS gives for the pinned version."""
+def addon_configuration_check(cfg: StageConfig, clients: Clients, report: Report, facts: Facts) -> None:
+    """EKS validates an add-on's configuration values against its version's schema when the add-on is created
+    or updated (EKS API Reference, DescribeAddonConfiguration: configurationSchema), so a refused key fails
+    AWS::EKS::Addon and CloudFormation rolls the whole cluster stack back. The stage's configuration is checked
+    here against the schema EKS gives for the pinned version; the pipeline runs this check alone before any
+    stage deploys (`ops addon-check`, stacks/pipeline.py)."""
     if not cfg.observability.enabled:
         report.add(ADDON_CHECK, "skip", "observability is off: the add-on is not installed")
         return

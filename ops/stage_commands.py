@@ -1,4 +1,4 @@
-"""The operator's stage commands, `preflight`, `verify` and `verify-remote`: read-only AWS checks of one stage
+"""The operator's stage commands, `preflight`, `addon-check`, `verify` and `verify-remote`: read-only AWS checks of one stage
 that print a Report. Their modules import the AWS SDK, which `rehearse` (GPU hosts) must never load: boto3 is
 imported when one of them runs, not when the parser is built (ops/__main__.py collects them)."""
 
@@ -86,6 +86,19 @@ def _preflight_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--suggest", action="store_true", help="print a corrected stage snippet when possible")
 
 
+def _addon_check(cfg, args, session, clients):
+    from clients.report import Report
+
+    from . import preflight
+    from .aws_clients import Clients
+
+    report = Report("addon-check", cfg.stage)
+    preflight.addon_configuration_check(
+        cfg, Clients(session, cfg.region, overrides=clients or {}), report, preflight.Facts()
+    )
+    return report, None
+
+
 def _verify(cfg, args, session, clients):
     from . import verify
     from .aws_clients import Clients
@@ -116,6 +129,11 @@ def _verify_remote(cfg, args, session, clients):
 
 
 PREFLIGHT = StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight, _preflight_arguments)
+ADDON_CHECK = StageCommand(
+    "addon-check",
+    "preflight's CloudWatch add-on check alone (the pipeline runs it before any stage deploys)",
+    _addon_check,
+)
 VERIFY = StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments)
 VERIFY_REMOTE = StageCommand(
     "verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner", _verify_remote

@@ -35,7 +35,9 @@ class HelmRelease:
     values: dict[str, Any]
     create_namespace: bool = False
     wait: bool = False
-    skip_crds: bool = False
+    # Its chart's CRDs are applied by the KubeRayCrds step first (stacks/kuberay_crds.py). The release cannot skip
+    # them: the kubectl handler reads SkipCrds but never passes --skip-crds (docs/DECISIONS.md).
+    crds_step: bool = False
 
 
 def _select_gpu_nodes() -> dict[str, Any]:
@@ -97,7 +99,7 @@ def helm_releases(addons: Addons, *, efa: bool) -> list[HelmRelease]:
             addons.kuberay_operator,
             kuberay_operator_values(),
             wait=True,
-            skip_crds=True,  # the KubeRayCrds step owns them (stacks/kuberay_crds.py)
+            crds_step=True,
         )
     )
     return releases
@@ -129,7 +131,6 @@ def install(cluster: eks.Cluster, release: HelmRelease) -> eks.HelmChart:
         create_namespace=release.create_namespace,
         wait=release.wait,
         values=release.values,
-        skip_crds=release.skip_crds,
     )
 
 

@@ -66,7 +66,16 @@ def gpu_memory(cluster_name: str) -> cw.Metric:
 
 
 def quantile_query(metric: str, cluster_name: str, quantile: str) -> str:
-    """PromQL: the cluster's `quantile` (e.g. "0.99") of a Ray histogram over 5 minutes."""
+    """PromQL: the cluster's `quantile` (e.g. "0.99") of a Ray histogram over 5 minutes, in the native-histogram
+    form: no `_bucket`, no `by (le)`. The scraper's OTel pipeline (stacks/observability.py) runs the
+    CloudWatch agent's Prometheus receiver (amazon-cloudwatch-agent service/defaultcomponents/components.go,
+    opentelemetry-collector-contrib receiver/prometheusreceiver), which folds a classic histogram's `_bucket`,
+    `_sum` and `_count` series into one OTLP Histogram named after the family, its `le` values becoming the
+    explicit bounds and no attribute (internal/metricfamily.go, toDistributionPoint, appendMetric). CloudWatch
+    stores explicit-bucket histograms as exponential histograms (CloudWatch User Guide, "How CloudWatch stores
+    histogram metrics") and queries them with Prometheus 3 PromQL ("PromQL querying"): one native-histogram
+    series per label set, whose sum and rate stay histograms and which histogram_quantile reads directly. No
+    `_bucket` series and no `le` label exist there, so the classic form would select nothing."""
     return f'histogram_quantile({quantile}, sum(rate({check(metric)}{{ClusterName="{cluster_name}"}}[5m])))'
 
 

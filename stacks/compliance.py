@@ -165,7 +165,8 @@ def acknowledge_pipeline(pipeline) -> None:
         "Action::s3:GetBucket*": "CDK Pipelines' artifact-bucket read grant, on the pipeline's own bucket.",
         "Action::s3:GetObject*": "CDK Pipelines' artifact-bucket read grant, on the pipeline's own bucket.",
         "Action::s3:List*": "CDK Pipelines' artifact-bucket list grant, on the pipeline's own bucket.",
-        "Resource::*": "CodeBuild's report and VPC describe calls have no resource-level permissions.",
+        "Resource::*": "CodeBuild's report and VPC describe calls, and EKS's DescribeAddonConfiguration (the "
+        "add-on check), have no resource-level permissions.",
         f"Resource::<{stack.resolve(pipeline.pipeline.artifact_bucket.node.default_child.logical_id)}.Arn>/*": "Objects of the pipeline's own artifact bucket.",
         f"Resource::arn:*:iam::{account}:role/*": "The self-mutation step assumes the CDK bootstrap roles (cdk-hnb659fds-*) of the target account.",
         f"Resource::arn:aws:codebuild:{region}:{account}:report-group/*": "CDK Pipelines' default report groups.",

@@ -4,7 +4,12 @@ Helm never upgrades a chart's crds/, so without this step a chart bump runs the 
 CRDs (docs/DECISIONS.md, "KubeRay 1.6.2"). The step is a Lambda-backed custom resource whose handler
 (kuberay_crds_handler/index.py) pulls the release's chart and applies its crds/; it runs exactly like the
 cluster's kubectl handler: its role (the access entry that makes it a cluster admin), its layers (the
-stage's kubectl layer with helm and kubectl, the AWS CLI) and its subnets and security group."""
+stage's kubectl layer with helm and kubectl, the AWS CLI) and its subnets and security group.
+
+Its times come from the handler's bounded steps (kuberay_crds_handler/index.py WORST_CASE_SECONDS): the Lambda's
+timeout is that worst case plus a start-up headroom, and the custom resource's ServiceTimeout (CloudFormation's
+AWS::CloudFormation::CustomResource property, 1 to 3600 s, default 3600; aws-cdk-lib CustomResourceProps
+`serviceTimeout`) a minute more, so a handler that never answers fails the stack in minutes, not an hour."""
 
 from __future__ import annotations
 
@@ -21,8 +26,15 @@ from constructs import Construct
 
 from config import versions
 
+from .kuberay_crds_handler import index as handler
+
 HANDLER_DIR = Path(__file__).resolve().parent / "kuberay_crds_handler"
 RESOURCE_TYPE = "Custom::KubeRayCrds"
+# The Lambda's start-up (a cold start in the VPC, the imports) beside the handler's own worst case.
+STARTUP_HEADROOM_SECONDS = 60
+LAMBDA_TIMEOUT = cdk.Duration.seconds(handler.WORST_CASE_SECONDS + STARTUP_HEADROOM_SECONDS)
+# CloudFormation's wait: the Lambda's timeout and a minute for the invoke and the answer's way back.
+SERVICE_TIMEOUT = cdk.Duration.seconds(LAMBDA_TIMEOUT.to_seconds() + 60)
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class KubeRayCrds(Construct):
             runtime=lambda_.Runtime.determine_latest_python_runtime(self),
             handler="index.handler",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
-            timeout=cdk.Duration.minutes(10),
+            timeout=LAMBDA_TIMEOUT,
             memory_size=1024,
             role=cast(iam.IRole, kubectl.role),
             layers=[awscli, props.kubectl_layer],
@@ -69,6 +81,7 @@ class KubeRayCrds(Construct):
             self,
             "Resource",
             service_token=self.function.function_arn,
+            service_timeout=SERVICE_TIMEOUT,
             resource_type=RESOURCE_TYPE,
             properties={
                 "ClusterName": cluster.cluster_name,

@@ -1,7 +1,8 @@
 """The optional delivery pipeline (CDK Pipelines): source from a CodeConnections repository (a full clone, for
 `ops diff`), a Synth step that checks the change and synthesizes every stage, the stages in the order of
-`config/_pipeline.yaml`, and after each stage a step that runs `ops verify` for it inside the stage's VPC (on its
-verify runner). A stage marked `approval: true` first gets `ops diff` against the commit it last deployed, and each
+`config/_pipeline.yaml`, before the first of them `ops addon-check` for every stage with the CloudWatch add-on,
+and after each stage a step that runs `ops verify` for it inside the stage's VPC (on its verify runner). A stage
+marked `approval: true` first gets `ops diff` against the commit it last deployed, and each
 of its stacks waits for an approval once its change set exists.
 
 Every CodeBuild project runs on CodeBuild's standard 8.0 image with the project's toolchain selected
@@ -10,8 +11,11 @@ CDK CLI and cdk-assets are the versions package.json pins."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import pipelines
@@ -39,7 +43,13 @@ CACHE_PATHS = (
 )
 # The Synth step's peak memory, measured (scripts/bench_pipeline_step.py): it needs more than SMALL's 3 GB.
 SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
+# Chosen, not left to aws-cdk-lib's V1 default (docs/DECISIONS.md, "The pipeline is a V2 pipeline").
+PIPELINE_TYPE = codepipeline.PipelineType.V2
 NO_DEPLOYED_COMMIT = "none"
+# What aws-cdk-lib 2.275.0 grants on a connection of either ARN form: to the source action's role
+# (aws-codepipeline-actions/lib/codestar-connections/source-action.js) and to every CodeBuild project that takes
+# the full clone as input (aws-codepipeline-actions/lib/codebuild/build-action.js).
+CDK_CONNECTION_ACTION = "codestar-connections:UseConnection"
 
 
 def build_defaults(compute: codebuild.ComputeType = codebuild.ComputeType.SMALL) -> pipelines.CodeBuildOptions:
@@ -82,6 +92,24 @@ def verify_step(stage: StageConfig, source: pipelines.CodePipelineSource) -> pip
     )
 
 
+def addon_check_step(stages: list[StageConfig], source: pipelines.CodePipelineSource) -> pipelines.CodeBuildStep | None:
+    """preflight's CloudWatch add-on check (`ops addon-check`) for every stage of the pipeline that installs the
+    add-on, before the first stage deploys: EKS refuses a configuration that its version's schema does not admit
+    when CloudFormation creates or updates the add-on, and the cluster stack then rolls back whole (ops/preflight.py
+    addon_configuration_check). DescribeAddonConfiguration's request names only an add-on and a version, no
+    cluster (EKS API Reference), so its statement's resource is `*`."""
+    names = [cfg.stage for cfg in stages if cfg.observability.enabled]
+    if not names:
+        return None
+    return pipelines.CodeBuildStep(
+        "AddonCheck",
+        input=source,
+        install_commands=[CHECK_SETUP],
+        commands=[f".venv/bin/python -m ops addon-check --stage {name}" for name in names],
+        role_policy_statements=[iam.PolicyStatement(actions=["eks:DescribeAddonConfiguration"], resources=["*"])],
+    )
+
+
 def diff_commands(stage: str, parameter: str) -> list[str]:
     """`ops diff` against the commit the stage last deployed (an SSM parameter the Record step writes)."""
     return [
@@ -94,6 +122,25 @@ def diff_commands(stage: str, parameter: str) -> list[str]:
         ),
         f"cat diff/{stage}.md",
     ]
+
+
+def _grants(statement: dict, action: str, resource: str) -> bool:
+    def listed(value: object) -> list:
+        return value if isinstance(value, list) else [value]
+
+    return action in listed(statement.get("Action")) and resource in listed(statement.get("Resource"))
+
+
+def grant_connection(scope: Construct, connection_arn: str, action: str) -> None:
+    """`action` on the connection for every policy that aws-cdk-lib gave CDK_CONNECTION_ACTION on it (complete once
+    the pipeline is built): for a codeconnections ARN that grant alone allows nothing (config/pipeline.py
+    PipelineConfig.connection_action)."""
+    if action == CDK_CONNECTION_ACTION:
+        return
+    for policy in [c for c in scope.node.find_all() if isinstance(c, iam.Policy)]:
+        statements = policy.document.to_json().get("Statement", [])
+        if any(_grants(s, CDK_CONNECTION_ACTION, connection_arn) for s in statements):
+            policy.add_statements(iam.PolicyStatement(actions=[action], resources=[connection_arn]))
 
 
 class PipelineStack(cdk.Stack):
@@ -112,6 +159,7 @@ class PipelineStack(cdk.Stack):
             self,
             "Pipeline",
             pipeline_name=PIPELINE_NAME,
+            pipeline_type=PIPELINE_TYPE,
             synth=pipelines.CodeBuildStep(
                 "Synth",
                 input=self.source,
@@ -127,22 +175,26 @@ class PipelineStack(cdk.Stack):
             enable_key_rotation=True,
         )
         self.stages: list[InferenceStage] = []
-        for ref in pipeline.stages:
-            self._add_stage(ref, stages[ref.name])
+        addon_check = addon_check_step([stages[ref.name] for ref in pipeline.stages], self.source)
+        for index, ref in enumerate(pipeline.stages):
+            first = [addon_check] if index == 0 and addon_check else []
+            self._add_stage(ref, stages[ref.name], first)
         self.pipeline.build_pipeline()  # now, so its projects exist for the compliance acknowledgments
+        grant_connection(self, pipeline.connection_arn, pipeline.connection_action)
 
-    def _add_stage(self, ref: PipelineStage, cfg: StageConfig) -> None:
+    def _add_stage(self, ref: PipelineStage, cfg: StageConfig, pre: Sequence[pipelines.Step]) -> None:
+        """The stage, after `pre` (the add-on check, before the first stage), and verify after it."""
         stage = InferenceStage(self, ref.name, cfg=cfg)
         verify = verify_step(cfg, self.source)
         if not ref.approval:
-            self.pipeline.add_stage(stage, post=[verify])
+            self.pipeline.add_stage(stage, pre=list(pre), post=[verify])
         else:
             parameter = self._deployed_commit(ref.name)
             diff = self._diff_step(ref.name, parameter)
             record = self._record_step(ref.name, parameter)
             record.add_step_dependency(verify)
             self.pipeline.add_stage(
-                stage, pre=[diff], post=[verify, record], stack_steps=self._approvals(stage, ref.name)
+                stage, pre=[*pre, diff], post=[verify, record], stack_steps=self._approvals(stage, ref.name)
             )
         self.stages.append(stage)
 

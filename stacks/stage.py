@@ -15,7 +15,10 @@ from .cluster import ClusterProps, ClusterStack
 from .network import NetworkStack
 from .serving import ServingStack
 
-CRDS_NOTE = "applied server-side before this release by the cluster stack's KubeRayCrds step"
+CRDS_NOTE = (
+    "applied server-side before this release by the cluster stack's KubeRayCrds step (Helm's install applies the "
+    "same files again, its upgrades never)"
+)
 
 
 def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
@@ -92,7 +95,7 @@ class InferenceStage(cdk.Stage):
                 "repository": r.pin.repository,
                 "version": r.version,
                 # The operator's CRDs come from the KubeRayCrds step before the release (stacks/kuberay_crds.py).
-                **({"skip_crds": True, "crds": CRDS_NOTE} if r.skip_crds else {}),
+                **({"crds": CRDS_NOTE} if r.crds_step else {}),
                 "values": r.values,
             }
             for r in self.cluster.helm_releases

@@ -162,7 +162,7 @@ def test_head_ports(dev_objects):
 
 def test_head_resources(dev_objects):
     assert container(head(dev_objects))["resources"] == {
-        "requests": {"cpu": "2", "memory": "8Gi"},
+        "requests": {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "8Gi"},
         "limits": {"cpu": "3", "memory": "12Gi"},
     }
 
@@ -209,6 +209,21 @@ def test_dev_shm_is_an_8gi_memory_volume(dev_objects):
     volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container(group)["volumeMounts"]
+
+
+@pytest.mark.parametrize("group", [head, workers])
+def test_ray_tmp_is_a_bounded_volume_the_ray_container_requests(dev_objects, group):
+    made = group(dev_objects)
+    volumes = {v["name"]: v for v in made["template"]["spec"]["volumes"]}
+    assert volumes["ray-logs"] == {"name": "ray-logs", "emptyDir": {"sizeLimit": "8Gi"}}
+    assert {"name": "ray-logs", "mountPath": "/tmp/ray"} in container(made)["volumeMounts"]
+    assert container(made)["resources"]["requests"]["ephemeral-storage"] == "8Gi"
+
+
+@pytest.mark.parametrize("group", [head, workers])
+def test_ray_rotates_its_logs_under_the_bound(dev_objects, group):
+    values = env(group(dev_objects))
+    assert (values["RAY_ROTATION_MAX_BYTES"], values["RAY_ROTATION_BACKUP_COUNT"]) == (str(16 * 2**20), "2")
 
 
 def test_worker_environment(dev_objects):

@@ -10,7 +10,7 @@ from ops import verify
 from ops.__main__ import main
 from tests.helpers import one_error_line
 
-COMMANDS = ["preflight", "verify", "verify-remote"]
+COMMANDS = ["preflight", "addon-check", "verify", "verify-remote"]
 GARBAGE = "[default\nregion = us-west-2\n[[[ not an ini file\n"
 
 

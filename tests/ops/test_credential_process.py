@@ -18,7 +18,7 @@ from ops import aws_clients
 from ops.__main__ import main
 from tests.helpers import one_error_line
 
-COMMANDS = ["preflight", "verify", "verify-remote"]
+COMMANDS = ["preflight", "addon-check", "verify", "verify-remote"]
 DEADLINE_S = 1.0
 
 

@@ -13,6 +13,7 @@ from ops.__main__ import COMMANDS, _parser, main
 # The fewest arguments each command parses with (argparse only: nothing runs).
 MINIMAL = {
     "preflight": ["--stage", "dev"],
+    "addon-check": ["--stage", "dev"],
     "verify": ["--stage", "dev"],
     "verify-remote": ["--stage", "dev"],
     "bench": ["--calibrate"],

@@ -365,3 +365,27 @@ def test_without_observability_the_addon_is_not_checked(aws, tmp_path):
     fake.image()
     report, _ = fake.run(_cfg(tmp_path, observability={"enabled": False}))
     assert report.find("CloudWatch add-on").status == "skip"
+
+
+def _addon_check(tmp_path, schema=None):
+    fake = Fake()
+    fake.addon_schema(schema)
+    path = write_stage(tmp_path, stage_data("dev"))
+    for stub in fake.stubs.values():
+        stub.activate()
+    return main(
+        ["addon-check", "--stage", "dev", "--config-dir", str(path.parent), "--json"],
+        session=fake.session,
+        clients=fake.overrides,
+    )
+
+
+def test_addon_check_runs_the_addon_check_alone(aws, tmp_path, capsys):
+    assert _addon_check(tmp_path) == 0
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    assert [(c["name"], c["status"]) for c in checks] == [("CloudWatch add-on", "pass")]
+
+
+def test_addon_check_fails_on_a_key_the_addon_version_refuses(aws, tmp_path):
+    schema = {"type": "object", "properties": {"containerLogs": {"type": "object"}}, "additionalProperties": False}
+    assert _addon_check(tmp_path, schema) == 1

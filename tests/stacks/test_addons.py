@@ -104,7 +104,7 @@ def test_efa_plugin_tolerates_the_gpu_taint_and_runs_only_on_gpu_nodes(app_synth
 def test_kuberay_operator_runs_on_the_system_node_with_its_crds_and_waits(app_synth):
     props = _releases(app_synth)["kuberay-operator"][1]["Properties"]
     assert json.loads(props["Values"]) == {"nodeSelector": {"role": "system"}}
-    assert props["SkipCrds"] is True  # the KubeRayCrds step applies them first (stacks/kuberay_crds.py)
+    assert "SkipCrds" not in props  # the kubectl handler never passes it to Helm (docs/DECISIONS.md)
     assert props["Wait"] is True
     assert props.get("CreateNamespace") in (None, False)  # created with Pod Security labels (below)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
 import pytest
 
-from stacks.kuberay_crds import RESOURCE_TYPE
+from stacks.kuberay_crds import RESOURCE_TYPE, STARTUP_HEADROOM_SECONDS
 from stacks.kuberay_crds_handler import index
 
 
@@ -112,18 +113,39 @@ def cloudformation():
     server.shutdown()
 
 
+PULL = 'if [ "$1" = pull ]; then d="${@: -1}"; mkdir -p "$d/$2/crds"; fi'
+# helm pull as a chart repository answers it when it is down: Helm's repository error with the HTTP status
+# (helm.sh/helm/v4 v4.1.4 pkg/repo/v1/chartrepo.go and pkg/getter/httpgetter.go).
+UNAVAILABLE = (
+    'echo \'Error: looks like "https://r/" is not a valid chart repository or cannot be reached: '
+    "failed to fetch https://r/index.yaml : 503 Service Unavailable' >&2; exit 1"
+)
+NOT_FOUND = 'echo \'Error: chart "kuberay-operator" version "1.6.2" not found in https://r/ repository\' >&2; exit 1'
+
+
+def _tool(bin_dir, log, name: str, body: str) -> None:
+    script = bin_dir / name
+    script.write_text(f'#!/bin/bash\necho "{name} $*" >> {log}\n{body}\n')
+    script.chmod(0o755)
+
+
 @pytest.fixture
 def tools_on_path(tmp_path, monkeypatch):
     """aws, helm and kubectl as scripts that log their argv (helm pull also unpacks a chart with crds/)."""
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
-    pull = 'if [ "$1" = pull ]; then d="${@: -1}"; mkdir -p "$d/$2/crds"; fi'
-    for name, extra in (("aws", ""), ("helm", pull), ("kubectl", "")):
-        script = bin_dir / name
-        script.write_text(f'#!/bin/bash\necho "{name} $*" >> {log}\n{extra}\n')
-        script.chmod(0o755)
+    for name, extra in (("aws", ""), ("helm", PULL), ("kubectl", "")):
+        _tool(bin_dir, log, name, extra)
     monkeypatch.setattr(index, "PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(index, "RETRY_PAUSE_SECONDS", 0)
     return log
+
+
+def _helm_answers(log, *answers: str) -> None:
+    """helm pull answers each call with the next of `answers` (a script body), the last one from then on."""
+    bodies = "\n".join(f"  {n}) {body};;" for n, body in enumerate(answers[:-1], start=1))
+    count = f"n=$(grep -c '^helm pull' {log})"
+    _tool(log.parent / "bin", log, "helm", f"{count}\ncase $n in\n{bodies}\n  *) {answers[-1]};;\nesac")
 
 
 def _event(kind: str, url: str) -> dict:
@@ -163,3 +185,59 @@ def test_a_failed_command_answers_failed_with_its_reason(cloudformation, tools_o
     index.handler(_event("Update", url), None)
     assert [r["Status"] for r in received] == ["FAILED"]
     assert "aws" in received[0]["Reason"]
+
+
+def _pulls(log) -> int:
+    return sum(line.startswith("helm pull") for line in log.read_text().splitlines())
+
+
+def test_a_transient_pull_error_is_tried_once_more(cloudformation, tools_on_path):
+    url, received = cloudformation
+    _helm_answers(tools_on_path, UNAVAILABLE, PULL)
+    index.handler(_event("Create", url), None)
+    assert (_pulls(tools_on_path), [r["Status"] for r in received]) == (2, ["SUCCESS"])
+
+
+def test_a_second_transient_pull_error_answers_failed(cloudformation, tools_on_path):
+    url, received = cloudformation
+    _helm_answers(tools_on_path, UNAVAILABLE)
+    index.handler(_event("Create", url), None)
+    assert (_pulls(tools_on_path), [r["Status"] for r in received]) == (2, ["FAILED"])
+    assert "503 Service Unavailable" in received[0]["Reason"]
+
+
+def test_a_permanent_pull_error_is_not_tried_again(cloudformation, tools_on_path):
+    url, received = cloudformation
+    _helm_answers(tools_on_path, NOT_FOUND)
+    index.handler(_event("Create", url), None)
+    assert (_pulls(tools_on_path), [r["Status"] for r in received]) == (1, ["FAILED"])
+
+
+def test_a_hanging_step_answers_failed_once_its_bound_is_past(cloudformation, tools_on_path, monkeypatch):
+    url, received = cloudformation
+    _tool(tools_on_path.parent / "bin", tools_on_path, "kubectl", "sleep 30")
+    monkeypatch.setitem(index.STEP_SECONDS, "apply", 1)
+    started = time.monotonic()
+    index.handler(_event("Create", url), None)
+    assert time.monotonic() - started < 10
+    assert [r["Status"] for r in received] == ["FAILED"]
+    assert received[0]["Reason"].endswith("no answer within 1 s")
+
+
+def test_a_pull_past_its_bound_counts_as_transient(tools_on_path, monkeypatch):
+    _tool(tools_on_path.parent / "bin", tools_on_path, "helm", "sleep 30")
+    with pytest.raises(index.StepError) as raised:
+        index.run(["helm", "pull", "x"], {"PATH": index.PATH}, seconds=1)
+    assert raised.value.transient
+
+
+def test_the_lambdas_timeout_is_the_handlers_worst_case_and_its_headroom(app_synth):
+    _, resource = _crds(app_synth)
+    timeout = _function(app_synth, resource)["Timeout"]
+    assert timeout == index.WORST_CASE_SECONDS + STARTUP_HEADROOM_SECONDS
+
+
+def test_cloudformation_waits_a_minute_past_the_lambdas_timeout(app_synth):
+    _, resource = _crds(app_synth)
+    timeout = _function(app_synth, resource)["Timeout"]
+    assert resource["Properties"]["ServiceTimeout"] == str(timeout + 60)

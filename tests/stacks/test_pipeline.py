@@ -20,25 +20,58 @@ from ..helpers import ROOT
 from ..test_cfn_lint import _accepted, _lint
 from . import codebuild_local
 
+EXAMPLE = ROOT / "docs" / "pipeline.example.yaml"
+EXAMPLE_CONNECTION = "arn:aws:codeconnections:us-west-2:123456789012:connection/00000000-0000-0000-0000-000000000000"
+CODESTAR_CONNECTION = EXAMPLE_CONNECTION.replace(":codeconnections:", ":codestar-connections:")
 
-@pytest.fixture(scope="module")
-def pipeline_app(tmp_path_factory):
+
+def _synth(tmp_path_factory, *, nag: bool, connection_arn: str = EXAMPLE_CONNECTION):
+    """The pipeline stack's template and the assembly folder, for dev and prod and the example pipeline file
+    (its connection ARN replaced by `connection_arn`)."""
     folder = tmp_path_factory.mktemp("config")
     for stage in ("dev", "prod"):
         shutil.copy(CONFIG_DIR / f"{stage}.yaml", folder)
-    shutil.copy(ROOT / "docs" / "pipeline.example.yaml", folder / "_pipeline.yaml")
+    (folder / "_pipeline.yaml").write_text(EXAMPLE.read_text().replace(EXAMPLE_CONNECTION, connection_arn))
     stages = load_stages(folder)
     pipeline = load_pipeline(folder, [s.stage for s in stages])
     out = tmp_path_factory.mktemp("out")
     app = assembly.new_app(outdir=str(out))
-    assembly.build(app, stages, nag=True, pipeline=pipeline)  # cdk-nag on: synth fails on a new finding
+    assembly.build(app, stages, nag=nag, pipeline=pipeline)
     app.synth()
     return json.loads((out / "Pipeline.template.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def pipeline_app(tmp_path_factory):
+    return _synth(tmp_path_factory, nag=True)  # cdk-nag on: synth fails on a new finding
+
+
+def _connection_grants(template, connection_arn: str) -> dict[str, set[str]]:
+    """Each IAM policy that grants a UseConnection on the connection, with the UseConnection actions it grants."""
+    grants: dict[str, set[str]] = {}
+    for name, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if statement["Resource"] == connection_arn:
+                grants.setdefault(name, set()).update(a for a in actions if a.endswith(":UseConnection"))
+    return grants
+
+
+# The roles that use the connection: the source action's, and each project that takes the full clone (Synth,
+# AddonCheck, Verify per stage, Diff and Record for the approval stage).
+CONNECTION_USERS = 7
 
 
 def _stages(template):
     (pipeline,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
     return pipeline["Properties"]["Stages"]
+
+
+def test_the_pipeline_is_a_v2_pipeline(pipeline_app):
+    (pipeline,) = [r for r in pipeline_app[0]["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+    assert pipeline["Properties"]["PipelineType"] == "V2"
 
 
 def _actions(stage):
@@ -81,6 +114,20 @@ def test_the_prod_diff_runs_before_any_change_set_and_the_approvals_link_it(pipe
     approvals = [a for a in prod["Actions"] if a["ActionTypeId"]["Category"] == "Approval"]
     link = "https://us-west-2.console.aws.amazon.com/codesuite/codebuild/projects/pd-inference-diff-prod/history"
     assert {a["Configuration"]["ExternalEntityLink"] for a in approvals} == {f"{link}?region=us-west-2"}
+
+
+def test_the_addon_check_runs_before_any_change_set_of_the_first_stage(pipeline_app):
+    order = {name: run for name, _, run in _actions({s["Name"]: s for s in _stages(pipeline_app[0])}["dev"])}
+    assert order["AddonCheck"] < min(run for name, run in order.items() if name.endswith(".Prepare"))
+
+
+def test_the_addon_check_checks_every_stage_of_the_pipeline(pipeline_app):
+    specs = codebuild_local.buildspecs(pipeline_app[0])
+    (check,) = [s for s in specs.values() if any("ops addon-check" in c for c in codebuild_local.commands(s))]
+    assert [c for c in codebuild_local.commands(check) if "ops addon-check" in c] == [
+        ".venv/bin/python -m ops addon-check --stage dev",
+        ".venv/bin/python -m ops addon-check --stage prod",
+    ]
 
 
 def test_the_prod_diff_compares_with_the_commit_prod_last_deployed(pipeline_app):
@@ -225,3 +272,16 @@ def test_pipeline_file_is_not_a_stage(tmp_path):
     shutil.copy(CONFIG_DIR / "dev.yaml", tmp_path)
     shutil.copy(ROOT / "docs" / "pipeline.example.yaml", tmp_path / "_pipeline.yaml")
     assert [s.stage for s in load_stages(tmp_path)] == ["dev"]
+
+
+def test_every_role_that_uses_a_codeconnections_connection_may(pipeline_app):
+    grants = _connection_grants(pipeline_app[0], EXAMPLE_CONNECTION)
+    assert len(grants) == CONNECTION_USERS
+    assert all("codeconnections:UseConnection" in actions for actions in grants.values())
+
+
+def test_a_codestar_connections_connection_is_granted_under_its_own_prefix_only(tmp_path_factory):
+    template, _ = _synth(tmp_path_factory, nag=False, connection_arn=CODESTAR_CONNECTION)
+    grants = _connection_grants(template, CODESTAR_CONNECTION)
+    assert len(grants) == CONNECTION_USERS
+    assert all(actions == {"codestar-connections:UseConnection"} for actions in grants.values())
