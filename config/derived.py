@@ -43,6 +43,26 @@ def worker_resources(cfg: StageConfig) -> PodResources:
     )
 
 
+# --- The KV transfer's floor ---------------------------------------------------------------------------
+# The share of one EFA interface's bandwidth a KV transfer must reach by default (docs/DECISIONS.md, "The
+# fabric gate's floor"): a transfer is one request's KV cache over one interface, without GPUDirect RDMA on an
+# L4, so through host memory; NIXL over libfabric's tcp provider or UCX on TCP runs well under it.
+KV_FLOOR_FRACTION = 0.25
+
+
+def kv_transfer_floor_gbps(cfg: StageConfig) -> float | None:
+    """The stage's floor for one KV transfer, in Gbps: serving.kv_transfer_floor_gbps when set, else
+    KV_FLOOR_FRACTION of one EFA interface of the GPU type; None in colocated mode (nothing moves) or
+    without EFA and no floor stated (config/rules/serving.py kv_transfer_floor refuses that stage)."""
+    if cfg.serving.mode != "pd":
+        return None
+    if cfg.serving.kv_transfer_floor_gbps is not None:
+        return cfg.serving.kv_transfer_floor_gbps
+    if not cfg.gpu_nodegroup.efa:
+        return None
+    return KV_FLOOR_FRACTION * INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
+
+
 # --- The VPC's subnet layout -------------------------------------------------------------------------
 # What stacks/network.py builds, per subnet group and AZ: (group name, prefix length). The network stack
 # allocates them in this order, each group once per AZ (tests/config/test_safety.py checks the

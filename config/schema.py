@@ -620,6 +620,12 @@ class Serving(Strict):
         description="NIXL's transport, kv_transfer_config.kv_connector_extra_config.backends; with EFA it must be "
         "LIBFABRIC (UCX runs at TCP speed there).",
     )
+    kv_transfer_floor_gbps: Annotated[float, Field(gt=0, le=3200)] | None = Field(
+        None,
+        description="PD mode: the lowest KV-cache transfer rate, in Gbps per transfer, that `ops verify` passes and "
+        "the NIXL rate alarm accepts; unset on an EFA stage: a quarter of one EFA interface's bandwidth "
+        "(config/derived.py kv_transfer_floor_gbps; g6.8xlarge: 6.25); required with gpu_nodegroup.efa false.",
+    )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",
         description="The Ray worker container's security context: privileged, or only the IPC_LOCK capability "

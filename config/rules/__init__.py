@@ -46,6 +46,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     gpu_nodegroup.type_sizes_and_efa,
     serving.image_reference,
     serving.kv_transport,
+    serving.kv_transfer_floor,
     serving_roles.role_engine_blocks,
     serving_model.model_source,
     serving_model.model_access,

@@ -289,6 +289,7 @@ def test_no_nixl_alarm_without_efa_and_a_topic_gets_every_alarm(tmp_path):
     cfg = config_with(
         tmp_path,
         gpu_nodegroup={"efa": False},
+        serving={"kv_transfer_floor_gbps": 1},
         observability={"alarm_topic_arn": "arn:aws:sns:us-west-2:123456789012:alarms"},
     )
     result = synth([cfg], tmp_path / "out")
