@@ -93,6 +93,7 @@ def ray_service_spec(
                         token=token,
                         labels=labels,
                         log_relay=log_relay,
+                        nixl_metrics=serving.mode == "pd",
                     ),
                 }
             ],

@@ -15,7 +15,16 @@ from cdk8s_plus_28 import k8s
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
+from config.topology import (
+    EFA_RESOURCE,
+    GPU_LABELS,
+    GPU_RESOURCE,
+    GPU_TOLERATION,
+    HEAD_PORTS,
+    NIXL_METRICS_PORT,
+    NIXL_METRICS_PORT_NAME,
+    SYSTEM_LABELS,
+)
 
 from .log_relay import CONTAINER as RELAY_CONTAINER
 from .log_relay import RAY_TMP, RELAY_PROGRAM
@@ -200,10 +209,10 @@ def worker_security_context(privilege: str) -> k8s.SecurityContext:
     return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities)
 
 
-def worker_env(*, efa: bool) -> list[k8s.EnvVar]:
+def worker_env(*, efa: bool, nixl_metrics: bool = False) -> list[k8s.EnvVar]:
     """The engine's environment on a GPU worker (typed), from charts/worker_env.py's plain data."""
     env = []
-    for item in worker_environment(efa=efa):
+    for item in worker_environment(efa=efa, nixl_metrics=nixl_metrics):
         if "valueFrom" in item:
             field = item["valueFrom"]["fieldRef"]["fieldPath"]
             source = typed(k8s.EnvVarSource, field_ref=typed(k8s.ObjectFieldSelector, field_path=field))
@@ -243,6 +252,26 @@ def relay_container(image: str) -> k8s.Container:
     )
 
 
+def _worker_storage(
+    resources: PodResources, weight_cache: WeightCache, token: TokenMount | None, *, log_relay: bool
+) -> tuple[list[k8s.EnvVar], list[k8s.VolumeMount], list[k8s.Volume]]:
+    """(env, volumeMounts, volumes) of a worker: /dev/shm, the weight cache, the token file, Ray's logs."""
+    env: list[k8s.EnvVar] = []
+    mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm")]
+    shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
+    volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm)]
+    if weight_cache.enabled:
+        env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
+        mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
+        cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
+        volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))
+    token_env, token_mounts, token_volumes = _token_parts(token)
+    if log_relay:
+        token_mounts = [*token_mounts, ray_logs_mount()]
+        token_volumes = [*token_volumes, ray_logs_volume()]
+    return env + token_env, mounts + token_mounts, volumes + token_volumes
+
+
 def worker_pod_template(
     *,
     image: str,
@@ -253,32 +282,23 @@ def worker_pod_template(
     token: TokenMount | None,
     labels: dict[str, str],
     log_relay: bool = False,
+    nixl_metrics: bool = False,
 ) -> k8s.PodTemplateSpec:
     """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
-    NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py)."""
+    NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py). `nixl_metrics` (PD
+    mode): NIXL's Prometheus exporter on the named port NIXL_METRICS_PORT_NAME (charts/worker_env.py)."""
     devices = {GPU_RESOURCE: _count(resources.gpus)}
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = _count(resources.efa_interfaces)
-    env = worker_env(efa=bool(resources.efa_interfaces))
-    mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm")]
-    shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
-    volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm)]
-    if weight_cache.enabled:
-        env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
-        mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
-        cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
-        volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))
-    token_env, token_mounts, token_volumes = _token_parts(token)
-    env += token_env
-    mounts += token_mounts
-    volumes += token_volumes
-    if log_relay:
-        mounts.append(ray_logs_mount())
-        volumes.append(ray_logs_volume())
+    env = worker_env(efa=bool(resources.efa_interfaces), nixl_metrics=nixl_metrics)
+    ports = [typed(k8s.ContainerPort, name=NIXL_METRICS_PORT_NAME, container_port=NIXL_METRICS_PORT)]
+    cache_env, mounts, volumes = _worker_storage(resources, weight_cache, token, log_relay=log_relay)
+    env += cache_env
     container = typed(
         k8s.Container,
         name="ray-worker",
         image=image,
+        ports=ports if nixl_metrics else None,
         env=env,
         resources=_resources(
             {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **devices},
@@ -311,6 +331,7 @@ def worker_pod(
     token: TokenMount | None,
     labels: dict[str, str],
     log_relay: bool = False,
+    nixl_metrics: bool = False,
 ) -> dict[str, Any]:
     """`worker_pod_template` as plain JSON."""
     template = worker_pod_template(
@@ -322,5 +343,6 @@ def worker_pod(
         token=token,
         labels=labels,
         log_relay=log_relay,
+        nixl_metrics=nixl_metrics,
     )
     return plain_template(template)

@@ -249,7 +249,19 @@ def test_weight_cache_can_be_turned_off(variants):
 
 def test_colocated_mode_runs_on_the_same_nodes(dev_objects, variants):
     colocated = chart_objects(variants["colocated"])
-    assert workers(colocated) == workers(dev_objects)
+    # the same pods, less NIXL's exporter (tests/charts/test_nixl_exporter.py): colocated engines move no KV cache
+    pd_workers = workers(dev_objects)
+    pd_container = dict(container(pd_workers))
+    del pd_container["ports"]
+    pd_container["env"] = [e for e in pd_container["env"] if not e["name"].startswith("NIXL_TELEMETRY")]
+    assert container(workers(colocated)) == pd_container
+    assert {k: v for k, v in workers(colocated).items() if k != "template"} == {
+        k: v for k, v in pd_workers.items() if k != "template"
+    }
+    colocated_spec, pd_spec = workers(colocated)["template"]["spec"], pd_workers["template"]["spec"]
+    assert {k: v for k, v in colocated_spec.items() if k != "containers"} == {
+        k: v for k, v in pd_spec.items() if k != "containers"
+    }
     assert head(colocated) == head(dev_objects)
     assert "build_openai_app" in ray_service(colocated)["spec"]["serveConfigV2"]
 
