@@ -349,6 +349,9 @@ def test_verify_group_posts_only_to_the_serve_port_and_reads_the_dashboard(dev_o
             "resourceNames": ["ray-llm-serve-svc:serve"],
             "verbs": ["create"],
         },
+        # the rate check (ops/verify_rate.py): the workers' names are generated, so no resourceNames; GET only
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
     ]
 
 
