@@ -59,10 +59,10 @@ SCRAPER_ENV = ({"name": "RUN_WITH_IRSA", "value": "True"},)
 
 
 def _ray_targets(
-    cluster_name: str, namespace: str, *, job: str = "ray", port_name: str = RAY_METRICS_PORT_NAME
+    cluster_name: str, namespace: str, *, job: str = "ray", port: str = RAY_METRICS_PORT_NAME
 ) -> dict[str, Any]:
     """One Prometheus job: every Ray pod (KubeRay labels ray.io/node-type) of the serving namespace, on its
-    container port named `port_name` (`metrics`: Ray's; `nixl-metrics`: NIXL's exporter on a PD worker),
+    container port named `port` (`metrics`: Ray's; `nixl-metrics`: NIXL's exporter on a PD worker),
     labelled with the cluster, pod, Ray group and node type."""
     return {
         "job_name": job,
@@ -76,7 +76,7 @@ def _ray_targets(
             },
             {
                 "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "regex": port_name,
+                "regex": port,
                 "action": "keep",
             },
             {"target_label": "ClusterName", "replacement": cluster_name},
@@ -94,7 +94,7 @@ def _keep(names: Sequence[str], suffix: str = "") -> dict[str, Any]:
 def nixl_scrape_job(cluster_name: str, namespace: str) -> dict[str, Any]:
     """NIXL's exporter on the PD workers (none on a colocated stage: the job finds no target), NIXL_METRICS
     only (its gauges and histograms are dropped at the scrape)."""
-    job = _ray_targets(cluster_name, namespace, job="nixl", port_name=NIXL_METRICS_PORT_NAME)
+    job = _ray_targets(cluster_name, namespace, job="nixl", port=NIXL_METRICS_PORT_NAME)
     job["metric_relabel_configs"] = [_keep(NIXL_METRICS)]
     return job
 
