@@ -201,12 +201,16 @@ def head_pod(
 
 
 def worker_security_context(privilege: str) -> k8s.SecurityContext:
-    """NIXL registers GPU memory with the EFA device: that needs either a privileged container or,
-    on some deployments, only the IPC_LOCK capability (pinned memory)."""
+    """NIXL registers memory with the EFA device, which pins it: a privileged container, or `ipc_lock`: only
+    CAP_IPC_LOCK, which lifts the memlock limit for that pinning (linux drivers/infiniband/core/umem.c
+    ib_umem_get: over RLIMIT_MEMLOCK only with capable(CAP_IPC_LOCK)). The device files /dev/infiniband/* come
+    from the vpc.amazonaws.com/efa request (the EFA device plugin's allocation), not from privilege. An added
+    capability is effective only for uid 0 (Kubernetes sets no ambient capabilities), so `ipc_lock` runs the
+    engine as root whatever the image's USER (docs/DECISIONS.md, "What EFA needs in the pod")."""
     if privilege == "privileged":
         return typed(k8s.SecurityContext, privileged=True)
     capabilities = typed(k8s.Capabilities, drop=["ALL"], add=["IPC_LOCK"])
-    return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities)
+    return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities, run_as_user=0)
 
 
 def worker_env(*, efa: bool, nixl_metrics: bool = False) -> list[k8s.EnvVar]:

@@ -33,6 +33,12 @@ def worker_environment(*, efa: bool, nixl_metrics: bool = False) -> list[dict[st
     ]
     if efa:
         env.insert(0, {"name": "FI_PROVIDER", "value": "efa"})
+        # libfabric's efa provider takes its buffer pools from 2 MiB huge pages unless told not to (ofiwg/libfabric
+        # man/fi_efa.7.md, FI_EFA_USE_HUGE_PAGE); a container that requests none has a hugetlb limit of 0
+        # (kubernetes pkg/kubelet/kuberuntime/kuberuntime_container_linux.go GetHugepageLimitsFromResources), so
+        # on a node that reserves them the first touch of such a pool would fault (docs/DECISIONS.md, "What EFA
+        # needs in the pod"). Ordinary pages instead, within the container's memory limit.
+        env.insert(1, {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"})
     if nixl_metrics:
         env += nixl_telemetry_environment()
     return env

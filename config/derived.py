@@ -43,6 +43,19 @@ def worker_resources(cfg: StageConfig) -> PodResources:
     )
 
 
+# --- EFA's pinned buffers -----------------------------------------------------------------------------
+# What libfabric's efa provider pins for its bounce buffers per EFA interface, on ordinary pages within the Ray
+# worker's memory limit (the pod sets FI_EFA_USE_HUGE_PAGE=0: docs/DECISIONS.md, "What EFA needs in the pod"):
+# about 110 MB per endpoint (the EFA installer's figure, from which bottlerocket-os/bottlerocket-core-kit#141
+# sizes EFA's huge pages), and NIXL opens a few endpoints (rails) per interface. An allowance, not measured.
+EFA_PINNED_GIB_PER_INTERFACE = 1
+
+
+def efa_pinned_gib(cfg: StageConfig) -> int:
+    """The Ray worker's memory that EFA's buffers take (0 without EFA)."""
+    return worker_resources(cfg).efa_interfaces * EFA_PINNED_GIB_PER_INTERFACE
+
+
 # --- The KV transfer's floor ---------------------------------------------------------------------------
 # The share of one EFA interface's bandwidth a KV transfer must reach by default (docs/DECISIONS.md, "The
 # fabric gate's floor"): a transfer is one request's KV cache over one interface, without GPUDirect RDMA on an

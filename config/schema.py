@@ -628,8 +628,10 @@ class Serving(Strict):
     )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",
-        description="The Ray worker container's security context: privileged, or only the IPC_LOCK capability "
-        "(all others dropped) where NIXL's memory registration works with that.",
+        description="The Ray worker container's security context: privileged, or ipc_lock: only the IPC_LOCK "
+        "capability (all others dropped, run as uid 0 so that it is effective), which is what EFA's memory "
+        'registration needs beside the EFA devices the pod requests (docs/DECISIONS.md, "What EFA needs in the '
+        'pod").',
     )
     worker_resources: WorkerResources = Field(
         default_factory=WorkerResources, description="The Ray worker pod's container, one per GPU node."

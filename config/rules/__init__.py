@@ -53,6 +53,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     serving_roles.serving_capacity,
     serving_model.weights_fit,
     serving_resources.pod_resources,
+    serving_resources.efa_buffers,
     serving_engine.gdn_prefill_kernel,
     serving.hf_token_secret,
     serving.serving_namespace,

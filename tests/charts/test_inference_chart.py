@@ -201,6 +201,7 @@ def test_ipc_lock_mode_adds_only_that_capability(variants):
     assert container(group)["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+        "runAsUser": 0,  # an added capability is effective only for root (charts/ray_pods.py)
     }
 
 
@@ -216,6 +217,16 @@ def test_worker_environment(dev_objects):
     assert values["FI_PROVIDER"] == "efa"
     assert values["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
     assert values["VLLM_HOST_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+def test_efa_workers_keep_libfabric_off_huge_pages(dev_objects, tmp_path):
+    # the container requests no hugepages-2Mi, so its hugetlb limit is 0 (docs/DECISIONS.md, "What EFA needs in
+    # the pod"); without EFA there is no efa provider to tell
+    assert env(workers(dev_objects))["FI_EFA_USE_HUGE_PAGE"] == "0"
+    resources = container(workers(dev_objects))["resources"]
+    assert not [name for name in (*resources["requests"], *resources["limits"]) if name.startswith("hugepages")]
+    no_efa = config_with(tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_transfer_floor_gbps": 1})
+    assert "FI_EFA_USE_HUGE_PAGE" not in env(workers(chart_objects(no_efa)))
 
 
 def test_nixl_logs_at_info_so_the_provider_line_appears(dev_objects):

@@ -65,3 +65,12 @@ def test_refused_in_one_line_naming_file_and_field(tmp_path, change, phrase):
     assert "\n" not in message
     assert caught.value.field == "serving.kv_transfer_floor_gbps"
     assert message.startswith(str(tmp_path)) and phrase in message
+
+
+def test_efa_buffers_come_out_of_the_worker_memory_limit(tmp_path):
+    # one EFA interface on g6.8xlarge: 1 GiB of pinned buffers (config/derived.py EFA_PINNED_GIB_PER_INTERFACE)
+    with pytest.raises(ConfigError) as caught:
+        config_with(tmp_path, serving={"worker_resources": {"memory_request_gib": 1, "memory_limit_gib": 1}})
+    assert caught.value.field == "serving.worker_resources.memory_limit_gib"
+    assert "EFA's 1 GiB of pinned buffers" in str(caught.value)
+    config_with(tmp_path, serving={"worker_resources": {"memory_request_gib": 2, "memory_limit_gib": 2}})
