@@ -93,6 +93,7 @@ def ray_service_spec(
                         token=token,
                         labels=labels,
                         log_relay=log_relay,
+                        nixl_metrics=serving.mode == "pd",
                     ),
                 }
             ],
@@ -178,7 +179,8 @@ class InferenceChart(cdk8s.Chart):
         """Read-only access for `ops verify` (the in-VPC runner's access entry maps to VERIFY_GROUP), object by
         object: the nodes (cluster-wide: nodes have no namespace), the operator's Deployment in its namespace,
         and in the serving namespace the RayService and the service proxy to exactly two Service ports: GET
-        on the dashboard (the State and log APIs) and on Serve, POST on Serve alone (the chat completion).
+        on the dashboard (the State and log APIs) and on Serve, POST on Serve alone (the chat completion); the
+        pods, listed and read through the pod proxy with GET (the rate check: verify_rate_rules).
         No POST reaches the dashboard: its job API runs code on the Ray cluster."""
         k8s.KubeClusterRole(self, "VerifyRole", metadata=k8s.ObjectMeta(name=VERIFY_GROUP), rules=VERIFY_NODE_RULES)
         k8s.KubeClusterRoleBinding(
@@ -235,6 +237,19 @@ def verify_serving_rules(service_name: str) -> list[k8s.PolicyRule]:
         k8s.PolicyRule(api_groups=["ray.io"], resources=["rayservices"], resource_names=[service_name], verbs=["get"]),
         k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[dashboard, serve], verbs=["get"]),
         k8s.PolicyRule(api_groups=[""], resources=["services/proxy"], resource_names=[serve], verbs=["create"]),
+        *verify_rate_rules(),
+    ]
+
+
+def verify_rate_rules() -> list[k8s.PolicyRule]:
+    """The rate check (ops/verify_rate.py): list the pods (to find the GPU workers) and GET through the pod
+    proxy (NIXL's exporter, /pods/NAME:PORT/proxy/metrics). RBAC names a proxied pod as NAME:PORT, and the
+    workers' names are KubeRay's, generated: no resourceNames can pin them, so the rule is the namespace's
+    pods. The NetworkPolicies bound what the proxy reaches there (charts/network_policies.py: NIXL's port on
+    the workers, and the ports the service proxy reaches already), and GET alone posts nothing."""
+    return [
+        k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["list"]),
+        k8s.PolicyRule(api_groups=[""], resources=["pods/proxy"], verbs=["get"]),
     ]
 
 

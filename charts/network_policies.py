@@ -14,7 +14,9 @@ other refused):
 - the API server's service proxy (the control-plane subnets, which hold nothing but the cluster's ENIs
   and the kubectl provider) to the head's dashboard and to Serve, which `ops verify` uses;
 - with observability on, the CloudWatch agent that scrapes the Ray pods (its pods in amazon-cloudwatch,
-  labelled by the agent operator) to the metrics port 8080 of every Ray pod, and nothing else.
+  labelled by the agent operator) to the metrics port 8080 of every Ray pod, and nothing else;
+- in PD mode, NIXL's exporter port on the GPU workers (config/topology.py NIXL_METRICS_PORT) from that
+  scraper and from the API server's pod proxy (`ops verify`'s rate check), and from nothing else.
 The kubelet's probes (52365 on every Ray pod) come from the pod's own node, which no policy blocks.
 
 Typed core objects (cdk8s-plus-28's `k8s.KubeNetworkPolicy` and its spec classes): a misspelt field fails
@@ -35,6 +37,7 @@ from config.topology import (
     DASHBOARD_PORT,
     KUBERAY_NAMESPACE,
     KUBERAY_RELEASE,
+    NIXL_METRICS_PORT,
     RAY_METRICS_PORT,
     RAY_SCRAPER_POD_LABELS,
     SERVE_PORT,
@@ -102,6 +105,24 @@ def network_policies(
         policies["metrics-scraper"] = _ingress(
             ray, [_from_namespace(CLOUDWATCH_NAMESPACE, RAY_SCRAPER_POD_LABELS)], _tcp(RAY_METRICS_PORT)
         )
+    if serving.mode == "pd":
+        policies.update(nixl_exporter_policies(serving, api_proxy_cidrs, metrics_scraper=metrics_scraper))
+    return policies
+
+
+def nixl_exporter_policies(
+    serving: Serving, api_proxy_cidrs: Sequence[str], *, metrics_scraper: bool
+) -> dict[str, k8s.NetworkPolicySpec]:
+    """NIXL's exporter runs on the GPU workers only (KubeRay labels them ray.io/node-type=worker): the scraper
+    and the API server's pod proxy (verify's rate check) reach that one port there."""
+    workers = _labels({**ray_pod_labels(serving.service_name), "ray.io/node-type": "worker"})
+    policies = {}
+    if api_proxy_cidrs:
+        sources = [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in api_proxy_cidrs]
+        policies["api-server-proxy-nixl-metrics"] = _ingress(workers, sources, _tcp(NIXL_METRICS_PORT))
+    if metrics_scraper:
+        scraper = [_from_namespace(CLOUDWATCH_NAMESPACE, RAY_SCRAPER_POD_LABELS)]
+        policies["metrics-scraper-nixl"] = _ingress(workers, scraper, _tcp(NIXL_METRICS_PORT))
     return policies
 
 

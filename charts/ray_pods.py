@@ -15,7 +15,16 @@ from cdk8s_plus_28 import k8s
 
 from config.derived import PodResources
 from config.schema import HeadResources, WeightCache
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, GPU_TOLERATION, HEAD_PORTS, SYSTEM_LABELS
+from config.topology import (
+    EFA_RESOURCE,
+    GPU_LABELS,
+    GPU_RESOURCE,
+    GPU_TOLERATION,
+    HEAD_PORTS,
+    NIXL_METRICS_PORT,
+    NIXL_METRICS_PORT_NAME,
+    SYSTEM_LABELS,
+)
 
 from .log_relay import CONTAINER as RELAY_CONTAINER
 from .log_relay import RAY_TMP, RELAY_PROGRAM
@@ -193,18 +202,22 @@ def head_pod(
 
 
 def worker_security_context(privilege: str) -> k8s.SecurityContext:
-    """NIXL registers GPU memory with the EFA device: that needs either a privileged container or,
-    on some deployments, only the IPC_LOCK capability (pinned memory)."""
+    """NIXL registers memory with the EFA device, which pins it: a privileged container, or `ipc_lock`: only
+    CAP_IPC_LOCK, which lifts the memlock limit for that pinning (linux drivers/infiniband/core/umem.c
+    ib_umem_get: over RLIMIT_MEMLOCK only with capable(CAP_IPC_LOCK)). The device files /dev/infiniband/* come
+    from the vpc.amazonaws.com/efa request (the EFA device plugin's allocation), not from privilege. An added
+    capability is effective only for uid 0 (Kubernetes sets no ambient capabilities), so `ipc_lock` runs the
+    engine as root whatever the image's USER (docs/DECISIONS.md, "What EFA needs in the pod")."""
     if privilege == "privileged":
         return typed(k8s.SecurityContext, privileged=True)
     capabilities = typed(k8s.Capabilities, drop=["ALL"], add=["IPC_LOCK"])
-    return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities)
+    return typed(k8s.SecurityContext, allow_privilege_escalation=False, capabilities=capabilities, run_as_user=0)
 
 
-def worker_env(*, efa: bool) -> list[k8s.EnvVar]:
+def worker_env(*, efa: bool, nixl_metrics: bool = False) -> list[k8s.EnvVar]:
     """The engine's environment on a GPU worker (typed), from charts/worker_env.py's plain data."""
     env = []
-    for item in worker_environment(efa=efa):
+    for item in worker_environment(efa=efa, nixl_metrics=nixl_metrics):
         if "valueFrom" in item:
             field = item["valueFrom"]["fieldRef"]["fieldPath"]
             source = typed(k8s.EnvVarSource, field_ref=typed(k8s.ObjectFieldSelector, field_path=field))
@@ -257,11 +270,11 @@ def relay_container(image: str) -> k8s.Container:
 
 
 def _worker_storage(
-    resources: PodResources, weight_cache: WeightCache, token: TokenMount | None
+    resources: PodResources, weight_cache: WeightCache, token: TokenMount | None, *, nixl_metrics: bool
 ) -> tuple[list[k8s.EnvVar], list[k8s.VolumeMount], list[k8s.Volume]]:
     """(env, volumeMounts, volumes) of the GPU worker: the engine's environment, /dev/shm, the bounded /tmp/ray,
     the weight cache and the token file."""
-    env = [*worker_env(efa=bool(resources.efa_interfaces)), *ray_tmp_env()]
+    env = [*worker_env(efa=bool(resources.efa_interfaces), nixl_metrics=nixl_metrics), *ray_tmp_env()]
     mounts = [typed(k8s.VolumeMount, name="dshm", mount_path="/dev/shm"), ray_logs_mount()]
     shm = typed(k8s.EmptyDirVolumeSource, medium="Memory", size_limit=_gib(resources.shm_gib))
     volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm), ray_logs_volume()]
@@ -284,17 +297,21 @@ def worker_pod_template(
     token: TokenMount | None,
     labels: dict[str, str],
     log_relay: bool = False,
+    nixl_metrics: bool = False,
 ) -> k8s.PodTemplateSpec:
     """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
-    NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py)."""
+    NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py). `nixl_metrics` (PD
+    mode): NIXL's Prometheus exporter on the named port NIXL_METRICS_PORT_NAME (charts/worker_env.py)."""
     devices = {GPU_RESOURCE: _count(resources.gpus)}
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = _count(resources.efa_interfaces)
-    env, mounts, volumes = _worker_storage(resources, weight_cache, token)
+    env, mounts, volumes = _worker_storage(resources, weight_cache, token, nixl_metrics=nixl_metrics)
+    ports = [typed(k8s.ContainerPort, name=NIXL_METRICS_PORT_NAME, container_port=NIXL_METRICS_PORT)]
     container = typed(
         k8s.Container,
         name="ray-worker",
         image=image,
+        ports=ports if nixl_metrics else None,
         env=env,
         resources=_resources(
             {
@@ -332,6 +349,7 @@ def worker_pod(
     token: TokenMount | None,
     labels: dict[str, str],
     log_relay: bool = False,
+    nixl_metrics: bool = False,
 ) -> dict[str, Any]:
     """`worker_pod_template` as plain JSON."""
     template = worker_pod_template(
@@ -343,5 +361,6 @@ def worker_pod(
         token=token,
         labels=labels,
         log_relay=log_relay,
+        nixl_metrics=nixl_metrics,
     )
     return plain_template(template)

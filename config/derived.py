@@ -43,6 +43,39 @@ def worker_resources(cfg: StageConfig) -> PodResources:
     )
 
 
+# --- EFA's pinned buffers -----------------------------------------------------------------------------
+# What libfabric's efa provider pins for its bounce buffers per EFA interface, on ordinary pages within the Ray
+# worker's memory limit (the pod sets FI_EFA_USE_HUGE_PAGE=0: docs/DECISIONS.md, "What EFA needs in the pod"):
+# about 110 MB per endpoint (the EFA installer's figure, from which bottlerocket-os/bottlerocket-core-kit#141
+# sizes EFA's huge pages), and NIXL opens a few endpoints (rails) per interface. An allowance, not measured.
+EFA_PINNED_GIB_PER_INTERFACE = 1
+
+
+def efa_pinned_gib(cfg: StageConfig) -> int:
+    """The Ray worker's memory that EFA's buffers take (0 without EFA)."""
+    return worker_resources(cfg).efa_interfaces * EFA_PINNED_GIB_PER_INTERFACE
+
+
+# --- The KV transfer's floor ---------------------------------------------------------------------------
+# The share of one EFA interface's bandwidth a KV transfer must reach by default (docs/DECISIONS.md, "The
+# fabric gate's floor"): a transfer is one request's KV cache over one interface, without GPUDirect RDMA on an
+# L4, so through host memory; NIXL over libfabric's tcp provider or UCX on TCP runs well under it.
+KV_FLOOR_FRACTION = 0.25
+
+
+def kv_transfer_floor_gbps(cfg: StageConfig) -> float | None:
+    """The stage's floor for one KV transfer, in Gbps: serving.kv_transfer_floor_gbps when set, else
+    KV_FLOOR_FRACTION of one EFA interface of the GPU type; None in colocated mode (nothing moves) or
+    without EFA and no floor stated (config/rules/serving.py kv_transfer_floor refuses that stage)."""
+    if cfg.serving.mode != "pd":
+        return None
+    if cfg.serving.kv_transfer_floor_gbps is not None:
+        return cfg.serving.kv_transfer_floor_gbps
+    if not cfg.gpu_nodegroup.efa:
+        return None
+    return KV_FLOOR_FRACTION * INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
+
+
 # --- The VPC's subnet layout -------------------------------------------------------------------------
 # What stacks/network.py builds, per subnet group and AZ: (group name, prefix length). The network stack
 # allocates them in this order, each group once per AZ (tests/config/test_safety.py checks the

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import versions
 from .derived import model_memory_floor
-from .instance_types import INSTANCE_TYPES
+from .instance_types import INSTANCE_TYPES, instance_spec
 from .schema import StageConfig
 
 # kubelet's image GC starts at 85 % of the image filesystem (kubernetes pkg/kubelet/apis/config/v1beta1/
@@ -26,11 +26,6 @@ GP3_WRITE_MIB_S = 125.0
 # A NAT gateway's bandwidth before it scales (VPC User Guide, "NAT gateway basics": 5 Gbps, up to 100 Gbps),
 # shared by the GPU nodes' weight downloads from the Hugging Face Hub.
 NAT_GBPS = 5.0
-# Each instance type's baseline network bandwidth (EC2 User Guide, "Network bandwidth"; m7i.xlarge: 1.5625 of
-# its "up to 12.5" Gbps; g6.8xlarge: 25 Gbps): ECR layers come from S3 through the gateway endpoint at that rate,
-# not through NAT. A type not in the table gets the smallest figure.
-BASELINE_GBPS = {"m7i.large": 0.781, "m7i.xlarge": 1.5625, "m6i.xlarge": 1.25, "g6.8xlarge": 25.0}
-DEFAULT_BASELINE_GBPS = min(BASELINE_GBPS.values())
 # From the worker pod's start to the application RUNNING on the rehearsal host, cold (an H200 pair with dummy
 # weights: serving_lab/evidence/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
 ENGINE_START_S = 2 * 383.0
@@ -94,7 +89,10 @@ class FirstStart:
 
 
 def _pull_s(instance_type: str) -> float:
-    link = _gbps_mib_s(BASELINE_GBPS.get(instance_type, DEFAULT_BASELINE_GBPS))
+    """ECR layers come from S3 through the gateway endpoint, not NAT, at the node's baseline network bandwidth
+    (config/instance_types.py network_gbps: m7i.xlarge 1.5625, g6.8xlarge 25 Gbps); a type the table does not
+    list is refused."""
+    link = _gbps_mib_s(instance_spec(instance_type).network_gbps)
     compressed = versions.DLC_IMAGE_COMPRESSED_GIB
     return _gib_at(compressed, link) + _gib_at(compressed * versions.DLC_IMAGE_UNPACK_RATIO, GP3_WRITE_MIB_S)
 

@@ -632,10 +632,18 @@ class Serving(Strict):
         description="NIXL's transport, kv_transfer_config.kv_connector_extra_config.backends; with EFA it must be "
         "LIBFABRIC (UCX runs at TCP speed there).",
     )
+    kv_transfer_floor_gbps: Annotated[float, Field(gt=0, le=3200)] | None = Field(
+        None,
+        description="PD mode: the lowest KV-cache transfer rate, in Gbps per transfer, that `ops verify` passes and "
+        "the NIXL rate alarm accepts; unset on an EFA stage: a quarter of one EFA interface's bandwidth "
+        "(config/derived.py kv_transfer_floor_gbps; g6.8xlarge: 6.25); required with gpu_nodegroup.efa false.",
+    )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",
-        description="The Ray worker container's security context: privileged, or only the IPC_LOCK capability "
-        "(all others dropped) where NIXL's memory registration works with that.",
+        description="The Ray worker container's security context: privileged, or ipc_lock: only the IPC_LOCK "
+        "capability (all others dropped, run as uid 0 so that it is effective), which is what EFA's memory "
+        'registration needs beside the EFA devices the pod requests (docs/DECISIONS.md, "What EFA needs in the '
+        'pod").',
     )
     worker_resources: WorkerResources = Field(
         default_factory=WorkerResources, description="The Ray worker pod's container, one per GPU node."

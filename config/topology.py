@@ -43,6 +43,12 @@ METRICS_PORT = 8080  # `ray start --metrics-export-port`
 DASHBOARD_AGENT_PORT = 52365  # the kubelet's probes on every Ray pod
 GCS_PORT_NAME, DASHBOARD_PORT_NAME, SERVE_PORT_NAME = "gcs-server", "dashboard", "serve"
 HEAD_PORTS = {GCS_PORT_NAME: GCS_PORT, DASHBOARD_PORT_NAME: DASHBOARD_PORT, SERVE_PORT_NAME: SERVE_PORT}
+# NIXL's own Prometheus exporter on a PD worker (charts/worker_env.py sets it): NIXL_TELEMETRY_PROMETHEUS_PORT,
+# NIXL's default 9090 stated (ai-dynamo/nixl src/plugins/telemetry/prometheus/README.md), outside Ray's
+# ports above, its worker ports 10002-19999 and the side channels from 20000. The container port's name is how
+# the CloudWatch scraper finds it (stacks/observability.py); verify reads it through the API server's pod proxy.
+NIXL_METRICS_PORT = 9090
+NIXL_METRICS_PORT_NAME = "nixl-metrics"
 # Where each side's NIXL side channel listens (base + a per-replica offset): Ray's own defaults, set
 # explicitly in the Serve config so the ports the network policies must admit are visible.
 NIXL_PORT_BASE = {"prefill": 20000, "decode": 22000}

@@ -20,6 +20,7 @@ from config.topology import (
     DASHBOARD_PORT_NAME,
     KUBERAY_NAMESPACE,
     KUBERAY_RELEASE,
+    NIXL_METRICS_PORT,
     SERVE_PORT_NAME,
     VERIFY_GROUP,
     head_service,
@@ -46,6 +47,9 @@ def verify_requests(cfg: StageConfig) -> list[tuple[str, str, str, str, str]]:
         ("get", "services", "proxy", serving.namespace, dashboard),
         ("get", "services", "proxy", serving.namespace, serve),
         ("create", "services", "proxy", serving.namespace, serve),
+        # the rate check (ops/verify_rate.py): the GPU workers, and NIXL's exporter through the pod proxy
+        ("list", "pods", "", serving.namespace, ""),
+        ("get", "pods", "proxy", serving.namespace, f"{serving.service_name}-gpu-worker-x7k2p:{NIXL_METRICS_PORT}"),
     ]
 
 
@@ -68,6 +72,9 @@ def forbidden_requests(cfg: StageConfig) -> list[tuple[str, str, str, str, str]]
         ("get", "deployments", "", "kube-system", "coredns"),
         ("create", "pods", "", serving.namespace, ""),
         ("delete", "nodes", "", "", ""),
+        ("create", "pods", "proxy", serving.namespace, f"{serving.service_name}-gpu-worker-x7k2p:{NIXL_METRICS_PORT}"),
+        ("get", "pods", "proxy", "kube-system", "coredns-5d78c9869d-abcde:53"),
+        ("list", "pods", "", "kube-system", ""),
     ]
 
 

@@ -109,21 +109,36 @@ def run(cfg: StageConfig, clients: Clients) -> tuple[Report, Facts]:
             "image registry",
         ):
             report.add(name, "skip", "needs working credentials")
-        return report, facts
-    steps: list[Callable[[StageConfig, Clients, Report, Facts], None]] = [
-        _zones,
-        _gpu_offering,
-        _efa,
-        _quotas,
-        _kubernetes_version,
-        _bootstrap,
-        addon_configuration_check,
-        _secret,
-        _registry,
-    ]
-    for step in steps:
-        step(cfg, clients, report, facts)
+    else:
+        steps: list[Callable[[StageConfig, Clients, Report, Facts], None]] = [
+            _zones,
+            _gpu_offering,
+            _efa,
+            _quotas,
+            _kubernetes_version,
+            _bootstrap,
+            addon_configuration_check,
+            _secret,
+            _registry,
+        ]
+        for step in steps:
+            step(cfg, clients, report, facts)
+    _efa_in_the_pod(cfg, report)
     return report, facts
+
+
+def _efa_in_the_pod(cfg: StageConfig, report: Report) -> None:
+    """What no AWS API answers before the nodes run (docs/DECISIONS.md, "What EFA needs in the pod")."""
+    if not cfg.gpu_nodegroup.efa:
+        return
+    user = "; ipc_lock runs the engine as uid 0" if cfg.serving.worker_privilege == "ipc_lock" else ""
+    report.add(
+        "EFA in the pod",
+        "skip",
+        "not knowable before the nodes run: whether they reserve 2 MiB huge pages and the image's user; the pod "
+        f"sets FI_EFA_USE_HUGE_PAGE=0{user}, so it needs neither; verify's NIXL transport and KV transfer rate "
+        "checks are the proof",
+    )
 
 
 def _guard(report: Report, name: str, fix: str = "") -> Callable:

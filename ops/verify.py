@@ -3,7 +3,8 @@
 GPU nodes Ready with their devices, the KubeRay operator available, the RayService ready with its
 application RUNNING (waiting up to --wait seconds), NIXL on the stage's transport on every GPU worker
 (LIBFABRIC with provider=efa on an EFA stage; UCX or libfabric over TCP with `efa: false`; read through the
-Ray dashboard's log API), and the OpenAI endpoint answering.
+Ray dashboard's log API), the OpenAI endpoint answering, and in PD mode the KV cache crossing at the stage's
+floor or faster (ops/verify_rate.py: NIXL's own exporter, read through the API server's pod proxy).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from config.topology import (
     serve_service,
 )
 
-from . import eks_token, telemetry
+from . import eks_token, telemetry, verify_rate
 from .aws_clients import Clients
 from .errors import AWS_ERRORS, aws_fix, describe, error_code
 
@@ -171,10 +172,11 @@ def run(
         sleep(poll)
     report.checks.extend(attempt.checks)
     if report.ok:
-        _nixl(cfg, api, report)
+        findings = _nixl(cfg, api, report)
         _openai(cfg, api, report)
+        _rate(cfg, api, report, findings)
     else:
-        for name in ("NIXL transport", "GET /v1/models", "POST /v1/chat/completions"):
+        for name in ("NIXL transport", "GET /v1/models", "POST /v1/chat/completions", verify_rate.NAME):
             report.add(name, "skip", "the RayService is not ready")
     if cloudwatch is not None:
         telemetry.check(cfg, cloudwatch, report)
@@ -193,11 +195,21 @@ def _dashboard(cfg: StageConfig, api: KubeApi, path: str, **query) -> Any:
     )
 
 
-def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+def _rate(cfg: StageConfig, api: KubeApi, report: Report, findings: dict[str, nixl.NixlFinding] | None) -> None:
+    """The fabric gate (ops/verify_rate.py), once the endpoint answers."""
+    chat = report.find("POST /v1/chat/completions")
+    if cfg.serving.mode == "pd" and (chat is None or chat.status != "pass"):
+        report.add(verify_rate.NAME, "skip", "the OpenAI endpoint does not answer a chat completion")
+        return
+    verify_rate.check(cfg, api, report, findings)
+
+
+def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> dict[str, nixl.NixlFinding] | None:
+    """The transport check; its findings by worker IP (None when it could not read them)."""
     name = "NIXL transport"
     if cfg.serving.mode != "pd":
         report.add(name, "skip", "colocated mode moves no KV cache between engines")
-        return
+        return None
     try:
         findings = _nixl_findings(cfg, api)
     except KubeError as exc:
@@ -211,7 +223,7 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
                 f"(kubectl -n {cfg.serving.namespace} get pods)",
             ),
         )
-        return
+        return None
     except SHAPE_ERRORS as exc:
         report.add(
             name,
@@ -220,11 +232,12 @@ def _nixl(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             f"({'no field ' + str(exc) if isinstance(exc, KeyError) else exc})",
             "the dashboard's State API differs from Ray 2.58's: is serving.ray_version the image's Ray?",
         )
-        return
+        return None
     if not findings:
         report.add(name, "fail", "no live GPU worker in the Ray cluster")
-        return
+        return None
     _nixl_verdict(report, name, findings)
+    return findings
 
 
 def _nixl_findings(cfg: StageConfig, api: KubeApi) -> dict[str, nixl.NixlFinding]:

@@ -1,7 +1,9 @@
 """The stage's alarms (docs/OBSERVABILITY.md has the list and thresholds), notifying the stage file's SNS
 topic when it names one. The NIXL alarm is built only where the GPU nodegroup has EFA: it fires on a
 line of the workers' log relay (charts/log_relay.py) that shows NIXL moving the KV cache over something
-else (stacks/log_patterns.py's terms, scoped to the relay's container by `relay_filter_pattern`)."""
+else (stacks/log_patterns.py's terms, scoped to the relay's container by `relay_filter_pattern`). The KV rate
+alarm is built where the stage runs PD: the rate per transfer, from NIXL's own exporter, under the stage's
+floor (config/derived.py kv_transfer_floor_gbps) while transfers happen."""
 
 from __future__ import annotations
 
@@ -45,13 +47,36 @@ def nixl_namespace(cluster_name: str) -> str:
     return f"PdInference/{cluster_name}"
 
 
-def ray_metric(name: str, cluster_name: str, statistic: str, **dimensions: str) -> cw.Metric:
+def ray_metric(
+    name: str, cluster_name: str, statistic: str, *, period: cdk.Duration | None = None, **dimensions: str
+) -> cw.Metric:
     return cw.Metric(
         namespace=RAY_METRICS_NAMESPACE,
         metric_name=check(name),
         statistic=statistic,
-        period=cdk.Duration.minutes(1),
+        period=period or cdk.Duration.minutes(1),
         dimensions_map={"ClusterName": cluster_name, **dimensions},
+    )
+
+
+# Gbps from bytes over microseconds: bytes x 8 bits / (us x 1e-6 s) / 1e9 = 0.008 x bytes / us.
+GBPS_PER_BYTE_PER_US = 0.008
+KV_RATE_PERIOD = cdk.Duration.minutes(5)
+
+
+def kv_rate(cluster_name: str, when_idle: float) -> cw.MathExpression:
+    """The effective KV transfer rate per transfer over each period, in Gbps: the bytes the decode engines read
+    (agent_rx_bytes_total) over the transfers' own start-to-complete time (agent_xfer_time_total, microseconds
+    summed over requests: NIXL's prometheus README), both summed over the cluster's pods. A period without
+    transfer time is `when_idle`, not a division by zero."""
+    return cw.MathExpression(
+        expression=f"IF(xfer_us > 0, {GBPS_PER_BYTE_PER_US:g} * rx_bytes / xfer_us, {when_idle:g})",
+        label="KV transfer Gbps",
+        period=KV_RATE_PERIOD,
+        using_metrics={
+            "rx_bytes": ray_metric("agent_rx_bytes_total", cluster_name, "Sum", period=KV_RATE_PERIOD),
+            "xfer_us": ray_metric("agent_xfer_time_total", cluster_name, "Sum", period=KV_RATE_PERIOD),
+        },
     )
 
 
@@ -93,7 +118,9 @@ class StageAlarms(Construct):
         settings: Observability,
         application_logs: logs.ILogGroup,
         efa: bool,
+        kv_floor_gbps: float | None = None,
     ) -> None:
+        """`kv_floor_gbps`: the stage's KV transfer floor; None (colocated mode): no KV rate alarm."""
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.AlarmBase] = {}
         self._serve_unhealthy(cluster_name)
@@ -102,6 +129,8 @@ class StageAlarms(Construct):
         self._gpu_memory(cluster_name, settings)
         if efa:
             self._nixl_not_on_efa(cluster_name, application_logs)
+        if kv_floor_gbps is not None:
+            self._kv_rate(cluster_name, kv_floor_gbps)
         if settings.alarm_topic_arn:
             self._notify(sns.Topic.from_topic_arn(self, "Topic", settings.alarm_topic_arn))
 
@@ -209,6 +238,26 @@ class StageAlarms(Construct):
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
                 alarm_description="NIXL moves the KV cache over a libfabric provider other than efa, or over UCX, "
                 "on a stage whose GPU nodes have EFA (TCP speed).",
+            ),
+        )
+
+    def _kv_rate(self, cluster_name: str, floor_gbps: float) -> None:
+        """Under the floor in 2 of 3 periods of 5 minutes. No transfer in a period: the expression gives the floor
+        itself, which LessThanThreshold does not breach; no data at all (no PD worker scraped): not breaching
+        either, as ServeUnhealthy and `ops verify` cover a stage that does not serve."""
+        self._add(
+            "KvTransferSlow",
+            cw.Alarm(
+                self,
+                "KvTransferSlow",
+                metric=kv_rate(cluster_name, when_idle=floor_gbps),
+                threshold=floor_gbps,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=3,
+                datapoints_to_alarm=2,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"The KV cache moves between the prefill and decode engines at under the stage's "
+                f"floor of {floor_gbps:g} Gbps per transfer (NIXL's exporter: bytes read over transfer time).",
             ),
         )
 

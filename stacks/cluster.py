@@ -73,6 +73,7 @@ class ClusterProps:
     serving_namespace: str
     first_start: FirstStart
     tags: Mapping[str, str] | None = None
+    kv_floor_gbps: float | None = None  # the KV transfer's floor (PD mode), the KvTransferSlow alarm's threshold
 
 
 class ClusterStack(cdk.Stack):
@@ -94,6 +95,7 @@ class ClusterStack(cdk.Stack):
                 props.serving_namespace,
                 efa=props.gpu_nodegroup.efa,
                 retention_days=props.cluster.log_retention_days,
+                kv_floor_gbps=props.kv_floor_gbps,
             )
         self._verify_runner(props)
         provider = self.cluster.kubectl_provider
@@ -219,7 +221,14 @@ class ClusterStack(cdk.Stack):
         )
 
     def _observe(
-        self, cluster_name: str, settings: Observability, serving_namespace: str, *, efa: bool, retention_days: int
+        self,
+        cluster_name: str,
+        settings: Observability,
+        serving_namespace: str,
+        *,
+        efa: bool,
+        retention_days: int,
+        kv_floor_gbps: float | None,
     ) -> None:
         """CloudWatch collection (the add-on), the stage's alarms and dashboard (docs/OBSERVABILITY.md)."""
         self.observability = ObservabilityAddon(
@@ -239,6 +248,7 @@ class ClusterStack(cdk.Stack):
             settings=settings,
             application_logs=self.observability.application_logs,
             efa=efa,
+            kv_floor_gbps=kv_floor_gbps,
         )
         self.dashboard = StageDashboard(
             self,
@@ -246,5 +256,6 @@ class ClusterStack(cdk.Stack):
             cluster_name=cluster_name,
             ttft_slo=settings.ttft_p99_slo_seconds,
             alarms=self.alarms.alarms,
+            kv_floor_gbps=kv_floor_gbps,
         )
         cdk.CfnOutput(self, "DashboardName", value=self.dashboard.dashboard_name)

@@ -11,7 +11,7 @@ from constructs import Construct
 
 from config.topology import CONTAINER_INSIGHTS_NAMESPACE, RAY_METRICS_NAMESPACE
 
-from .alarms import quantile_query, ray_metric
+from .alarms import kv_rate, quantile_query, ray_metric
 from .observability_metrics import check
 
 WIDTH, HEIGHT = 8, 6
@@ -155,18 +155,32 @@ def efa_row(cluster_name: str, alarms: dict) -> list[cw.IWidget]:
     ]
 
 
-def kv_row(cluster_name: str) -> list[cw.IWidget]:
-    """KV-cache use, prefix-cache hits and the KV transfer queries."""
+def kv_rate_widget(cluster_name: str, floor_gbps: float, width: int) -> cw.IWidget:
+    """The KV transfer rate per transfer (the KvTransferSlow alarm's expression, 0 in a period without
+    transfers) against the stage's floor."""
+    return cw.GraphWidget(
+        title="KV transfer Gbps per transfer (0: no transfer)",
+        width=width,
+        height=HEIGHT,
+        left=[kv_rate(cluster_name, when_idle=0)],
+        left_annotations=[cw.HorizontalAnnotation(value=floor_gbps, label=f"floor {floor_gbps:g} Gbps")],
+    )
+
+
+def kv_row(cluster_name: str, kv_floor_gbps: float | None = None) -> list[cw.IWidget]:
+    """KV-cache use, prefix-cache hits, the KV transfer queries, and in PD mode the KV transfer rate."""
+    width = WIDTH if kv_floor_gbps is None else WIDTH * 3 // 4
+    rate = [] if kv_floor_gbps is None else [kv_rate_widget(cluster_name, kv_floor_gbps, width)]
     return [
         cw.GraphWidget(
             title="KV-cache usage per pod (0-1)",
-            width=WIDTH,
+            width=width,
             height=HEIGHT,
             left=[ray_search("ray_vllm_kv_cache_usage_perc", "pod_name", cluster_name)],
         ),
         cw.GraphWidget(
             title="Prefix-cache hit rate %",
-            width=WIDTH,
+            width=width,
             height=HEIGHT,
             left=[
                 cw.MathExpression(
@@ -181,7 +195,7 @@ def kv_row(cluster_name: str) -> list[cw.IWidget]:
             ],
         ),
         cw.TextWidget(
-            width=WIDTH,
+            width=width,
             height=HEIGHT,
             markdown=(
                 "### KV transfer (NIXL, PromQL)\n"
@@ -190,26 +204,35 @@ def kv_row(cluster_name: str) -> list[cw.IWidget]:
                 "\n- transport: alarm NIXL not on EFA (worker logs)"
             ),
         ),
+        *rate,
     ]
 
 
-def rows(cluster_name: str, ttft_slo: float, alarms: dict) -> list[list[cw.IWidget]]:
+def rows(
+    cluster_name: str, ttft_slo: float, alarms: dict, kv_floor_gbps: float | None = None
+) -> list[list[cw.IWidget]]:
     return [
         traffic_row(cluster_name, alarms),
         latency_row(cluster_name, ttft_slo, alarms),
         deployment_row(cluster_name),
         node_row(cluster_name),
         efa_row(cluster_name, alarms),
-        kv_row(cluster_name),
+        kv_row(cluster_name, kv_floor_gbps),
     ]
 
 
 class StageDashboard(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, cluster_name: str, ttft_slo: float, alarms: dict
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        ttft_slo: float,
+        alarms: dict,
+        kv_floor_gbps: float | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.dashboard = cw.Dashboard(
-            self, "Dashboard", default_interval=cdk.Duration.hours(3), widgets=rows(cluster_name, ttft_slo, alarms)
-        )
+        widgets = rows(cluster_name, ttft_slo, alarms, kv_floor_gbps)
+        self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3), widgets=widgets)
         self.dashboard_name = self.dashboard.dashboard_name  # CloudFormation's name, in the stack outputs

@@ -36,6 +36,7 @@ from config.topology import (
     CLOUDWATCH_NAMESPACE,
     CLOUDWATCH_OBSERVABILITY_ADDON,
     CLOUDWATCH_SERVICE_ACCOUNT,
+    NIXL_METRICS_PORT_NAME,
     POD_IDENTITY_AGENT_ADDON,
     RAY_METRICS_NAMESPACE,
     RAY_METRICS_PORT_NAME,
@@ -44,7 +45,7 @@ from config.topology import (
     container_insights_log_group,
 )
 
-from .observability_metrics import EMF_METRICS, EMF_METRICS_BY_DIMENSION, HISTOGRAMS, check
+from .observability_metrics import EMF_METRICS, EMF_METRICS_BY_DIMENSION, HISTOGRAMS, NIXL_METRICS, check
 
 # Where the agents write (Container Insights' fixed names, /aws/containerinsights/<cluster>/<kind>).
 SCRAPE_INTERVAL = "30s"
@@ -57,11 +58,14 @@ PROMETHEUS_CONFIG_PATH = "/etc/prometheusconfig/prometheus.yaml"
 SCRAPER_ENV = ({"name": "RUN_WITH_IRSA", "value": "True"},)
 
 
-def _ray_targets(cluster_name: str, namespace: str) -> dict[str, Any]:
+def _ray_targets(
+    cluster_name: str, namespace: str, *, job: str = "ray", port: str = RAY_METRICS_PORT_NAME
+) -> dict[str, Any]:
     """One Prometheus job: every Ray pod (KubeRay labels ray.io/node-type) of the serving namespace, on its
-    `metrics` container port, labelled with the cluster, pod, Ray group and node type."""
+    container port named `port` (`metrics`: Ray's; `nixl-metrics`: NIXL's exporter on a PD worker),
+    labelled with the cluster, pod, Ray group and node type."""
     return {
-        "job_name": "ray",
+        "job_name": job,
         "scrape_interval": SCRAPE_INTERVAL,
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
         "relabel_configs": [
@@ -72,7 +76,7 @@ def _ray_targets(cluster_name: str, namespace: str) -> dict[str, Any]:
             },
             {
                 "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "regex": RAY_METRICS_PORT_NAME,
+                "regex": port,
                 "action": "keep",
             },
             {"target_label": "ClusterName", "replacement": cluster_name},
@@ -87,9 +91,17 @@ def _keep(names: Sequence[str], suffix: str = "") -> dict[str, Any]:
     return {"source_labels": ["__name__"], "regex": f"({'|'.join(check(n) for n in names)}){suffix}", "action": "keep"}
 
 
+def nixl_scrape_job(cluster_name: str, namespace: str) -> dict[str, Any]:
+    """NIXL's exporter on the PD workers (none on a colocated stage: the job finds no target), NIXL_METRICS
+    only (its gauges and histograms are dropped at the scrape)."""
+    job = _ray_targets(cluster_name, namespace, job="nixl", port=NIXL_METRICS_PORT_NAME)
+    job["metric_relabel_configs"] = [_keep(NIXL_METRICS)]
+    return job
+
+
 def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
     """The counters and gauges of EMF_METRICS (the rest of Ray's ~200 series is dropped at the scrape, so it
-    costs nothing), with the HTTP status folded into status_class (2xx, 4xx, 5xx)."""
+    costs nothing), with the HTTP status folded into status_class (2xx, 4xx, 5xx); and NIXL's exporter."""
     job = _ray_targets(cluster_name, namespace)
     job["metric_relabel_configs"] = [
         _keep(EMF_METRICS),
@@ -100,7 +112,10 @@ def ray_scrape_config(cluster_name: str, namespace: str) -> dict[str, Any]:
             "replacement": "${1}xx",
         },
     ]
-    return {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [job]}
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL},
+        "scrape_configs": [job, nixl_scrape_job(cluster_name, namespace)],
+    }
 
 
 def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
@@ -113,10 +128,10 @@ def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
     translator/util/sdkutil.go); translator/translate/agent/ruleRegion.go takes this value first, and without
     it fails with "Region info is missing for mode"."""
 
-    def declaration(names: tuple[str, ...], dimension: str) -> dict[str, Any]:
+    def declaration(names: tuple[str, ...], dimension: str, job: str = "ray") -> dict[str, Any]:
         return {
             "source_labels": ["job"],
-            "label_matcher": "^ray$",
+            "label_matcher": f"^{job}$",
             "dimensions": [["ClusterName"], ["ClusterName", dimension]],
             "metric_selectors": [f"^{check(n)}$" for n in names],
         }
@@ -133,7 +148,8 @@ def ray_emf_config(cluster_name: str, region: str) -> dict[str, Any]:
                         "metric_declaration_dedup": True,
                         "metric_namespace": RAY_METRICS_NAMESPACE,
                         "metric_declaration": [
-                            declaration(names, dimension) for dimension, names in EMF_METRICS_BY_DIMENSION.items()
+                            *(declaration(names, dim) for dim, names in EMF_METRICS_BY_DIMENSION.items()),
+                            declaration(NIXL_METRICS, "pod_name", job="nixl"),
                         ],
                     },
                 }

@@ -41,11 +41,19 @@ EMF_METRICS = tuple(name for names in EMF_METRICS_BY_DIMENSION.values() for name
 
 SHIPPED = frozenset(HISTOGRAMS + EMF_METRICS)
 
+# NIXL's own Prometheus exporter on the PD workers (charts/worker_env.py), the scrape job `nixl`: counters, whose
+# names end in _total (ai-dynamo/nixl src/plugins/telemetry/prometheus/README.md, "Metrics & Events"), shipped
+# as CloudWatch metrics (EMF, dimensions ClusterName and pod_name) for the KV transfer rate's alarm and widget.
+# The CloudWatch agent sends a counter's increase since its previous scrape (AWS, "Prometheus metric type
+# conversion by the CloudWatch agent"), so a Sum over a period is the period's bytes and microseconds.
+NIXL_METRICS = ("agent_rx_bytes_total", "agent_xfer_time_total", "agent_rx_requests_num_total")
+
 
 def check(name: str) -> str:
     """`name`, if it is one of the shipped metrics; a KeyError naming this module otherwise."""
-    if name not in SHIPPED:
+    if name not in SHIPPED and name not in NIXL_METRICS:
         raise KeyError(
-            f"{name} is not a shipped metric (stacks/observability_metrics.py: HISTOGRAMS, EMF_METRICS_BY_DIMENSION)"
+            f"{name} is not a shipped metric (stacks/observability_metrics.py: HISTOGRAMS, EMF_METRICS_BY_DIMENSION, "
+            "NIXL_METRICS)"
         )
     return name

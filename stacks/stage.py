@@ -7,7 +7,7 @@ from constructs import Construct
 
 from charts.render import StageRendering
 from charts.serve_config import build_serve_config
-from config.derived import worker_resources
+from config.derived import kv_transfer_floor_gbps, worker_resources
 from config.first_start import first_start
 from config.schema import StageConfig
 
@@ -36,6 +36,7 @@ def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
         serving_namespace=cfg.serving.namespace,
         first_start=first_start(cfg),
         tags=cfg.tags,
+        kv_floor_gbps=kv_transfer_floor_gbps(cfg),
     )
 
 

@@ -8,6 +8,7 @@ import re
 from .. import versions
 from ..errors import ConfigError, short
 from ..image_reference import image_problem
+from ..instance_types import INSTANCE_TYPES
 from ..schema import StageConfig
 from ..topology import CLOUDWATCH_NAMESPACE, KUBERAY_NAMESPACE
 from .top_level import same_region_and_account
@@ -62,6 +63,32 @@ def kv_transport(cfg: StageConfig, path: str) -> None:
             "serving.kv_backend",
             f"{cfg.serving.kv_backend} on EFA runs at TCP speed: NIXL's UCX backend does not "
             "use EFA (allowed: LIBFABRIC when gpu_nodegroup.efa is true)",
+        )
+
+
+def kv_transfer_floor(cfg: StageConfig, path: str) -> None:
+    """PD without EFA has no bandwidth fact to derive a floor from; colocated mode moves no KV cache; a floor
+    above one EFA interface's bandwidth could never pass."""
+    serving, field = cfg.serving, "serving.kv_transfer_floor_gbps"
+    floor = serving.kv_transfer_floor_gbps
+    if serving.mode != "pd":
+        if floor is not None:
+            raise ConfigError(path, field, "colocated mode moves no KV cache between engines (allowed: unset)")
+        return
+    if floor is None and not cfg.gpu_nodegroup.efa:
+        raise ConfigError(
+            path,
+            field,
+            "required with gpu_nodegroup.efa false: there is no EFA bandwidth to derive the KV transfer's floor from "
+            "(allowed: the lowest acceptable rate in Gbps, e.g. what `ops rehearse` measured on these nodes)",
+        )
+    limit = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
+    if floor is not None and cfg.gpu_nodegroup.efa and limit and floor > limit:
+        raise ConfigError(
+            path,
+            field,
+            f"{floor:g} Gbps is above one EFA interface of {cfg.gpu_nodegroup.instance_type} ({limit:g} Gbps), so no "
+            f"transfer could pass (allowed: at most {limit:g})",
         )
 
 

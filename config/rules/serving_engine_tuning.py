@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from ..derived import (
     GIB,
     RUNTIME_RESERVE_GIB,
+    efa_pinned_gib,
     model_memory_floor,
     worker_resources,
 )
@@ -185,14 +186,15 @@ def _pod_memory(cfg: StageConfig, path: str, role: str | None) -> None:
         return
     name = "cpu_offload_gb" if offload is not None else "mm_processor_cache_gb"
     offload, cache = offload or 0, 4 if cache is None else cache  # 4 GiB: vLLM's default cache
-    need, limit = offload * engine.tensor_parallel_size + cache * 2, worker_resources(cfg).memory_limit_gib
+    efa = efa_pinned_gib(cfg)  # EFA's pinned buffers share the limit
+    need, limit = offload * engine.tensor_parallel_size + cache * 2 + efa, worker_resources(cfg).memory_limit_gib
     if need > limit:  # each value's range (0 or more, finite) is config/engine_arg_ranges.py's
         raise ConfigError(
             path,
             serving.engine_field(role, f"extra_args.{name}"),
             f"cpu_offload_gb {offload:g} x {engine.tensor_parallel_size} GPUs + mm_processor_cache_gb {cache:g} x 2 "
-            f"processes = {need:g} GiB of the Ray worker's memory for one engine, but its limit is {limit} GiB "
-            "(serving.worker_resources.memory_limit_gib) (allowed: together within the limit)",
+            f"processes + EFA's buffers {efa} = {need:g} GiB of the Ray worker's memory for one engine, but its limit "
+            f"is {limit} GiB (serving.worker_resources.memory_limit_gib) (allowed: together within the limit)",
         )
 
 

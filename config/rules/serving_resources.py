@@ -4,6 +4,7 @@ within the node that runs it."""
 from __future__ import annotations
 
 from ..derived import (
+    efa_pinned_gib,
     gpu_spec,
     system_spec,
     worker_resources,
@@ -61,4 +62,16 @@ def pod_resources(cfg: StageConfig, path: str) -> None:
             f"{cfg.system_nodegroup.instance_type} (allowed: up to "
             f"{system.vcpus - NODE_RESERVED_VCPUS} vCPU / "
             f"{system.memory_gib - NODE_RESERVED_MEMORY_GIB} GiB)",
+        )
+
+
+def efa_buffers(cfg: StageConfig, path: str) -> None:
+    """EFA's pinned buffers come out of the Ray worker's memory limit (config/derived.py efa_pinned_gib)."""
+    pinned, limit = efa_pinned_gib(cfg), worker_resources(cfg).memory_limit_gib
+    if pinned and pinned >= limit:
+        raise ConfigError(
+            path,
+            "serving.worker_resources.memory_limit_gib",
+            f"{limit} GiB leaves nothing for the engine beside EFA's {pinned} GiB of pinned buffers (allowed: more "
+            f"than {pinned})",
         )

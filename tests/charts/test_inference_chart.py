@@ -201,6 +201,7 @@ def test_ipc_lock_mode_adds_only_that_capability(variants):
     assert container(group)["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+        "runAsUser": 0,  # an added capability is effective only for root (charts/ray_pods.py)
     }
 
 
@@ -231,6 +232,16 @@ def test_worker_environment(dev_objects):
     assert values["FI_PROVIDER"] == "efa"
     assert values["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
     assert values["VLLM_HOST_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+def test_efa_workers_keep_libfabric_off_huge_pages(dev_objects, tmp_path):
+    # the container requests no hugepages-2Mi, so its hugetlb limit is 0 (docs/DECISIONS.md, "What EFA needs in
+    # the pod"); without EFA there is no efa provider to tell
+    assert env(workers(dev_objects))["FI_EFA_USE_HUGE_PAGE"] == "0"
+    resources = container(workers(dev_objects))["resources"]
+    assert not [name for name in (*resources["requests"], *resources["limits"]) if name.startswith("hugepages")]
+    no_efa = config_with(tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_transfer_floor_gbps": 1})
+    assert "FI_EFA_USE_HUGE_PAGE" not in env(workers(chart_objects(no_efa)))
 
 
 def test_nixl_logs_at_info_so_the_provider_line_appears(dev_objects):
@@ -264,7 +275,19 @@ def test_weight_cache_can_be_turned_off(variants):
 
 def test_colocated_mode_runs_on_the_same_nodes(dev_objects, variants):
     colocated = chart_objects(variants["colocated"])
-    assert workers(colocated) == workers(dev_objects)
+    # the same pods, less NIXL's exporter (tests/charts/test_nixl_exporter.py): colocated engines move no KV cache
+    pd_workers = workers(dev_objects)
+    pd_container = dict(container(pd_workers))
+    del pd_container["ports"]
+    pd_container["env"] = [e for e in pd_container["env"] if not e["name"].startswith("NIXL_TELEMETRY")]
+    assert container(workers(colocated)) == pd_container
+    assert {k: v for k, v in workers(colocated).items() if k != "template"} == {
+        k: v for k, v in pd_workers.items() if k != "template"
+    }
+    colocated_spec, pd_spec = workers(colocated)["template"]["spec"], pd_workers["template"]["spec"]
+    assert {k: v for k, v in colocated_spec.items() if k != "containers"} == {
+        k: v for k, v in pd_spec.items() if k != "containers"
+    }
     assert head(colocated) == head(dev_objects)
     assert "build_openai_app" in ray_service(colocated)["spec"]["serveConfigV2"]
 
@@ -352,6 +375,9 @@ def test_verify_group_posts_only_to_the_serve_port_and_reads_the_dashboard(dev_o
             "resourceNames": ["ray-llm-serve-svc:serve"],
             "verbs": ["create"],
         },
+        # the rate check (ops/verify_rate.py): the workers' names are generated, so no resourceNames; GET only
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
     ]
 
 

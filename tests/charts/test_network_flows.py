@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import pytest
 
 from charts.serve_config import NIXL_PORT_BASE
-from config.topology import CLOUDWATCH_NAMESPACE, KUBERAY_NAMESPACE, KUBERAY_RELEASE, RAY_SCRAPER_POD_LABELS
+from config.topology import (
+    CLOUDWATCH_NAMESPACE,
+    KUBERAY_NAMESPACE,
+    KUBERAY_RELEASE,
+    NIXL_METRICS_PORT,
+    RAY_SCRAPER_POD_LABELS,
+)
 
 from .kuberay_pods import HEAD_GROUP, kuberay_pod, operator_pod
 from .netpol import Cluster, External, Node, Pod
@@ -169,6 +175,15 @@ FLOWS = [
         "Ray's, Serve's and vLLM's series (vllm/v1/metrics/ray_wrappers.py)",
     ),
     Flow("scraper", "worker-0", 8080, True, "the engines' metrics are exported by the workers' Ray"),
+    Flow(
+        "scraper",
+        "worker-0",
+        NIXL_METRICS_PORT,
+        True,
+        "NIXL's own exporter on the PD workers (charts/worker_env.py: NIXL_TELEMETRY_PROMETHEUS_PORT, "
+        "ai-dynamo/nixl src/plugins/telemetry/prometheus/README.md), scrape job `nixl`",
+    ),
+    Flow("scraper", "head", NIXL_METRICS_PORT, False, "the head runs no engine, so no NIXL exporter"),
     Flow("scraper", "head", 8265, False, "the scraper needs the metrics port only: not the dashboard"),
     Flow("scraper", "head", 8000, False, "nor Serve"),
     Flow("scraper", "head", 6379, False, "nor the GCS"),
@@ -213,6 +228,16 @@ FLOWS = [
     ),
     Flow("api-proxy", "head", 8000, True, "`ops verify` calls /v1 through services/proxy on the serve service"),
     Flow("api-proxy", "worker-0", 8000, True, "the serve service's endpoints include the workers"),
+    Flow(
+        "api-proxy",
+        "worker-0",
+        NIXL_METRICS_PORT,
+        True,
+        "`ops verify`'s rate check reads NIXL's exporter through the API server's pod proxy "
+        "(/api/v1/namespaces/NS/pods/POD:PORT/proxy/metrics, ops/verify_rate.py)",
+    ),
+    Flow("api-proxy", "head", NIXL_METRICS_PORT, False, "not on the head, which runs no engine"),
+    Flow("api-proxy", "worker-0", 8080, False, "nor Ray's metrics port: verify reads NIXL's exporter only"),
     Flow("api-proxy", "head", 6379, False, "the API server never needs the GCS"),
     Flow("api-proxy", "worker-0", NIXL_PORT_BASE["prefill"], False, "nor NIXL"),
     # -- everybody else ---------------------------------------------------------------------------
@@ -222,6 +247,8 @@ FLOWS = [
     Flow("other-namespace", "worker-0", NIXL_PORT_BASE["prefill"], False, "nor the prefill side channel"),
     Flow("other-namespace", "worker-1", NIXL_PORT_BASE["decode"], False, "nor the decode side channel"),
     Flow("other-namespace", "worker-0", 8080, False, "nor the metrics port"),
+    Flow("other-namespace", "worker-0", NIXL_METRICS_PORT, False, "nor NIXL's exporter"),
+    Flow("client", "worker-0", NIXL_METRICS_PORT, False, "clients never reach NIXL's exporter", ("prod",)),
     Flow(
         "spoofed-labels",
         "head",

@@ -130,6 +130,7 @@ def test_the_pod_templates_are_typed_and_serialise_to_what_head_pod_gives(dev):
     assert plain["spec"]["containers"][0]["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+        "runAsUser": 0,  # an added capability is effective only for root (charts/ray_pods.py)
     }
     assert plain["spec"]["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
 
@@ -142,9 +143,14 @@ def test_the_typed_worker_env_serialises_to_the_plain_data_the_rehearsal_gives_t
 
     typed_env = plain_container(typed(k8s.Container, name="ray-worker", env=ray_pods.worker_env(efa=efa)))["env"]
     assert typed_env == worker_environment(efa=efa)
-    assert typed_env[:2] == (
+    with_metrics = ray_pods.worker_env(efa=efa, nixl_metrics=True)
+    assert plain_container(typed(k8s.Container, name="ray-worker", env=with_metrics))["env"] == worker_environment(
+        efa=efa, nixl_metrics=True
+    )
+    assert typed_env[: 3 if efa else 2] == (
         [
             {"name": "FI_PROVIDER", "value": "efa"},
+            {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"},
             {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ]
         if efa

@@ -269,12 +269,13 @@ SERVING = [
         {
             "gpu_nodegroup": {"instance_type": "p5.48xlarge", "efa": False},
             "serving": {
+                "kv_transfer_floor_gbps": 1,
                 "worker_resources": {
                     "cpu_request": 8,
                     "cpu_limit": 16,
                     "memory_request_gib": 32,
                     "memory_limit_gib": 64,
-                }
+                },
             },
         },
         "serving.engine.gdn_prefill_backend",

@@ -69,3 +69,13 @@ def test_readme_and_decisions_state_the_waits_the_code_computes(stages):
     assert f"`--wait {dev.verify_wait_s}`" in decisions and f"({dev.verify_timeout_minutes})" in decisions
     assert f"{prod.verify_wait_s:,} s, {prod.verify_timeout_minutes} minutes" in decisions
     assert f"system floor (8 + 49.1) / 0.85 = {fs.system_root_volume_floor_gib()} GiB" in decisions
+
+
+def test_the_pull_reads_the_instance_table_and_refuses_a_type_it_does_not_list():
+    # The image's compressed layers at g6.8xlarge's 25 Gbps (config/instance_types.py), then unpacked to gp3.
+    compressed = versions.DLC_IMAGE_COMPRESSED_GIB
+    link_mib_s = 25.0 * 1e9 / 8 / 2**20
+    expected = compressed * 1024 / link_mib_s + compressed * versions.DLC_IMAGE_UNPACK_RATIO * 1024 / fs.GP3_WRITE_MIB_S
+    assert fs._pull_s("g6.8xlarge") == pytest.approx(expected)
+    with pytest.raises(KeyError, match=r"g9\.huge is not in config/instance_types.py INSTANCE_TYPES"):
+        fs._pull_s("g9.huge")

@@ -531,6 +531,7 @@ def test_the_gdn_rule_finds_a_model_as_the_known_models_table_does(tmp_path, sou
         {
             "gpu_nodegroup": {"efa": False},
             "serving": {
+                "kv_transfer_floor_gbps": 1,
                 "model": {"source": source},
                 "engine": {"gdn_prefill_backend": None, "tensor_parallel_size": 2},
             },

@@ -17,6 +17,11 @@ Paths and payload shapes, and where they were checked:
   `dashboard/modules/log/log_manager.py::_categorize_log_files` (`worker_out` / `worker_err` groups).
 - `/v1/models`, `/v1/chat/completions`: the OpenAI API as Ray Serve LLM serves it (`object: list`,
   `data[].id`; `choices[0].message.content`).
+- `/api/v1/namespaces/NS/pods?labelSelector=ray.io/node-type=worker` and the pod proxy
+  `/api/v1/namespaces/NS/pods/NAME:9090/proxy/metrics`: the GPU workers (a PodList with each pod's name, phase
+  and podIP) and NIXL's Prometheus exporter on each (tests/clients/nixl_exporter.py's format); each chat
+  completion adds `Scenario.kv_moves[ip]` (bytes, microseconds) to that worker's counters, as the decode
+  worker's agent counts a PD request's KV read.
 
 `Scenario.raw` replaces the answer of a path with any status, content type, bytes and headers (an HTML page
 from a proxy, JSON of the wrong shape, a redirect), for the tests of answers no Kubernetes API server sends. `SlowServer`
@@ -41,6 +46,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
+
+from ..clients.nixl_exporter import exporter_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN = "k8s-aws-v1.test-token"
@@ -293,6 +300,18 @@ class Scenario:
     requests: list = field(default_factory=list)
     polls: int = 0
     raw: dict = field(default_factory=dict)  # path -> (status, content type, body bytes[, more headers])
+    # per chat completion, what each worker's NIXL agent receives: ip -> (bytes, microseconds); the decode
+    # worker reads 1/6 of the measured PD round (672,399,360 bytes for 6 requests) in 80 ms: 11.2 Gbps
+    kv_moves: dict = field(default_factory=lambda: {"10.0.41.9": (112_066_560, 80_000)})
+    kv_counters: dict = field(default_factory=dict)  # ip -> [bytes, requests, microseconds] so far
+
+
+def worker_pod_name(ip: str) -> str:
+    return f"ray-llm-x7k2p-gpu-worker-{ip.replace('.', '-')}"
+
+
+def exporter_path(ip: str) -> str:
+    return f"/api/v1/namespaces/inference/pods/{worker_pod_name(ip)}:9090/proxy/metrics"
 
 
 class FakeCluster:
@@ -325,7 +344,12 @@ class FakeCluster:
     # --- routing -------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
         self.scenario.requests.append((method, path))
-        answered = self._kube_api(path, query) or self._ray_dashboard(path, query) or self._openai(method, path, body)
+        answered = (
+            self._kube_api(path, query)
+            or self._workers(path, query)
+            or self._ray_dashboard(path, query)
+            or self._openai(method, path, body)
+        )
         return answered or (
             404,
             {
@@ -357,6 +381,27 @@ class FakeCluster:
                 "status": status,
             }
         return None
+
+    def _workers(self, path: str, query: dict) -> tuple[int, Any] | None:
+        ips = list(self.scenario.worker_logs)
+        if path == "/api/v1/namespaces/inference/pods":
+            assert query.get("labelSelector") == ["ray.io/node-type=worker"], query
+            items = [
+                {"metadata": {"name": worker_pod_name(ip)}, "status": {"phase": "Running", "podIP": ip}} for ip in ips
+            ]
+            return 200, {"kind": "PodList", "apiVersion": "v1", "items": items}
+        for ip in ips:
+            if path == exporter_path(ip):
+                moved, requests, time_us = self.scenario.kv_counters.get(ip, [0, 0, 0])
+                return 200, exporter_text(moved, requests, time_us, host=worker_pod_name(ip))
+        return None
+
+    def _count_kv(self) -> None:
+        for ip, (moved, time_us) in self.scenario.kv_moves.items():
+            counters = self.scenario.kv_counters.setdefault(ip, [0, 0, 0])
+            counters[0] += moved
+            counters[1] += 1 if moved else 0
+            counters[2] += time_us
 
     def _ray_dashboard(self, path: str, query: dict) -> tuple[int, Any] | None:
         if path == f"{HEAD}/api/v0/nodes":
@@ -418,6 +463,7 @@ class FakeCluster:
             }
         if path == f"{SERVE}/v1/chat/completions" and method == "POST":
             assert body["model"] in s.models and body["messages"][0]["role"] == "user"
+            self._count_kv()
             return 200, {
                 "id": "chatcmpl-1",
                 "object": "chat.completion",

@@ -150,7 +150,9 @@ def test_passing_account_passes_every_check(aws, tmp_path, capsys):
     assert fake.cli(tmp_path, stage_data("dev")) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out
-    assert out.rstrip().endswith("OK: 10 passed, 0 failed, 0 warnings, 1 skipped")
+    assert out.rstrip().endswith("OK: 10 passed, 0 failed, 0 warnings, 2 skipped")  # the token secret, EFA in the pod
+    (efa_pod,) = [line for line in out.splitlines() if line.startswith("EFA in the pod")]
+    assert "SKIP" in efa_pod and "FI_EFA_USE_HUGE_PAGE=0" in efa_pod and "2 MiB huge pages" in efa_pod
     assert "g6.8xlarge is offered in us-west-2a (usw2-az2)" in out
     assert "On-Demand G and VT instances: quota 256, in use 0, free 256, this stage needs up to 64" in out
 

@@ -253,6 +253,7 @@ def test_json_report(dev):
         "NIXL transport",
         "GET /v1/models",
         "POST /v1/chat/completions",
+        "KV transfer rate",
     ]
 
 

@@ -41,12 +41,16 @@ def no_nixl_log(tmp_path):
 
 @pytest.fixture
 def ucx_stage(tmp_path):
-    return config_with(tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "UCX"})
+    return config_with(
+        tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "UCX", "kv_transfer_floor_gbps": 1}
+    )
 
 
 @pytest.fixture
 def tcp_stage(tmp_path):
-    return config_with(tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "LIBFABRIC"})
+    return config_with(
+        tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "LIBFABRIC", "kv_transfer_floor_gbps": 1}
+    )
 
 
 @pytest.mark.parametrize(

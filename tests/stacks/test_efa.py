@@ -91,7 +91,9 @@ def test_interface_count_follows_the_instance_type(instance_type, count, tmp_pat
 
 
 def test_without_efa_no_interfaces_and_no_efa_security_group(tmp_path):
-    cfg = config_with(tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "UCX"})
+    cfg = config_with(
+        tmp_path, gpu_nodegroup={"efa": False}, serving={"kv_backend": "UCX", "kv_transfer_floor_gbps": 1}
+    )
     result = synth([cfg], tmp_path / "out")
     assert "NetworkInterfaces" not in _gpu_template(result)
     assert not [n for n in result.resources("dev", "cluster", "AWS::EC2::SecurityGroup") if n.startswith("Efa")]

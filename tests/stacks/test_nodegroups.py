@@ -145,7 +145,7 @@ def spot_without_efa(tmp_path_factory):
             "min_size": 1,
             "max_size": 3,
         },
-        serving={"kv_backend": "UCX"},
+        serving={"kv_backend": "UCX", "kv_transfer_floor_gbps": 1},
     )
     return synth([cfg], tmp / "out")
 

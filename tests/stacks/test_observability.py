@@ -276,7 +276,7 @@ def test_alarms_and_thresholds_come_from_the_stage_file(app_synth, stages):
             re.sub(r"[0-9A-F]{8}$", "", name).removeprefix("Alarms"): a["Properties"]
             for name, a in app_synth.resources(stage, "cluster", "AWS::CloudWatch::Alarm").items()
         }
-        assert set(alarms) == {"ServeUnhealthy", "Http5xx", "TtftP99", "GpuMemory", "NixlNotOnEfa"}
+        assert set(alarms) == {"ServeUnhealthy", "Http5xx", "TtftP99", "GpuMemory", "NixlNotOnEfa", "KvTransferSlow"}
         assert alarms["Http5xx"]["Threshold"] == settings.error_rate_percent
         assert alarms["GpuMemory"]["Threshold"] == settings.gpu_memory_percent
         query = json.dumps(alarms["TtftP99"])
@@ -289,11 +289,12 @@ def test_no_nixl_alarm_without_efa_and_a_topic_gets_every_alarm(tmp_path):
     cfg = config_with(
         tmp_path,
         gpu_nodegroup={"efa": False},
+        serving={"kv_transfer_floor_gbps": 1},
         observability={"alarm_topic_arn": "arn:aws:sns:us-west-2:123456789012:alarms"},
     )
     result = synth([cfg], tmp_path / "out")
     alarms = result.resources("dev", "cluster", "AWS::CloudWatch::Alarm").values()
     assert not result.resources("dev", "cluster", "AWS::Logs::MetricFilter")
-    assert len(alarms) == 4
+    assert len(alarms) == 5  # no NixlNotOnEfa; KvTransferSlow at the stated floor (tests/stacks/test_kv_rate_alarm.py)
     assert all(a["Properties"]["AlarmActions"] == ["arn:aws:sns:us-west-2:123456789012:alarms"] for a in alarms)
     assert all(a["Properties"]["OKActions"] == ["arn:aws:sns:us-west-2:123456789012:alarms"] for a in alarms)

@@ -23,7 +23,7 @@ def test_chart_objects_are_applied_in_one_manifest(app_synth):
     assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"] + [
         "Role",
         "RoleBinding",
-    ] * 2 + ["RayService"] + ["NetworkPolicy"] * 6
+    ] * 2 + ["RayService"] + ["NetworkPolicy"] * 8  # 2 of them for NIXL's exporter port (PD mode)
 
 
 def test_manifest_depends_on_the_kuberay_release(app_synth):
