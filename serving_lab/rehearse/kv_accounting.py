@@ -17,8 +17,7 @@ heads x value dim) and the SSM state (value heads x key dim x value dim in mamba
 vllm/model_executor/layers/mamba/mamba_utils.py sizes them.
 
 Moved bytes and transfer time, exactly, from NIXL's own Prometheus exporter on the decode worker (the READ initiator
-counts them as received: agent_rx_bytes_total, agent_xfer_time_total in microseconds; NIXL's
-src/plugins/telemetry/prometheus); where it does not answer, at the resolution of vLLM's `vllm:nixl_bytes_transferred`
+counts them as received; clients/nixl_rate.py reads the counters, as `ops verify` does); where it does not answer, at the resolution of vLLM's `vllm:nixl_bytes_transferred`
 histogram as Ray exports it (buckets a factor 4 apart, its _sum rebuilt from bucket midpoints:
 ray/_private/telemetry/open_telemetry_metric_recorder.py).
 """
@@ -31,13 +30,14 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clients import nixl_rate
+
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 BLOCK_SIZE_LINE = re.compile(r"Setting attention block size to (\d+) tokens")
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _SOURCE = re.compile(r'source="([a-z_]+)"')
 _LABELS = re.compile(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"')
 SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
-RX_BYTES, XFER_US = "agent_rx_bytes_total", "agent_xfer_time_total"  # NIXL's exporter: counters of one agent
 
 
 @dataclass(frozen=True)
@@ -123,14 +123,6 @@ def source_deltas(before: str, after: str) -> list[dict[str, int]]:
     return deltas
 
 
-def exporter_counters(text: str) -> tuple[float, float] | None:
-    """(bytes received, transfer microseconds) from NIXL's exporter text, summed over its agents; None if absent."""
-    values = {name: value for name, _, value in _samples(text) if name in (RX_BYTES, XFER_US)}
-    if RX_BYTES not in values:
-        return None
-    return values[RX_BYTES], values.get(XFER_US, 0.0)
-
-
 @dataclass(frozen=True)
 class Transfer:
     """One request's transfer at one request in flight, from the exporter scraped around it."""
@@ -146,11 +138,12 @@ class Transfer:
 
 
 def transfer(prompt: str, prompt_tokens: int, before: str, after: str) -> Transfer | None:
-    """The exporter's counters over one request, or None where it did not answer."""
-    old, new = exporter_counters(before), exporter_counters(after)
-    if old is None or new is None:
+    """The exporter's counters over one request (clients/nixl_rate.py), or None where it did not answer."""
+    try:
+        found = nixl_rate.rate(before, after)
+    except nixl_rate.RateError:
         return None
-    return Transfer(prompt, prompt_tokens, round(new[0] - old[0]), (new[1] - old[1]) / 1e6)
+    return Transfer(prompt, prompt_tokens, found.bytes, found.seconds)
 
 
 @dataclass(frozen=True)
@@ -220,9 +213,11 @@ def _decode_sources(found: Accounting, deltas: list[dict[str, int]]) -> None:
 
 def _moved(round_: Round) -> tuple[tuple[float, float] | None, str]:
     """(fewest, most) bytes moved, and from where: NIXL's exporter exactly, else vLLM's histogram buckets."""
-    old, new = exporter_counters(round_.exporter_before), exporter_counters(round_.exporter_after)
-    if old is not None and new is not None:
-        return (new[0] - old[0],) * 2, f"NIXL exporter {RX_BYTES}"
+    try:
+        moved = nixl_rate.rate(round_.exporter_before, round_.exporter_after).bytes
+        return (moved, moved), f"NIXL exporter {nixl_rate.RX_BYTES}"
+    except nixl_rate.RateError:
+        pass
     if round_.nixl_bytes_buckets:
         low = sum(float(k.split("-")[0]) * n for k, n in round_.nixl_bytes_buckets.items())
         high = sum(float(k.split("-")[1]) * n for k, n in round_.nixl_bytes_buckets.items())

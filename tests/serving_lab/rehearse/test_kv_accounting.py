@@ -56,7 +56,10 @@ EXACT = LAYOUT.request_bytes(750, BLOCK)
 
 
 def _exporter(rx: float, us: float = 0.0) -> str:
-    return f'agent_rx_bytes_total{{hostname="h",agent_name="a"}} {rx}\nagent_xfer_time_total{{agent_name="a"}} {us}\n'
+    return (
+        f'agent_rx_bytes_total{{hostname="h",agent_name="a"}} {rx}\nagent_xfer_time_total{{agent_name="a"}} {us}\n'
+        f'agent_rx_requests_num_total{{agent_name="a"}} {1 if rx else 0}\n'
+    )
 
 
 def _round(after, *, cached=749, transfers=1, buckets=None, exporter=("", ""), measured=()) -> Round:

@@ -86,7 +86,10 @@ def _exporter(url: str) -> str:
     """NIXL's exporter on the decode worker: every request so far moved its layout's bytes in 10 ms."""
     n = _Engine.served
     moved = n * LAYOUT.request_bytes(PROMPT_TOKENS, 528)
-    return f'agent_rx_bytes_total{{agent_name="a",hostname="h"}} {moved}\nagent_xfer_time_total{{agent_name="a"}} {n * 10_000}\n'
+    return (
+        f'agent_rx_bytes_total{{agent_name="a",hostname="h"}} {moved}\nagent_xfer_time_total{{agent_name="a"}} '
+        f'{n * 10_000}\nagent_rx_requests_num_total{{agent_name="a"}} {n}\n'
+    )
 
 
 class _Head:
