@@ -17,9 +17,9 @@ heads x value dim) and the SSM state (value heads x key dim x value dim in mamba
 vllm/model_executor/layers/mamba/mamba_utils.py sizes them.
 
 Moved bytes and transfer time, exactly, from NIXL's own Prometheus exporter on the decode worker (the READ initiator
-counts them as received; clients/nixl_rate.py reads the counters, as `ops verify` does); where it does not answer, at the resolution of vLLM's `vllm:nixl_bytes_transferred`
-histogram as Ray exports it (buckets a factor 4 apart, its _sum rebuilt from bucket midpoints:
-ray/_private/telemetry/open_telemetry_metric_recorder.py).
+counts them as received; clients/nixl_rate.py reads the counters, as `ops verify` does), not vLLM's
+`vllm:nixl_bytes_transferred` histogram: Ray exports it with its _sum rebuilt from bucket midpoints
+(ray/_private/telemetry/open_telemetry_metric_recorder.py) and its buckets lie a factor 4 apart.
 """
 
 from __future__ import annotations
@@ -156,7 +156,6 @@ class Round:
     metrics_before: str
     metrics_after: str
     nixl_transfers: int | None  # vLLM's nixl_xfer_time histogram count on the decode worker over the round
-    nixl_bytes_buckets: dict[str, int] | None  # vLLM's nixl_bytes_transferred per bucket ("lo-hi": transfers)
     exporter_before: str = ""
     exporter_after: str = ""
     transfers: list[Transfer] = field(default_factory=list)  # one request in flight: each request's own
@@ -170,7 +169,7 @@ class Accounting:
     decode: dict[str, int] = field(default_factory=dict)  # the decode engine's prompt tokens by source
     transfers: int | None = None  # NIXL transfers the decode worker timed (vLLM's histogram count)
     predicted: int | None = None
-    moved: tuple[float, float] | None = None  # (fewest, most) bytes the measurement allows; equal when exact
+    moved: tuple[float, float] | None = None  # (fewest, most) bytes moved: NIXL's exporter counts them exactly
     moved_source: str = ""
     per_request: list[dict[str, Any]] = field(default_factory=list)
     rate_gbps: dict[str, float] = field(default_factory=dict)  # per transfer, one request in flight: median, worst
@@ -212,17 +211,12 @@ def _decode_sources(found: Accounting, deltas: list[dict[str, int]]) -> None:
 
 
 def _moved(round_: Round) -> tuple[tuple[float, float] | None, str]:
-    """(fewest, most) bytes moved, and from where: NIXL's exporter exactly, else vLLM's histogram buckets."""
+    """(bytes, bytes) moved over the round, from NIXL's exporter; (None, why) where it did not answer."""
     try:
         moved = nixl_rate.rate(round_.exporter_before, round_.exporter_after).bytes
-        return (moved, moved), f"NIXL exporter {nixl_rate.RX_BYTES}"
-    except nixl_rate.RateError:
-        pass
-    if round_.nixl_bytes_buckets:
-        low = sum(float(k.split("-")[0]) * n for k, n in round_.nixl_bytes_buckets.items())
-        high = sum(float(k.split("-")[1]) * n for k, n in round_.nixl_bytes_buckets.items())
-        return (low, high), "vLLM nixl_bytes_transferred buckets"
-    return None, ""
+    except nixl_rate.RateError as exc:
+        return None, str(exc)
+    return (moved, moved), f"NIXL exporter {nixl_rate.RX_BYTES}"
 
 
 def _per_request(found: Accounting, round_: Round, layout: Layout, block: int) -> None:
@@ -256,7 +250,7 @@ def account(round_: Round, layout: Layout, block: int | None) -> Accounting:
     hits = found.decode.get("local_cache_hit", 0)
     found.predicted = layout.predicted(round_.prompt_tokens, cached_on_decode=hits, block_size=block)
     if found.moved is None:
-        found.problems.append("no NIXL bytes measured (neither NIXL's exporter nor vLLM's histogram)")
+        found.problems.append(f"no NIXL bytes measured: {found.moved_source or 'the exporter did not answer'}")
     elif not found.moved[0] <= found.predicted <= found.moved[1]:
         found.problems.append(
             f"moved {found.moved[0]:.0f}-{found.moved[1]:.0f} bytes ({found.moved_source}), the layout predicts "

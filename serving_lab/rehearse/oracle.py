@@ -23,6 +23,7 @@ The seeded model's five candidates span about half a nat to a nat (its logits: n
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -298,8 +299,6 @@ def informative(level: Sequence[Answer], vocab_size: int) -> dict[str, Any]:
     by_prompt = {a.prompt: tuple(a.token_ids) for a in level if not a.error}
     firsts = [a.top[0][0][1] for a in level if a.top and a.top[0]]
     median_first = sorted(firsts)[len(firsts) // 2] if firsts else None
-    import math
-
     return {
         "prompts": len(by_prompt),
         "distinct_continuations": len(set(by_prompt.values())),
@@ -309,10 +308,6 @@ def informative(level: Sequence[Answer], vocab_size: int) -> dict[str, Any]:
     }
 
 
-def save_levels(path, levels: Levels) -> None:
-    path.write_text(json.dumps({str(c): [a.to_json() for a in answers] for c, answers in levels.items()}) + "\n")
-
-
-def load_levels(path) -> Levels:
-    data = json.loads(path.read_text())
+def levels_from_json(data: dict[str, Any]) -> Levels:
+    """An oracle-answers file's "levels" back to answers by concurrency (KeyError, ValueError or TypeError if not)."""
     return {int(c): [Answer.from_json(a) for a in answers] for c, answers in data.items()}

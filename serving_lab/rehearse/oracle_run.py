@@ -81,7 +81,6 @@ def _pd_round(inputs: OracleInputs, concurrency: int, prompts: list[dict]) -> tu
         metrics_before=before,
         metrics_after=after,
         nixl_transfers=decode.get("nixl_transfers"),
-        nixl_bytes_buckets=decode.get("nixl_bytes_buckets"),
         exporter_before=exporter_before,
         exporter_after=exporter_after,
         transfers=transfers,
@@ -161,7 +160,7 @@ def load_answers(path: Path, model_dir: Path) -> tuple[str, oracle.Levels]:
     try:
         data = json.loads(path.read_text())
         mode = data["mode"]
-        levels = {int(c): [oracle.Answer.from_json(a) for a in answers] for c, answers in data["levels"].items()}
+        levels = oracle.levels_from_json(data["levels"])
         theirs = data["checkpoint"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise OracleError(
@@ -220,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in args[:2]:
             data = json.loads(Path(path).read_text())
-            levels[data["mode"]] = {int(c): [oracle.Answer.from_json(a) for a in v] for c, v in data["levels"].items()}
+            levels[data["mode"]] = oracle.levels_from_json(data["levels"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"oracle_run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

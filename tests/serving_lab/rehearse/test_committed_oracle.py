@@ -27,8 +27,7 @@ def _archived(run: str, name: str) -> dict:
 
 
 def _levels(run: str, mode: str) -> oracle.Levels:
-    data = _archived(run, f"oracle-answers-{mode}.json")
-    return {int(c): [oracle.Answer.from_json(a) for a in answers] for c, answers in data["levels"].items()}
+    return oracle.levels_from_json(_archived(run, f"oracle-answers-{mode}.json")["levels"])
 
 
 COLOCATED = _levels("colocated", "colocated")

@@ -62,7 +62,7 @@ def _exporter(rx: float, us: float = 0.0) -> str:
     )
 
 
-def _round(after, *, cached=749, transfers=1, buckets=None, exporter=("", ""), measured=()) -> Round:
+def _round(after, *, cached=749, transfers=1, exporter=("", ""), measured=()) -> Round:
     return Round(
         concurrency=1,
         prompt_tokens=[750],
@@ -70,7 +70,6 @@ def _round(after, *, cached=749, transfers=1, buckets=None, exporter=("", ""), m
         metrics_before=ZERO,
         metrics_after=after,
         nixl_transfers=transfers,
-        nixl_bytes_buckets=buckets,
         exporter_before=exporter[0],
         exporter_after=exporter[1],
         transfers=list(measured),
@@ -124,27 +123,23 @@ def test_a_request_whose_blocks_were_cached_on_the_decode_side_passes_per_reques
     assert found.ok, found.problems
 
 
-def test_without_the_exporter_the_histogram_buckets_bound_the_bytes():
-    inside = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"3.35544e+07-1.34218e+08": 1}), LAYOUT, BLOCK)
-    assert inside.ok and inside.moved_source == "vLLM nixl_bytes_transferred buckets"
-    below = kv_accounting.account(_round(_metrics(1, 0, 749), buckets={"2.09715e+06-8.38861e+06": 1}), LAYOUT, BLOCK)
-    assert not below.ok
+def test_without_the_exporter_no_bytes_are_measured_and_the_round_fails():
+    # vLLM's own histogram reaches Ray's metrics only in buckets a factor 4 apart: no stand-in for the exporter
+    found = kv_accounting.account(_round(_metrics(1, 0, 749)), LAYOUT, BLOCK)
+    assert found.moved is None
+    assert any(p.startswith("no NIXL bytes measured: no agent_rx_bytes_total") for p in found.problems)
 
 
 def test_fewer_transfers_than_requests_fail():
     found = kv_accounting.account(
-        _round(_metrics(1, 0, 749), transfers=0, buckets={"3.35544e+07-1.34218e+08": 1}), LAYOUT, BLOCK
+        _round(_metrics(1, 0, 749), transfers=0, exporter=(_exporter(0), _exporter(EXACT))), LAYOUT, BLOCK
     )
-    assert "0 NIXL transfers for 1 requests" in found.problems
+    assert found.problems == ["0 NIXL transfers for 1 requests"]
 
 
-def test_no_block_size_and_no_bytes_are_each_a_problem():
-    assert any(
-        "no attention block size" in p
-        for p in kv_accounting.account(_round(_metrics(1, 0, 749)), LAYOUT, None).problems
-    )
-    found = kv_accounting.account(_round(_metrics(1, 0, 749), transfers=None), LAYOUT, BLOCK)
-    assert any("no NIXL bytes measured" in p for p in found.problems)
+def test_no_block_size_is_a_problem():
+    found = kv_accounting.account(_round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(EXACT))), LAYOUT, None)
+    assert found.problems == ["no attention block size in the engines' logs: the bytes cannot be predicted"]
 
 
 def test_the_block_size_is_read_from_the_engines_log_line():
