@@ -28,7 +28,7 @@ import math
 ROTATION_BYTES = 16 * 2**20
 BACKUPS = 2
 # Log files a Ray pod writes at once: the PD rehearsal's host, head and both engines together, had 46 and 60
-# worker .out/.err files (serving_lab/evidence/2026-12-03-h200-libfabric/runs/lf-full-workers.txt,
+# worker .out/.err files (evidence/2026-12-03-h200-libfabric/runs/lf-full-workers.txt,
 # 2026-12-02-h200-cuda-ipc/runs/lf-pd-workers.txt); twice the larger count covers a pod's core-worker and
 # system logs (raylet, dashboard agent, runtime-env agent, Serve's).
 LOG_FILES = 128

@@ -27,7 +27,7 @@ GP3_WRITE_MIB_S = 125.0
 # shared by the GPU nodes' weight downloads from the Hugging Face Hub.
 NAT_GBPS = 5.0
 # From the worker pod's start to the application RUNNING on the rehearsal host, cold (an H200 pair with dummy
-# weights: serving_lab/evidence/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
+# weights: evidence/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
 ENGINE_START_S = 2 * 383.0
 # The wait is the critical path times this, so that a slow Hub or a slow compile still passes.
 WAIT_MARGIN = 1.5

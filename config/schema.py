@@ -406,7 +406,7 @@ class Engine(Strict):
             # Full graphs without torch.compile: vllm/config/compilation.py ("full cudagraphs are supported with
             # and without compilation"); the GDN layers support them (gdn_attn.py: UNIFORM_BATCH). A dict is what
             # EngineArgs takes here (vllm/engine/arg_utils.py: "support `EngineArgs(compilation_config={...})`");
-            # vllm.LLM ran exactly this on an H200 (serving_lab/evidence/2026-12-01-h200-tuned, profile-graphs-text.log).
+            # vllm.LLM ran exactly this on an H200 (evidence/2026-12-01-h200-tuned, profile-graphs-text.log).
             kwargs["compilation_config"] = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
             if self.max_num_seqs is not None:
                 kwargs["compilation_config"]["max_cudagraph_capture_size"] = self.max_num_seqs

@@ -4,7 +4,7 @@ metric name would otherwise be a dashboard that stays empty). Synth reads no fil
 
 That each name is really exported by Ray 2.58.0 / vLLM 0.26.0 is checked in the tests against the real
 stack's scrape, recorded by a GPU rehearsal (tests/stacks/test_observability.py, SCRAPE: the series names of
-serving_lab/evidence/2026-11-30-h200-pd/metrics-pd.txt)."""
+evidence/2026-11-30-h200-pd/metrics-pd.txt)."""
 
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ def _levels(count: int) -> str:
 
 def probe_prompt(index: int, words: int = 120) -> str:
     """A prompt that no other request shares (prefix caching cannot shorten its prefill): about 750 tokens of
-    Qwen3.5's (vLLM counted 750: serving_lab/evidence/2026-12-01-h200-tuned)."""
+    Qwen3.5's (vLLM counted 750: evidence/2026-12-01-h200-tuned)."""
     return f"Request {index}: " + " ".join(f"w{(index * 7919 + j * 104729) % 100003}" for j in range(words))
 
 

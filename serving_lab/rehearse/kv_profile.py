@@ -9,7 +9,7 @@ prints once it has profiled the budget and captured its graphs (vllm/v1/worker/g
 `compile_or_warm_up_model`): "Replace gpu_memory_utilization config with `--kv-cache-memory=N` (... GiB) to fit
 into requested memory": the budget less the weights, the profile's peak activation, non-torch memory, the CUDA
 graphs and 150 MiB spare. N becomes that engine's `kv_cache_memory_bytes`, a recorded override. The same
-procedure by hand: serving_lab/evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh (run on an H200, 2026-12-01)."""
+procedure by hand: evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh (run on an H200, 2026-12-01)."""
 
 from __future__ import annotations
 

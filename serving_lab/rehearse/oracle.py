@@ -12,7 +12,7 @@ each side's token is among the other's candidates and at most NOISE_BOUND below 
 NOISE_BOUND, 0.5 nats, is twice the largest rounding noise measured, and 16 units in the last place of a logit in
 [4, 8) in bf16 (8 significant bits: a multiple of 2**-5 there), the model's dtype. vLLM 0.26 is not batch-invariant
 unless asked (vllm/envs.py VLLM_BATCH_INVARIANT): a reduction's order changes with the batch and the kernel, and the
-bf16 hidden state carries the rounding through 32 layers. Measured on an H200 (serving_lab/evidence/2026-12-04-h200-
+bf16 hidden state carries the rounding through 32 layers. Measured on an H200 (evidence/2026-12-04-h200-
 oracle/): the colocated engine against itself, one request in flight against sixteen, moved shared logprobs by up to
 0.19 and chose tokens up to 0.094 apart, every prompt diverging within 11 tokens; PD against colocated, up to 0.25 and
 0.16. A first bound of two units (0.0625), stated before that run, failed those healthy answers and the engine's own.
@@ -42,7 +42,7 @@ TOKEN_PREFIX = "token_id:"
 
 def _words(seed: int, count: int) -> str:
     """Deterministic filler text of about 6.25 tokens a word under Qwen3.5's tokenizer (vLLM counted 750 tokens for
-    120 such words: serving_lab/evidence/2026-12-01-h200-tuned)."""
+    120 such words: evidence/2026-12-01-h200-tuned)."""
     return " ".join(f"w{(seed * 7919 + j * 104729) % 100003}" for j in range(count))
 
 

@@ -554,7 +554,7 @@ def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
 
 def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
     """Where vLLM keeps the KV cache NIXL moves: --kv-buffer-device, or host memory where LIBFABRIC runs without EFA
-    (NIXL's plugin on libfabric's tcp provider registers host memory only: serving_lab/evidence/2026-12-03-h200-libfabric/)."""
+    (NIXL's plugin on libfabric's tcp provider registers host memory only: evidence/2026-12-03-h200-libfabric/)."""
     kv = engine.kwargs.get("kv_transfer_config")
     if kv is None:
         return
@@ -584,8 +584,8 @@ def _refuse_host_buffer(build: _Build, *, chosen: bool) -> None:
     asked = "--kv-buffer-device cpu" if chosen else "--nixl-backend LIBFABRIC without EFA (vLLM's host KV buffer)"
     raise PlanError(
         f"{asked}: vLLM 0.26's host KV buffer cannot hold {source}'s Gated DeltaNet state layers (its engines die "
-        "at start-up: serving_lab/evidence/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
-        "GPU, which NIXL's LIBFABRIC plugin registers only on the efa provider (serving_lab/evidence/2026-12-03-h200-libfabric/); "
+        "at start-up: evidence/2026-12-02-h200-cuda-ipc/); --kv-buffer-device cuda keeps the KV cache on the "
+        "GPU, which NIXL's LIBFABRIC plugin registers only on the efa provider (evidence/2026-12-03-h200-libfabric/); "
         "--full-attention serves "
         "a stand-in whose KV cache the host buffer holds"
     )
@@ -771,7 +771,7 @@ def _ucx_cuda_ipc_reads(build: _Build) -> None:
         "y",
         "both engines on one host: UCX reads the other engine's GPU memory through CUDA IPC, where without it "
         "(no NVLink) it emulates the reads over TCP (0.5 against 80-105 GiB/s on an H200: "
-        "serving_lab/evidence/2026-12-02-h200-cuda-ipc/)",
+        "evidence/2026-12-02-h200-cuda-ipc/)",
     )
 
 

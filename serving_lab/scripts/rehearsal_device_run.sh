@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command on a lent GPU host whose commands end after ~10 minutes and whose output comes back from $OUT
-# (serving_lab/evidence/README.md): unpack the carried pieces (once per warm machine), run
+# (evidence/README.md): unpack the carried pieces (once per warm machine), run
 # `python3 -m ops rehearse ARGS...` within a time limit, and leave everything it wrote under $OUT:
 #   OUT=/out serving_lab/scripts/rehearsal_device_run.sh NAME --stage dev --bench --mode pd --levels 1,16,64 ...
 # NAME names the results in $OUT: NAME.log (the console), NAME.tgz (plan, report, NIXL lines, metric names,
@@ -46,7 +46,7 @@ pack_cache() {
 }
 # Triton's (REHEARSAL_TRITON_SEED, default beside the cache folder): the engines then skip compiling the GDN
 # kernels. FlashInfer's JIT builds: it compiles its sampling kernels in the first engine's start-up profile on a
-# host without them (seen on an H200: over a minute, serving_lab/evidence/2026-12-01-h200-l4-emulated/); ninja
+# host without them (seen on an H200: over a minute, evidence/2026-12-01-h200-l4-emulated/); ninja
 # rebuilds nothing when the sources are older than the outputs, and the pieces' files all carry one old mtime
 # (serving_lab/scripts/rehearsal_pack.sh --mtime).
 export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$(dirname "$TRITON_CACHE_DIR")/flashinfer-home}

@@ -28,7 +28,7 @@ from stacks.log_patterns import NIXL_NOT_ON_EFA, NON_EFA_PROVIDER, matches
 from ..helpers import ROOT
 
 FIXTURES = sorted((ROOT / "tests" / "ops" / "fixtures").glob("*.log"))
-REAL_LINES = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
+REAL_LINES = ROOT / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
 MEMORY_LIMIT = 128 * 2**20  # the container's memory limit (relay_container)
 SYNC = "worker-zz-sync.err"  # a log of the tests' own, to know that the relay has made its first pass
 CUT = " [... cut by the log relay]"

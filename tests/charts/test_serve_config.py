@@ -91,7 +91,7 @@ def test_each_side_names_its_kv_role(dev):
 
 def test_engine_settings_are_the_tuned_defaults(dev):
     # docs/DECISIONS.md, "Engine defaults from evidence"; the tutorial's own engine: the stage file under
-    # serving_lab/evidence/2026-12-01-h200-tuned/stages-reference/.
+    # evidence/2026-12-01-h200-tuned/stages-reference/.
     for side in ("prefill_config", "decode_config"):
         engine = _app(dev)["args"][side]["engine_kwargs"]
         assert engine == {
@@ -110,7 +110,7 @@ def test_engine_settings_are_the_tuned_defaults(dev):
 def test_the_reference_stage_renders_the_tutorials_engine():
     from config import load_stage_file
 
-    reference = load_stage_file("serving_lab/evidence/2026-12-01-h200-tuned/stages-reference/dev.yaml")
+    reference = load_stage_file("evidence/2026-12-01-h200-tuned/stages-reference/dev.yaml")
     for side in ("prefill_config", "decode_config"):
         engine = _app(reference)["args"][side]["engine_kwargs"]
         assert {k: v for k, v in engine.items() if k != "kv_transfer_config"} == {
@@ -125,7 +125,7 @@ def test_the_reference_stage_renders_the_tutorials_engine():
 def test_the_per_role_batch_arm_differs_from_dev_only_in_each_roles_batched_tokens(dev):
     from config import load_stage_file
 
-    arm = load_stage_file("serving_lab/evidence/2026-12-01-h200-l4-emulated/stages-per-role-batch/dev.yaml")
+    arm = load_stage_file("evidence/2026-12-01-h200-l4-emulated/stages-per-role-batch/dev.yaml")
     for side, tokens in (("prefill_config", 4096), ("decode_config", 512)):
         engine, base = _app(arm)["args"][side], _app(dev)["args"][side]
         assert engine["engine_kwargs"] == {**base["engine_kwargs"], "max_num_batched_tokens": tokens}

@@ -245,7 +245,7 @@ def test_a_fixed_kv_cache_is_counted_against_the_gpu_one_sequence_and_the_alarm(
 
 
 def test_a_fixed_kv_cache_that_fits_is_allowed_and_a_roles_is_named_on_the_role(tmp_path):
-    # the L4 budget rehearsal's figure (serving_lab/evidence/2026-12-01-h200-l4-budget, stages-graphs-profiled-kv)
+    # the L4 budget rehearsal's figure (evidence/2026-12-01-h200-l4-budget, stages-graphs-profiled-kv)
     cfg = config_with(tmp_path, **_extra(kv_cache_memory_bytes=931857499))
     assert cfg.serving.engine.vllm_kwargs()["kv_cache_memory_bytes"] == 931857499
     line = _refusal(tmp_path, _role("decode", extra_args={"kv_cache_memory_bytes": 20 * GIB}))

@@ -19,7 +19,7 @@ from stacks.observability_metrics import EMF_METRICS, SHIPPED, check
 from tests.helpers import ROOT
 
 # The real stack's metric names: the series names of a GPU rehearsal's scrape (Ray 2.58.0 / vLLM 0.26.0).
-SCRAPE = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200-pd" / "metrics-pd.txt"
+SCRAPE = ROOT / "evidence" / "2026-11-30-h200-pd" / "metrics-pd.txt"
 
 
 def exported() -> frozenset[str]:
@@ -28,7 +28,7 @@ def exported() -> frozenset[str]:
 
 from ..helpers import ROOT
 
-REAL_LINES = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
+REAL_LINES = ROOT / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
 FIXTURES = ROOT / "tests" / "ops" / "fixtures"
 # Top-level keys of the add-on's chart 6.4.0 values.yaml and of its `agent` map (aws-observability/helm-charts,
 # charts/amazon-cloudwatch-observability/values.yaml): the keys this app sets must be among them.

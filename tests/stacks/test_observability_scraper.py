@@ -24,7 +24,7 @@ from ..helpers import ROOT
 
 STAGES = ("dev", "prod")
 FIXTURES = ROOT / "tests" / "ops" / "fixtures"
-REAL_LINES = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
+REAL_LINES = ROOT / "evidence" / "2026-11-30-h200-pd" / "nixl-lines-pd.txt"
 
 EXPECTED_PATTERNS = {
     (

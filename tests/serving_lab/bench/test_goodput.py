@@ -344,7 +344,7 @@ def test_a_saved_rate_level_with_an_impossible_goodput_is_refused_naming_the_fie
     assert str(info.value) == f"{path}: profiles.0.rate_levels.0.goodput.good: 6 is more than the 5 requests measured"
 
 
-# --- recorded records: the committed H200 rehearsal's (serving_lab/evidence/2026-11-30-h200x2-bench/) --------------
+# --- recorded records: the committed H200 rehearsal's (evidence/2026-11-30-h200x2-bench/) --------------
 
 import math
 import shutil
@@ -352,7 +352,7 @@ import tarfile
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200x2-bench"
+EVIDENCE = ROOT / "evidence" / "2026-11-30-h200x2-bench"
 
 
 @pytest.fixture(scope="module")

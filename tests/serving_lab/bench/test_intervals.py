@@ -88,8 +88,8 @@ def test_a_bad_run_argument_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_committed_side_by_side_16_stream_ratio_has_an_interval_that_reaches_zero():
-    # the docs' correction of "28.9x at 16" (serving_lab/evidence/2026-12-01-h200-ab/README.md) rests on this
-    runs = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-ab" / "runs"
+    # the docs' correction of "28.9x at 16" (evidence/2026-12-01-h200-ab/README.md) rests on this
+    runs = ROOT / "evidence" / "2026-12-01-h200-ab" / "runs"
     tuned = intervals.levels(runs / "tuned-ab-records.tgz")["chat-c16"]
     tutorial = intervals.levels(runs / "ref-text-ab-records.tgz")["chat-c16"]
     a = goodput.bootstrap(tuned, OBJECTIVES, closed_loop=True)

@@ -1,4 +1,4 @@
-"""Reading a committed GPU evidence folder (serving_lab/evidence/DATE-HOST/): its README's numbered sections and tables,
+"""Reading a committed GPU evidence folder (evidence/DATE-HOST/): its README's numbered sections and tables,
 the cells a benchmark level gives, and the goodput `ops bench --goodput` counts from the runs as they came back
 (serving_lab/scripts/rehearsal_device_run.sh: NAME.tgz holds aiperf's summaries, NAME-records.tgz its per-request records)."""
 

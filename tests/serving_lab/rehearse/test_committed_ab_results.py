@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-01-h200-ab/: the stage as rendered passed its checks on the L4
+"""The GPU evidence of evidence/2026-12-01-h200-ab/: the stage as rendered passed its checks on the L4
 budget, the side-by-side table is the committed runs' numbers, its goodput ratios are the runs', and goodput.md is
 what `ops bench --goodput` counts from the runs and their aiperf records."""
 
@@ -13,7 +13,7 @@ from serving_lab.bench import results
 from ...helpers import ROOT
 from . import evidence
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-ab"
+EVIDENCE = ROOT / "evidence" / "2026-12-01-h200-ab"
 README = EVIDENCE / "README.md"
 RUNS = {
     "run-ref-text-ab.json": (EVIDENCE / "runs" / "ref-text-ab", "20261201T164649Z-pd"),

@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-02-h200-cuda-ipc/: the README's figures are the committed runs' own (the
+"""The GPU evidence of evidence/2026-12-02-h200-cuda-ipc/: the README's figures are the committed runs' own (the
 NIXL probes' JSON and logs, the PD consoles, plans and worker tails as they came back), and the override the rehearsal
 now sets is the one that ran."""
 
@@ -13,7 +13,7 @@ from serving_lab.rehearse import overrides
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-02-h200-cuda-ipc"
+EVIDENCE = ROOT / "evidence" / "2026-12-02-h200-cuda-ipc"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 

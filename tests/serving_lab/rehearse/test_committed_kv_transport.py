@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-01-h200-kv-transport/: the README's figures are the committed runs' own
+"""The GPU evidence of evidence/2026-12-01-h200-kv-transport/: the README's figures are the committed runs' own
 (the NIXL probe's JSON, the TTFT phases of the warm UCX rehearsal, the consoles and worker tails as they came back),
 and what it says did not run did not."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-kv-transport"
+EVIDENCE = ROOT / "evidence" / "2026-12-01-h200-kv-transport"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 

@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-01-h200-l4-emulated/: its README's KV table is vLLM's own lines in
+"""The GPU evidence of evidence/2026-12-01-h200-l4-emulated/: its README's KV table is vLLM's own lines in
 the committed logs, its benchmark tables are the committed runs' numbers, its goodput.md is what `ops bench
 --goodput` writes from the runs and their aiperf records, and the runs are labelled with what they were."""
 
@@ -14,8 +14,8 @@ from serving_lab.bench import results
 from ...helpers import ROOT
 from . import evidence
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-l4-emulated"
-EARLIER = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-tuned"
+EVIDENCE = ROOT / "evidence" / "2026-12-01-h200-l4-emulated"
+EARLIER = ROOT / "evidence" / "2026-12-01-h200-tuned"
 # README arm -> the log with vLLM's lines for one engine alone on the L4 budget
 PROFILE_LOGS = {
     "the tutorial's engine as rendered": EVIDENCE / "runs" / "profile-rendered.log",
@@ -149,6 +149,6 @@ def test_the_emulated_tuned_rehearsal_passed_and_the_rendered_one_came_up():
 
 
 def test_the_scripts_the_readme_runs_are_committed():
-    for script in re.findall(r"(serving_lab/evidence/[\w./-]+\.sh)", _readme()):
+    for script in re.findall(r"(evidence/[\w./-]+\.sh)", _readme()):
         assert (ROOT / script).is_file(), script
-    assert Path(ROOT / "serving_lab/evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh").stat().st_mode & 0o111
+    assert Path(ROOT / "evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh").stat().st_mode & 0o111

@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-03-h200-libfabric/: the README's results and phase figures are
+"""The GPU evidence of evidence/2026-12-03-h200-libfabric/: the README's results and phase figures are
 the committed runs' own (consoles, worker tails, the TTFT phases JSON as it came back)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-03-h200-libfabric"
+EVIDENCE = ROOT / "evidence" / "2026-12-03-h200-libfabric"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 

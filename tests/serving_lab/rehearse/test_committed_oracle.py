@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-04-h200-oracle/: the verdicts and byte counts its README states are
+"""The GPU evidence of evidence/2026-12-04-h200-oracle/: the verdicts and byte counts its README states are
 what the committed code makes of the answers as they came back (the runs' archives)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from serving_lab.rehearse.kv_accounting import Layout
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-04-h200-oracle"
+EVIDENCE = ROOT / "evidence" / "2026-12-04-h200-oracle"
 RUNS = EVIDENCE / "runs"
 README = (EVIDENCE / "README.md").read_text()
 LAYOUT = Layout.from_config(json.loads((ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json").read_text()))

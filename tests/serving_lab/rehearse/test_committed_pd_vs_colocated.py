@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-02-h200-pd-vs-colocated/: the README's table and start-up figures are the
+"""The GPU evidence of evidence/2026-12-02-h200-pd-vs-colocated/: the README's table and start-up figures are the
 committed runs' own (the consoles and the per-request records as they came back from the host)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from serving_lab.bench import goodput, intervals
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-02-h200-pd-vs-colocated"
+EVIDENCE = ROOT / "evidence" / "2026-12-02-h200-pd-vs-colocated"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 OBJECTIVES = goodput.Objectives.of_seconds(2.0, 0.1)

@@ -1,4 +1,4 @@
-"""The GPU results committed under serving_lab/evidence/ load as benchmark runs, each mode's merged run is the
+"""The GPU results committed under evidence/ load as benchmark runs, each mode's merged run is the
 merge of the two commands' runs beside it, the compare report is what `ops bench --compare` writes from
 them, and the benchmark table and times to RUNNING of the folder's README say what they say."""
 
@@ -12,7 +12,7 @@ from serving_lab.bench import report, results
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200x2-bench"
+EVIDENCE = ROOT / "evidence" / "2026-11-30-h200x2-bench"
 RUNS = {"pd": ("run-pd-3.json", "run-pd-4.json"), "colocated": ("run-colocated-2.json", "run-colocated-3.json")}
 CONSOLES = {
     "pd": ("console-pd-3.log", "console-pd-4.log"),

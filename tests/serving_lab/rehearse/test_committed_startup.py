@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-03-h200-startup/: the README's start-up and import figures
+"""The GPU evidence of evidence/2026-12-03-h200-startup/: the README's start-up and import figures
 are the committed runs' own (consoles, worker tails, the import times as they came back)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-03-h200-startup"
+EVIDENCE = ROOT / "evidence" / "2026-12-03-h200-startup"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 

@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-02-h200-ttft-phases-16/: the README's phase table is the committed
+"""The GPU evidence of evidence/2026-12-02-h200-ttft-phases-16/: the README's phase table is the committed
 run's console, line by line."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-02-h200-ttft-phases-16"
+EVIDENCE = ROOT / "evidence" / "2026-12-02-h200-ttft-phases-16"
 README = (EVIDENCE / "README.md").read_text()
 CONSOLE = (EVIDENCE / "runs" / "phases16.log").read_text()
 ROUNDS = {"1 at a time": 1, "12 at once": 16}

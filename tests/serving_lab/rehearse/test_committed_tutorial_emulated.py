@@ -1,4 +1,4 @@
-"""The GPU evidence of serving_lab/evidence/2026-12-02-h200-tutorial-emulated/: the README's figures are the committed
+"""The GPU evidence of evidence/2026-12-02-h200-tutorial-emulated/: the README's figures are the committed
 run's own (its console, its KV profile log and its per-request records as they came back from the host)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from serving_lab.bench import goodput, intervals
 
 from ...helpers import ROOT
 
-EVIDENCE = ROOT / "serving_lab" / "evidence" / "2026-12-02-h200-tutorial-emulated"
+EVIDENCE = ROOT / "evidence" / "2026-12-02-h200-tutorial-emulated"
 README = (EVIDENCE / "README.md").read_text()
 RUNS = EVIDENCE / "runs"
 CONSOLE = (RUNS / "tut-l4.log").read_text()

@@ -24,7 +24,7 @@ LABEL = "L4 memory budget on an H200: memory emulated, speed is the H200's"
 SIDES = ("prefill_config", "decode_config")
 
 
-# What one engine alone found on the L4 budget of one H200 (serving_lab/evidence/2026-12-01-h200-l4-budget/,
+# What one engine alone found on the L4 budget of one H200 (evidence/2026-12-01-h200-l4-budget/,
 # profile-eager.log: vLLM's "--kv-cache-memory=2113009755").
 PROFILED_KV = 2113009755
 

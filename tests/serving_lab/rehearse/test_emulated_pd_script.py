@@ -1,4 +1,4 @@
-"""serving_lab/evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh refuses bad usage in one line with exit 2, before it
+"""evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh refuses bad usage in one line with exit 2, before it
 profiles or rehearses anything."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from ...helpers import ROOT
 
-SCRIPT = ROOT / "serving_lab" / "evidence" / "2026-12-01-h200-l4-emulated" / "emulated_pd.sh"
+SCRIPT = ROOT / "evidence" / "2026-12-01-h200-l4-emulated" / "emulated_pd.sh"
 
 
 def _run(tmp_path, *argv: str, **env: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,5 @@
 """vLLM's own memory figures per engine, read from the workers' logs: on the real worker logs of the H200
-runs committed in serving_lab/evidence/ (exact figures), on logs without them (None, no crash), and in the
+runs committed in evidence/ (exact figures), on logs without them (None, no crash), and in the
 rehearsal's report and results."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ...helpers import ROOT
 from ..bench.runs import make_run
 from .arguments import rehearse_args, rehearse_pd
 
-BENCH = ROOT / "serving_lab" / "evidence" / "2026-11-30-h200x2-bench"
+BENCH = ROOT / "evidence" / "2026-11-30-h200x2-bench"
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 
 
@@ -34,7 +34,7 @@ def committed_logs(path: Path) -> dict[str, str]:
     return logs
 
 
-# vLLM 0.26's lines as committed (serving_lab/evidence/2026-11-30-h200x2-bench/worker-tails-pd-3.txt and
+# vLLM 0.26's lines as committed (evidence/2026-11-30-h200x2-bench/worker-tails-pd-3.txt and
 # worker-tails-colocated-3.txt), the forwarded ones with Ray's colour codes.
 REAL_LINES = [
     (

@@ -13,7 +13,7 @@ from serving_lab.rehearse.kv_accounting import Layout, Round, Transfer
 
 CONFIG = json.loads((Path(__file__).parents[3] / "serving_lab" / "pins" / "qwen3.5-9b-config.json").read_text())
 LAYOUT = Layout.from_config(CONFIG)
-BLOCK = 528  # what vLLM 0.26 logged for Qwen3.5-9B on an H200 (serving_lab/evidence/2026-12-04-h200-oracle)
+BLOCK = 528  # what vLLM 0.26 logged for Qwen3.5-9B on an H200 (evidence/2026-12-04-h200-oracle)
 
 
 def test_qwen35_9b_layout_from_its_config():

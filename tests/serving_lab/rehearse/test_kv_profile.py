@@ -19,7 +19,7 @@ from .arguments import rehearse_args, rehearse_pd
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 MODEL = Path("/models/qwen3.5-9b")
-RUNS = ROOT / "serving_lab" / "evidence"
+RUNS = ROOT / "evidence"
 
 
 def _shared_plan(cfg) -> overrides.Plan:

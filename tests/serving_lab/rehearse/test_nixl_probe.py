@@ -1,7 +1,7 @@
 """serving_lab/rehearse/nixl_probe.py on CPU: the descriptors it asks NIXL to move, the environment each case runs
 in, and the driver that runs every case in processes of its own (a case that crashes, hangs or prints no result is a
 result, not the end of the run). The transfers themselves need NIXL and a GPU: they ran on an H200
-(serving_lab/evidence/2026-12-01-h200-kv-transport/)."""
+(evidence/2026-12-01-h200-kv-transport/)."""
 
 from __future__ import annotations
 

@@ -195,7 +195,7 @@ def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
 def test_dummy_weights_keep_the_vision_tower_unless_the_stage_turns_it_off(stages):
     # The model folder has Qwen3.5's processor configurations (model_folder.py), so the engine builds and profiles
     # the vision tower as on EKS: nothing turns it off that the stage does not (the committed stages do, with
-    # language_model_only: true; serving_lab/evidence/2026-12-01-h200-tuned/stages-reference/ is one that does not).
+    # language_model_only: true; evidence/2026-12-01-h200-tuned/stages-reference/ is one that does not).
     for stage in ("dev", "prod"):
         for mode in overrides.MODES:
             plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
@@ -258,7 +258,7 @@ def test_the_plan_is_a_list_of_small_overrides():
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 # Every option set `ops rehearse` takes, for both committed stages and both modes: the plans recorded in
 # recorded_plans.json (UPDATE_SNAPSHOTS=1 rewrites it). One engine alone found this KV cache on the L4 budget of
-# one H200 (serving_lab/evidence/2026-12-01-h200-l4-budget/).
+# one H200 (evidence/2026-12-01-h200-l4-budget/).
 OPTION_SETS = {
     "h200x2": {"host": H200_PAIR},
     "h200x1 --share-gpus": {"host": ONE_H200, "share_gpus": True},
@@ -368,7 +368,7 @@ def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_
     ],
 )
 def test_a_host_kv_buffer_for_a_gated_deltanet_model_is_refused_in_one_line(dev, transport, named):
-    # seen on an H200: every engine died in vLLM 0.26's initialize_host_xfer_buffer (serving_lab/evidence/2026-12-02-...)
+    # seen on an H200: every engine died in vLLM 0.26's initialize_host_xfer_buffer (evidence/2026-12-02-...)
     with pytest.raises(overrides.PlanError) as refused:
         overrides.plan(
             dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport

@@ -7,8 +7,8 @@
 #                                               within LIMIT s -> $OUT/NAME.*, its results kept in /tmp/keep/NAME
 # The chunks: the serve and libfabric pieces as one tar, split to fit beside the checkout (README.md here).
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
-chunks=serving_lab/evidence/2026-12-02-h200-tutorial-emulated/chunks.sh
+cd "$(dirname "$0")/../.."
+chunks=evidence/2026-12-02-h200-tutorial-emulated/chunks.sh
 site=/tmp/rehearsal-site
 out=${OUT:?OUT is the device folder}
 

@@ -3,7 +3,7 @@
 # GPU node (`ops rehearse --share-gpus --emulate-node`), its KV cache sized by one engine profiled alone on that
 # budget first (engines side by side cannot profile it: serving_lab/rehearse/overrides.py _shared_gpu_memory).
 # On the GPU host, with the serve and bench trees' pieces in /tmp/pieces:
-#   OUT=DIR bash serving_lab/evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh NAME CONFIG_DIR ARM [ops-rehearse-args...]
+#   OUT=DIR bash evidence/2026-12-01-h200-l4-emulated/emulated_pd.sh NAME CONFIG_DIR ARM [ops-rehearse-args...]
 # 1. ARM (an arm of ../2026-12-01-h200-tuned/profile_arms.sh: the same engine settings as CONFIG_DIR's dev.yaml)
 #    runs offline on the emulated budget; its vLLM line "--kv-cache-memory=N ... to fit into requested memory"
 #    gives N. KV_CACHE_BYTES=N skips this step (a figure an earlier profile printed).
@@ -12,14 +12,14 @@
 #    CALL_DEADLINE_S=S: step 2 gets what is left of S seconds from this script's start (REHEARSAL_LIMIT).
 # Exit: 3 when step 1 printed no figure; 4 when under 120 s were left for step 2; otherwise rehearsal_device_run.sh's code.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 [[ $# -ge 3 && -n "${OUT:-}" ]] || { echo "usage: OUT=DIR $0 NAME CONFIG_DIR ARM [ops-rehearse-args...]" >&2; exit 2; }
 name=$1 config_dir=$2 arm=$3
 shift 3
 [[ -f "$config_dir/dev.yaml" ]] || { echo "emulated_pd: $config_dir/dev.yaml: no such stage file" >&2; exit 2; }
 kv=${KV_CACHE_BYTES:-}
 if [[ -z "$kv" ]]; then
-  bash serving_lab/evidence/2026-12-01-h200-tuned/profile_arms.sh "$arm"
+  bash evidence/2026-12-01-h200-tuned/profile_arms.sh "$arm"
   kv=$(grep -o -m1 -- '--kv-cache-memory=[0-9]*` ([0-9.]* GiB) to fit into requested memory' "$OUT/profile-$arm.log" \
     | sed 's/^--kv-cache-memory=\([0-9]*\).*/\1/')
   [[ -n "$kv" ]] || { echo "emulated_pd: $OUT/profile-$arm.log: no '--kv-cache-memory=N' line: step 2 not run" >&2; exit 3; }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU session of this folder's README.md, one subcommand per device call (each command line stays short):
-#   bash serving_lab/evidence/2026-12-01-h200-kv-transport/session.sh carry          pieces carried this call -> /tmp/pieces
+#   bash evidence/2026-12-01-h200-kv-transport/session.sh carry          pieces carried this call -> /tmp/pieces
 #   ... host        the host's GPU, interfaces and its own libfabric (what the plugin failed on)
 #   ... libfabric   install the trees, then the carried libfabric: its versions, fi_info -p tcp / shm, the plugin's links
 #   ... probe       NIXL alone between two processes (serving_lab/rehearse/nixl_probe.py): UCX variants, LIBFABRIC
 #   ... rehearse NAME LIMIT ARGS...   serving_lab/scripts/rehearsal_device_run.sh NAME ARGS within LIMIT seconds
 # Output under $OUT (at most 8 files come back): host.txt, libfabric.txt, nixl-probe.tgz and the wrapper's files.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 pieces=/tmp/pieces site=/tmp/rehearsal-site
 out=${OUT:?OUT is the device folder}
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Where a warm PD start-up's seconds go on one H200: the Python imports each process of it makes, timed alone on
 # the host with the installed trees, then the rehearsal itself (one subcommand per device call):
-#   bash serving_lab/evidence/2026-12-03-h200-startup/session.sh imports   -> $OUT/imports.tgz
-#   bash serving_lab/evidence/2026-12-03-h200-startup/session.sh rehearse NAME LIMIT ARGS...
+#   bash evidence/2026-12-03-h200-startup/session.sh imports   -> $OUT/imports.tgz
+#   bash evidence/2026-12-03-h200-startup/session.sh rehearse NAME LIMIT ARGS...
 # The pieces and seeds come as in ../2026-12-02-h200-tutorial-emulated/chunks.sh (take, join: /tmp/pieces, /tmp/seed).
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 pieces=/tmp/pieces site=/tmp/rehearsal-site
 out=${OUT:?OUT is the device folder}
 
