@@ -12,13 +12,40 @@ over requests). Each is summed over its series (one agent per engine process).
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from . import nixl
+from .report import Status
 
 RX_BYTES = "agent_rx_bytes_total"
 RX_REQUESTS = "agent_rx_requests_num_total"
 XFER_TIME_US = "agent_xfer_time_total"
 COUNTERS = (RX_BYTES, RX_REQUESTS, XFER_TIME_US)
 # The text format's sample line: name, optional {labels}, value, optional timestamp (Prometheus exposition format).
+# A common English word is one token in the tokenizers of the served models (Qwen's BPE among them): the prompt
+# is about as many tokens as words, and a few under the profile's size so that it fits max_model_len.
+_WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "cold",
+    "rain",
+    "falls",
+    "on",
+    "old",
+    "stone",
+    "walls",
+]
+_MARGIN = 32
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 
 
@@ -67,3 +94,84 @@ def rate(before: str, after: str) -> Rate:
     if backwards:
         raise RateError(f"{backwards[0]} went backwards between the scrapes: the engine restarted in between")
     return Rate(bytes=round(delta[RX_BYTES]), transfers=round(delta[RX_REQUESTS]), seconds=delta[XFER_TIME_US] / 1e6)
+
+
+def gate_prompt(tokens: int, nonce: str) -> str:
+    """About `tokens` tokens, opening with `nonce` so that no engine finds any of it in its prefix cache (a
+    cached prefix would not cross NIXL)."""
+    count = max(1, tokens - _MARGIN)
+    return f"{nonce}: " + " ".join(_WORDS[i % len(_WORDS)] for i in range(count))
+
+
+@dataclass(frozen=True)
+class Round:
+    """One request: what each agent received meanwhile, by worker (a pod, or a rehearsal's engine)."""
+
+    rates: Mapping[str, Rate]
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """What to do on each failing verdict, in the words of the place the gate runs (a cluster, a GPU host)."""
+
+    none: str  # no worker received anything
+    idle: str  # a request moved nothing to the receiver
+    slow: str  # the median is under the floor; formatted with {where}, the backend and provider as logged
+
+
+def receiver(done: list[Round]) -> str | None:
+    """The worker whose agent received the KV cache (in PD the decode engine reads it): the most bytes."""
+    moved: dict[str, int] = {}
+    for one in done:
+        for worker, found in one.rates.items():
+            moved[worker] = moved.get(worker, 0) + found.bytes
+    most = max(moved, key=lambda name: moved[name], default=None)
+    return most if most is not None and moved[most] > 0 else None
+
+
+def _summary(worker: str, rates: list[Rate], floor: float, backend: nixl.NixlFinding | None) -> dict[str, object]:
+    gbps = sorted(found.gbps or 0.0 for found in rates)
+    return {
+        "pod": worker,
+        "bytes": sum(found.bytes for found in rates),
+        "transfers": sum(found.transfers for found in rates),
+        "median_gbps": round(statistics.median(gbps), 3),
+        "worst_gbps": round(gbps[0], 3),
+        "floor_gbps": floor,
+        "backend": backend.detail if backend else "not read (the transport check found no logs for this worker)",
+    }
+
+
+def judge(
+    done: list[Round], floor: float, backend: nixl.NixlFinding | None, fixes: Fixes
+) -> tuple[Status, str, str, dict[str, object]]:
+    """(status, detail, fix, data) of the gate over the rounds: no transfer, wrong backend, slow, or a pass."""
+    worker = receiver(done)
+    if worker is None:
+        detail = f"{len(done)} long-prompt requests moved no KV bytes over NIXL (no worker's {RX_BYTES} rose)"
+        return "fail", detail, fixes.none, {}
+    rates = [one.rates[worker] for one in done]
+    idle = sum(1 for found in rates if not found.moved or found.gbps is None)
+    if idle:
+        return (
+            "fail",
+            f"{idle} of {len(done)} long-prompt requests moved no KV bytes to {worker}",
+            fixes.idle,
+            {"pod": worker},
+        )
+    data = _summary(worker, rates, floor, backend)
+    summary = (
+        f"{worker}: {data['bytes']:,} bytes in {len(done)} requests, per transfer median {data['median_gbps']:g} "
+        f"Gbps, worst {data['worst_gbps']:g} (floor {floor:g})"
+    )
+    if backend is not None and not backend.ok:
+        return (
+            "fail",
+            f"wrong backend: {summary}, over {backend.detail}",
+            nixl.advice(backend) or fixes.slow.format(where=backend.detail),
+            data,
+        )
+    if statistics.median(found.gbps or 0.0 for found in rates) < floor:
+        where = backend.detail if backend else "the provider"
+        return "fail", f"slow transfer: {summary}", fixes.slow.format(where=where), data
+    return "pass", f"{summary}; {data['backend']}", "", data

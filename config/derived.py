@@ -76,6 +76,13 @@ def kv_transfer_floor_gbps(cfg: StageConfig) -> float | None:
     return KV_FLOOR_FRACTION * INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
 
 
+def long_prompt_tokens(cfg: StageConfig) -> int:
+    """The stage's long-prompt benchmark size: the profile named long-prompt, else the longest prompt."""
+    profiles = cfg.benchmark.profiles
+    named = [p for p in profiles if p.name == "long-prompt"]
+    return (named[0] if named else max(profiles, key=lambda p: p.input_tokens)).input_tokens
+
+
 # --- The VPC's subnet layout -------------------------------------------------------------------------
 # What stacks/network.py builds, per subnet group and AZ: (group name, prefix length). The network stack
 # allocates them in this order, each group once per AZ (tests/config/test_safety.py checks the

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from clients import kube, nixl
+from clients import kube, nixl, nixl_rate
 from clients.report import Report, Status
 from serving_lab.bench.results import Run, level_name
 
@@ -216,6 +217,50 @@ def nixl_transport(report: Report, logs: dict[str, str], *, expect_efa: bool) ->
         )
     return finding
 
+
+# The fabric gate of `ops verify` (clients/nixl_rate.py judge), on the rehearsal's own PD run: same requests,
+# same verdict; the floor is labelled with where it came from, as a host without EFA has none of its own.
+RATE_FIXES = nixl_rate.Fixes(
+    none="do the engines use the NixlConnector, and does NIXL's exporter answer on each worker? (docs/REHEARSAL.md)",
+    idle="a request's prompt was cached or computed by the decode engine: rehearse again",
+    slow="the KV cache crossed over {where}: compare --nixl-backend and --kv-buffer-device runs (docs/REHEARSAL.md)",
+)
+
+
+def kv_transfer_rate(
+    report: Report,
+    base: str,
+    model: str,
+    *,
+    tokens: int,
+    floor: tuple[float, str],
+    scrape: Callable[[], dict[str, str]],
+    backend: nixl.NixlFinding | None,
+    requests: int = 3,
+) -> None:
+    """`requests` long prompts one at a time, every engine's NIXL exporter scraped around each; `floor`:
+    (Gbps, where it comes from)."""
+    gbps, source = floor
+    run, done = uuid.uuid4().hex[:12], []
+    try:
+        for index in range(requests):
+            before = scrape()
+            text = nixl_rate.gate_prompt(tokens, f"fabric gate {run} request {index + 1}")
+            body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 8}
+            _post(f"{base}/v1/chat/completions", body, timeout=300)
+            after = scrape()
+            done.append(nixl_rate.Round({name: nixl_rate.rate(before[name], after[name]) for name in before}))
+    except nixl_rate.RateError as exc:
+        report.add(RATE_CHECK, "fail", f"NIXL's exporter: {exc}", RATE_FIXES.none)
+        return
+    except FAILURES as exc:
+        report.add(RATE_CHECK, "fail", f"a long-prompt request failed: {_error(exc)}")
+        return
+    status, detail, fix, data = nixl_rate.judge(done, gbps, backend, RATE_FIXES)
+    report.add(RATE_CHECK, status, f"{detail}; floor: {source}", fix, **data, floor_source=source)
+
+
+RATE_CHECK = "KV transfer rate"
 
 NIXL_MARKERS = (
     "NIXL",

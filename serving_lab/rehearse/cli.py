@@ -28,6 +28,7 @@ from typing import Any
 from clients.cli_options import add_stage_options, load_stage
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
+from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
 from config.schema import StageConfig
 from config.topology import METRICS_PORT, SERVE_PORT
 from serving_lab.bench import aiperf, results, runner
@@ -69,6 +70,16 @@ def _positive_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
     if not 2**20 <= value <= 2**40:
         raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
+    return value
+
+
+def _positive_gbps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of Gbps") from None
+    if not 0 < value <= 3200:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 (excluded) and 3200 Gbps")
     return value
 
 
@@ -246,6 +257,13 @@ def _add_transport_options(cmd) -> None:
         choices=overrides.KV_BUFFER_DEVICES,
         help="vLLM's kv_transfer_config.kv_buffer_device: cuda (vLLM's default: NIXL moves GPU memory) or cpu "
         "(vLLM copies the KV cache to host memory and NIXL moves that)",
+    )
+    cmd.add_argument(
+        "--kv-floor-gbps",
+        type=_positive_gbps,
+        metavar="GBPS",
+        help="PD: the KV transfer rate check's floor on this host (labelled as this host's). Default: the stage's "
+        "floor (serving.kv_transfer_floor_gbps, or a share of its GPU nodes' EFA interface), labelled as the stage's",
     )
     cmd.add_argument(
         "--engine-env",
@@ -459,7 +477,18 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     checks.openai(report, base, rehearsal.cfg.serving.model.id)
     if rehearsal.mode == "pd":
         checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
-        checks.nixl_transport(report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa)
+        finding = checks.nixl_transport(
+            report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa
+        )
+        checks.kv_transfer_rate(
+            report,
+            base,
+            rehearsal.cfg.serving.model.id,
+            tokens=long_prompt_tokens(rehearsal.cfg),
+            floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
+            scrape=_exporters,
+            backend=finding,
+        )
     else:
         report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
     progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rehearsal.temp), app=rehearsal.app)
@@ -497,6 +526,24 @@ def _oracle_inputs(rehearsal: _ModeRun, base: str) -> oracle_run.OracleInputs:
         worker_logs=lambda: ray_cluster.worker_logs(rehearsal.temp),
         say=rehearsal.say,
     )
+
+
+def rate_floor(cfg: StageConfig, stated: float | None, host: host_facts.Host) -> tuple[float, str]:
+    """The rate check's floor and where it comes from: --kv-floor-gbps (this host's), else the stage's."""
+    if stated is not None:
+        return stated, f"{stated:g} Gbps, this host's (--kv-floor-gbps)"
+    floor = kv_transfer_floor_gbps(cfg) or 0.0  # PD: validation refuses a stage without one
+    efa = "" if host.has_efa else "; this host has no EFA"
+    return floor, f"{floor:g} Gbps, stage {cfg.stage}'s (config/derived.py kv_transfer_floor_gbps{efa})"
+
+
+def _exporters() -> dict[str, str]:
+    """NIXL's exporter of each engine (llm_configs: prefill 0, decode 1), by role."""
+    roles = ("prefill", "decode")
+    return {
+        role: _exporter_text(f"http://127.0.0.1:{overrides.nixl_exporter_port(i)}/metrics")
+        for i, role in enumerate(roles)
+    }
 
 
 def _exporter_text(url: str) -> str:

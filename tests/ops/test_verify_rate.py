@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from clients.nixl_rate import Rate
+from clients.nixl_rate import Rate, Round, judge
 from ops import verify, verify_rate
 from ops.__main__ import main
 
@@ -146,13 +146,13 @@ def test_the_command_exits_1_with_the_verdict_line(dev, monkeypatch, capsys, sce
 def test_a_request_whose_kv_did_not_cross_fails_the_gate():
     moved, idle = Rate(112_066_560, 1, 0.08), Rate(0, 0, 0.0)
     pod = worker_pod_name(DECODE)
-    done = [verify_rate.Round({pod: moved}), verify_rate.Round({pod: idle}), verify_rate.Round({pod: moved})]
-    status, detail, fix, _ = verify_rate.judge(done, 6.25, None)
+    done = [Round({pod: moved}), Round({pod: idle}), Round({pod: moved})]
+    status, detail, fix, _ = judge(done, 6.25, None, verify_rate.FIXES)
     assert (status, detail) == ("fail", f"1 of 3 long-prompt requests moved no KV bytes to {pod}")
     assert "run verify again" in fix
 
 
 def test_without_a_log_finding_the_backend_is_said_to_be_unread():
     pod = worker_pod_name(DECODE)
-    status, _, _, data = verify_rate.judge([verify_rate.Round({pod: Rate(112_066_560, 1, 0.08)})], 6.25, None)
+    status, _, _, data = judge([Round({pod: Rate(112_066_560, 1, 0.08)})], 6.25, None, verify_rate.FIXES)
     assert status == "pass" and data["backend"].startswith("not read")

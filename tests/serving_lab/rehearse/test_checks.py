@@ -10,10 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from clients.report import Report
+from clients.report import Check, Report
 from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
 from serving_lab.rehearse import checks
 
+from ...clients.nixl_exporter import exporter_text
 from ...helpers import ROOT
 
 FIXTURES = ROOT / "tests" / "ops" / "fixtures"
@@ -189,3 +190,62 @@ def test_a_benchmark_that_measured_no_level_fails():
     check = _benchmark_check({}, ["chat-c1", "chat-c4"])
     assert check.status == "fail"
     assert check.detail == "no level measured (time budget spent before chat-c1, chat-c4); results: /r/run.json"
+
+
+class _Exporters:
+    """Both engines' NIXL exporters as the rehearsal scrapes them: each request moves `per_request` bytes to the
+    decode engine in `seconds`."""
+
+    def __init__(self, per_request: int, seconds: float, answer: bool = True) -> None:
+        self.per_request, self.us, self.answer, self.scrapes = per_request, round(seconds * 1e6), answer, 0
+
+    def __call__(self) -> dict[str, str]:
+        done = (self.scrapes + 1) // 2  # scraped before and after each request: after the first, one done
+        self.scrapes += 1
+        if not self.answer:
+            return {"prefill": "", "decode": ""}
+        decode = exporter_text(done * self.per_request, done, done * self.us)
+        return {"prefill": exporter_text(0, 0, 0, agent="prefill-0"), "decode": decode}
+
+
+def _rate_check(exporters: _Exporters, floor: float = 6.25, url: str | None = None) -> Check:
+    report = Report("rehearse", "dev")
+    with FakeOpenAIServer("qwen3.5-9b") as server:
+        checks.kv_transfer_rate(
+            report,
+            url or server.url,
+            "qwen3.5-9b",
+            tokens=3500,
+            floor=(floor, "6.25 Gbps, stage dev's"),
+            scrape=exporters,
+            backend=None,
+        )
+    (check,) = report.checks
+    return check
+
+
+def test_the_rate_check_passes_over_the_floor_with_the_floor_labelled():
+    check = _rate_check(_Exporters(112_066_560, 0.02))  # 44.8 Gbps a transfer
+    assert check.status == "pass" and check.data["pod"] == "decode" and check.data["median_gbps"] == 44.827
+    assert check.detail.endswith("floor: 6.25 Gbps, stage dev's")
+
+
+def test_a_slow_transfer_fails_the_rehearsal_s_rate_check():
+    check = _rate_check(_Exporters(112_066_560, 0.5))  # 1.8 Gbps
+    assert check.status == "fail" and check.detail.startswith("slow transfer: decode:")
+    assert "--nixl-backend" in check.fix
+
+
+def test_an_exporter_that_does_not_answer_fails_in_one_line():
+    check = _rate_check(_Exporters(112_066_560, 0.02, answer=False))
+    assert check.status == "fail" and check.detail.startswith("NIXL's exporter: no agent_rx_bytes_total")
+
+
+def test_no_bytes_moved_fails():
+    check = _rate_check(_Exporters(0, 0.0))
+    assert check.status == "fail" and "moved no KV bytes over NIXL" in check.detail
+
+
+def test_an_endpoint_that_does_not_answer_fails_the_rate_check():
+    check = _rate_check(_Exporters(112_066_560, 0.02), url="http://127.0.0.1:9")
+    assert check.status == "fail" and check.detail.startswith("a long-prompt request failed: cannot connect")

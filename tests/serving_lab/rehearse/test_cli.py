@@ -254,3 +254,19 @@ def test_a_bad_request_rate_is_one_line_and_exit_2(text, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert "Traceback" not in "\n".join(err)
     assert "error: argument --request-rates: " in err[-1]  # argparse's usage lines, then the one error line
+
+
+def test_the_rate_floor_is_the_stage_s_labelled_unless_the_host_s_is_stated(dev):
+    assert cli.rate_floor(dev, None, H200_PAIR) == (
+        6.25,
+        "6.25 Gbps, stage dev's (config/derived.py kv_transfer_floor_gbps; this host has no EFA)",
+    )
+    assert cli.rate_floor(dev, 2.5, H200_PAIR) == (2.5, "2.5 Gbps, this host's (--kv-floor-gbps)")
+
+
+@pytest.mark.parametrize("text", ["0", "fast", "nan", "4000"])
+def test_a_bad_kv_floor_is_one_line_and_exit_2(text, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["rehearse", "--stage", "dev", "--kv-floor-gbps", text])
+    assert info.value.code == 2
+    assert "error: argument --kv-floor-gbps: " in capsys.readouterr().err.strip().splitlines()[-1]
