@@ -10,6 +10,12 @@ import re
 from typing import Any
 
 # --- 12. vLLM engine arguments (serving.engine.extra_args) -----------------------------------------------
+# serving.engine's typed fields that reach vLLM as the argument of their name, in Engine's order (config/schema.py
+# vllm_kwargs renders them): listed here, which the schema imports, so each is reserved where it is rendered.
+TYPED_ENGINE_ARGS = (
+    "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size", "max_num_seqs",
+    "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend",
+)  # fmt: skip
 # Every field of the recorded EngineArgs (config/vllm_engine_args.json) in exactly one class: reserved, opt-in
 # or allowed (with its check, ENGINE_ARG_CHECKS, 12a); a field in no class is refused: an allowlist.
 # Why: docs/DECISIONS.md, "Engine arguments by what they mean".
@@ -18,15 +24,7 @@ _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
         "model",
         "served_model_name",
         "tokenizer",
-        "max_model_len",
-        "dtype",
-        "gpu_memory_utilization",
-        "enforce_eager",
-        "tensor_parallel_size",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "enable_prefix_caching",
-        "gdn_prefill_backend",
+        *TYPED_ENGINE_ARGS,
         "distributed_executor_backend",
     ),
     "set by the project: an engine here spans tensor_parallel_size GPUs of one node (the worker pods' GPU "

@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from . import names, versions
+from .engine_arg_classes import TYPED_ENGINE_ARGS
 from .engine_args import check_extra
 from .regions import region_problem  # the committed table of config/regions.json
 from .topology import SERVE_PORT, head_service, serve_service
@@ -391,17 +392,9 @@ class Engine(Strict):
     )
 
     def vllm_kwargs(self) -> dict[str, Any]:
-        """The engine_kwargs of an LLMConfig, in a stable order; unset optional settings are left out."""
-        kwargs: dict[str, Any] = {
-            "max_model_len": self.max_model_len,
-            "dtype": self.dtype,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "enforce_eager": self.enforce_eager,
-            "tensor_parallel_size": self.tensor_parallel_size,
-        }
-        for name in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "gdn_prefill_backend"):
-            if getattr(self, name) is not None:
-                kwargs[name] = getattr(self, name)
+        """The engine_kwargs of an LLMConfig, in a stable order; unset optional settings are left out. A typed field
+        is rendered (and reserved from extra_args) by its name in config/engine_arg_classes.py TYPED_ENGINE_ARGS."""
+        kwargs = {name: getattr(self, name) for name in TYPED_ENGINE_ARGS if getattr(self, name) is not None}
         if self.cuda_graphs == "decode_only":
             # Full graphs without torch.compile: vllm/config/compilation.py ("full cudagraphs are supported with
             # and without compilation"); the GDN layers support them (gdn_attn.py: UNIFORM_BATCH). A dict is what

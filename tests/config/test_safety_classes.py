@@ -16,11 +16,17 @@ import pytest
 from pydantic import ValidationError
 
 from config import ConfigError, engine_arg_classes, engine_args, load_stage_file, regions, secret_shapes
-from config.engine_arg_classes import ENGINE_ARGS_ALLOWED, ENGINE_ARGS_OPT_IN, ENGINE_ARGS_RESERVED, engine_arg_class
+from config.engine_arg_classes import (
+    ENGINE_ARGS_ALLOWED,
+    ENGINE_ARGS_OPT_IN,
+    ENGINE_ARGS_RESERVED,
+    TYPED_ENGINE_ARGS,
+    engine_arg_class,
+)
 from config.engine_arg_ranges import ENGINE_ARG_RANGES
 from config.errors import from_validation_error, short
 from config.rules import secret_values
-from config.schema import StageConfig
+from config.schema import Engine, StageConfig
 from config.secret_shapes import secret_kind
 
 from ..helpers import ROOT, config_with, merge, stage_data, synth, write_stage
@@ -54,6 +60,31 @@ def test_an_unclassified_field_is_refused(monkeypatch):
 def test_every_reserved_engine_arg_is_refused_whatever_its_value(name):
     for value in (True, 1, "x"):
         assert engine_args.check_extra(name, value).startswith(f"{name} is reserved: "), (name, value)
+
+
+# serving.engine's typed fields, read from the model: cuda_graphs renders compilation_config (reserved for what else
+# it opens) and extra_args is the untyped rest; every other one reaches vLLM as the argument of its name.
+TYPED_FIELDS = [name for name in Engine.model_fields if name not in ("cuda_graphs", "extra_args")]
+
+
+def test_every_typed_engine_field_renders_to_a_reserved_argument():
+    assert TYPED_FIELDS == list(TYPED_ENGINE_ARGS)  # one missing there would be neither rendered nor reserved
+    engine = Engine(
+        enforce_eager=False,
+        cuda_graphs="decode_only",
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        enable_prefix_caching=True,
+        gdn_prefill_backend="triton",
+    )
+    assert list(engine.vllm_kwargs()) == [*TYPED_ENGINE_ARGS, "compilation_config"]
+    assert set(engine.vllm_kwargs()) <= set(ENGINE_ARGS_RESERVED)
+
+
+@pytest.mark.parametrize("name", TYPED_FIELDS)
+def test_extra_args_naming_a_typed_fields_argument_is_refused(tmp_path, name):
+    line = _refusal(tmp_path, _extra(**{name: 1}))
+    assert f": serving.engine.extra_args: {name} is reserved: set by the project (serving.engine's own fields" in line
 
 
 @pytest.mark.parametrize(
