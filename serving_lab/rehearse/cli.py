@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clients.cli_options import add_stage_options, load_stage
+from clients.cli_options import add_stage_options, load_stage, number
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
 from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
@@ -70,16 +70,6 @@ def _positive_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
     if not 2**20 <= value <= 2**40:
         raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
-    return value
-
-
-def _positive_gbps(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of Gbps") from None
-    if not 0 < value <= 3200:
-        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 (excluded) and 3200 Gbps")
     return value
 
 
@@ -260,7 +250,7 @@ def _add_transport_options(cmd) -> None:
     )
     cmd.add_argument(
         "--kv-floor-gbps",
-        type=_positive_gbps,
+        type=number(float, 0.01, 3200, "Gbps"),
         metavar="GBPS",
         help="PD: the KV transfer rate check's floor on this host (labelled as this host's). Default: the stage's "
         "floor (serving.kv_transfer_floor_gbps, or a share of its GPU nodes' EFA interface), labelled as the stage's",
