@@ -52,6 +52,8 @@ class StageCommand:
             report, snippet = self.check(cfg, args, session, clients)
         except verify.AccessError as exc:  # it may quote the cluster's answer: through the one sanitizer
             print(f"{label}: {shown(exc)}", file=sys.stderr)
+            if args.json:  # a pipeline reads the failing check on stdout, as preflight's without credentials
+                print(verify.unreachable(cfg, exc).to_json())
             return 1
         except remote.SourceError as exc:
             print(f"{label}: {shown(exc)}", file=sys.stderr)
