@@ -7,6 +7,7 @@
                           checks of the running stage after `cdk deploy`
   verify-remote --stage NAME
                           the same, run inside the stage's VPC on its verify runner (CodeBuild)
+  leftovers --stage NAME  what a destroyed stage left (KMS keys, log groups), with the aws commands that remove it
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access; ops/diff/)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (serving_lab/bench/)
   rehearse --stage NAME   the stage's serve config on this host's GPUs, checked and benchmarked (serving_lab/rehearse/)
@@ -98,6 +99,7 @@ COMMANDS: dict[str, Command] = {
     "addon-check": stage_commands.ADDON_CHECK,
     "verify": stage_commands.VERIFY,
     "verify-remote": stage_commands.VERIFY_REMOTE,
+    "leftovers": stage_commands.LEFTOVERS,
     "bench": LazyCommand("bench", "serving_lab.bench.cli"),
     "rehearse": LazyCommand("rehearse", "serving_lab.rehearse.cli"),
     "local-cluster": LazyCommand("local-cluster", "localcluster.cli"),

@@ -30,6 +30,11 @@ EXIT_CODES: dict[str, dict[int | str, str]] = {
         1: "a check failed there, or the runner's build could not be started or followed",
         2: f"{_AWS_SET_UP}, or git missing or failing (it uploads the git-tracked runner files)",
     },
+    "leftovers": {
+        0: "listed: nothing left, or what is left with the command that removes each",
+        1: "the stage is still deployed, or a read failed",
+        2: _AWS_SET_UP,
+    },
     "diff": {
         0: "done (with --fail-on-danger: nothing destructive)",
         1: "with --fail-on-danger: a destructive change, or a part of the change trusted code could not judge",
