@@ -7,9 +7,10 @@ from __future__ import annotations
 import textwrap
 
 SIGNALLED = "128+N"
+Codes = dict[int | str, str]  # what each exit code means: 0, 1, 2, 3 or SIGNALLED
 # main() (ops/__main__.py) returns these for every command: argparse's usage error (2), a bug (3), Ctrl-C (130);
 # other signals end the process by their default action (a shell sees 128+N).
-SHARED: dict[int | str, str] = {
+SHARED: Codes = {
     2: "bad arguments (each command's --help names its other causes)",
     3: "an internal error (a bug: please report it, with --debug output)",
     SIGNALLED: "stopped by signal N: 130 Ctrl-C, 143 SIGTERM",
@@ -19,9 +20,9 @@ _AWS_SET_UP = (
     "does not parse, an AWS endpoint URL that is not a URL, a credential_process that fails or does not answer "
     "within a minute, an AWS endpoint that does not answer as AWS)"
 )
-_PREFLIGHT = {0: "every hard check passed", 1: "a check failed", 2: _AWS_SET_UP}
+_PREFLIGHT: Codes = {0: "every hard check passed", 1: "a check failed", 2: _AWS_SET_UP}
 
-EXIT_CODES: dict[str, dict[int | str, str]] = {
+EXIT_CODES: dict[str, Codes] = {
     "preflight": _PREFLIGHT,
     "addon-check": _PREFLIGHT,
     "verify": {**_PREFLIGHT, 1: "a check failed, or the cluster cannot be reached"},
@@ -69,13 +70,13 @@ EXIT_CODES: dict[str, dict[int | str, str]] = {
 }
 
 
-def codes(command: str) -> dict[int | str, str]:
+def codes(command: str) -> Codes:
     """What each code `command` exits with means: its own, then the shared ones it does not redefine."""
     merged = {**SHARED, **EXIT_CODES[command]}
     return dict(sorted(merged.items(), key=lambda item: 128 if item[0] == SIGNALLED else int(item[0])))
 
 
-def table(rows: dict[int | str, str], title: str = "Exit codes:") -> str:
+def table(rows: Codes, title: str = "Exit codes:") -> str:
     lines = [title]
     for code, meaning in rows.items():
         lines += textwrap.wrap(meaning, width=110, initial_indent=f"  {code!s:<7}", subsequent_indent=" " * 9)

@@ -23,7 +23,7 @@ EXIT_CODE_PROPERTIES = (ROOT / "clients" / "report.py", ROOT / "clients" / "sign
 
 def _own_nodes(function: ast.FunctionDef):
     """The nodes of `function`'s body, not those of functions defined inside it."""
-    todo = list(function.body)
+    todo: list[ast.AST] = list(function.body)
     while todo:
         node = todo.pop()
         yield node
@@ -72,8 +72,10 @@ class Reader:
         if isinstance(node, ast.Attribute) and node.attr == "code":
             return self.error_codes()
         if isinstance(node, ast.Call) and (
-            isinstance(node.func, ast.Name) and node.func.id in self.functions
-            or isinstance(node.func, ast.Attribute) and node.func.attr == "run"  # main(): the command's own run
+            isinstance(node.func, ast.Name)
+            and node.func.id in self.functions
+            or isinstance(node.func, ast.Attribute)
+            and node.func.attr == "run"  # main(): the command's own run
         ):
             return set()  # a function of this module: read on its own
         raise AssertionError(f"cannot read the exit code of `{ast.unparse(node)}`: teach this test")
@@ -103,8 +105,15 @@ def _property_codes(path: Path, name: str) -> set[int | str]:
 
 
 def _module(command) -> Path:
-    name = command.module if isinstance(command, LazyCommand) else inspect.getmodule(command.run).__name__
-    return Path(importlib.util.find_spec(name).origin)
+    if isinstance(command, LazyCommand):
+        name = command.module
+    else:
+        module = inspect.getmodule(command.run)
+        assert module is not None, command
+        name = module.__name__
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, name
+    return Path(spec.origin)
 
 
 def _codes_of_main() -> set[int | str]:

@@ -49,7 +49,9 @@ def _cloudformation(session, stacks, resources=None):
             }
             for i, (kind, physical) in enumerate(kept)
         ]
-        stub.add_response("list_stack_resources", {"StackResourceSummaries": rows}, {"StackName": STACK_ID.format(name)})
+        stub.add_response(
+            "list_stack_resources", {"StackResourceSummaries": rows}, {"StackName": STACK_ID.format(name)}
+        )
     stub.activate()
     return client
 
@@ -92,7 +94,9 @@ def test_a_destroyed_stage_lists_its_kept_keys_and_regrown_log_groups_with_their
             "aws logs delete-log-group --region us-west-2 --log-group-name /aws/eks/pd-inference-dev/cluster",
         ),
     ]
-    assert report.checks[1].detail == "EKS secrets envelope encryption for pd-inference-dev (Enabled; kept by dev-cluster)"
+    assert (
+        report.checks[1].detail == "EKS secrets envelope encryption for pd-inference-dev (Enabled; kept by dev-cluster)"
+    )
     assert report.exit_code == 0
 
 
