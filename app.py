@@ -26,7 +26,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 # A signal (Ctrl-C, SIGTERM, SIGHUP) at any moment of a run ends it with one line and 128+N, and an interrupted
-# synth leaves its output folder empty rather than mixing this synth's stages with an earlier one's.
+# synth leaves its output folder empty rather than half-written.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 INTERRUPTED: list[int] = []
 ENDED: list[int] = []  # main's exit code, once it has one
@@ -127,9 +127,6 @@ def _synth(app: Any, stages: list, nag: bool, pipeline: Any) -> int:
             raise
         print(f"synth: {exc}", file=sys.stderr)
         return 1
-    # cdk.out holds exactly this synth's stages: the assemblies (and k8s/ folders) of stages an earlier
-    # synth into the same folder built, and this one did not, are removed.
-    assembly.remove_stale_assemblies(app.outdir)
     render.write(app.outdir, [stage.rendering() for stage in built])
     # Nothing secret-shaped may leave a synth (templates, manifests, rendered YAML): a finding fails it,
     # naming the file, line and kind, never the value. The stage files are checked before (config/rules/).

@@ -59,10 +59,11 @@ class StageRendering:
 
 
 def write(outdir: str | os.PathLike, renderings: Iterable[StageRendering]) -> Path:
-    """Write all stages to <outdir>/k8s/, replacing what an earlier synth left there. Files are
-    written to a temporary folder first and moved in whole: never a half-written tree."""
+    """Write each stage to <outdir>/k8s/<stage>/, replacing what an earlier synth wrote for it; the other
+    stages' folders stay. Files are written to a temporary folder first and each stage's moved in whole:
+    never a half-written stage."""
     target = Path(outdir) / RENDERED_DIR
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".k8s-", dir=target.parent))
     try:
         for rendering in renderings:
@@ -70,10 +71,9 @@ def write(outdir: str | os.PathLike, renderings: Iterable[StageRendering]) -> Pa
             stage_dir.mkdir()
             for name, text in rendering.files().items():
                 (stage_dir / name).write_text(text, encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+        for stage_dir in staging.iterdir():
+            shutil.rmtree(target / stage_dir.name, ignore_errors=True)
+            stage_dir.rename(target / stage_dir.name)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
     return target

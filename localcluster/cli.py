@@ -10,12 +10,7 @@ verdict and the other checks, and tears it all down in destroy order. --keep lea
 instead (its folder, kubeconfig and how to stop it are printed). No container, no AWS.
 
 Set-up of its own: scripts/setup.sh --cluster (Go 1.26; it builds the Go programs once from the Go module
-proxy into Go's own caches, once a machine: docs/LOCAL_CLUSTER.md says how long). Without it: one line naming that command.
-
-Exit codes: 0 every check passed; 1 a check failed or the cluster did not start; 2 bad arguments or stage
-file, the pinned tools do not fit the stage, or the set-up is missing; 129 / 130 / 131 / 143 stopped by
-SIGHUP, Ctrl-C, SIGQUIT or SIGTERM (every process it started is ended and its folder, keys and tokens
-included, removed; a second signal meanwhile does not cut that short)."""
+proxy into Go's own caches, once a machine: docs/LOCAL_CLUSTER.md says how long). Without it: one line naming that command."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@
                           checks of the running stage after `cdk deploy`
   verify-remote --stage NAME
                           the same, run inside the stage's VPC on its verify runner (CodeBuild)
+  leftovers --stage NAME  what a destroyed stage left (KMS keys, log groups), with the aws commands that remove it
   diff --base REF         offline infrastructure diff of the working tree against REF (no AWS access; ops/diff/)
   bench --stage NAME      benchmark the stage's OpenAI endpoint; --compare A B writes a report (serving_lab/bench/)
   rehearse --stage NAME   the stage's serve config on this host's GPUs, checked and benchmarked (serving_lab/rehearse/)
@@ -15,18 +16,8 @@
   validate [PATH ...]     the stage files' checks that synth runs, without CDK (also `python -m config validate`)
 
 Every command takes --config-dir DIR (the folder of stage files) and --json (its result as JSON on stdout),
-or says in its --help why it does not; and --debug (a traceback on internal errors).
-
-Exit codes (every command):
-  0      every hard check passed (diff, bench, validate: done)
-  1      a check failed, the cluster cannot be reached, or (diff --fail-on-danger) a destructive change
-         or a part of the change trusted code could not judge
-  2      bad arguments, stage file or local set-up (an AWS profile that does not exist, an AWS config file
-         that does not parse, an AWS endpoint URL that is not a URL, a credential_process that fails or does
-         not answer within a minute, an AWS endpoint that does not answer as AWS, git missing; diff: the base
-         or a synth failed, an unwritable --markdown file)
-  3      an internal error (a bug: please report it, with --debug output)
-  128+N  stopped by signal N: 130 Ctrl-C, 143 SIGTERM
+or says in its --help why it does not; and --debug (a traceback on internal errors). Each command's --help
+ends with its exit codes (ops/exit_codes.py).
 """
 
 from __future__ import annotations
@@ -43,7 +34,7 @@ from clients.cli_options import number
 from clients.text import shown
 from config import __main__ as validate_cli
 
-from . import diff, stage_commands
+from . import diff, exit_codes, stage_commands
 
 # Every command has one protocol: `add_parser(sub)` registers it, `run(args) -> int` runs it; main() wraps
 # every run in the one handler for bugs (exit 3). The lab commands are LazyCommands, imported only when
@@ -108,6 +99,7 @@ COMMANDS: dict[str, Command] = {
     "addon-check": stage_commands.ADDON_CHECK,
     "verify": stage_commands.VERIFY,
     "verify-remote": stage_commands.VERIFY_REMOTE,
+    "leftovers": stage_commands.LEFTOVERS,
     "bench": LazyCommand("bench", "serving_lab.bench.cli"),
     "rehearse": LazyCommand("rehearse", "serving_lab.rehearse.cli"),
     "local-cluster": LazyCommand("local-cluster", "localcluster.cli"),
@@ -125,7 +117,6 @@ NOT_TAKEN = {
     ("rehearse", "--json"): "each mode's report is saved as JSON (<out>/<stage>/report-<mode>.json, beside "
     "plan-<mode>.json); stdout is the progress",
 }
-EXIT_CODES = __doc__[__doc__.index("Exit codes (every command):") :].rstrip()
 
 
 def _chosen(argv: list[str] | None) -> str | None:
@@ -144,7 +135,7 @@ def _parser(prog: str = "python -m ops", argv: list[str] | None = None) -> argpa
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Operations checks for a stage, and the project's other commands.",
-        epilog=EXIT_CODES,
+        epilog=exit_codes.OVERVIEW,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
@@ -181,7 +172,7 @@ def _epilog(name: str, subparser: argparse.ArgumentParser) -> str:
             why = NOT_TAKEN.get((name, option), "")
             text = f"{option}: not taken" + (f": {why}" if why else "")
             lines += textwrap.wrap(text, width=110, subsequent_indent="  ")
-    return "\n".join([*lines, *([""] if lines else []), EXIT_CODES])
+    return "\n".join([*lines, *([""] if lines else []), exit_codes.table(exit_codes.codes(name))])
 
 
 def _internal(command: str, exc: BaseException, debug: bool) -> int:

@@ -1,6 +1,6 @@
-"""The operator's stage commands, `preflight`, `addon-check`, `verify` and `verify-remote`: read-only AWS checks of one stage
-that print a Report. Their modules import the AWS SDK, which `rehearse` (GPU hosts) must never load: boto3 is
-imported when one of them runs, not when the parser is built (ops/__main__.py collects them)."""
+"""The operator's stage commands, `preflight`, `addon-check`, `verify`, `verify-remote` and `leftovers`: read-only
+AWS checks of one stage that print a Report. Their modules import the AWS SDK, which `rehearse` (GPU hosts) must
+never load: boto3 is imported when one of them runs, not when the parser is built (ops/__main__.py collects them)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ class StageCommand:
             report, snippet = self.check(cfg, args, session, clients)
         except verify.AccessError as exc:  # it may quote the cluster's answer: through the one sanitizer
             print(f"{label}: {shown(exc)}", file=sys.stderr)
+            if args.json:  # a pipeline reads the failing check on stdout, as preflight's without credentials
+                print(verify.unreachable(cfg, exc).to_json())
             return 1
         except remote.SourceError as exc:
             print(f"{label}: {shown(exc)}", file=sys.stderr)
@@ -128,6 +130,13 @@ def _verify_remote(cfg, args, session, clients):
     return remote.run(cfg, session, remote.PROJECT_ROOT, clients=clients), None
 
 
+def _leftovers(cfg, args, session, clients):
+    from . import leftovers
+    from .aws_clients import Clients
+
+    return leftovers.run(cfg, Clients(session, cfg.region, overrides=clients or {})), None
+
+
 PREFLIGHT = StageCommand("preflight", "read-only AWS checks before cdk deploy", _preflight, _preflight_arguments)
 ADDON_CHECK = StageCommand(
     "addon-check",
@@ -137,4 +146,7 @@ ADDON_CHECK = StageCommand(
 VERIFY = StageCommand("verify", "end-to-end checks of a deployed stage", _verify, _verify_arguments)
 VERIFY_REMOTE = StageCommand(
     "verify-remote", "run verify inside the stage's VPC, on its CodeBuild verify runner", _verify_remote
+)
+LEFTOVERS = StageCommand(
+    "leftovers", "what a destroyed stage left (KMS keys, log groups), with the aws commands that remove it", _leftovers
 )

@@ -52,6 +52,14 @@ class AccessError(Exception):
     """The cluster cannot be reached; one line that says why and what to do."""
 
 
+def unreachable(cfg: StageConfig, exc: AccessError) -> Report:
+    """verify's report when the cluster cannot be reached: that one failing check, its fix after the `->`."""
+    detail, _, fix = str(exc).partition(" -> ")
+    report = Report("verify", cfg.stage)
+    report.add("cluster access", "fail", detail, fix)
+    return report
+
+
 def cluster_access(cfg: StageConfig, session: boto3.session.Session) -> ClusterAccess:
     where = f"cluster {cfg.cluster_name} in {cfg.region}"
     try:

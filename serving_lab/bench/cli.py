@@ -23,9 +23,6 @@ first run recorded, else the stage file's (config-dir/<stage>.yaml), else the sc
 Before the calibration and the first aiperf run, --stage checks that the endpoint answers GET
 /v1/models and lists the stage's model, and that the tokenizer loads (with aiperf's own Python): each
 fails in seconds, with its cause.
-
-Exit codes: 0 done; 1 the benchmark failed (endpoint unreachable or not serving the model, tokenizer
-that cannot be loaded, aiperf error, no request succeeded); 2 bad arguments, stage file or results file.
 """
 
 from __future__ import annotations

@@ -7,9 +7,6 @@ overrides printed first (serving_lab/rehearse/overrides.py), shows progress unti
 then checks /v1/models, a chat completion (plain and streaming) and NIXL's transport in the workers'
 logs; with --bench, runs the stage's benchmark profiles with `ops bench` (aiperf) against it, each
 mode on the same GPUs, and writes the `--compare` report. Ray is stopped on every exit, Ctrl-C too.
-
-Exit codes: 0 every check passed (a "not EFA" verdict on a host without EFA is a warning); 1 a check
-failed or the stack did not come up; 2 bad arguments or stage file; 3 an internal error.
 """
 
 from __future__ import annotations

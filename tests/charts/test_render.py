@@ -66,9 +66,11 @@ def test_rendered_objects_equal_what_the_manifest_applies(app_synth, rendered):
     assert applied == list(yaml.safe_load_all((rendered / "dev" / "inference.yaml").read_text()))
 
 
-def test_rewrite_replaces_the_previous_tree_whole(tmp_path, app_synth):
+def test_rewrite_replaces_the_stages_it_writes_and_keeps_the_others(tmp_path, app_synth):
     stages = [stage.rendering() for stage in app_synth.stages.values()]
     render.write(tmp_path, stages)
+    (tmp_path / "k8s" / "dev" / "stale.yaml").write_text("{}\n")
     render.write(tmp_path, stages[:1])
-    assert sorted(p.name for p in (tmp_path / "k8s").iterdir()) == ["dev"]
+    assert sorted(p.name for p in (tmp_path / "k8s").iterdir()) == ["dev", "prod"]
+    assert sorted(p.name for p in (tmp_path / "k8s" / "dev").iterdir()) == sorted(stages[0].files())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".k8s-")]

@@ -1,12 +1,13 @@
-"""Every command's --help (`pd-inference COMMAND --help`, `python -m ops COMMAND --help`) shows the same exit
-codes, those of ops/__main__.py's docstring, and the options every command shares: --config-dir and --json,
-or a line that says why this command does not take one."""
+"""Every command's --help (`pd-inference COMMAND --help`, `python -m ops COMMAND --help`) ends with its own exit
+codes (ops/exit_codes.py; tests/ops/test_exit_codes.py checks them against the code), and shows the options
+every command shares: --config-dir and --json, or a line that says why this command does not take one."""
 
 from __future__ import annotations
 
 import pytest
 
-from ops.__main__ import COMMANDS, EXIT_CODES, NOT_TAKEN, SHARED_OPTIONS, _parser, main
+from ops import exit_codes
+from ops.__main__ import COMMANDS, NOT_TAKEN, SHARED_OPTIONS, _parser, main
 
 
 def _help(capsys, *argv: str) -> str:
@@ -26,26 +27,28 @@ def _subparsers():
     return sub.choices
 
 
-def test_the_exit_codes_are_those_of_the_docstring():
-    import ops.__main__
-
-    assert EXIT_CODES in ops.__main__.__doc__
-    codes = [line.split()[0] for line in EXIT_CODES.splitlines()[1:] if not line.startswith("   ")]
-    assert codes == ["0", "1", "2", "3", "128+N"]
+def test_an_exit_code_table_is_one_row_a_code_wrapped_under_its_meaning():
+    table = exit_codes.table({0: "done", "128+N": "stopped " * 20})
+    assert table.splitlines() == [
+        "Exit codes:",
+        "  0      done",
+        "  128+N  " + ("stopped " * 12).rstrip(),
+        "         " + ("stopped " * 8).rstrip(),
+    ]
 
 
 def test_the_top_level_help_lists_every_command_and_the_exit_codes(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    assert all(name in out for name in COMMANDS) and EXIT_CODES in out
+    assert all(name in out for name in COMMANDS) and exit_codes.OVERVIEW in out
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
-def test_every_command_help_lists_the_exit_codes_and_the_shared_options(command, capsys):
+def test_every_command_help_lists_its_exit_codes_and_the_shared_options(command, capsys):
     out = _help(capsys, command)
     assert out.startswith(f"usage: python -m ops {command} ")
-    assert out.rstrip().endswith(EXIT_CODES)  # the same list, at the end of every command's help
+    assert out.rstrip().endswith(exit_codes.table(exit_codes.codes(command)))  # its own, at the end of its help
     taken = _options(_subparsers()[command])
     for option in SHARED_OPTIONS:
         if option in taken:

@@ -16,6 +16,7 @@ MINIMAL = {
     "addon-check": ["--stage", "dev"],
     "verify": ["--stage", "dev"],
     "verify-remote": ["--stage", "dev"],
+    "leftovers": ["--stage", "dev"],
     "bench": ["--calibrate"],
     "rehearse": ["--stage", "dev"],
     "local-cluster": ["--stage", "dev"],

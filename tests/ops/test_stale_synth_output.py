@@ -1,6 +1,6 @@
-"""One cdk.out, two synths of different stages (what `cdk synth -c stage=dev` then `cdk synth -c
-stage=prod` do): the folder then holds the second stage alone, its cloud assembly and its rendered
-Kubernetes YAML alike, never one without the other. `ops diff` and a reviewer read both."""
+"""One cdk.out, two synths of different stages (what `scripts/synth.sh dev` then `scripts/synth.sh prod` do):
+the second replaces its own stage's output and keeps the first's, its cloud assembly and its rendered
+Kubernetes YAML alike, never one without the other. The top-level manifest names the last synth's stages."""
 
 from __future__ import annotations
 
@@ -23,14 +23,15 @@ def _stages(outdir) -> dict[str, list[str]]:
     }
 
 
-def test_a_synth_of_another_stage_leaves_only_that_stage(tmp_path, capsys):
+def test_a_synth_of_another_stage_keeps_the_first_stages_output(tmp_path, capsys):
     outdir = tmp_path / "cdk.out"
     assert app.main(context={"stage": "dev"}, outdir=str(outdir)) == 0
     assert _stages(outdir) == {"manifest": ["dev"], "assemblies": ["dev"], "k8s": ["dev"]}
+    (outdir / "k8s" / "prod").mkdir()
+    (outdir / "k8s" / "prod" / "left-by-an-older-synth.yaml").write_text("{}\n")
     assert app.main(context={"stage": "prod"}, outdir=str(outdir)) == 0
-    assert _stages(outdir) == {"manifest": ["prod"], "assemblies": ["prod"], "k8s": ["prod"]}
-    assert app.main(context={}, outdir=str(outdir)) == 0  # every stage: both come back
-    assert _stages(outdir) == {"manifest": ["dev", "prod"], "assemblies": ["dev", "prod"], "k8s": ["dev", "prod"]}
+    assert _stages(outdir) == {"manifest": ["prod"], "assemblies": ["dev", "prod"], "k8s": ["dev", "prod"]}
+    assert not (outdir / "k8s" / "prod" / "left-by-an-older-synth.yaml").exists()  # its own stage: replaced
 
 
 def test_only_assemblies_the_manifest_does_not_name_are_removed(tmp_path):

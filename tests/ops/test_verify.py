@@ -243,6 +243,23 @@ def test_verify_cli_without_a_cluster_exits_1_with_one_line(aws, tmp_path, capsy
     assert "\n" not in err and "Traceback" not in err
 
 
+def test_verify_json_without_credentials_prints_the_failing_check_on_stdout(monkeypatch, capsys):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert main(["verify", "--stage", "dev", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], [(c["name"], c["status"]) for c in report["checks"]]) == (
+        False,
+        [("cluster access", "fail")],
+    )
+    (check,) = report["checks"]
+    assert check["detail"] == "cannot describe cluster pd-inference-dev in us-west-2: no AWS credentials found"
+    assert check["fix"] == "log in (aws sso login, or set AWS_PROFILE / AWS_ACCESS_KEY_ID) and run again"
+
+
 def test_json_report(dev):
     report = _run(dev, Scenario())
     data = json.loads(report.to_json())
