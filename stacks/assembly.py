@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -78,25 +75,3 @@ def build(
         for stage in checked:
             compliance.acknowledge_findings(stage.cluster)
     return built
-
-
-def remove_stale_assemblies(outdir: str | Path) -> list[str]:
-    """Remove the nested assemblies (`assembly-<stage>/`) an earlier synth into the same folder left for
-    stages this synth did not build: after `cdk synth -c stage=prod`, `cdk.out` holds prod alone, like
-    `cdk.out/k8s/` (charts/render.py replaces it whole). Kept: every assembly the new top-level manifest
-    names (assemblies nested deeper live inside those). Returns the names removed."""
-    root = Path(outdir)
-    manifest = root / "manifest.json"
-    if not manifest.is_file():
-        return []
-    keep = {
-        artifact.get("properties", {}).get("directoryName", "")
-        for artifact in json.loads(manifest.read_text()).get("artifacts", {}).values()
-        if artifact.get("type") == "cdk:cloud-assembly"
-    }
-    removed = []
-    for path in sorted(root.glob("assembly-*")):
-        if path.is_dir() and not path.is_symlink() and path.name not in keep:
-            shutil.rmtree(path)
-            removed.append(path.name)
-    return removed
