@@ -43,8 +43,8 @@ import json
 import os
 from pathlib import Path
 
+from .derived import gpu_spec
 from .errors import ConfigError
-from .instance_types import INSTANCE_TYPES
 from .loader import CONFIG_DIR, load_stage_file, stage_files
 from .rules import check_together, placeholder_warnings
 from .schema import StageConfig
@@ -52,7 +52,7 @@ from .schema import StageConfig
 
 def summary(cfg) -> str:
     _, desired, _ = cfg.gpu_nodegroup.sizes
-    spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+    spec = gpu_spec(cfg)
     efa = f"EFA x{spec.efa_interfaces}" if cfg.gpu_nodegroup.efa else "no EFA"
     endpoint = (
         ("public+private" if cfg.cluster.endpoint.private_access else "public")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .engine_args import model_key
-from .instance_types import INSTANCE_TYPES, InstanceSpec
+from .instance_types import InstanceSpec, instance_spec
 from .schema import Engine, StageConfig
 
 
@@ -30,8 +30,7 @@ def worker_resources(cfg: StageConfig) -> PodResources:
     other half to the system daemonsets and to the page cache that keeps the weights warm (on a
     g6.8xlarge, 32 vCPU / 128 GiB: cpu 8/16, memory 32Gi/64Gi, the reference deployment's values).
     """
-    spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
-    given = cfg.serving.worker_resources
+    spec, given = gpu_spec(cfg), cfg.serving.worker_resources
     return PodResources(
         cpu_request=given.cpu_request or max(1, spec.vcpus // 4),
         cpu_limit=given.cpu_limit or max(1, spec.vcpus // 2),
@@ -73,7 +72,7 @@ def kv_transfer_floor_gbps(cfg: StageConfig) -> float | None:
         return cfg.serving.kv_transfer_floor_gbps
     if not cfg.gpu_nodegroup.efa:
         return None
-    return KV_FLOOR_FRACTION * INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
+    return KV_FLOOR_FRACTION * gpu_spec(cfg).efa_interface_gbps
 
 
 def long_prompt_tokens(cfg: StageConfig) -> int:
@@ -367,7 +366,7 @@ def model_memory_floor(cfg: StageConfig, engine: Engine | None = None) -> Memory
         per_parameter = DTYPE_BYTES[engine.dtype]
     kv_scale = 0.5 if str(engine.extra_args.get("kv_cache_dtype", "auto")).startswith("fp8") else 1.0
     kv = known.kv_bytes_per_token * kv_scale * engine.max_model_len / GIB if known else 0.0
-    spec = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+    spec = gpu_spec(cfg)
     # The GPUs whose memory holds one copy of the weights. A known model is dense: TP x PP. Any other may be a
     # mixture of experts, whose expert layers vLLM shards over every rank of the replica ("MoE layers will be
     # sharded according to the product of the tensor, prefill-context, and data parallel sizes", ParallelConfig
@@ -390,8 +389,8 @@ def model_memory_floor(cfg: StageConfig, engine: Engine | None = None) -> Memory
 
 
 def gpu_spec(cfg: StageConfig) -> InstanceSpec:
-    return INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+    return instance_spec(cfg.gpu_nodegroup.instance_type)
 
 
 def system_spec(cfg: StageConfig) -> InstanceSpec:
-    return INSTANCE_TYPES[cfg.system_nodegroup.instance_type]
+    return instance_spec(cfg.system_nodegroup.instance_type)

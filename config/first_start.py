@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 
 from . import versions
-from .derived import model_memory_floor
-from .instance_types import INSTANCE_TYPES, instance_spec
+from .derived import gpu_spec, model_memory_floor
+from .instance_types import instance_spec
 from .schema import StageConfig
 
 # kubelet's image GC starts at 85 % of the image filesystem (kubernetes pkg/kubelet/apis/config/v1beta1/
@@ -53,7 +53,7 @@ def image_disk_gib(compressed_gib: float) -> float:
 def weights_gib(cfg: StageConfig) -> float:
     """The served checkpoint's size; unknown: a GPU node's whole GPU memory (the weights must fit it)."""
     floor = model_memory_floor(cfg)
-    return floor.weights_gib if floor else float(INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].gpu_memory_gib)
+    return floor.weights_gib if floor else float(gpu_spec(cfg).gpu_memory_gib)
 
 
 def system_root_volume_floor_gib(compressed_gib: float = versions.DLC_IMAGE_COMPRESSED_GIB) -> int:
@@ -91,7 +91,7 @@ class FirstStart:
 def _pull_s(instance_type: str) -> float:
     """ECR layers come from S3 through the gateway endpoint, not NAT, at the node's baseline network bandwidth
     (config/instance_types.py network_gbps: m7i.xlarge 1.5625, g6.8xlarge 25 Gbps); a type the table does not
-    list is refused."""
+    list is refused by validation first (config/rules/nodegroup_shape.py known_type)."""
     link = _gbps_mib_s(instance_spec(instance_type).network_gbps)
     compressed = versions.DLC_IMAGE_COMPRESSED_GIB
     return _gib_at(compressed, link) + _gib_at(compressed * versions.DLC_IMAGE_UNPACK_RATIO, GP3_WRITE_MIB_S)
@@ -100,7 +100,7 @@ def _pull_s(instance_type: str) -> float:
 def first_start(cfg: StageConfig) -> FirstStart:
     """Each GPU node downloads at most its GPUs' memory of weights (no engine's weights exceed its GPUs): the
     bound, not the model's size, so that a change of model leaves the cluster stack (the verify runner) as it is."""
-    gpu_node = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type]
+    gpu_node = gpu_spec(cfg)
     nat_share = _gbps_mib_s(NAT_GBPS) / cfg.gpu_nodegroup.count
     return FirstStart(
         head_pull_s=_pull_s(cfg.system_nodegroup.instance_type),

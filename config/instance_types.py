@@ -10,7 +10,7 @@ bandwidth" and the network specifications of the general purpose and accelerated
 baseline of an "up to" figure, m7i.xlarge 1.5625 of "up to 12.5"; the whole figure where it is fixed, g6.8xlarge
 25). On an EFA type it is also the EFA bandwidth, shared by its `efa_interfaces` (g6.8xlarge: 25 Gbps, one
 interface); `efa_interface_gbps` is one interface's share, what one KV transfer can use
-(config/derived.py kv_transfer_floor_gbps). 0 means not known.
+(config/derived.py kv_transfer_floor_gbps). Every row states it: a type is added with its bandwidth.
 
 `gpu_memory_mib` is one GPU's memory as the NVIDIA driver reports it (`nvidia-smi --query-gpu=memory.total`,
 the figure `ops rehearse` reads from its host), one figure per GPU model in `GPU_MEMORY_MIB` (an L4: 23,034
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 class InstanceSpec:
     vcpus: int
     memory_gib: int
+    network_gbps: float
     gpus: int = 0
     gpu_model: str = ""
     gpu_memory_gib: int = 0
     efa_interfaces: int = 0
-    network_gbps: float = 0.0
 
     @property
     def has_efa(self) -> bool:
@@ -40,7 +40,7 @@ class InstanceSpec:
 
     @property
     def efa_interface_gbps(self) -> float:
-        """One EFA interface's share of the type's bandwidth; 0: no EFA, or the bandwidth is not known."""
+        """One EFA interface's share of the type's bandwidth; 0: no EFA."""
         return self.network_gbps / self.efa_interfaces if self.has_efa else 0.0
 
     @property

@@ -3,8 +3,8 @@ thresholds that can fire."""
 
 from __future__ import annotations
 
+from ..derived import gpu_spec
 from ..errors import ConfigError
-from ..instance_types import INSTANCE_TYPES
 from ..schema import StageConfig
 from .top_level import same_region_and_account
 
@@ -41,10 +41,7 @@ GPU_CONTEXT_GIB = 1.0
 
 def _context_percent(cfg: StageConfig) -> float:
     """GPU_CONTEXT_GIB as a share of one GPU's memory (as the driver reports it, else as EC2 documents it)."""
-
-    spec = INSTANCE_TYPES.get(cfg.gpu_nodegroup.instance_type)
-    if spec is None or not spec.gpus:
-        return 0.0
+    spec = gpu_spec(cfg)
     gpu_gib = spec.gpu_memory_mib / 1024 if spec.gpu_memory_mib else spec.gpu_memory_gib / spec.gpus
     return GPU_CONTEXT_GIB / gpu_gib * 100
 

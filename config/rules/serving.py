@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from .. import versions
+from ..derived import gpu_spec
 from ..errors import ConfigError, short
 from ..image_reference import image_problem
-from ..instance_types import INSTANCE_TYPES
 from ..schema import StageConfig
 from ..topology import CLOUDWATCH_NAMESPACE, KUBERAY_NAMESPACE
 from .top_level import same_region_and_account
@@ -82,8 +82,8 @@ def kv_transfer_floor(cfg: StageConfig, path: str) -> None:
             "required with gpu_nodegroup.efa false: there is no EFA bandwidth to derive the KV transfer's floor from "
             "(allowed: the lowest acceptable rate in Gbps, e.g. what `ops rehearse` measured on these nodes)",
         )
-    limit = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].efa_interface_gbps
-    if floor is not None and cfg.gpu_nodegroup.efa and limit and floor > limit:
+    limit = gpu_spec(cfg).efa_interface_gbps
+    if floor is not None and cfg.gpu_nodegroup.efa and floor > limit:
         raise ConfigError(
             path,
             field,

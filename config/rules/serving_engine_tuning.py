@@ -10,12 +10,12 @@ from ..derived import (
     GIB,
     RUNTIME_RESERVE_GIB,
     efa_pinned_gib,
+    gpu_spec,
     model_memory_floor,
     worker_resources,
 )
 from ..engine_args import model_key
 from ..errors import ConfigError, short
-from ..instance_types import INSTANCE_TYPES
 from ..schema import StageConfig
 
 # --- Tuning arguments against the model, the GPUs and the pod (config/engine_arg_classes.py COUNTED_ARGS) ---
@@ -96,7 +96,7 @@ def _heads_divide(cfg: StageConfig, path: str, role: str | None, tp: int, dcp: i
     # tensor parallel size"; vllm/model_executor/layers/linear.py QKVParallelLinear: KV heads split over TP, or
     # replicated when TP is the larger (then TP a multiple of them).
     if query % tp or (kv % tp if tp < kv else tp % kv):
-        gpus = INSTANCE_TYPES[cfg.gpu_nodegroup.instance_type].gpus
+        gpus = gpu_spec(cfg).gpus
         sizes = [n for n in range(1, gpus + 1) if not query % n and not (kv % n if n < kv else n % kv)]
         raise ConfigError(
             path,

@@ -38,6 +38,12 @@ FOUNDATION = [
         "not a known GPU instance type",
     ),
     (
+        "unknown-system-type",
+        {"system_nodegroup": {"instance_type": "m9.huge"}},
+        "system_nodegroup.instance_type",
+        "not a known CPU instance type",
+    ),
+    (
         "gpu-type-as-system",
         {"system_nodegroup": {"instance_type": "g6.8xlarge"}},
         "system_nodegroup.instance_type",
