@@ -99,9 +99,9 @@ def validate(paths: list[str]) -> list[str]:
 
 DESCRIPTION = (
     "Check stage files, or every stage file of a folder, as synth does (without CDK), and the stages together.\n"
-    "Exit 0: every file is valid (one summary line each; a warning line on stderr for each placeholder an example\n"
-    "stage ships: no admin principal, a documentation range as the endpoint's CIDR); exit 2: the first problem,\n"
-    "one `PATH: field: problem` line on stderr and nothing on stdout."
+    "Exit 0: every file is valid (one summary line each; a warning line on stderr for each of its warnings, e.g. GPUs\n"
+    "the replicas leave idle, and each placeholder an example stage ships: no admin principal, a documentation range\n"
+    "as the endpoint's CIDR); exit 2: the first problem, one `PATH: field: problem` line on stderr, nothing on stdout."
 )
 
 

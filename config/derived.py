@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .engine_args import model_key
 from .instance_types import InstanceSpec, instance_spec
-from .schema import Engine, StageConfig
+from .schema import ROLES, Engine, StageConfig
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,14 @@ def parallelism(engine: Engine) -> Parallelism:
 def gpus_per_replica(engine: Engine) -> int:
     """GPUs one prefill or decode replica takes: TP x PP x PCP x DP (see PARALLEL_FACTORS)."""
     return parallelism(engine).replica_gpus
+
+
+def idle_gpu_count(cfg: StageConfig) -> int:
+    """GPUs of the Ray cluster (one worker pod per GPU node, holding its GPUs) that prefill and decode at their most
+    replicas leave idle; a colocated stage runs that many replicas of its one engine (charts/serve_config.py)."""
+    serving = cfg.serving
+    used = sum(getattr(serving, role).most * gpus_per_replica(serving.engine_for(role)) for role in ROLES)
+    return cfg.gpu_nodegroup.count * gpu_spec(cfg).gpus - used
 
 
 # --- Does the model fit the GPUs of one engine? ------------------------------------------------------

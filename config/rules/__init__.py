@@ -2,11 +2,14 @@
 network, cluster, system_nodegroup, gpu_nodegroup, serving and its subsections, benchmark, observability. Each
 rule takes (cfg, path), returns on success and raises ConfigError naming the field on failure.
 
-STAGE_RULES is the one order they run in: the first failure is the error a stage gets (tests pin it)."""
+STAGE_RULES is the one order they run in: the first failure is the error a stage gets (tests pin it). The warnings
+(STAGE_WARNINGS) take a valid stage and return (field, problem) or None: stage_warnings() is every command's list of
+them (the loader prints them, synth annotates them on the stage's cluster stack: stacks/stage.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..errors import warning_line
 from ..schema import StageConfig
@@ -72,7 +75,12 @@ STAGE_RULES: tuple[StageRule, ...] = (
     observability.alarm_thresholds,
     gpu_nodegroup.root_volume_for_model,  # last: a model too large, or an engine it cannot run, is fixed first
 )
-STAGE_WARNINGS: tuple[StageWarning, ...] = (serving_model.model_id_mismatch,)
+STAGE_WARNINGS: tuple[StageWarning, ...] = (
+    top_level.stage_tag,
+    cluster.open_endpoint,
+    serving_roles.idle_gpus,
+    serving_model.model_id_mismatch,
+)
 # What the example stages ship as placeholders: printed by `validate` only (every command reads the examples).
 PLACEHOLDER_WARNINGS: tuple[StageWarning, ...] = (cluster.no_admin_principal, cluster.placeholder_endpoint_cidrs)
 
@@ -82,10 +90,22 @@ def check(cfg: StageConfig, path: str) -> None:
         rule(cfg, path)
 
 
+@dataclass(frozen=True)
+class Warned:
+    id: str  # its CDK annotation's, from the rule's name: pd-inference:open-endpoint (cdk synth shows it)
+    field: str
+    problem: str
+
+
+def stage_warnings(cfg: StageConfig) -> list[Warned]:
+    """What a valid stage allows but is most likely a mistake, in STAGE_WARNINGS' order."""
+    found = [(rule.__name__, rule(cfg)) for rule in STAGE_WARNINGS]
+    return [Warned(f"pd-inference:{name.replace('_', '-')}", *hit) for name, hit in found if hit]
+
+
 def warnings(cfg: StageConfig, path: str) -> list[str]:
-    """The warning lines of a valid stage (errors.warning_line): what is allowed but most likely a mistake."""
-    found = [rule(cfg) for rule in STAGE_WARNINGS]
-    return [warning_line(path, field, problem) for field, problem in filter(None, found)]
+    """The warning lines of a valid stage (errors.warning_line), as `config validate` and the loader print them."""
+    return [warning_line(path, warned.field, warned.problem) for warned in stage_warnings(cfg)]
 
 
 def placeholder_warnings(cfg: StageConfig, path: str) -> list[str]:

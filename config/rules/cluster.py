@@ -9,6 +9,7 @@ import re
 from ..derived import (
     PUBLIC_ENDPOINT_LIMIT,
     documentation_ranges,
+    endpoint_wide_open,
     is_unreachable,
     public_addresses,
 )
@@ -199,6 +200,22 @@ def admin_principals(cfg: StageConfig, path: str) -> None:
             "access entry takes (allowed: arn:aws:iam::ACCOUNT:role/NAME, or "
             "arn:aws:iam::ACCOUNT:user/NAME)",
         )
+
+
+def open_endpoint(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when allow_public_internet lets more than a /8 of the internet reach the API (public_endpoint
+    refuses that without it)."""
+    endpoint = cfg.cluster.endpoint
+    if not (endpoint.allow_public_internet and endpoint_wide_open(endpoint.public_access_cidrs)):
+        return None
+    return (
+        "cluster.endpoint.allow_public_internet",
+        (
+            f"true: the Kubernetes API endpoint is open to more than a /8 of the internet "
+            f"({', '.join(endpoint.public_access_cidrs)}): prefer a CIDR allow-list of your egress ranges, or "
+            "private_access alone"
+        ),
+    )
 
 
 def placeholder_endpoint_cidrs(cfg: StageConfig) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ from ..derived import (
     PARALLEL_FACTORS,
     Parallelism,
     gpu_spec,
+    idle_gpu_count,
     parallel_setting,
     parallelism,
 )
@@ -168,3 +169,20 @@ def _role_layouts_pack(cfg: StageConfig, path: str, layouts: dict[str | None, Pa
             f"prefill + decode need up to {sum(gpus.values())} GPUs ({parts}, each engine's TP GPUs on one "
             f"node), {cluster} (allowed: fewer replicas, smaller parallel sizes, or more GPU nodes)",
         )
+
+
+def idle_gpus(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when prefill and decode at their most replicas leave GPUs idle that the stage pays for."""
+    idle, group, serving = idle_gpu_count(cfg), cfg.gpu_nodegroup, cfg.serving
+    if idle <= 0:
+        return None
+    replicas = " + ".join(
+        f"{role} {getattr(serving, role).most} x {parallelism(serving.engine_for(role)).describe()}" for role in ROLES
+    )
+    return (
+        "gpu_nodegroup.count",
+        (
+            f"{idle} of {group.count * gpu_spec(cfg).gpus} GPUs stay idle ({group.count} x {group.instance_type}; "
+            f"replicas at most: {replicas}): raise the replica counts or lower gpu_nodegroup.count"
+        ),
+    )

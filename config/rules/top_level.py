@@ -170,3 +170,18 @@ def tag_keys(cfg: StageConfig, path: str) -> None:
                 "as one key (allowed: each key once, in one spelling)",
             )
         seen[folded] = key
+
+
+def stage_tag(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when tags.stage names another stage: a stage file copied from another kept its tag, which
+    every resource of this stage then carries (stacks/stage.py cdk.Tags.of), in cost reports too."""
+    tagged = cfg.tags.get("stage")
+    if tagged is None or tagged == cfg.stage:
+        return None
+    return (
+        "tags.stage",
+        (
+            f"{short(tagged)} names another stage than this file's ({cfg.stage}): every resource of {cfg.stage} carries "
+            f"it, and cost reports count them under {short(tagged)} (fix: stage: {cfg.stage})"
+        ),
+    )
