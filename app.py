@@ -100,7 +100,8 @@ def main(context: dict | None = None, outdir: str | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     try:
-        stages = load_stages(config_dir, only=only)
+        # Their warnings become the stages' CDK annotations (stacks/stage.py), which `cdk synth` prints.
+        stages = load_stages(config_dir, only=only, warn=lambda line: None)
         pipeline = None if only else load_pipeline(config_dir, [cfg.stage for cfg in stages])
     except ConfigError as exc:
         print(exc, file=sys.stderr)

@@ -329,10 +329,13 @@ def _shown(config_dir: str | Path, file: Path) -> str:
     return os.path.join(str(config_dir), file.name)
 
 
-def load_stages(config_dir: str | Path = CONFIG_DIR, only: str | None = None) -> list[StageConfig]:
+def load_stages(
+    config_dir: str | Path = CONFIG_DIR, only: str | None = None, warn: Callable[[str], None] = _to_stderr
+) -> list[StageConfig]:
     """All stages of the folder, or just `only`; every file is checked before any stage is built, and
     the stages of the folder together: no two may collide in one account and region (rules.check_together).
-    With `only`, just that stage is read (another stage file's mistake does not block it)."""
+    With `only`, just that stage is read (another stage file's mistake does not block it). `warn`: as
+    load_stage_file's."""
     folder = Path(config_dir)
     if not folder.is_dir():
         raise ConfigError(str(config_dir), "(folder)", "no such folder (expected a folder of <stage>.yaml files)")
@@ -345,6 +348,6 @@ def load_stages(config_dir: str | Path = CONFIG_DIR, only: str | None = None) ->
         files = [wanted]
     if not files:
         raise ConfigError(str(config_dir), "(folder)", "no stage files (expected <stage>.yaml files)")
-    loaded = [(load_stage_file(_shown(config_dir, file)), _shown(config_dir, file)) for file in files]
+    loaded = [(load_stage_file(_shown(config_dir, file), warn), _shown(config_dir, file)) for file in files]
     rules.check_together(loaded)
     return [cfg for cfg, _ in loaded]

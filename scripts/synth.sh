@@ -11,12 +11,13 @@ if (( $# > 1 )) && [[ " $* " == *" all "* ]]; then
 fi
 scripts/setup.sh
 source scripts/env.sh
+# The stack patterns select the stages' stacks, whose warning annotations the CLI prints only when selected.
 if [[ "${1:-}" == "all" ]]; then
-  scripts/cdk synth
+  scripts/cdk synth '**'
   echo "synth: every stage's templates are in cdk.out/assembly-<stage>/, its Kubernetes YAML in cdk.out/k8s/<stage>/"
   exit 0
 fi
 for stage in "${@:-dev}"; do
-  scripts/cdk synth -c "stage=$stage"
+  scripts/cdk synth -c "stage=$stage" "$stage/*"
   echo "synth: $stage's templates are in cdk.out/assembly-$stage/, its Kubernetes YAML in cdk.out/k8s/$stage/"
 done

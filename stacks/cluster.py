@@ -15,7 +15,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import versions
-from config.derived import endpoint_wide_open
 from config.first_start import FirstStart
 from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, Observability, SystemNodegroup
@@ -81,7 +80,6 @@ class ClusterStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.logs_key = props.logs_key
         self._control_plane(props)
-        self._warn_open_endpoint(props)
         self._grant_admins(props.cluster)
         self._nodes(props)
         self._addons(props)
@@ -143,16 +141,6 @@ class ClusterStack(cdk.Stack):
         cast(cdk.CfnResource, self.cluster.node.default_child).add_property_override(
             "UpgradePolicy.SupportType", cluster.support_type.upper()
         )
-
-    def _warn_open_endpoint(self, props: ClusterProps) -> None:
-        endpoint = props.cluster.endpoint
-        if endpoint.allow_public_internet and endpoint_wide_open(endpoint.public_access_cidrs):
-            cdk.Annotations.of(self.cluster).add_warning_v2(
-                "pd-inference:open-endpoint",
-                f"{props.cluster_name}: the Kubernetes API endpoint is open to more than a /8 of the internet "
-                f"({', '.join(endpoint.public_access_cidrs)}), as the stage file allows with "
-                "allow_public_internet: true. Prefer a CIDR allow-list or private_access.",
-            )
 
     def _grant_admins(self, cluster: Cluster) -> None:
         for index, principal_arn in enumerate(cluster.admin_principal_arns):

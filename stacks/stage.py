@@ -9,6 +9,7 @@ from charts.render import StageRendering
 from charts.serve_config import build_serve_config
 from config.derived import kv_transfer_floor_gbps, worker_resources
 from config.first_start import first_start
+from config.rules import stage_warnings
 from config.schema import StageConfig
 
 from .cluster import ClusterProps, ClusterStack
@@ -85,6 +86,9 @@ class InferenceStage(cdk.Stage):
         self.stacks: list[cdk.Stack] = [self.network, self.cluster, self.serving]
         for key, value in cfg.tags.items():
             cdk.Tags.of(self).add(key, value)
+        # The stage's warnings, as `config validate` prints them: `cdk synth` shows them, on the cluster stack.
+        for warned in stage_warnings(cfg):
+            cdk.Annotations.of(self.cluster).add_warning_v2(warned.id, f"{warned.field}: {warned.problem}")
 
     def rendering(self) -> StageRendering:
         """What this stage applies to Kubernetes, for the readable copy under cdk.out/k8s/."""

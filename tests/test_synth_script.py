@@ -36,15 +36,15 @@ def _synth(checkout: Path, *argv: str) -> tuple[subprocess.CompletedProcess, lis
 def test_every_stage_named_is_synthesized_in_turn(checkout):
     run, calls = _synth(checkout, "dev", "prod")
     assert run.returncode == 0, run.stderr
-    assert calls == ["setup.sh ", "cdk synth -c stage=dev", "cdk synth -c stage=prod"]
+    assert calls == ["setup.sh ", "cdk synth -c stage=dev dev/*", "cdk synth -c stage=prod prod/*"]
 
 
 def test_no_stage_is_the_default_stage(checkout):
-    assert _synth(checkout)[1] == ["setup.sh ", "cdk synth -c stage=dev"]
+    assert _synth(checkout)[1] == ["setup.sh ", "cdk synth -c stage=dev dev/*"]
 
 
 def test_all_synthesizes_every_stage_file_in_one_synth(checkout):
-    assert _synth(checkout, "all")[1] == ["setup.sh ", "cdk synth"]
+    assert _synth(checkout, "all")[1] == ["setup.sh ", "cdk synth **"]
 
 
 def test_all_beside_a_stage_name_is_refused_in_one_line_before_the_set_up(checkout):

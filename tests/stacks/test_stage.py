@@ -1,0 +1,38 @@
+"""A stage's warnings (config/rules stage_warnings) reach `cdk synth`: CDK warning annotations of its cluster stack,
+recorded in the cloud assembly (which the CLI prints them from), not in any template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from config import load_stage_file
+from config.rules import stage_warnings
+
+from ..helpers import merge, stage_data, synth, write_stage
+
+
+def _assembly_warnings(assembly: Path) -> dict[str, list[str]]:
+    """{construct path: warning texts} of every stack of a stage's cloud assembly (inline or in its metadata file)."""
+    found: dict[str, list[str]] = {}
+    for artifact in json.loads((assembly / "manifest.json").read_text())["artifacts"].values():
+        metadata = dict(artifact.get("metadata") or {})
+        if "additionalMetadataFile" in artifact:
+            metadata.update(json.loads((assembly / artifact["additionalMetadataFile"]).read_text()))
+        for path, entries in metadata.items():
+            texts = [entry["data"] for entry in entries if entry["type"] == "aws:cdk:warning"]
+            if texts:
+                found.setdefault(path, []).extend(texts)
+    return found
+
+
+def test_a_stages_warnings_are_annotations_of_its_cluster_stack(tmp_path):
+    # dev.yaml copied as staging.yaml, tag and all, with two GPU nodes more than its replicas take.
+    data = merge(stage_data("dev"), {"stage": "staging", "gpu_nodegroup": {"count": 4}})
+    cfg = load_stage_file(write_stage(tmp_path, data), warn=lambda line: None)
+    warned = stage_warnings(cfg)
+    assert [w.id for w in warned] == ["pd-inference:stage-tag", "pd-inference:idle-gpus"]
+    synth([cfg], tmp_path / "out")
+    assert _assembly_warnings(tmp_path / "out" / "assembly-staging") == {
+        "/staging/Cluster": [f"{w.field}: {w.problem} [ack: {w.id}]" for w in warned]
+    }
