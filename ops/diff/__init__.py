@@ -10,9 +10,9 @@ launch-template change that rolls a nodegroup's nodes, are listed first as dange
 Replacement is decided from CloudFormation's own resource schemas (the `createOnlyProperties` that
 cfn-lint ships): a change to one of those properties replaces the resource.
 
-Two notes per stage come from the rendered Kubernetes YAML: a change to the RayService's
-`rayClusterConfig` (the Ray pods) under `upgradeStrategy: None`, which KubeRay does not roll out (the
-manual step is printed), and GPUs that the replica counts leave idle. A stage that exists only in the
+A note per stage comes from the rendered Kubernetes YAML: a change to the RayService's `rayClusterConfig`
+(the Ray pods) under `upgradeStrategy: None`, which KubeRay does not roll out (the manual step is printed);
+another from each side's stage file: GPUs that the replica counts leave idle (config's own warning). A stage that exists only in the
 working tree (or only in the base) is reported as new (or removed): every resource added (or removed).
 
 One concern a module:

@@ -142,11 +142,11 @@ def _judge(plan: Plan, how: Synthesis, work: Path, cfn: bool) -> DiffResult:
             if id(side) in jobs:
                 jobs[id(side)].result()
         check = _checked(plan, jobs)
-    result = DiffResult(base, _stages(plan.base.out, plan.head.out, work, cfn), trust=plan.trust)
+    result = DiffResult(base, _stages(plan.base, plan.head, work, cfn), trust=plan.trust)
     result.unjudged = plan.unjudged
     if check is not None:
         seen = {(path, change.logical_id, change.action) for path, change in result.dangers}
-        also = DiffResult(base, _stages(plan.base.out, check.out, work, False)).dangers
+        also = DiffResult(base, _stages(plan.base, check, work, False)).dangers
         result.also_dangers = [(p, c) for p, c in also if (p, c.logical_id, c.action) not in seen]
     return result
 
@@ -173,8 +173,9 @@ def _stack(stage_name: str, path: str, before_file: Path | None, after_file: Pat
     return stack
 
 
-def _stages(base_out: Path, head_out: Path, work: Path, cfn: bool) -> list[StageDiff]:
+def _stages(base: Side, head: Side, work: Path, cfn: bool) -> list[StageDiff]:
     """Every stage of either side, its stacks compared; `cdk diff` of each changed stack (with `cfn`)."""
+    base_out, head_out = base.out, head.out
     old, new = assemblies(base_out), assemblies(head_out)
     empty = work / "empty.template.json"
     empty.write_text("{}")
@@ -188,14 +189,15 @@ def _stages(base_out: Path, head_out: Path, work: Path, cfn: bool) -> list[Stage
                 if cfn and stack.path in after and stack.changes:
                     job = pool.submit(cfn_diff, work / "sbx-cdk", head_out, stack.path, before.get(stack.path, empty))
                     cfn_jobs.append((stack, job))
-            stages.append(_stage(stage_name, stacks, base_out, head_out, old, new))
+            stages.append(_stage(stage_name, stacks, base, head, old, new))
         for stack, job in cfn_jobs:
             stack.cfn_diff = job.result()
     return stages
 
 
-def _stage(name: str, stacks: list[StackDiff], base_out: Path, head_out: Path, old: dict, new: dict) -> StageDiff:
+def _stage(name: str, stacks: list[StackDiff], base: Side, head: Side, old: dict, new: dict) -> StageDiff:
     status = "new" if name not in old else "removed" if name not in new else ""
+    base_out, head_out = base.out, head.out
     manual = (
         manual_steps(base_out, head_out, name)
         + image_bumps(base_out, head_out, name)
@@ -207,5 +209,5 @@ def _stage(name: str, stacks: list[StackDiff], base_out: Path, head_out: Path, o
         k8s_diffs(base_out, head_out, name),
         status=status,
         manual=manual,
-        idle_gpus=idle_gpus(base_out, head_out, name),
+        idle_gpus=idle_gpus(base.tree, head.tree, name),
     )

@@ -1,6 +1,6 @@
 """What a deploy does not do on its own, read from the rendered output: a change to the RayService's Ray pods
-under `upgradeStrategy: None` (the manual step is printed), a KubeRay operator bump (what to rehearse and check),
-and GPUs that the replica counts leave idle."""
+under `upgradeStrategy: None` (the manual step is printed), a KubeRay operator bump (what to rehearse and check);
+and, from each side's stage file, GPUs that the replica counts leave idle (the stage's own warning)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from typing import Any
 
 import yaml
 
+from config import ConfigError, StageConfig, load_stage_file
+from config.derived import idle_gpu_count
+from config.rules import serving_roles
 from config.topology import HELM_RELEASES_FILE, KUBERAY_RELEASE, RENDERED_DIR
 from config.versions import KUBERAY_OPERATOR
 
@@ -107,61 +110,21 @@ def operator_bumps(base_out: Path, head_out: Path, stage: str) -> list[str]:
     ]
 
 
-def _serve_engines(spec: dict) -> list[tuple[str, int, int, int]]:
-    """(name, most replicas, TP, PP) of every LLM engine in a RayService's serveConfigV2."""
-    config = yaml.safe_load(spec.get("serveConfigV2") or "") or {}
-    engines = []
-    for app in config.get("applications") or []:
-        args = app.get("args") or {}
-        named = [(key.removesuffix("_config"), value) for key, value in args.items() if isinstance(value, dict)]
-        named += [("engine", value) for value in args.get("llm_configs") or [] if isinstance(value, dict)]
-        for label, llm in named:
-            if "engine_kwargs" not in llm and "model_loading_config" not in llm:
-                continue
-            deployment = llm.get("deployment_config") or {}
-            scaling = deployment.get("autoscaling_config") or {}
-            most = int(deployment.get("num_replicas") or scaling.get("max_replicas") or 1)
-            kwargs = llm.get("engine_kwargs") or {}
-            engines.append(
-                (
-                    label,
-                    most,
-                    int(kwargs.get("tensor_parallel_size") or 1),
-                    int(kwargs.get("pipeline_parallel_size") or 1),
-                )
-            )
-    return engines
+def _stage_config(tree: Path, stage: str) -> StageConfig | None:
+    """A side's stage file as this code reads it; None without one, or when this code refuses it (a base from before
+    a change of the schema)."""
+    path = tree / "config" / f"{stage}.yaml"
+    try:
+        return load_stage_file(path, warn=lambda line: None) if path.is_file() else None
+    except ConfigError:
+        return None
 
 
-def _gpu_budget(out: Path, stage: str) -> tuple[int, int, str] | None:
-    """(GPUs of the Ray cluster, GPUs the engines use at most, how both were counted), or None."""
-    for spec in ray_services(out, stage).values():
-        engines = _serve_engines(spec)
-        if not engines:
-            return None
-        groups = [
-            (int(group.get("replicas") or 0), int((group.get("rayStartParams") or {}).get("num-gpus") or 0))
-            for group in (spec.get("rayClusterConfig") or {}).get("workerGroupSpecs") or []
-        ]
-        total = sum(pods * gpus for pods, gpus in groups)
-        nodes = " + ".join(f"{pods} GPU node(s) x {gpus} GPU(s)" for pods, gpus in groups) or "no GPU node"
-        used = sum(most * tp * pp for _, most, tp, pp in engines)
-        parts = " + ".join(
-            f"{name} {most} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "") for name, most, tp, pp in engines
-        )
-        return total, used, f"{nodes} = {total}; replicas at most: {parts} = {used}"
-    return None
-
-
-def idle_gpus(base_out: Path, head_out: Path, stage: str) -> str:
-    after = _gpu_budget(head_out, stage)
-    if after is None or after[0] <= after[1]:
+def idle_gpus(base_tree: Path, head_tree: Path, stage: str) -> str:
+    """The head's idle-GPU warning (config/rules/serving_roles.py idle_gpus), and the base's count when it differs."""
+    head, base = _stage_config(head_tree, stage), _stage_config(base_tree, stage)
+    found = serving_roles.idle_gpus(head) if head else None
+    if head is None or found is None:
         return ""
-    total, used, how = after
-    before = _gpu_budget(base_out, stage)
-    was = ""
-    if before is not None and before[0] - before[1] != total - used:
-        was = f"; base: {max(0, before[0] - before[1])} idle"
-    return (
-        f"{total - used} of {total} GPUs stay idle ({how}{was}): raise the replica counts or lower gpu_nodegroup.count"
-    )
+    was = idle_gpu_count(base) if base else None
+    return found[1] + (f" (base: {was} idle)" if was is not None and was != idle_gpu_count(head) else "")

@@ -14,7 +14,7 @@ import yaml
 from ops.__main__ import main
 from ops.diff import ResourceChange, compare, notes, resource_changes
 
-from ..helpers import ROOT
+from ..helpers import ROOT, merge, stage_data, write_stage
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -97,8 +97,8 @@ def test_gpu_count_changes_the_nodegroup_in_place_and_the_ray_workers(clone, dif
         "workerGroupSpecs[0].minReplicas, workerGroupSpecs[0].replicas)" in run.stdout
     )
     assert (
-        "IDLE GPUs: dev: 1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x "
-        "TP 1 + decode 1 x TP 1 = 2; base: 0 idle): raise the replica counts or lower gpu_nodegroup.count" in run.stdout
+        "IDLE GPUs: dev: 1 of 3 GPUs stay idle (3 x g6.8xlarge; replicas at most: prefill 1 x TP 1 + decode 1 x "
+        "TP 1): raise the replica counts or lower gpu_nodegroup.count (base: 0 idle)" in run.stdout
     )
 
 
@@ -322,88 +322,40 @@ def test_no_operator_note_when_the_chart_version_is_unchanged(tmp_path):
     assert same == []
 
 
-def _with_replicas(documents, workers, prefill=None, decode=None, tp=1, gpus=1):
-    spec = _ray_service(documents)["spec"]
-    group = spec["rayClusterConfig"]["workerGroupSpecs"][0]
-    group.update(replicas=workers, minReplicas=workers, maxReplicas=workers)
-    group["rayStartParams"]["num-gpus"] = str(gpus)
-    config = yaml.safe_load(spec["serveConfigV2"])
-    args = config["applications"][0]["args"]
-    for side, count in (("prefill_config", prefill), ("decode_config", decode)):
-        if isinstance(count, tuple):
-            args[side]["deployment_config"] = {
-                "autoscaling_config": {"min_replicas": count[0], "max_replicas": count[1]}
-            }
-        elif count is not None:
-            args[side]["deployment_config"] = {"num_replicas": count}
-        args[side]["engine_kwargs"]["tensor_parallel_size"] = tp
-    spec["serveConfigV2"] = yaml.safe_dump(config, sort_keys=False)
-    return documents
+def _tree(tmp_path, name, change=None):
+    """A side's tree: config/dev.yaml as committed, with `change` merged in (None: no stage file at all)."""
+    (tmp_path / name / "config").mkdir(parents=True)
+    if change is not None:
+        write_stage(tmp_path / name / "config", merge(stage_data("dev"), change))
+    return tmp_path / name
 
 
-@pytest.mark.parametrize(
-    "workers, gpus, prefill, decode, tp, idle",
-    [
-        (
-            3,
-            1,
-            1,
-            1,
-            1,
-            (
-                "1 of 3 GPUs stay idle (3 GPU node(s) x 1 GPU(s) = 3; replicas at most: prefill 1 x TP 1 + "
-                "decode 1 x TP 1 = 2"
-            ),
-        ),
-        (
-            4,
-            1,
-            (1, 2),
-            (1, 1),
-            1,
-            (
-                "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: prefill 2 x "
-                "TP 1 + decode 1 x TP 1 = 3"
-            ),
-        ),
-        (
-            2,
-            4,
-            1,
-            1,
-            2,
-            (
-                "4 of 8 GPUs stay idle (2 GPU node(s) x 4 GPU(s) = 8; replicas at most: prefill 1 x TP 2 + "
-                "decode 1 x TP 2 = 4"
-            ),
-        ),
-        (2, 1, 1, 1, 1, ""),
-        (4, 1, (1, 2), (1, 2), 1, ""),
-    ],
+IDLE = (
+    "1 of 3 GPUs stay idle (3 x g6.8xlarge; replicas at most: prefill 1 x TP 1 + decode 1 x TP 1): raise the "
+    "replica counts or lower gpu_nodegroup.count"
 )
-def test_idle_gpus_are_counted_from_nodes_replicas_and_tp(workers, gpus, prefill, decode, tp, idle, tmp_path):
-    head = _with_replicas(_documents(SNAPSHOT), workers, prefill, decode, tp, gpus)
-    found = notes.idle_gpus(
-        _k8s_out(tmp_path, "base", "dev", _documents(SNAPSHOT)), _k8s_out(tmp_path, "head", "dev", head), "dev"
-    )
-    assert found.startswith(idle) if idle else found == ""
 
 
-def test_idle_gpus_of_a_colocated_stage(tmp_path):
-    prod = _documents(ROOT / "tests" / "snapshots" / "prod" / "inference.yaml")
-    spec = _ray_service(prod)["spec"]
-    config = yaml.safe_load(spec["serveConfigV2"])
-    application = config["applications"][0]
-    llm = dict(
-        application["args"]["prefill_config"],
-        deployment_config={"autoscaling_config": {"min_replicas": 2, "max_replicas": 3}},
-    )
-    application["args"] = {"llm_configs": [llm]}
-    spec["serveConfigV2"] = yaml.safe_dump(config)
-    assert notes.idle_gpus(tmp_path / "no-base", _k8s_out(tmp_path, "head", "prod", prod), "prod") == (
-        "1 of 4 GPUs stay idle (4 GPU node(s) x 1 GPU(s) = 4; replicas at most: engine 3 x TP 1 = 3): raise the "
-        "replica counts or lower gpu_nodegroup.count"
-    )
+def test_idle_gpus_is_the_heads_warning_with_the_bases_count(tmp_path):
+    base, head = _tree(tmp_path, "base", {}), _tree(tmp_path, "head", {"gpu_nodegroup": {"count": 3}})
+    assert notes.idle_gpus(base, head, "dev") == f"{IDLE} (base: 0 idle)"
+
+
+def test_idle_gpus_leaves_out_a_base_count_that_did_not_change(tmp_path):
+    base = _tree(tmp_path, "base", {"gpu_nodegroup": {"count": 3}, "serving": {"engine": {"max_num_seqs": 16}}})
+    head = _tree(tmp_path, "head", {"gpu_nodegroup": {"count": 3}})
+    assert notes.idle_gpus(base, head, "dev") == IDLE
+
+
+@pytest.mark.parametrize("base_change", [None, {"gpu_nodegroup": {"count": "three"}}], ids=["no-stage", "refused"])
+def test_idle_gpus_without_a_base_this_code_reads_is_the_heads_warning_alone(base_change, tmp_path):
+    base, head = _tree(tmp_path, "base", base_change), _tree(tmp_path, "head", {"gpu_nodegroup": {"count": 3}})
+    assert notes.idle_gpus(base, head, "dev") == IDLE
+
+
+def test_no_idle_gpus_note_when_the_head_uses_every_gpu(tmp_path):
+    base, head = _tree(tmp_path, "base", {"gpu_nodegroup": {"count": 3}}), _tree(tmp_path, "head", {})
+    assert notes.idle_gpus(base, head, "dev") == ""
 
 
 def test_a_stage_only_in_the_working_tree_is_new_with_every_resource_added(clone, diff):
