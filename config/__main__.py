@@ -46,7 +46,7 @@ from pathlib import Path
 from .derived import gpu_spec
 from .errors import ConfigError
 from .loader import CONFIG_DIR, load_stage_file, stage_files
-from .rules import check_together, placeholder_warnings
+from .rules import check_together, placeholder_warnings, warnings
 from .schema import StageConfig
 
 
@@ -67,13 +67,18 @@ def summary(cfg) -> str:
     )
 
 
+def _later(line: str) -> None:
+    """A stage's warnings wait until every file is valid (run): a refusal stays the one line on stderr."""
+
+
 def _validate_folder(folder: str) -> list[tuple[StageConfig, str]]:
     from .pipeline import load_pipeline  # the pipeline file of the folder, as app.py checks it
 
     files = stage_files(folder)
     if not files:
         raise ConfigError(folder, "(folder)", "no stage files (expected <stage>.yaml files)")
-    loaded = [(load_stage_file(os.path.join(folder, file.name)), os.path.join(folder, file.name)) for file in files]
+    paths = [os.path.join(folder, file.name) for file in files]
+    loaded = [(load_stage_file(path, _later), path) for path in paths]
     load_pipeline(folder, [cfg.stage for cfg, _ in loaded])
     return loaded
 
@@ -85,7 +90,7 @@ def _load(paths: list[str]) -> list[tuple[StageConfig, str]]:
         if Path(path).is_dir():
             loaded += _validate_folder(path)
         else:
-            loaded.append((load_stage_file(path), path))
+            loaded.append((load_stage_file(path, _later), path))
     # one file named twice (`dev.yaml` and its folder) is one stage, not a collision with itself
     distinct = {os.path.realpath(path): (cfg, path) for cfg, path in reversed(loaded)}
     check_together([distinct[key] for key in dict.fromkeys(os.path.realpath(path) for _, path in loaded)])
@@ -129,8 +134,8 @@ def run(args) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    for cfg, path in loaded:  # valid, but not ready to deploy as it is: one line each, exit 0
-        for line in placeholder_warnings(cfg, path):
+    for cfg, path in loaded:  # valid, but most likely a mistake, or not ready to deploy as it is: one line each, exit 0
+        for line in warnings(cfg, path) + placeholder_warnings(cfg, path):
             print(line, file=sys.stderr)
     if args.json:
         stages = [{"path": path, "stage": cfg.stage, "summary": summary(cfg)} for cfg, path in loaded]
