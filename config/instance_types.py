@@ -3,7 +3,8 @@
 `efa_interfaces` is the maximum number of EFA interfaces the type supports (one per network card that
 carries EFA); 0 means the type has no EFA. The GPU nodegroup's launch template gets exactly that many
 interfaces. Figures are from the EC2 instance-type documentation (accelerated computing and general
-purpose pages); `python -m ops preflight` checks them against the live DescribeInstanceTypes answer.
+purpose pages); tests/config/test_instance_types.py checks every row against EC2's DescribeInstanceTypes
+answers as moto records them, and `python -m ops preflight` the EFA count against the live answer.
 
 `network_gbps` is the type's baseline network bandwidth in Gbps (EC2 User Guide, "Amazon EC2 instance network
 bandwidth" and the network specifications of the general purpose and accelerated computing instance pages: the
@@ -67,8 +68,8 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
     "m7i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, network_gbps=3.125),
     "m7i.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, network_gbps=6.25),
     "m7i.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, network_gbps=12.5),
-    "m6i.xlarge": InstanceSpec(vcpus=4, memory_gib=16, network_gbps=1.25),
-    "m6i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, network_gbps=2.5),
+    "m6i.xlarge": InstanceSpec(vcpus=4, memory_gib=16, network_gbps=1.562),
+    "m6i.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, network_gbps=3.125),
     # NVIDIA L4
     "g6.xlarge": InstanceSpec(vcpus=4, memory_gib=16, gpus=1, gpu_model="L4", gpu_memory_gib=24, network_gbps=2.5),
     "g6.2xlarge": InstanceSpec(vcpus=8, memory_gib=32, gpus=1, gpu_model="L4", gpu_memory_gib=24, network_gbps=5.0),
