@@ -9,6 +9,7 @@ SecretProviderClass stay `ApiObject`s with a plain-dict spec (why: DECISIONS.md)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cdk8s
@@ -32,7 +33,6 @@ from config.topology import (
 from .network_policies import add_network_policies, network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
 from .render import SafeDumper
-from .serve_config import build_serve_config
 
 WORKER_GROUP = "gpu-workers"
 # Privileged pods (NIXL on EFA) and a hostPath weight cache are only admitted here; warn and audit
@@ -44,25 +44,28 @@ POD_SECURITY_LABELS = {
 }
 
 
-def serve_config_text(serving: Serving) -> str:
-    return yaml.dump(build_serve_config(serving), Dumper=SafeDumper, sort_keys=False, width=120)
+@dataclass(frozen=True)
+class ChartProps:
+    """What the chart is built from (stacks/stage.py serving_props). `observed`: the stage collects metrics and
+    logs: its scraper is admitted to the Ray pods' metrics port, and the workers relay NIXL's lines to their log."""
+
+    serving: Serving
+    serve_config: dict[str, Any]
+    image: str
+    region: str
+    worker_resources: PodResources
+    worker_count: int
+    api_proxy_cidrs: Sequence[str]
+    observed: bool = False
 
 
-def ray_service_spec(
-    serving: Serving,
-    *,
-    image: str,
-    worker_resources: PodResources,
-    worker_count: int,
-    service_account: str,
-    token: TokenMount | None,
-    log_relay: bool,
-) -> dict[str, Any]:
+def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMount | None) -> dict[str, Any]:
     """The RayService's spec: the Serve config, a head without GPUs and one fixed group of GPU workers."""
+    serving, image, count = props.serving, props.image, props.worker_count
     labels = ray_pod_labels(serving.service_name)
     return {
         "upgradeStrategy": {"type": serving.upgrade_strategy},
-        "serveConfigV2": serve_config_text(serving),
+        "serveConfigV2": yaml.dump(props.serve_config, Dumper=SafeDumper, sort_keys=False, width=120),
         "rayClusterConfig": {
             "rayVersion": serving.ray_version,
             "enableInTreeAutoscaling": False,
@@ -80,19 +83,19 @@ def ray_service_spec(
                 {
                     "groupName": WORKER_GROUP,
                     # One worker pod per GPU node, fixed: no node autoscaler runs in this cluster.
-                    "replicas": worker_count,
-                    "minReplicas": worker_count,
-                    "maxReplicas": worker_count,
-                    "rayStartParams": {"num-gpus": str(worker_resources.gpus)},
+                    "replicas": count,
+                    "minReplicas": count,
+                    "maxReplicas": count,
+                    "rayStartParams": {"num-gpus": str(props.worker_resources.gpus)},
                     "template": worker_pod(
                         image=image,
-                        resources=worker_resources,
+                        resources=props.worker_resources,
                         privilege=serving.worker_privilege,
                         weight_cache=serving.weight_cache,
                         service_account=service_account,
                         token=token,
                         labels=labels,
-                        log_relay=log_relay,
+                        log_relay=props.observed,
                         nixl_metrics=serving.mode == "pd",
                     ),
                 }
@@ -102,36 +105,14 @@ def ray_service_spec(
 
 
 class InferenceChart(cdk8s.Chart):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        serving: Serving,
-        image: str,
-        region: str,
-        worker_resources: PodResources,
-        worker_count: int,
-        api_proxy_cidrs: Sequence[str],
-        observed: bool = False,
-    ) -> None:
-        """`observed`: the stage collects metrics and logs (observability on): its scraper is admitted to the
-        Ray pods' metrics port, and the workers relay NIXL's lines to the container log."""
+    def __init__(self, scope: Construct, construct_id: str, *, props: ChartProps) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
-        namespace = serving.namespace
+        serving, namespace = props.serving, props.serving.namespace
         self._namespace(serving)
         self._verify_rbac(serving)
 
-        token = self._token_provider(serving, region)
-        spec = ray_service_spec(
-            serving,
-            image=image,
-            worker_resources=worker_resources,
-            worker_count=worker_count,
-            service_account=self.service_account_name,
-            token=token,
-            log_relay=observed,
-        )
+        token = self._token_provider(serving, props.region)
+        spec = ray_service_spec(props, service_account=self.service_account_name, token=token)
         ray_service = cdk8s.ApiObject(
             self,
             "RayService",
@@ -141,7 +122,9 @@ class InferenceChart(cdk8s.Chart):
         )
         ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
         add_network_policies(
-            self, namespace, network_policies(serving, api_proxy_cidrs=api_proxy_cidrs, metrics_scraper=observed)
+            self,
+            namespace,
+            network_policies(serving, api_proxy_cidrs=props.api_proxy_cidrs, metrics_scraper=props.observed),
         )
 
     def _namespace(self, serving: Serving) -> None:

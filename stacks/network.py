@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -13,7 +14,6 @@ from config.derived import SUBNET_LAYOUT
 from config.schema import Network
 
 from .log_encryption import lambda_log_groups, logs_key
-from .retention import retention
 
 PRIVATE = "private"  # nodes and pods
 CONTROL_PLANE = "control-plane"  # the EKS control plane's network interfaces
@@ -29,45 +29,46 @@ _SUBNET_TYPES = {
 }
 
 
+@dataclass(frozen=True)
+class NetworkProps:
+    """What a stage's network stack is built from (stacks/stage.py network_props)."""
+
+    zones: Sequence[str]
+    network: Network
+    log_retention: logs.RetentionDays
+
+
 class NetworkStack(cdk.Stack):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        zones: Sequence[str],
-        network: Network,
-        log_retention_days: int,
-        **kwargs,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: NetworkProps, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.props = props
         # One key for the stage's log groups (flow logs here; control plane, Lambda and runner logs in the cluster stack).
         self.logs_key = logs_key(
             self, "LogsKey", "CloudWatch Logs of the stage: flow logs, control plane, Lambda handlers, verify runner"
         )
-        self.vpc = self._vpc(zones, network, log_retention_days)
+        self.vpc = self._vpc(props)
         # ECR serves image layers from S3: a gateway endpoint keeps the Ray image's pulls off the NAT's per-GB charge.
         self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         self.control_plane_cidrs = self._tag_subnets()
         # CDK's handler that empties the default security group: a singleton at the stack's root.
         handler = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
-        lambda_log_groups([handler], self.logs_key, retention(log_retention_days))
+        lambda_log_groups([handler], self.logs_key, props.log_retention)
 
-    def _vpc(self, zones: Sequence[str], network: Network, log_retention_days: int) -> ec2.Vpc:
+    def _vpc(self, props: NetworkProps) -> ec2.Vpc:
         """The VPC in the SUBNET_LAYOUT that config/derived.py checks the CIDR against, flow logs on."""
         flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
-            retention=retention(log_retention_days),
+            retention=props.log_retention,
             encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         return ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
-            availability_zones=list(zones),  # literal names from the stage file: no lookup
-            nat_gateways=network.nat_gateways,
+            ip_addresses=ec2.IpAddresses.cidr(props.network.vpc_cidr),
+            availability_zones=list(props.zones),  # literal names from the stage file: no lookup
+            nat_gateways=props.network.nat_gateways,
             restrict_default_security_group=True,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name=group, subnet_type=_SUBNET_TYPES[group], cidr_mask=mask)

@@ -6,49 +6,38 @@ manifest resource: never the VPC, the cluster or a nodegroup.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from charts.inference import InferenceChart, render
-from config.derived import PodResources
+from charts.inference import ChartProps, InferenceChart, render
 from config.schema import Serving
 from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, serve_address
 
 from .observability import pod_identity_principal
 
 
+@dataclass(frozen=True)
+class ServingProps:
+    """What a stage's serving stack is built from (stacks/stage.py serving_props). `pod_identity_agent`: the
+    cluster stack's agent add-on when it has one (observability on): EKS allows one per cluster."""
+
+    chart: ChartProps
+    cluster: eks.Cluster
+    kuberay_operator: eks.HelmChart
+    pod_identity_agent: eks.Addon | None = None
+
+
 class ServingStack(cdk.Stack):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        cluster: eks.Cluster,
-        kuberay_operator: eks.HelmChart,
-        serving: Serving,
-        image: str,
-        worker_resources: PodResources,
-        worker_count: int,
-        api_proxy_cidrs: list[str],
-        pod_identity_agent: eks.Addon | None = None,
-        observed: bool = False,
-        **kwargs,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: ServingProps, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.chart = InferenceChart(
-            cdk8s.App(),
-            "inference",
-            serving=serving,
-            image=image,
-            region=self.region,
-            worker_resources=worker_resources,
-            worker_count=worker_count,
-            api_proxy_cidrs=api_proxy_cidrs,
-            observed=observed,
-        )
+        self.props = props
+        cluster, serving = props.cluster, props.chart.serving
+        self.chart = InferenceChart(cdk8s.App(), "inference", props=props.chart)
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
         self.manifest = eks.KubernetesManifest(
@@ -57,7 +46,7 @@ class ServingStack(cdk.Stack):
             cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
             manifest=self.objects,
         )
-        self.manifest.node.add_dependency(kuberay_operator)
+        self.manifest.node.add_dependency(props.kuberay_operator)
         if serving.allow_unsafe_engine_args:  # opt-in engine arguments: config/engine_arg_classes.py ENGINE_ARGS_OPT_IN
             cdk.Annotations.of(self.manifest).add_warning_v2(
                 "pd-inference:unsafe-engine-args",
@@ -67,15 +56,14 @@ class ServingStack(cdk.Stack):
             )
 
         if serving.hf_token_secret:
-            self._grant_token(cluster, serving, serving.hf_token_secret, pod_identity_agent)
+            self._grant_token(cluster, serving, serving.hf_token_secret, props.pod_identity_agent)
 
         cdk.CfnOutput(self, "ServeService", value=serve_address(serving.service_name, serving.namespace))
 
     def _grant_token(
         self, cluster: eks.Cluster, serving: Serving, secret: str, pod_identity_agent: eks.Addon | None
     ) -> None:
-        """Pod Identity: the Ray pods' service account may read exactly the token secret. The agent add-on
-        is the cluster stack's when it has one (observability on): EKS allows one per cluster."""
+        """Pod Identity: the Ray pods' service account may read exactly the token secret."""
         agent = pod_identity_agent or eks.Addon(
             self,
             "PodIdentityAgent",

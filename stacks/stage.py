@@ -5,6 +5,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from charts.inference import ChartProps
 from charts.render import StageRendering
 from charts.serve_config import build_serve_config
 from config.derived import kv_transfer_floor_gbps, worker_resources
@@ -13,13 +14,21 @@ from config.rules import stage_warnings
 from config.schema import StageConfig
 
 from .cluster import ClusterProps, ClusterStack
-from .network import NetworkStack
-from .serving import ServingStack
+from .network import NetworkProps, NetworkStack
+from .retention import retention
+from .serving import ServingProps, ServingStack
 
 CRDS_NOTE = (
     "applied server-side before this release by the cluster stack's KubeRayCrds step (Helm's install applies the "
     "same files again, its upgrades never)"
 )
+
+
+# Each stack's props, built from the stage here and nowhere else; a value two stacks need is derived once.
+def network_props(cfg: StageConfig) -> NetworkProps:
+    return NetworkProps(
+        zones=cfg.availability_zones, network=cfg.network, log_retention=retention(cfg.cluster.log_retention_days)
+    )
 
 
 def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
@@ -41,6 +50,21 @@ def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
     )
 
 
+def serving_props(cfg: StageConfig, network: NetworkStack, cluster: ClusterStack) -> ServingProps:
+    chart = ChartProps(
+        serving=cfg.serving,
+        serve_config=build_serve_config(cfg.serving),
+        image=cfg.image,
+        region=cfg.region,
+        worker_resources=worker_resources(cfg),
+        worker_count=cfg.gpu_nodegroup.count,
+        api_proxy_cidrs=network.control_plane_cidrs,
+        observed=cfg.observability.enabled,
+    )
+    agent = cluster.observability.agent if cluster.observability else None
+    return ServingProps(chart, cluster.cluster, cluster.kuberay_operator, pod_identity_agent=agent)
+
+
 class InferenceStage(cdk.Stage):
     def __init__(self, scope: Construct, construct_id: str, *, cfg: StageConfig) -> None:
         super().__init__(scope, construct_id, env=cdk.Environment(account=cfg.account, region=cfg.region))
@@ -55,9 +79,7 @@ class InferenceStage(cdk.Stage):
             self,
             "Network",
             stack_name=f"{cfg.stage}-network",
-            zones=zones,
-            network=cfg.network,
-            log_retention_days=cfg.cluster.log_retention_days,
+            props=network_props(cfg),
             description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
         )
         self.cluster = ClusterStack(
@@ -71,15 +93,7 @@ class InferenceStage(cdk.Stage):
             self,
             "Serving",
             stack_name=f"{cfg.stage}-serving",
-            cluster=self.cluster.cluster,
-            kuberay_operator=self.cluster.kuberay_operator,
-            serving=cfg.serving,
-            image=cfg.image,
-            worker_resources=worker_resources(cfg),
-            worker_count=cfg.gpu_nodegroup.count,
-            api_proxy_cidrs=self.network.control_plane_cidrs,
-            pod_identity_agent=self.cluster.observability.agent if self.cluster.observability else None,
-            observed=cfg.observability.enabled,
+            props=serving_props(cfg, self.network, self.cluster),
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
             f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )

@@ -3,12 +3,15 @@ strictly against KubeRay 1.6.2's CRD and, for plain objects and the pod template
 
 from __future__ import annotations
 
+import dataclasses
+
 import cdk8s
 import kubernetes_validate
 import pytest
 import yaml
 
-from charts.inference import InferenceChart, render
+from charts.inference import ChartProps, InferenceChart, render
+from charts.serve_config import build_serve_config
 from config.derived import worker_resources
 
 from ..helpers import config_with
@@ -17,18 +20,22 @@ from .validators import crd_errors
 K8S_VERSION = "1.35.0"
 
 
-def chart_objects(cfg) -> list[dict]:
-    chart = InferenceChart(
-        cdk8s.App(),
-        "inference",
+def chart_props(cfg, **changes) -> ChartProps:
+    """The props stacks/stage.py builds for the stage, with `changes` over them."""
+    props = ChartProps(
         serving=cfg.serving,
+        serve_config=build_serve_config(cfg.serving),
         image=cfg.image,
         region=cfg.region,
         worker_resources=worker_resources(cfg),
         worker_count=cfg.gpu_nodegroup.count,
         api_proxy_cidrs=["10.0.192.0/28", "10.0.192.16/28"],
     )
-    return render(chart)
+    return dataclasses.replace(props, **changes)
+
+
+def chart_objects(cfg, **changes) -> list[dict]:
+    return render(InferenceChart(cdk8s.App(), "inference", props=chart_props(cfg, **changes)))
 
 
 def by_kind(objects, kind):
@@ -141,10 +148,10 @@ def test_upgrade_strategy_is_explicit(dev_objects):
     assert ray_service(dev_objects)["spec"]["upgradeStrategy"] == {"type": "None"}
 
 
-def test_serve_config_is_embedded_as_yaml(dev_objects, dev):
-    from charts.serve_config import build_serve_config
-
-    assert yaml.safe_load(ray_service(dev_objects)["spec"]["serveConfigV2"]) == build_serve_config(dev.serving)
+def test_serve_config_is_the_one_handed_in_embedded_as_yaml(dev):
+    handed = {"applications": [{"name": "handed-in", "route_prefix": "/"}]}
+    objects = chart_objects(dev, serve_config=handed)
+    assert yaml.safe_load(ray_service(objects)["spec"]["serveConfigV2"]) == handed
 
 
 def test_head_start_params(dev_objects):

@@ -455,21 +455,16 @@ def test_subnet_layout_is_what_the_network_stack_builds(app_synth, stages):
 def test_subnet_plan_agrees_with_cdk_at_the_boundaries(cidr, zones, fits):
     """The prediction against CDK's own allocator: the network stack alone, synthesized in memory."""
     import aws_cdk as cdk
+    from aws_cdk import aws_logs as logs
 
     from config.schema import Network
-    from stacks.network import NetworkStack
+    from stacks.network import NetworkProps, NetworkStack
 
     zone_names = [f"us-west-2{letter}" for letter in "abcdef"[:zones]]
+    props = NetworkProps(zones=zone_names, network=Network(vpc_cidr=cidr), log_retention=logs.RetentionDays.ONE_WEEK)
     app_ = cdk.App()
     try:
-        stack = NetworkStack(
-            app_,
-            "N",
-            zones=zone_names,
-            network=Network(vpc_cidr=cidr),
-            log_retention_days=7,
-            env=cdk.Environment(region="us-west-2"),
-        )
+        stack = NetworkStack(app_, "N", props=props, env=cdk.Environment(region="us-west-2"))
         template = app_.synth().get_stack_by_name(stack.stack_name).template
     except Exception as exc:  # noqa: BLE001 - jsii's error for "exceeds remaining space"
         assert not fits, exc
