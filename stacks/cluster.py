@@ -16,7 +16,6 @@ from constructs import Construct
 
 from config import versions
 from config.first_start import FirstStart
-from config.instance_types import INSTANCE_TYPES
 from config.schema import Addons, Cluster, GpuNodegroup, Observability, SystemNodegroup
 
 from . import addons
@@ -27,7 +26,6 @@ from .log_encryption import lambda_log_groups
 from .network import CONTROL_PLANE
 from .nodegroups import add_gpu_nodegroup, add_system_nodegroup
 from .observability import Observability as ObservabilityAddon
-from .retention import retention
 from .verify_runner import VerifyRunner
 
 
@@ -56,8 +54,8 @@ def endpoint_access(cluster: Cluster) -> eks.EndpointAccess:
 
 @dataclass(frozen=True)
 class ClusterProps:
-    """What a stage's cluster stack is built from. `first_start`: what the first start moves, which sizes
-    the verify runner's wait. `tags`: the stage's tags, for template resources CDK's tagging does not model."""
+    """What a stage's cluster stack is built from (stacks/stage.py cluster_props). `first_start`: what the first start
+    moves, which sizes the verify runner's wait. `tags`: the stage's, for resources CDK's tagging does not model."""
 
     stage: str
     vpc: ec2.IVpc
@@ -67,10 +65,12 @@ class ClusterProps:
     system_nodegroup: SystemNodegroup
     gpu_nodegroup: GpuNodegroup
     gpu_zone: str
+    efa_interfaces: int  # each GPU node's, which its EFA launch template attaches
     addon_versions: Addons
     observability: Observability
     serving_namespace: str
     first_start: FirstStart
+    log_retention: logs.RetentionDays
     tags: Mapping[str, str] | None = None
     kv_floor_gbps: float | None = None  # the KV transfer's floor (PD mode), the KvTransferSlow alarm's threshold
 
@@ -87,19 +87,11 @@ class ClusterStack(cdk.Stack):
         self.alarms: StageAlarms | None = None
         self.dashboard: StageDashboard | None = None
         if props.observability.enabled:
-            self._observe(
-                props.cluster_name,
-                props.observability,
-                props.serving_namespace,
-                efa=props.gpu_nodegroup.efa,
-                retention_days=props.cluster.log_retention_days,
-                kv_floor_gbps=props.kv_floor_gbps,
-            )
+            self._observe(props)
         self._verify_runner(props)
         provider = self.cluster.kubectl_provider
         assert provider is not None  # kubectl_provider_options in _control_plane makes one
-        log_retention = retention(props.cluster.log_retention_days)
-        lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, log_retention)
+        lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, props.log_retention)
         self._outputs(props)
 
     def _control_plane(self, props: ClusterProps) -> None:
@@ -116,7 +108,7 @@ class ClusterStack(cdk.Stack):
             self,
             "ControlPlaneLogs",
             log_group_name=f"/aws/eks/{cluster_name}/cluster",
-            retention=retention(cluster.log_retention_days),
+            retention=props.log_retention,
             encryption_key=self.logs_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
@@ -165,7 +157,7 @@ class ClusterStack(cdk.Stack):
                 "Efa",
                 vpc=props.vpc,
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
-                interface_count=INSTANCE_TYPES[gpu_nodegroup.instance_type].efa_interfaces,
+                interface_count=props.efa_interfaces,
             )
             if gpu_nodegroup.efa
             else None
@@ -194,7 +186,7 @@ class ClusterStack(cdk.Stack):
             cluster=self.cluster,
             vpc=props.vpc,
             logs_key=self.logs_key,
-            log_retention=retention(props.cluster.log_retention_days),
+            log_retention=props.log_retention,
             tags=props.tags,
             application_logs=self.observability.application_logs if self.observability else None,
         )
@@ -208,42 +200,33 @@ class ClusterStack(cdk.Stack):
             value=f"aws eks update-kubeconfig --name {props.cluster_name} --region {self.region}",
         )
 
-    def _observe(
-        self,
-        cluster_name: str,
-        settings: Observability,
-        serving_namespace: str,
-        *,
-        efa: bool,
-        retention_days: int,
-        kv_floor_gbps: float | None,
-    ) -> None:
+    def _observe(self, props: ClusterProps) -> None:
         """CloudWatch collection (the add-on), the stage's alarms and dashboard (docs/OBSERVABILITY.md)."""
         self.observability = ObservabilityAddon(
             self,
             "Observability",
             cluster=self.cluster,
-            cluster_name=cluster_name,
-            serving_namespace=serving_namespace,
+            cluster_name=props.cluster_name,
+            serving_namespace=props.serving_namespace,
             logs_key=self.logs_key,
-            retention=retention(retention_days),
+            retention=props.log_retention,
             nodes=[self.system_nodegroup, self.gpu_nodegroup],
         )
         self.alarms = StageAlarms(
             self,
             "Alarms",
-            cluster_name=cluster_name,
-            settings=settings,
+            cluster_name=props.cluster_name,
+            settings=props.observability,
             application_logs=self.observability.application_logs,
-            efa=efa,
-            kv_floor_gbps=kv_floor_gbps,
+            efa=props.gpu_nodegroup.efa,
+            kv_floor_gbps=props.kv_floor_gbps,
         )
         self.dashboard = StageDashboard(
             self,
             "Dashboard",
-            cluster_name=cluster_name,
-            ttft_slo=settings.ttft_p99_slo_seconds,
+            cluster_name=props.cluster_name,
+            ttft_slo=props.observability.ttft_p99_slo_seconds,
             alarms=self.alarms.alarms,
-            kv_floor_gbps=kv_floor_gbps,
+            kv_floor_gbps=props.kv_floor_gbps,
         )
         cdk.CfnOutput(self, "DashboardName", value=self.dashboard.dashboard_name)

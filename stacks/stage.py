@@ -8,7 +8,7 @@ from constructs import Construct
 from charts.inference import ChartProps
 from charts.render import StageRendering
 from charts.serve_config import build_serve_config
-from config.derived import kv_transfer_floor_gbps, worker_resources
+from config.derived import PodResources, kv_transfer_floor_gbps, worker_resources
 from config.first_start import first_start
 from config.rules import stage_warnings
 from config.schema import StageConfig
@@ -31,7 +31,7 @@ def network_props(cfg: StageConfig) -> NetworkProps:
     )
 
 
-def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
+def cluster_props(cfg: StageConfig, network: NetworkStack, resources: PodResources) -> ClusterProps:
     return ClusterProps(
         stage=cfg.stage,
         vpc=network.vpc,
@@ -41,22 +41,26 @@ def cluster_props(cfg: StageConfig, network: NetworkStack) -> ClusterProps:
         system_nodegroup=cfg.system_nodegroup,
         gpu_nodegroup=cfg.gpu_nodegroup,
         gpu_zone=cfg.gpu_availability_zone,
+        efa_interfaces=resources.efa_interfaces,
         addon_versions=cfg.addons,
         observability=cfg.observability,
         serving_namespace=cfg.serving.namespace,
         first_start=first_start(cfg),
+        log_retention=network.props.log_retention,
         tags=cfg.tags,
         kv_floor_gbps=kv_transfer_floor_gbps(cfg),
     )
 
 
-def serving_props(cfg: StageConfig, network: NetworkStack, cluster: ClusterStack) -> ServingProps:
+def serving_props(
+    cfg: StageConfig, network: NetworkStack, cluster: ClusterStack, resources: PodResources
+) -> ServingProps:
     chart = ChartProps(
         serving=cfg.serving,
         serve_config=build_serve_config(cfg.serving),
         image=cfg.image,
         region=cfg.region,
-        worker_resources=worker_resources(cfg),
+        worker_resources=resources,
         worker_count=cfg.gpu_nodegroup.count,
         api_proxy_cidrs=network.control_plane_cidrs,
         observed=cfg.observability.enabled,
@@ -82,18 +86,19 @@ class InferenceStage(cdk.Stage):
             props=network_props(cfg),
             description=f"PD inference ({cfg.stage}): VPC, subnets, NAT, flow logs",
         )
+        resources = worker_resources(cfg)
         self.cluster = ClusterStack(
             self,
             "Cluster",
             stack_name=f"{cfg.stage}-cluster",
-            props=cluster_props(cfg, self.network),
+            props=cluster_props(cfg, self.network, resources),
             description=f"PD inference ({cfg.stage}): EKS cluster, nodegroups, device plugins, KubeRay",
         )
         self.serving = ServingStack(
             self,
             "Serving",
             stack_name=f"{cfg.stage}-serving",
-            props=serving_props(cfg, self.network, self.cluster),
+            props=serving_props(cfg, self.network, self.cluster, resources),
             description=f"PD inference ({cfg.stage}): RayService {cfg.serving.service_name} "
             f"({cfg.serving.mode}) in namespace {cfg.serving.namespace}",
         )
@@ -122,6 +127,6 @@ class InferenceStage(cdk.Stage):
         return StageRendering(
             stage=self.cfg.stage,
             objects=self.serving.objects,
-            serve_config=build_serve_config(self.cfg.serving),
+            serve_config=self.serving.props.chart.serve_config,
             helm_releases=releases,
         )

@@ -1,5 +1,6 @@
-"""A stage's warnings (config/rules stage_warnings) reach `cdk synth`: CDK warning annotations of its cluster stack,
-recorded in the cloud assembly (which the CLI prints them from), not in any template."""
+"""InferenceStage: a stage's warnings (config/rules stage_warnings) reach `cdk synth` as CDK warning annotations of
+its cluster stack, recorded in the cloud assembly (which the CLI prints them from), not in any template; each
+stack's props are built once per stage (stacks/stage.py), a value two consumers need handed on, not derived again."""
 
 from __future__ import annotations
 
@@ -36,3 +37,8 @@ def test_a_stages_warnings_are_annotations_of_its_cluster_stack(tmp_path):
     assert _assembly_warnings(tmp_path / "out" / "assembly-staging") == {
         "/staging/Cluster": [f"{w.field}: {w.problem} [ack: {w.id}]" for w in warned]
     }
+
+
+def test_the_review_copy_holds_the_serve_config_the_chart_embeds(app_synth):
+    stage = app_synth.stages["dev"]
+    assert stage.rendering().serve_config is stage.serving.props.chart.serve_config
