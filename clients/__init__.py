@@ -1,4 +1,5 @@
 """The libraries every layer's commands share: the Kubernetes API and HTTP client (kube), a command's table
 of checks (report), reading NIXL's transport from worker logs (nixl), signal handling for commands that own
 child processes (signals), and the cluster readiness checks verify and the local cluster both run
-(readiness). Nothing here imports ops, localcluster or serving_lab (tests/test_layers.py)."""
+(readiness). Nothing here imports another package of the repository, config and charts included: what knows
+the stage passes plain values in (charts/readiness.py; tests/test_layers.py)."""

@@ -1,40 +1,10 @@
-"""The options the commands share: `--stage` and `--config-dir`, and the loading of the stage they name (a
-stage file that does not load is its one line on stderr, and the command exits 2); finite number ranges."""
+"""Option types the commands share: finite number ranges (the stage options: config/stage_options.py)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Callable
-
-from config import CONFIG_DIR, ConfigError, StageConfig, load_stages
-
-STAGE_HELP = "stage name (config/<stage>.yaml)"
-
-
-def add_stage(parser, text: str = STAGE_HELP, required: bool = True) -> None:
-    """`--stage NAME`; `parser` may be an argument group (bench's mutually exclusive forms)."""
-    parser.add_argument("--stage", required=required, help=text)
-
-
-def add_config_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
-
-
-def add_stage_options(parser: argparse.ArgumentParser) -> None:
-    add_stage(parser)
-    add_config_dir(parser)
-
-
-def load_stage(args: argparse.Namespace) -> StageConfig | None:
-    """The stage `--stage` names, from `--config-dir`; None once its error is printed (the caller exits 2)."""
-    try:
-        (cfg,) = load_stages(args.config_dir, only=args.stage)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return None
-    return cfg
 
 
 def number(kind: type, low: float, high: float, unit: str = "") -> Callable[[str], float]:

@@ -4,12 +4,8 @@ deployed stage (ops/verify.py), ops local-cluster on its local control plane (lo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-
-from charts.serve_config import APP_NAME
-from config.derived import worker_resources
-from config.schema import StageConfig
-from config.topology import EFA_RESOURCE, GPU_LABELS, GPU_RESOURCE, KUBERAY_NAMESPACE, KUBERAY_RELEASE
 
 from .kube import KubeApi, KubeError, unexpected
 from .report import Report
@@ -17,6 +13,24 @@ from .report import Report
 # What reading a JSON answer of the wrong shape raises (a field missing, a string where a list belongs):
 # caught only around the reading of an answer, where it means the server, not this code, is wrong.
 SHAPE_ERRORS = (KeyError, IndexError, TypeError, AttributeError, ValueError)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the checks expect of the cluster, as plain values: clients/ knows no stage file (charts/readiness.py)."""
+
+    stage: str
+    gpu_selector: str
+    gpu_nodes: int
+    gpu_resource: str
+    gpus: int  # allocatable on each GPU node, as efa_interfaces (0: no EFA)
+    efa_resource: str
+    efa_interfaces: int
+    operator_namespace: str
+    operator_release: str
+    namespace: str
+    service_name: str
+    app_name: str
 
 
 def count(value: object) -> int:
@@ -58,12 +72,11 @@ def read_failed(report: Report, name: str, path: str, exc: Exception, missing: s
         report.add(name, "fail", str(error), kube_fix(error))
 
 
-def gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+def gpu_nodes(target: Target, api: KubeApi, report: Report) -> None:
     name = "GPU nodes"
-    selector = ",".join(f"{k}={v}" for k, v in GPU_LABELS.items())
-    resources = worker_resources(cfg)
+    gpu, efa = target.gpu_resource, target.efa_resource
     try:
-        answer = api.get("/api/v1/nodes", labelSelector=selector)
+        answer = api.get("/api/v1/nodes", labelSelector=target.gpu_selector)
         problems = []
         nodes = answer["items"]
         for node in nodes:
@@ -73,22 +86,19 @@ def gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             allocatable = status.get("allocatable") or {}
             if conditions.get("Ready") != "True":
                 problems.append(f"{node_name} not Ready")
-            if count(allocatable.get(GPU_RESOURCE, "0")) < resources.gpus:
+            if count(allocatable.get(gpu, "0")) < target.gpus:
                 problems.append(
-                    f"{node_name} has {allocatable.get(GPU_RESOURCE, '0')} {GPU_RESOURCE} allocatable "
-                    "(NVIDIA device plugin running?)"
+                    f"{node_name} has {allocatable.get(gpu, '0')} {gpu} allocatable (NVIDIA device plugin running?)"
                 )
-            if resources.efa_interfaces and count(allocatable.get(EFA_RESOURCE, "0")) < resources.efa_interfaces:
+            if target.efa_interfaces and count(allocatable.get(efa, "0")) < target.efa_interfaces:
                 problems.append(
-                    f"{node_name} has {allocatable.get(EFA_RESOURCE, '0')} {EFA_RESOURCE} allocatable "
-                    "(EFA device plugin running?)"
+                    f"{node_name} has {allocatable.get(efa, '0')} {efa} allocatable (EFA device plugin running?)"
                 )
     except (KubeError, *SHAPE_ERRORS) as exc:
         read_failed(report, name, "/api/v1/nodes", exc)
         return
-    expected = cfg.gpu_nodegroup.count
-    if len(nodes) < expected:
-        problems.insert(0, f"{len(nodes)} of {expected} GPU nodes registered")
+    if len(nodes) < target.gpu_nodes:
+        problems.insert(0, f"{len(nodes)} of {target.gpu_nodes} GPU nodes registered")
     if problems:
         report.add(
             name,
@@ -97,13 +107,14 @@ def gpu_nodes(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             "check the GPU nodegroup in the EKS console and the device plugin pods in kube-system",
         )
     else:
-        devices = f"{resources.gpus} GPU" + (f", {resources.efa_interfaces} EFA" if resources.efa_interfaces else "")
+        devices = f"{target.gpus} GPU" + (f", {target.efa_interfaces} EFA" if target.efa_interfaces else "")
         report.add(name, "pass", f"{len(nodes)} nodes Ready, each with {devices} allocatable")
 
 
-def kuberay_operator(api: KubeApi, report: Report) -> None:
+def kuberay_operator(target: Target, api: KubeApi, report: Report) -> None:
     name = "KubeRay operator"
-    path = f"/apis/apps/v1/namespaces/{KUBERAY_NAMESPACE}/deployments/{KUBERAY_RELEASE}"
+    namespace, release = target.operator_namespace, target.operator_release
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{release}"
     try:
         deployment = api.get(path)
         available = count((deployment.get("status") or {}).get("availableReplicas") or 0)
@@ -113,29 +124,29 @@ def kuberay_operator(api: KubeApi, report: Report) -> None:
             name,
             path,
             exc,
-            f"the {KUBERAY_RELEASE} Helm release is missing: deploy the cluster stack (it installs the operator)",
+            f"the {release} Helm release is missing: deploy the cluster stack (it installs the operator)",
         )
         return
     if available >= 1:
-        report.add(name, "pass", f"{available} replica(s) available in {KUBERAY_NAMESPACE}")
+        report.add(name, "pass", f"{available} replica(s) available in {namespace}")
     else:
         report.add(
             name,
             "fail",
             "no available replica",
-            f"see why the operator pod does not start: kubectl -n {KUBERAY_NAMESPACE} describe pods",
+            f"see why the operator pod does not start: kubectl -n {namespace} describe pods",
         )
 
 
-def ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
+def ray_service(target: Target, api: KubeApi, report: Report) -> None:
     name = "RayService"
-    serving = cfg.serving
-    path = f"/apis/ray.io/v1/namespaces/{serving.namespace}/rayservices/{serving.service_name}"
+    service, app_name = target.service_name, target.app_name
+    path = f"/apis/ray.io/v1/namespaces/{target.namespace}/rayservices/{service}"
     try:
         status = api.get(path).get("status") or {}
         condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
         ready = condition.get("status") == "True"
-        app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(APP_NAME) or {}
+        app = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).get(app_name) or {}
         app_status = str(app.get("status", "absent"))
     except (KubeError, *SHAPE_ERRORS) as exc:
         read_failed(
@@ -144,11 +155,11 @@ def ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
             path,
             exc,
             "the RayService is missing: deploy the serving stack "
-            f"(scripts/cdk deploy -c stage={cfg.stage} '{cfg.stage}/Serving')",
+            f"(scripts/cdk deploy -c stage={target.stage} '{target.stage}/Serving')",
         )
         return
     if ready and app_status == "RUNNING":
-        report.add(name, "pass", f"{serving.service_name} Ready, application {APP_NAME} RUNNING")
+        report.add(name, "pass", f"{service} Ready, application {app_name} RUNNING")
     else:
         message = " ".join(str(app.get("message", "")).split())[:200]
         # Why the operator holds it back (e.g. ValidationFailed: an upgrade strategy it does not know).
@@ -157,8 +168,8 @@ def ray_service(cfg: StageConfig, api: KubeApi, report: Report) -> None:
         report.add(
             name,
             "fail",
-            f"{serving.service_name} ready={ready}, application {APP_NAME} {app_status}"
+            f"{service} ready={ready}, application {app_name} {app_status}"
             + (f": {message}" if message else "")
             + (f" (Ready: {why})" if not ready and condition.get("reason") else ""),
-            f"kubectl -n {serving.namespace} describe rayservice {serving.service_name}",
+            f"kubectl -n {target.namespace} describe rayservice {service}",
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from charts.readiness import readiness_target
 from clients import readiness
 from clients.kube import KubeError
 from clients.report import Report
@@ -268,10 +269,10 @@ def verify_checks(cfg: StageConfig, cluster: LocalCluster) -> Report:
     """`ops verify`'s Kubernetes checks (nodes, operator, RayService), with the verify group's own token over
     TLS, as the verify runner runs them."""
     report = Report("verify", cfg.stage)
-    api = cluster.api("verify")
-    readiness.gpu_nodes(cfg, api, report)
-    readiness.kuberay_operator(api, report)
-    readiness.ray_service(cfg, api, report)
+    api, target = cluster.api("verify"), readiness_target(cfg)
+    readiness.gpu_nodes(target, api, report)
+    readiness.kuberay_operator(target, api, report)
+    readiness.ray_service(target, api, report)
     return report
 
 

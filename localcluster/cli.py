@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from clients.cli_options import add_stage_options, load_stage
 from clients.signals import EVERY, Terminated, terminating
+from config.stage_options import add_stage_options, load_stage
 
 KEEP_DIR = Path(__file__).resolve().parent.parent / ".local-cluster"
 HELP = "the stage's Kubernetes objects on a local kube-apiserver (built from source), checked, torn down"

@@ -9,8 +9,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clients.cli_options import add_stage_options, load_stage, number
+from clients.cli_options import number
 from clients.text import shown
+from config.stage_options import add_stage_options, load_stage
 
 
 @dataclass(frozen=True)

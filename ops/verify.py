@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import boto3
 
+from charts.readiness import readiness_target
 from clients import nixl
 from clients.kube import ANSWER_LIMIT, KubeApi, KubeError, MiB, endpoint_problem
 from clients.readiness import SHAPE_ERRORS, gpu_nodes, kube_fix, kuberay_operator, ray_service
@@ -167,11 +168,12 @@ def run(
     progress = progress or Progress()
     start = clock()
     pending = ["GPU nodes", "KubeRay operator", "RayService"]
+    target = readiness_target(cfg)
     while True:
         attempt = Report("verify", cfg.stage)
-        gpu_nodes(cfg, api, attempt)
-        kuberay_operator(api, attempt)
-        ray_service(cfg, api, attempt)
+        gpu_nodes(target, api, attempt)
+        kuberay_operator(target, api, attempt)
+        ray_service(target, api, attempt)
         pending = [c.name for c in attempt.checks if c.status == "fail"]
         elapsed = clock() - start
         if not pending or elapsed + poll > wait:

@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "tests")
 SYNTH_SIDE = ("app", "config", "charts", "stacks")
 NOT_FROM_SYNTH = ("ops", "serving_lab", "localcluster")
+# The bottom layer: libraries that know no stage file; what is stage-aware hands them plain values.
+CLIENTS_IMPORT_NONE = ("config", "charts", "stacks", "ops", "serving_lab", "localcluster")
 
 
 def _modules() -> dict[str, Path]:
@@ -174,6 +176,10 @@ def test_synth_side_imports_no_command_or_lab():
         if _top(target) in NOT_FROM_SYNTH
     }
     assert sorted(wrong) == []
+
+
+def test_clients_import_no_other_package_of_the_repository():
+    assert sorted(package_graph()["clients"] & set(CLIENTS_IMPORT_NONE)) == []
 
 
 if __name__ == "__main__":

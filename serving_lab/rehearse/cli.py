@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clients.cli_options import add_stage_options, load_stage, number
+from clients.cli_options import number
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
 from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
 from config.schema import StageConfig
+from config.stage_options import add_stage_options, load_stage
 from config.topology import METRICS_PORT, SERVE_PORT
 from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli

@@ -18,7 +18,7 @@ CHILD = r"""
 import os, signal, sys, threading, time, types
 from pathlib import Path
 from localcluster import control_plane, deploy_order, session
-from clients import cli_options
+from config import stage_options
 from localcluster import cli as local_cluster
 
 signum, moment, record = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
@@ -55,7 +55,7 @@ def run_steps(*args, **kwargs):
 # each stand-in replaces a function that exists: a renamed one must fail here, not be patched in silently
 for name in ("setup_missing", "versions_match", "toolbox", "synthesize", "start", "_run_steps"):
     assert hasattr(session, name), name
-cli_options.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
+stage_options.load_stages = lambda folder, only: [types.SimpleNamespace(stage=only)]  # no stage file's rules
 session.setup_missing = setup_missing
 session.versions_match = lambda cfg: None
 session.toolbox = lambda cfg, progress: types.SimpleNamespace(

@@ -6,6 +6,7 @@ and after it a new RayCluster comes up from the new spec."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from charts.readiness import readiness_target
 from clients import readiness
 from clients.report import Report
 from config.topology import INFERENCE_FILE, RENDERED_DIR
@@ -161,9 +163,9 @@ def test_an_invalid_upgrade_strategy_is_validation_failed_with_no_cluster(fresh,
     ]
     assert "ray-llm-invalid" not in owners
     # ops verify's RayService check on it (the admin's token: the verify group may read the stage's name only).
-    cfg = dev_cfg.model_copy(update={"serving": dev_cfg.serving.model_copy(update={"service_name": "ray-llm-invalid"})})
-    report = Report("verify", cfg.stage)
-    readiness.ray_service(cfg, fresh.api, report)
+    target = dataclasses.replace(readiness_target(dev_cfg), service_name="ray-llm-invalid")
+    report = Report("verify", dev_cfg.stage)
+    readiness.ray_service(target, fresh.api, report)
     (line,) = report.checks
     assert line.status == "fail" and "\n" not in line.detail
     assert "(Ready: ValidationFailed: " in line.detail and "Replace" in line.detail

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from clients.cli_options import add_config_dir, add_stage, add_stage_options, load_stage
 from config import CONFIG_DIR
+from config.stage_options import add_stage_options, load_stage
 
 
 def test_the_options_and_their_defaults():
@@ -13,13 +13,6 @@ def test_the_options_and_their_defaults():
     add_stage_options(parser)
     args = parser.parse_args(["--stage", "dev"])
     assert (args.stage, args.config_dir) == ("dev", str(CONFIG_DIR))
-
-
-def test_stage_in_a_group_is_optional_there():
-    parser = argparse.ArgumentParser()
-    add_stage(parser.add_mutually_exclusive_group(), "the help", required=False)
-    add_config_dir(parser)
-    assert parser.parse_args([]).stage is None
 
 
 def test_a_stage_that_loads(tmp_path):
