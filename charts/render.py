@@ -3,7 +3,8 @@ CloudFormation templates (cdk.out/k8s/<stage>/) so reviewers can read and diff i
 
 - `inference.yaml`: the serving chart's objects, `serveConfigV2` as a readable block;
 - `serve-config.yaml`: the Ray Serve application config on its own;
-- `helm-releases.yaml`: every Helm release: chart, repository, version, namespace and values.
+- `helm-releases.yaml`: every Helm release: chart, repository, version, namespace and values;
+- `eks-addons.yaml`: every EKS add-on: name, stack, version and configuration.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from config.topology import HELM_RELEASES_FILE, INFERENCE_FILE, RENDERED_DIR, SERVE_CONFIG_FILE
+from config.topology import EKS_ADDONS_FILE, HELM_RELEASES_FILE, INFERENCE_FILE, RENDERED_DIR, SERVE_CONFIG_FILE
 
 # libyaml's emitter when PyYAML has it (the wheels do): the same YAML, several times faster to write.
 try:
@@ -49,12 +50,14 @@ class StageRendering:
     objects: list[dict[str, Any]]
     serve_config: dict[str, Any]
     helm_releases: list[dict[str, Any]]
+    eks_addons: list[dict[str, Any]]
 
     def files(self) -> dict[str, str]:
         return {
             INFERENCE_FILE: to_yaml(self.objects),
             SERVE_CONFIG_FILE: to_yaml([self.serve_config]),
             HELM_RELEASES_FILE: to_yaml(self.helm_releases),
+            EKS_ADDONS_FILE: to_yaml(self.eks_addons),
         }
 
 

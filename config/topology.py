@@ -76,7 +76,8 @@ RENDERED_DIR = "k8s"
 INFERENCE_FILE = "inference.yaml"
 SERVE_CONFIG_FILE = "serve-config.yaml"
 HELM_RELEASES_FILE = "helm-releases.yaml"
-RENDERED_FILES = (INFERENCE_FILE, SERVE_CONFIG_FILE, HELM_RELEASES_FILE)
+EKS_ADDONS_FILE = "eks-addons.yaml"
+RENDERED_FILES = (INFERENCE_FILE, SERVE_CONFIG_FILE, HELM_RELEASES_FILE, EKS_ADDONS_FILE)
 
 # The verify runner (stacks/verify_runner.py) and what uploads to it (ops/remote.py): the object key of
 # the source, the requirements it installs and the commands that install them.

@@ -1,5 +1,5 @@
 """Cluster add-ons: the two device plugins and the KubeRay operator (Helm), their namespaces, and the
-VPC CNI (an EKS managed add-on) with its network policy agent on.
+VPC CNI (an EKS managed add-on) with its network policy agent on; every EKS add-on as a reviewer reads it.
 
 The values are plain functions so tests can check every key against the chart's default values.yaml
 (Helm ignores a misspelt value silently).
@@ -7,6 +7,7 @@ The values are plain functions so tests can check every key against the chart's 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -201,3 +202,16 @@ def vpc_cni(scope: Construct, cluster: eks.Cluster) -> eks.Addon:
     resource.override_logical_id("VpcCni")
     resource.add_property_override("ResolveConflicts", "OVERWRITE")
     return addon
+
+
+def eks_addon_entry(addon: eks.Addon) -> dict[str, Any]:
+    """An EKS add-on as its template carries it, for the review copy: name, stack, version (pinned in
+    config/versions.py, or EKS's pick) and configuration."""
+    resource, stack = cast(eks.CfnAddon, addon.node.default_child), cdk.Stack.of(addon)
+    entry: dict[str, Any] = {
+        "addon": resource.addon_name,
+        "stack": stack.stack_name,
+        "version": resource.addon_version or "not pinned: EKS picks it when the add-on is created",
+    }
+    configuration = stack.resolve(resource.configuration_values)
+    return entry | ({"configuration": json.loads(configuration)} if configuration else {})

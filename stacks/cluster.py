@@ -89,6 +89,11 @@ class ClusterStack(cdk.Stack):
         if props.observability.enabled:
             self._observe(props)
         self._verify_runner(props)
+        # The EKS add-ons, in creation order (the review copy lists them: stacks/addons.py eks_addon_entry).
+        self.eks_addons = [
+            self.vpc_cni,
+            *([self.observability.agent, self.observability.addon] if self.observability else []),
+        ]
         provider = self.cluster.kubectl_provider
         assert provider is not None  # kubectl_provider_options in _control_plane makes one
         lambda_log_groups([provider, self.addons.kuberay_crds], self.logs_key, props.log_retention)

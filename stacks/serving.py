@@ -36,6 +36,7 @@ class ServingStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, props: ServingProps, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.props = props
+        self.eks_addons: list[eks.Addon] = []  # those this stack creates (the token path's)
         cluster, serving = props.cluster, props.chart.serving
         self.chart = InferenceChart(cdk8s.App(), "inference", props=props.chart)
         self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
@@ -76,6 +77,7 @@ class ServingStack(cdk.Stack):
             cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
             addon_name=SECRETS_PROVIDER_ADDON,
         )
+        self.eks_addons += [*([] if pod_identity_agent else [agent]), provider]
         # Trusted for the Ray pods' service account of this cluster only; the cluster's ARN is formatted from
         # its name, which this stack already imports: no new export from the cluster stack.
         # Why: docs/DECISIONS.md, "The Ray pods' role: this cluster's ARN from its name".

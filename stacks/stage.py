@@ -13,6 +13,7 @@ from config.first_start import first_start
 from config.rules import stage_warnings
 from config.schema import StageConfig
 
+from .addons import eks_addon_entry
 from .cluster import ClusterProps, ClusterStack
 from .network import NetworkProps, NetworkStack
 from .retention import retention
@@ -129,4 +130,5 @@ class InferenceStage(cdk.Stage):
             objects=self.serving.objects,
             serve_config=self.serving.props.chart.serve_config,
             helm_releases=releases,
+            eks_addons=[eks_addon_entry(addon) for addon in self.cluster.eks_addons + self.serving.eks_addons],
         )

@@ -31,6 +31,6 @@ def test_two_synths_are_identical(tmp_path):
     assert sorted(first) == sorted(second)
     templates = [name for name in first if name.endswith(".template.json")]
     yaml_files = [name for name in first if name.startswith("k8s/")]
-    assert len(templates) == 6 and len(yaml_files) == 6
+    assert len(templates) == 6 and len(yaml_files) == 8
     different = [name for name in first if first[name].read_bytes() != second[name].read_bytes()]
     assert different == []

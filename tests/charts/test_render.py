@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from charts import render
+from config import versions
 
 from ..helpers import ROOT
 
 SNAPSHOTS = ROOT / "tests" / "snapshots"
-FILES = ["inference.yaml", "serve-config.yaml", "helm-releases.yaml"]
+FILES = ["inference.yaml", "serve-config.yaml", "helm-releases.yaml", "eks-addons.yaml"]
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,16 @@ def test_helm_releases_list_chart_version_and_values(rendered):
     ]
     assert ["crds" in r for r in releases] == [False, False, True]  # the KubeRayCrds step's note
     assert all("values" in r and "repository" in r and "namespace" in r for r in releases)
+
+
+def test_eks_addons_list_name_stack_and_version(rendered):
+    addons = list(yaml.safe_load_all((rendered / "dev" / "eks-addons.yaml").read_text()))
+    unpinned = "not pinned: EKS picks it when the add-on is created"
+    assert [(a["addon"], a["stack"], a["version"]) for a in addons] == [
+        ("vpc-cni", "dev-cluster", unpinned),
+        ("eks-pod-identity-agent", "dev-cluster", unpinned),
+        ("amazon-cloudwatch-observability", "dev-cluster", versions.CLOUDWATCH_OBSERVABILITY_VERSION),
+    ]
 
 
 def test_rendered_objects_equal_what_the_manifest_applies(app_synth, rendered):

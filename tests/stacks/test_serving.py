@@ -8,6 +8,7 @@ import json
 import pytest
 
 from ..helpers import config_with, synth
+from .test_stage import template_addons
 from .test_trust import trust_problems
 
 
@@ -63,6 +64,10 @@ def test_token_add_ons_are_installed_and_the_pod_identity_agent_once(with_token)
     )
     assert names.count("eks-pod-identity-agent") == 1
     assert "aws-secrets-store-csi-driver-provider" in names
+
+
+def test_the_review_lists_the_token_add_ons_the_templates_create(with_token):
+    assert with_token.stages["dev"].rendering().eks_addons == template_addons(with_token, "dev")
 
 
 def test_pod_identity_binds_the_ray_service_account(with_token):

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from config import load_stage_file
 from config.rules import stage_warnings
 
 from ..helpers import merge, stage_data, synth, write_stage
+
+UNPINNED = "not pinned: EKS picks it when the add-on is created"
 
 
 def _assembly_warnings(assembly: Path) -> dict[str, list[str]]:
@@ -42,3 +46,26 @@ def test_a_stages_warnings_are_annotations_of_its_cluster_stack(tmp_path):
 def test_the_review_copy_holds_the_serve_config_the_chart_embeds(app_synth):
     stage = app_synth.stages["dev"]
     assert stage.rendering().serve_config is stage.serving.props.chart.serve_config
+
+
+def template_addons(result, stage: str) -> list[dict]:
+    """Every AWS::EKS::Addon of the stage's templates, as the review copy lists one."""
+    return [
+        {
+            "addon": res["Properties"]["AddonName"],
+            "stack": f"{stage}-{part}",
+            "version": res["Properties"].get("AddonVersion", UNPINNED),
+            **(
+                {"configuration": json.loads(res["Properties"]["ConfigurationValues"])}
+                if "ConfigurationValues" in res["Properties"]
+                else {}
+            ),
+        }
+        for part in ("cluster", "serving")
+        for res in result.resources(stage, part, "AWS::EKS::Addon").values()
+    ]
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_review_lists_every_eks_addon_the_templates_create(app_synth, stage):
+    assert app_synth.stages[stage].rendering().eks_addons == template_addons(app_synth, stage)
