@@ -15,7 +15,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from charts.inference import ChartProps, InferenceChart, render
-from config.schema import Serving
 from config.topology import POD_IDENTITY_AGENT_ADDON, SECRETS_PROVIDER_ADDON, serve_address
 
 from .observability import pod_identity_principal
@@ -38,8 +37,8 @@ class ServingStack(cdk.Stack):
         self.props = props
         self.eks_addons: list[eks.Addon] = []  # those this stack creates (the token path's)
         cluster, serving = props.cluster, props.chart.serving
-        self.chart = InferenceChart(cdk8s.App(), "inference", props=props.chart)
-        self.objects = render(self.chart)  # rendered once: applied here, written as YAML for review
+        # Rendered once: applied here, written as YAML for review.
+        self.objects = render(InferenceChart(cdk8s.App(), "inference", props=props.chart))
         # What cluster.add_cdk8s_chart() does, but scoped to this stack rather than the cluster's.
         self.manifest = eks.KubernetesManifest(
             self,
@@ -57,15 +56,14 @@ class ServingStack(cdk.Stack):
             )
 
         if serving.hf_token_secret:
-            self._grant_token(cluster, serving, serving.hf_token_secret, props.pod_identity_agent)
+            self._grant_token(props, serving.hf_token_secret)
 
         cdk.CfnOutput(self, "ServeService", value=serve_address(serving.service_name, serving.namespace))
 
-    def _grant_token(
-        self, cluster: eks.Cluster, serving: Serving, secret: str, pod_identity_agent: eks.Addon | None
-    ) -> None:
+    def _grant_token(self, props: ServingProps, secret: str) -> None:
         """Pod Identity: the Ray pods' service account may read exactly the token secret."""
-        agent = pod_identity_agent or eks.Addon(
+        cluster, serving = props.cluster, props.chart.serving
+        agent = props.pod_identity_agent or eks.Addon(
             self,
             "PodIdentityAgent",
             cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
@@ -77,7 +75,7 @@ class ServingStack(cdk.Stack):
             cluster=cluster,  # type: ignore[arg-type]  # jsii's Cluster lacks ICluster's kubectl_provider_options
             addon_name=SECRETS_PROVIDER_ADDON,
         )
-        self.eks_addons += [*([] if pod_identity_agent else [agent]), provider]
+        self.eks_addons += [*([] if props.pod_identity_agent else [agent]), provider]
         # Trusted for the Ray pods' service account of this cluster only; the cluster's ARN is formatted from
         # its name, which this stack already imports: no new export from the cluster stack.
         # Why: docs/DECISIONS.md, "The Ray pods' role: this cluster's ARN from its name".
