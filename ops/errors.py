@@ -4,9 +4,6 @@ logging in)."""
 
 from __future__ import annotations
 
-import ssl
-import urllib.error
-
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -63,7 +60,6 @@ def error_code(exc: BaseException) -> str:
 
 
 AWS_ERRORS = (ClientError, BotoCoreError)
-NETWORK_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, TimeoutError)
 
 LOG_IN = "log in (aws sso login, or set AWS_PROFILE / AWS_ACCESS_KEY_ID) and run again"
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}

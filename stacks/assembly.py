@@ -7,6 +7,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from config.names import PIPELINE_STACK
 from config.pipeline import PipelineConfig
 from config.schema import StageConfig
 
@@ -62,7 +63,7 @@ def build(
         pipeline_stack = PipelineStack(
             app,
             "Pipeline",
-            stack_name="pd-inference-pipeline",
+            stack_name=PIPELINE_STACK,
             pipeline=pipeline,
             stages={cfg.stage: cfg for cfg in stages},
             env=cdk.Environment(account=pipeline.account, region=pipeline.region),

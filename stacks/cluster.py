@@ -179,7 +179,7 @@ class ClusterStack(cdk.Stack):
             kubectl_layer=self.kubectl_layer,
             subnet_group=CONTROL_PLANE,
         )
-        self.helm_releases, self.helm_charts = self.addons.releases, self.addons.charts
+        self.helm_releases = self.addons.releases
         self.kuberay_operator = self.addons.kuberay_operator
 
     def _verify_runner(self, props: ClusterProps) -> None:

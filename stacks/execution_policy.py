@@ -25,7 +25,6 @@ SERVICE_PREFIXES = {
     "SSM": "ssm",
 }
 CUSTOM_RESOURCE_SERVICE = "lambda"
-POLICY_NAME = "pd-inference-cfn-exec"
 
 
 class UnknownService(Exception):

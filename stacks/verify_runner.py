@@ -164,7 +164,6 @@ class VerifyRunner(Construct):
         self.role = self._role(name, self._statements(cluster, vpc, subnets, application_logs))
         self.security_group = runner_security_group(self, name, vpc.vpc_id, cluster.cluster_security_group_id)
         self.project = self._project(name, stage, first_start, vpc, subnets, tags)
-        self.project_arn = f"arn:aws:codebuild:{stack.region}:{stack.account}:project/{name}"
         # Kubernetes permissions come from RBAC bound to this group (the inference chart), not a policy.
         eks.CfnAccessEntry(
             self,

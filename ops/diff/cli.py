@@ -16,12 +16,6 @@ from . import compare, processes, render, synth_cache
 from .model import DiffError, DiffResult
 from .schemas import needs_cfn_lint
 
-# Why diff takes no --config-dir (every other command has one): `python -m ops --help` shows it.
-NO_CONFIG_DIR = (
-    "each side is synthesized from the stage files of its own checkout (config/ of REF and of the "
-    "working tree): they are part of what is compared"
-)
-
 
 def add_parser(sub) -> None:
     """`python -m ops diff`: the command protocol of ops/__main__.py."""

@@ -380,7 +380,7 @@ def test_the_stacks_name_nothing_that_names_py_does_not_know():
     assert (
         found
         == {
-            'assembly.py: stack_name="pd-inference-pipeline"',  # names.PIPELINE_STACK
+            "assembly.py: stack_name=PIPELINE_STACK",  # names.PIPELINE_STACK
             "pipeline.py: pipeline_name=PIPELINE_NAME",  # names.PIPELINE_NAME
             "pipeline.py: project_name=pipeline_diff_project(stage",  # names.pipeline_diff_project
             "pipeline.py: parameter_name=deployed_commit_parameter(stage",  # names.deployed_commit_parameter
