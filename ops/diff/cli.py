@@ -69,8 +69,9 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--fail-on-danger",
         action="store_true",
-        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted, or "
-        "when part of the change could not be judged by trusted code (see --tree)",
+        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted, when "
+        "EKS would refuse the change (a Kubernetes downgrade, a skipped minor version), or when part of the "
+        "change could not be judged by trusted code (see --tree)",
     )
 
 

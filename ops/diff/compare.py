@@ -12,13 +12,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import trust, worktree
+from . import template_notes, trust, worktree
 from .cfn_diff import cdk, cfn_diff
 from .kubernetes import k8s_diffs
 from .model import DiffError, DiffResult, StackDiff, StageDiff
 from .notes import idle_gpus, image_bumps, manual_steps, operator_bumps
-from .synth import assemblies, network_note, stage_names, synth
+from .synth import assemblies, network_note, stage_account, stage_names, synth
 from .synth_cache import SynthCache
+from .template_notes import TemplateNotes
 from .templates import resource_changes
 
 
@@ -164,13 +165,22 @@ def _checked(plan: Plan, jobs: dict[int, concurrent.futures.Future[None]]) -> Si
     return plan.check
 
 
-def _stack(stage_name: str, path: str, before_file: Path | None, after_file: Path | None) -> StackDiff:
-    before = json.loads(before_file.read_text()) if before_file else {}
-    after = json.loads(after_file.read_text()) if after_file else {}
-    stack = StackDiff(stage_name, path, resource_changes(before, after))
-    if not after_file:
-        stack.cfn_diff = f"stack {path} is removed"
-    return stack
+def _stacks(
+    stage: str, before: dict[str, Path], after: dict[str, Path], account: str | None
+) -> tuple[list[StackDiff], TemplateNotes]:
+    """Each stack of a stage compared, and what its templates say that its diff does not (template_notes)."""
+    stacks, manual, notes = [], [], []
+    for path in sorted({*before, *after}):
+        old = json.loads(before[path].read_text()) if path in before else {}
+        new = json.loads(after[path].read_text()) if path in after else {}
+        stack = StackDiff(stage, path, resource_changes(old, new))
+        if path not in after:
+            stack.cfn_diff = f"stack {path} is removed"
+        stacks.append(stack)
+        found = template_notes.read(old, new, account)
+        manual += found.manual
+        notes += found.notes
+    return stacks, TemplateNotes(manual, notes)
 
 
 def _stages(base: Side, head: Side, work: Path, cfn: bool) -> list[StageDiff]:
@@ -184,24 +194,27 @@ def _stages(base: Side, head: Side, work: Path, cfn: bool) -> list[StageDiff]:
         cfn_jobs = []
         for stage_name in sorted(set(old) | set(new)):
             before, after = old.get(stage_name, {}), new.get(stage_name, {})
-            stacks = [_stack(stage_name, path, before.get(path), after.get(path)) for path in sorted({*before, *after})]
+            stacks, found = _stacks(stage_name, before, after, stage_account(head_out, stage_name))
             for stack in stacks:
                 if cfn and stack.path in after and stack.changes:
                     job = pool.submit(cfn_diff, work / "sbx-cdk", head_out, stack.path, before.get(stack.path, empty))
                     cfn_jobs.append((stack, job))
-            stages.append(_stage(stage_name, stacks, base, head, old, new))
+            stages.append(_stage(stage_name, stacks, found, base, head, old, new))
         for stack, job in cfn_jobs:
             stack.cfn_diff = job.result()
     return stages
 
 
-def _stage(name: str, stacks: list[StackDiff], base: Side, head: Side, old: dict, new: dict) -> StageDiff:
+def _stage(
+    name: str, stacks: list[StackDiff], found: TemplateNotes, base: Side, head: Side, old: dict, new: dict
+) -> StageDiff:
     status = "new" if name not in old else "removed" if name not in new else ""
     base_out, head_out = base.out, head.out
     manual = (
         manual_steps(base_out, head_out, name)
         + image_bumps(base_out, head_out, name)
         + operator_bumps(base_out, head_out, name)
+        + found.manual
     )
     return StageDiff(
         name,
@@ -210,4 +223,5 @@ def _stage(name: str, stacks: list[StackDiff], base: Side, head: Side, old: dict
         status=status,
         manual=manual,
         idle_gpus=idle_gpus(base.tree, head.tree, name),
+        notes=found.notes,
     )

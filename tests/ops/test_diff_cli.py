@@ -194,7 +194,9 @@ def _result() -> DiffResult:
         ResourceChange("Role", "AWS::IAM::Role", "changed"),
     ]
     stack = StackDiff("dev", "dev/Cluster", changes, cfn_diff="[~] AWS::EKS::Nodegroup Nodes")
-    stage = StageDiff("dev", [stack], {"inference.yaml": "--- a\n+++ b\n"}, manual=["step"], idle_gpus="1 of 3")
+    stage = StageDiff(
+        "dev", [stack], {"inference.yaml": "--- a\n+++ b\n"}, manual=["step"], idle_gpus="1 of 3", notes=["note"]
+    )
     return DiffResult(base="HEAD (0123456789)", stages=[stage, StageDiff("qa", [], {}, status="new")])
 
 
@@ -219,6 +221,7 @@ def test_json_is_the_report_as_data_with_the_same_exit_code(monkeypatch, capsys,
     ]
     assert report["manual_steps"] == [{"stage": "dev", "text": "step"}]
     assert report["idle_gpus"] == [{"stage": "dev", "text": "1 of 3"}]
+    assert report["notes"] == [{"stage": "dev", "text": "note"}]
     dev, qa = report["stages"]
     assert (dev["status"], qa["status"]) == ("both", "new")
     (stack,) = dev["stacks"]
