@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ops.__main__ import main
-from ops.diff import DiffResult, ResourceChange, StageDiff, compare, notes, render, resource_changes, synth
+from ops.diff import DiffResult, ResourceChange, StageDiff, cfn_diff, compare, notes, render, resource_changes, synth
 
 from ..helpers import ROOT, merge, stage_data, write_stage
 
@@ -217,7 +217,25 @@ def test_removing_the_kms_key_is_a_danger():
     assert change == ResourceChange("R", "AWS::KMS::Key", "removed") and change.dangerous
 
 
-# --- the report: notes, the stage's account ----------------------------------------------------------
+# --- the report: what is cut, notes, the stage's account ---------------------------------------------
+
+# A row of `cdk diff`'s IAM table (a verify runner statement's condition; 307 characters, as printed)
+IAM_ROW = (
+    "│   │" + " " * 61 + "│        │ ec2:DeleteNetworkInterface           │" + " " * 41 + '│   "ec2:Vpc": '
+    '"arn:aws:ec2:us-west-2:123456789012:vpc/{\\"Fn::ImportValue\\":\\"dev-network:ExportsOutputRefVpc8378EB38'
+    '272D6E3A\\"}"' + " " * 21 + "│"
+)
+
+
+def test_an_iam_table_row_is_never_cut():
+    assert len(IAM_ROW) == 307 and cfn_diff.shorten(IAM_ROW) == IAM_ROW
+
+
+def test_the_serving_manifest_is_cut_and_points_at_the_kubernetes_diff():
+    line = ' │   └─ [+] [{"apiVersion":"v1","kind":"Namespace",' + '"x":1,' * 3000 + "}]"
+    assert (
+        cfn_diff.shorten(line) == f"{line[:240]}... ({len(line)} characters; see the Kubernetes diff for what changed)"
+    )
 
 
 def test_notes_are_listed_after_the_dangers_one_line_each():
