@@ -33,7 +33,7 @@ One concern a module:
   template_notes  nodegroups behind after an upgrade, access entries, scale-ins (from the templates)
   compare     both sides synthesized and compared: the DiffResult (model)
   render      the text, Markdown and JSON reports
-  cli         the command: options, one-line errors, SIGTERM
+  cli         the command: options, one-line errors, progress on stderr, SIGTERM
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`python -m ops diff`: the command protocol of ops/__main__.py (`add_parser(sub)`, `run(args) -> int`).
 Every expected failure is one `diff: ...` line and exit 2, found before minutes of synth where it can be
-(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); SIGTERM, SIGHUP and SIGINT
-end the children (SIGTERM to their groups, then SIGKILL: ops/diff/processes.py), remove the temporary folder
-and exit 128 + the signal. What --tree trusts: its help, and docs/DEPLOYING.md."""
+(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); a line on stderr names each
+side as its synth starts. SIGTERM, SIGHUP and SIGINT end the children (SIGTERM to their groups, then SIGKILL:
+ops/diff/processes.py), remove the temporary folder and exit 128 + the signal. What --tree trusts: its help,
+and docs/DEPLOYING.md."""
 
 from __future__ import annotations
 
@@ -117,6 +118,10 @@ def run(args) -> int:
         return 128 + signal.SIGINT
 
 
+def _progress(line: str) -> None:
+    print(f"diff: {line}", file=sys.stderr, flush=True)
+
+
 def _run(args) -> int:
     try:
         needs_cfn_lint()
@@ -126,7 +131,9 @@ def _run(args) -> int:
         if tree is not None and not tree.is_dir():
             raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
         cache = None if args.no_synth_cache else synth_cache.SynthCache(args.synth_cache)
-        result = compare.compute(args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache)
+        result = compare.compute(
+            args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache, progress=_progress
+        )
         if args.json:
             print(render.as_json(result))
         else:

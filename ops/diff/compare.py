@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,20 +50,23 @@ def compute(
     cfn: bool = True,
     run_tree_code: bool = False,
     cache: SynthCache | None = None,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> DiffResult:
     """Diff the working tree of the checkout around `start` (default: the current folder) against `base`.
     With `start` the tree is another checkout (a pull request): untrusted, its code runs only with
     `run_tree_code`. Without it the tree is the checkout this code runs from (`python -m ops` imports it).
-    With `cache`, the sides the base's code synthesizes are copied from an earlier diff's when kept there."""
+    With `cache`, the sides the base's code synthesizes are copied from an earlier diff's when kept there.
+    `progress` is told each side as its synth starts (tens of seconds each)."""
     tree = worktree.repo_root(start or Path.cwd())
     cdk()
     work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
     try:
         commit = worktree.add(tree, base, work / "base")
+        how = Synthesis(base, commit, stage, cache, progress)
         code = trust.code_changes(trust.changed_paths(tree, commit))
         untrusted = start is not None
-        plan = _plan(tree, commit, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
-        result = _judge(plan, Synthesis(base, commit, stage, cache), work, cfn)
+        plan = _plan(tree, how, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
+        result = _judge(plan, how, work, cfn)
         result.base = f"{base} ({commit[:10]})"
         return result
     finally:
@@ -78,8 +82,9 @@ def _data_side(tree: Path, commit: str, work: Path) -> Side:
     return Side(work / "data", work / "data.out", "working tree's stage files on the base's code", work / "sbx-data")
 
 
-def _plan(tree: Path, commit: str, work: Path, code: list[str], *, untrusted: bool, run_code: bool) -> Plan:
-    base = Side(work / "base", work / "base.out", "base", work / "sbx-base")
+def _plan(tree: Path, how: Synthesis, work: Path, code: list[str], *, untrusted: bool, run_code: bool) -> Plan:
+    commit = how.commit
+    base = Side(work / "base", work / "base.out", f"base at {how.base} ({commit[:10]})", work / "sbx-base")
     listed = ", ".join(code[:8]) + (f" and {len(code) - 8} more" if len(code) > 8 else "")
     if not code:
         data = _data_side(tree, commit, work)
@@ -120,18 +125,21 @@ class Synthesis:
     commit: str
     stage: str | None
     cache: SynthCache | None
+    progress: Callable[[str], None]
 
 
 def _synthesize(side: Side, how: Synthesis) -> None:
     """One side's synth, or its kept copy: only a side of the base's code is looked up and kept, and only it
     shares jsii's extracted packages (the tree's code could rewrite what a later synth loads)."""
-    if how.cache is None or not side.base_code:
-        synth(side.tree, side.out, how.stage, side.label, side.sandbox)
+    kept = how.cache if side.base_code else None
+    key = kept.key(how.commit, side.tree, how.stage) if kept else ""
+    if kept and kept.restore(key, side.out):
+        how.progress(f"the {side.label}: copied from an earlier diff's synth ({kept.folder})")
         return
-    key = how.cache.key(how.commit, side.tree, how.stage)
-    if not how.cache.restore(key, side.out):
-        synth(side.tree, side.out, how.stage, side.label, side.sandbox, how.cache.packages)
-        how.cache.store(key, side.out)
+    how.progress(f"synthesizing the {side.label}")
+    synth(side.tree, side.out, how.stage, side.label, side.sandbox, kept.packages if kept else None)
+    if kept:
+        kept.store(key, side.out)
 
 
 def _judge(plan: Plan, how: Synthesis, work: Path, cfn: bool) -> DiffResult:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.__main__ import main
 from ops.diff import DiffResult, ResourceChange, StackDiff, StageDiff, compare, processes
 from tests.helpers import ROOT, clean_env
 
@@ -68,6 +69,17 @@ def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_
     assert str(tmp_path) not in leftover.stdout
 
 
+def test_each_synth_is_announced_on_stderr_as_it_starts(clone, monkeypatch, capsys):
+    monkeypatch.setattr(compare, "synth", lambda tree, out, *args: out.mkdir())
+    monkeypatch.chdir(clone)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout
+    assert main(["diff", "--base", "HEAD", "--no-synth-cache"]) == 0
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        f"diff: synthesizing the base at HEAD ({commit[:10]})",
+        "diff: synthesizing the working tree's stage files on the base's code",
+    ]
+
+
 def test_a_child_started_just_as_the_diff_stops_is_ended_too(monkeypatch):
     """Popen returns, and before the thread registers the child, end_children runs: it must still end it."""
     real_popen, popened = subprocess.Popen, threading.Event()
@@ -113,8 +125,6 @@ def test_ending_the_children_asks_first_then_kills_their_whole_group(tmp_path):
 
 
 def test_without_cfn_lint_diff_says_what_to_run_and_exits_2(monkeypatch, capsys):
-    from ops.__main__ import main
-
     monkeypatch.setitem(sys.modules, "cfnlint", None)  # a venv made before requirements.txt pinned it
     assert main(["diff", "--base", "HEAD"]) == 2
     assert capsys.readouterr().err == CFN_LINT_MISSING
@@ -201,8 +211,6 @@ def _result() -> DiffResult:
 
 
 def test_json_is_the_report_as_data_with_the_same_exit_code(monkeypatch, capsys, tmp_path):
-    from ops.__main__ import main
-
     monkeypatch.setattr(compare, "compute", lambda base, **kwargs: _result())
     markdown = tmp_path / "diff.md"
     assert main(["diff", "--base", "HEAD", "--json", "--fail-on-danger", "--markdown", str(markdown)]) == 1
