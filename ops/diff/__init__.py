@@ -23,7 +23,7 @@ One concern a module:
   trust       what of the compared tree is data (stage files) and what is code; the stage files' copy
   synth       synth of one side in a sandbox (no credentials, HOME, network); cloud assemblies, stage names
   synth_cache the output of the sides the base's code synthesizes, kept by commit, stage files and toolchain
-  processes   the child processes (synths, git, cdk diff), ended on SIGTERM, SIGHUP or SIGINT
+  processes   the child processes (synths, git, cdk diff), ended on a terminating signal (Ctrl-C too)
   templates   the template diff: resource changes between two templates of a stack
   schemas     CloudFormation's resource schemas from cfn-lint (createOnlyProperties: what replaces)
   danger      which changes are destructive or refused by EKS, and their one-line description
@@ -33,7 +33,7 @@ One concern a module:
   template_notes  nodegroups behind after an upgrade, access entries, scale-ins (from the templates)
   compare     both sides synthesized and compared: the DiffResult (model)
   render      the text, Markdown and JSON reports
-  cli         the command: options, one-line errors, progress on stderr, SIGTERM
+  cli         the command: options, one-line errors, progress on stderr, signals
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@ import concurrent.futures
 import json
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from clients.signals import deferred
 
 from . import template_notes, trust, worktree
 from .cfn_diff import cdk, cfn_diff
@@ -22,6 +25,8 @@ from .synth import assemblies, network_note, stage_account, stage_names, synth
 from .synth_cache import SynthCache
 from .template_notes import TemplateNotes
 from .templates import resource_changes
+
+LEFT = "temporary folder left: "
 
 
 @dataclass
@@ -59,8 +64,7 @@ def compute(
     `progress` is told each side as its synth starts (tens of seconds each)."""
     tree = worktree.repo_root(start or Path.cwd())
     cdk()
-    work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
-    try:
+    with _scratch(tree) as work:
         commit = worktree.add(tree, base, work / "base")
         how = Synthesis(base, commit, stage, cache, progress)
         code = trust.code_changes(trust.changed_paths(tree, commit))
@@ -69,7 +73,29 @@ def compute(
         result = _judge(plan, how, work, cfn)
         result.base = f"{base} ({commit[:10]})"
         return result
-    finally:
+
+
+@contextmanager
+def _scratch(tree: Path) -> Iterator[Path]:
+    """The diff's temporary folder, made and removed with the base's worktrees in steps no signal cuts in two
+    (clients/signals.py: one that arrives meanwhile is raised after, a second one is ignored). When a stopped
+    diff could not remove it, the exception carries a note `LEFT <folder>` (the command prints it)."""
+    made: list[Path] = []
+    try:
+        with deferred():
+            made.append(Path(tempfile.mkdtemp(prefix="pd-diff-")))
+        yield made[0]
+    except BaseException as exc:
+        for work in made:
+            _remove(tree, work)
+            if work.exists():
+                exc.add_note(f"{LEFT}{work}")
+        raise
+    _remove(tree, made[0])
+
+
+def _remove(tree: Path, work: Path) -> None:
+    with deferred():
         for name in ("base", "data"):
             worktree.remove(tree, work / name)
         shutil.rmtree(work, ignore_errors=True)

@@ -69,6 +69,49 @@ def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_
     assert str(tmp_path) not in leftover.stdout
 
 
+# `ops diff` in a process of its own (a signal to pytest's process would end the test run), its first Ctrl-C
+# sent once the base is checked out. {cleanup} runs as the cleanup starts.
+CTRL_C = r"""
+import os, signal, sys
+from ops.diff import compare
+from ops.__main__ import main
+real_add, real_remove = compare.worktree.add, compare.worktree.remove
+def add(repo, ref, where):
+    commit = real_add(repo, ref, where)
+    os.kill(os.getpid(), signal.SIGINT)
+    return commit
+def remove(repo, where):
+    {cleanup}
+    real_remove(repo, where)
+compare.worktree.add, compare.worktree.remove = add, remove
+sys.exit(main(["diff", "--base", "HEAD", "--stage", "dev", "--no-synth-cache"]))
+"""
+
+
+def _stopped(tmp_path, cleanup: str) -> subprocess.CompletedProcess:
+    env = clean_env(TMPDIR=str(tmp_path))
+    code = CTRL_C.replace("{cleanup}", cleanup)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_second_ctrl_c_during_the_cleanup_does_not_cut_it_short(tmp_path):
+    run = _stopped(tmp_path, "os.kill(os.getpid(), signal.SIGINT)  # the impatient second Ctrl-C")
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines()[-1] == "diff: stopped by SIGINT; its temporary folder is removed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_the_stopped_diff_could_not_remove_is_named_not_called_removed(tmp_path):
+    run = _stopped(tmp_path, "compare.shutil.rmtree = lambda *a, **k: None  # the removal fails")
+    (left,) = tmp_path.glob("pd-diff-*")
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        f"diff: stopped by SIGINT; its temporary folder {left} could not be removed: remove it by hand"
+    )
+
+
 def test_each_synth_is_announced_on_stderr_as_it_starts(clone, monkeypatch, capsys):
     monkeypatch.setattr(compare, "synth", lambda tree, out, *args: out.mkdir())
     monkeypatch.chdir(clone)
