@@ -1,5 +1,5 @@
 """`cdk diff --template`: the project's pinned CDK CLI's own diff of one synthesized stack against the base
-template, with its noise left out and CloudFormation's one-line manifests cut."""
+template, with its noise left out and the serving chart's one-line manifest cut."""
 
 from __future__ import annotations
 
@@ -48,8 +48,10 @@ def cfn_diff(sandbox: Path, head_out: Path, stack_path: str, base_template: Path
     return "\n".join(keep).strip()
 
 
-def shorten(line: str, limit: int = 240) -> str:
-    """A manifest is one JSON string in CloudFormation: cut it; the readable YAML diff follows."""
-    if len(line) <= limit:
+def shorten(line: str, limit: int = 1000) -> str:
+    """A Kubernetes manifest is one JSON string in CloudFormation (the serving chart's: tens of KB): cut it, the
+    Kubernetes diff shows its rendered YAML. Any other line stays whole: an IAM or security group table row, a
+    property value, whose full text is nowhere else in the report."""
+    if len(line) <= limit or '"apiVersion":' not in line:
         return line
-    return f"{line[:limit]}... ({len(line)} characters; see the Kubernetes diff for what changed)"
+    return f"{line[:240]}... ({len(line)} characters; see the Kubernetes diff for what changed)"

@@ -1,16 +1,17 @@
 """`python -m ops diff`: the command protocol of ops/__main__.py (`add_parser(sub)`, `run(args) -> int`).
 Every expected failure is one `diff: ...` line and exit 2, found before minutes of synth where it can be
-(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); SIGTERM, SIGHUP and SIGINT
-end the children (SIGTERM to their groups, then SIGKILL: ops/diff/processes.py), remove the temporary folder
-and exit 128 + the signal. What --tree trusts: its help, and docs/DEPLOYING.md."""
+(cfn-lint missing, an unwritable --markdown path, a --tree that is no folder); a line on stderr names each
+side as its synth starts. SIGTERM, SIGHUP, SIGQUIT and SIGINT end the children (SIGTERM to their groups, then
+SIGKILL: ops/diff/processes.py), remove the temporary folder (a second signal does not cut that short; the
+last line says whether it is gone) and exit 128 + the signal. What --tree trusts: its help, and
+docs/DEPLOYING.md."""
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
-from clients.signals import Terminated, terminating
+from clients.signals import EVERY, Terminated, terminating
 
 from . import compare, processes, render, synth_cache
 from .model import DiffError, DiffResult
@@ -63,8 +64,9 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--fail-on-danger",
         action="store_true",
-        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted, or "
-        "when part of the change could not be judged by trusted code (see --tree)",
+        help="exit 1 when the cluster, a nodegroup, the VPC or the KMS key would be replaced or deleted, when "
+        "EKS would refuse the change (a Kubernetes downgrade, a skipped minor version), or when part of the "
+        "change could not be judged by trusted code (see --tree)",
     )
 
 
@@ -99,15 +101,25 @@ def write_markdown(path: Path, result: DiffResult) -> None:
 def run(args) -> int:
     processes.start()
     try:
-        # SIGTERM/SIGHUP end the synth children first, then every `finally` removes the temporary clones.
-        with terminating(before=processes.end_children), processes.interrupts():
+        # Every terminating signal, Ctrl-C too, ends the synth children first, then the temporary folder is
+        # removed; a second signal meanwhile is ignored (clients/signals.py).
+        with terminating(before=processes.end_children, signals=EVERY):
             return _run(args)
     except Terminated as exc:
-        print(f"diff: stopped by {exc}; its temporary folder is removed", file=sys.stderr)
+        print(f"diff: stopped by {exc}; {_folder_fate(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("diff: stopped by SIGINT; its temporary folder is removed", file=sys.stderr)
-        return 128 + signal.SIGINT
+
+
+def _folder_fate(exc: BaseException) -> str:
+    """Whether the stopped diff removed its temporary folder (compare._scratch notes one it could not)."""
+    left = [note.removeprefix(compare.LEFT) for note in getattr(exc, "__notes__", []) if note.startswith(compare.LEFT)]
+    if left:
+        return f"its temporary folder {left[0]} could not be removed: remove it by hand"
+    return "its temporary folder is removed"
+
+
+def _progress(line: str) -> None:
+    print(f"diff: {line}", file=sys.stderr, flush=True)
 
 
 def _run(args) -> int:
@@ -119,7 +131,9 @@ def _run(args) -> int:
         if tree is not None and not tree.is_dir():
             raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
         cache = None if args.no_synth_cache else synth_cache.SynthCache(args.synth_cache)
-        result = compare.compute(args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache)
+        result = compare.compute(
+            args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache, progress=_progress
+        )
         if args.json:
             print(render.as_json(result))
         else:

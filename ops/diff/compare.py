@@ -9,17 +9,24 @@ import concurrent.futures
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import trust, worktree
+from clients.signals import deferred
+
+from . import template_notes, trust, worktree
 from .cfn_diff import cdk, cfn_diff
 from .kubernetes import k8s_diffs
 from .model import DiffError, DiffResult, StackDiff, StageDiff
 from .notes import idle_gpus, image_bumps, manual_steps, operator_bumps
-from .synth import assemblies, network_note, stage_names, synth
+from .synth import assemblies, network_note, stage_account, stage_names, synth
 from .synth_cache import SynthCache
+from .template_notes import TemplateNotes
 from .templates import resource_changes
+
+LEFT = "temporary folder left: "
 
 
 @dataclass
@@ -48,23 +55,47 @@ def compute(
     cfn: bool = True,
     run_tree_code: bool = False,
     cache: SynthCache | None = None,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> DiffResult:
     """Diff the working tree of the checkout around `start` (default: the current folder) against `base`.
     With `start` the tree is another checkout (a pull request): untrusted, its code runs only with
     `run_tree_code`. Without it the tree is the checkout this code runs from (`python -m ops` imports it).
-    With `cache`, the sides the base's code synthesizes are copied from an earlier diff's when kept there."""
+    With `cache`, the sides the base's code synthesizes are copied from an earlier diff's when kept there.
+    `progress` is told each side as its synth starts (tens of seconds each)."""
     tree = worktree.repo_root(start or Path.cwd())
     cdk()
-    work = Path(tempfile.mkdtemp(prefix="pd-diff-"))
-    try:
+    with _scratch(tree) as work:
         commit = worktree.add(tree, base, work / "base")
+        how = Synthesis(base, commit, stage, cache, progress)
         code = trust.code_changes(trust.changed_paths(tree, commit))
         untrusted = start is not None
-        plan = _plan(tree, commit, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
-        result = _judge(plan, Synthesis(base, commit, stage, cache), work, cfn)
+        plan = _plan(tree, how, work, code, untrusted=untrusted, run_code=run_tree_code or not untrusted)
+        result = _judge(plan, how, work, cfn)
         result.base = f"{base} ({commit[:10]})"
         return result
-    finally:
+
+
+@contextmanager
+def _scratch(tree: Path) -> Iterator[Path]:
+    """The diff's temporary folder, made and removed with the base's worktrees in steps no signal cuts in two
+    (clients/signals.py: one that arrives meanwhile is raised after, a second one is ignored). When a stopped
+    diff could not remove it, the exception carries a note `LEFT <folder>` (the command prints it)."""
+    made: list[Path] = []
+    try:
+        with deferred():
+            made.append(Path(tempfile.mkdtemp(prefix="pd-diff-")))
+        yield made[0]
+    except BaseException as exc:
+        for work in made:
+            _remove(tree, work)
+            if work.exists():
+                exc.add_note(f"{LEFT}{work}")
+        raise
+    _remove(tree, made[0])
+
+
+def _remove(tree: Path, work: Path) -> None:
+    with deferred():
         for name in ("base", "data"):
             worktree.remove(tree, work / name)
         shutil.rmtree(work, ignore_errors=True)
@@ -77,8 +108,9 @@ def _data_side(tree: Path, commit: str, work: Path) -> Side:
     return Side(work / "data", work / "data.out", "working tree's stage files on the base's code", work / "sbx-data")
 
 
-def _plan(tree: Path, commit: str, work: Path, code: list[str], *, untrusted: bool, run_code: bool) -> Plan:
-    base = Side(work / "base", work / "base.out", "base", work / "sbx-base")
+def _plan(tree: Path, how: Synthesis, work: Path, code: list[str], *, untrusted: bool, run_code: bool) -> Plan:
+    commit = how.commit
+    base = Side(work / "base", work / "base.out", f"base at {how.base} ({commit[:10]})", work / "sbx-base")
     listed = ", ".join(code[:8]) + (f" and {len(code) - 8} more" if len(code) > 8 else "")
     if not code:
         data = _data_side(tree, commit, work)
@@ -119,18 +151,21 @@ class Synthesis:
     commit: str
     stage: str | None
     cache: SynthCache | None
+    progress: Callable[[str], None]
 
 
 def _synthesize(side: Side, how: Synthesis) -> None:
     """One side's synth, or its kept copy: only a side of the base's code is looked up and kept, and only it
     shares jsii's extracted packages (the tree's code could rewrite what a later synth loads)."""
-    if how.cache is None or not side.base_code:
-        synth(side.tree, side.out, how.stage, side.label, side.sandbox)
+    kept = how.cache if side.base_code else None
+    key = kept.key(how.commit, side.tree, how.stage) if kept else ""
+    if kept and kept.restore(key, side.out):
+        how.progress(f"the {side.label}: copied from an earlier diff's synth ({kept.folder})")
         return
-    key = how.cache.key(how.commit, side.tree, how.stage)
-    if not how.cache.restore(key, side.out):
-        synth(side.tree, side.out, how.stage, side.label, side.sandbox, how.cache.packages)
-        how.cache.store(key, side.out)
+    how.progress(f"synthesizing the {side.label}")
+    synth(side.tree, side.out, how.stage, side.label, side.sandbox, kept.packages if kept else None)
+    if kept:
+        kept.store(key, side.out)
 
 
 def _judge(plan: Plan, how: Synthesis, work: Path, cfn: bool) -> DiffResult:
@@ -164,13 +199,22 @@ def _checked(plan: Plan, jobs: dict[int, concurrent.futures.Future[None]]) -> Si
     return plan.check
 
 
-def _stack(stage_name: str, path: str, before_file: Path | None, after_file: Path | None) -> StackDiff:
-    before = json.loads(before_file.read_text()) if before_file else {}
-    after = json.loads(after_file.read_text()) if after_file else {}
-    stack = StackDiff(stage_name, path, resource_changes(before, after))
-    if not after_file:
-        stack.cfn_diff = f"stack {path} is removed"
-    return stack
+def _stacks(
+    stage: str, before: dict[str, Path], after: dict[str, Path], account: str | None
+) -> tuple[list[StackDiff], TemplateNotes]:
+    """Each stack of a stage compared, and what its templates say that its diff does not (template_notes)."""
+    stacks, manual, notes = [], [], []
+    for path in sorted({*before, *after}):
+        old = json.loads(before[path].read_text()) if path in before else {}
+        new = json.loads(after[path].read_text()) if path in after else {}
+        stack = StackDiff(stage, path, resource_changes(old, new))
+        if path not in after:
+            stack.cfn_diff = f"stack {path} is removed"
+        stacks.append(stack)
+        found = template_notes.read(old, new, account)
+        manual += found.manual
+        notes += found.notes
+    return stacks, TemplateNotes(manual, notes)
 
 
 def _stages(base: Side, head: Side, work: Path, cfn: bool) -> list[StageDiff]:
@@ -184,24 +228,27 @@ def _stages(base: Side, head: Side, work: Path, cfn: bool) -> list[StageDiff]:
         cfn_jobs = []
         for stage_name in sorted(set(old) | set(new)):
             before, after = old.get(stage_name, {}), new.get(stage_name, {})
-            stacks = [_stack(stage_name, path, before.get(path), after.get(path)) for path in sorted({*before, *after})]
+            stacks, found = _stacks(stage_name, before, after, stage_account(head_out, stage_name))
             for stack in stacks:
                 if cfn and stack.path in after and stack.changes:
                     job = pool.submit(cfn_diff, work / "sbx-cdk", head_out, stack.path, before.get(stack.path, empty))
                     cfn_jobs.append((stack, job))
-            stages.append(_stage(stage_name, stacks, base, head, old, new))
+            stages.append(_stage(stage_name, stacks, found, base, head, old, new))
         for stack, job in cfn_jobs:
             stack.cfn_diff = job.result()
     return stages
 
 
-def _stage(name: str, stacks: list[StackDiff], base: Side, head: Side, old: dict, new: dict) -> StageDiff:
+def _stage(
+    name: str, stacks: list[StackDiff], found: TemplateNotes, base: Side, head: Side, old: dict, new: dict
+) -> StageDiff:
     status = "new" if name not in old else "removed" if name not in new else ""
     base_out, head_out = base.out, head.out
     manual = (
         manual_steps(base_out, head_out, name)
         + image_bumps(base_out, head_out, name)
         + operator_bumps(base_out, head_out, name)
+        + found.manual
     )
     return StageDiff(
         name,
@@ -210,4 +257,5 @@ def _stage(name: str, stacks: list[StackDiff], base: Side, head: Side, old: dict
         status=status,
         manual=manual,
         idle_gpus=idle_gpus(base.tree, head.tree, name),
+        notes=found.notes,
     )

@@ -39,6 +39,7 @@ class StageDiff:
     status: str = ""  # "new" (only in the working tree), "removed" (only in the base), "" (in both)
     manual: list[str] = field(default_factory=list)  # steps a deploy does not do (KubeRay under None)
     idle_gpus: str = ""  # how many GPUs the replica counts leave idle, when some are
+    notes: list[str] = field(default_factory=list)  # what the diff does not say: access entries, scale-ins
 
     @property
     def title(self) -> str:
@@ -80,6 +81,10 @@ class DiffResult:
     @property
     def manual_steps(self) -> list[tuple[str, str]]:
         return [(stage.stage, step) for stage in self.stages for step in stage.manual]
+
+    @property
+    def notes(self) -> list[tuple[str, str]]:
+        return [(stage.stage, note) for stage in self.stages for note in stage.notes]
 
     @property
     def idle(self) -> list[tuple[str, str]]:

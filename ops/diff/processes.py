@@ -12,8 +12,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from .model import DiffError
 
@@ -66,25 +64,6 @@ def _alive(process: subprocess.Popen) -> bool:
     except OSError:
         return False
     return True
-
-
-@contextmanager
-def interrupts() -> Iterator[None]:
-    """SIGINT too ends the children first (in groups of their own, they no longer get the terminal's ^C),
-    then raises KeyboardInterrupt as Python's default handler does."""
-
-    def _interrupt(signum, frame) -> None:
-        end_children()
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def start() -> None:

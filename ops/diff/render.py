@@ -1,5 +1,5 @@
 """The report of a diff: plain text (the command's output), Markdown (a pull request comment) and JSON
-(--json, for pipelines). Dangers, manual steps and idle GPUs come first."""
+(--json, for pipelines). Dangers, manual steps, idle GPUs and notes come first."""
 
 from __future__ import annotations
 
@@ -11,7 +11,22 @@ NO_DANGER = "No replacement or deletion of the cluster, a nodegroup, the VPC or 
 
 
 def text(result: DiffResult) -> str:
-    lines = [f"Offline diff: {result.base} -> working tree"]
+    lines = [f"Offline diff: {result.base} -> working tree", *_text_callouts(result)]
+    for stage in result.stages:
+        lines.append(f"\n{stage.title}")
+        for stack in stage.stacks:
+            lines.append(f"  {stack.path:<16} {stack.summary if stack.changes else 'no changes'}")
+        for stack in stage.stacks:
+            if stack.cfn_diff:
+                lines += ["", f"--- CloudFormation: {stack.path}", stack.cfn_diff]
+        for name, diff in stage.k8s.items():
+            lines += ["", f"--- Kubernetes: {stage.stage}/{name}", diff.rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def _text_callouts(result: DiffResult) -> list[str]:
+    """The dangers (or the line that there are none), manual steps, idle GPUs, notes, unjudged parts, trust."""
+    lines = []
     dangers = result.dangers
     if dangers:
         lines.append(f"DANGER: {len(dangers)} destructive change(s)")
@@ -24,20 +39,14 @@ def text(result: DiffResult) -> str:
         lines += [f"  ! {stage}: {step}" for stage, step in manual]
     for name, idle in result.idle:
         lines.append(f"IDLE GPUs: {name}: {idle}")
+    notes = result.notes
+    if notes:
+        lines.append(f"NOTE: {len(notes)} thing(s) to know before the deploy")
+        lines += [f"  - {stage}: {note}" for stage, note in notes]
     if result.unjudged:
         lines.append(f"NOT JUDGED: {len(result.unjudged)} part(s) of the change (--fail-on-danger fails on them)")
         lines += [f"  ! {item}" for item in result.unjudged]
-    lines += [f"TRUST: {line}" for line in result.trust]
-    for stage in result.stages:
-        lines.append(f"\n{stage.title}")
-        for stack in stage.stacks:
-            lines.append(f"  {stack.path:<16} {stack.summary if stack.changes else 'no changes'}")
-        for stack in stage.stacks:
-            if stack.cfn_diff:
-                lines += ["", f"--- CloudFormation: {stack.path}", stack.cfn_diff]
-        for name, diff in stage.k8s.items():
-            lines += ["", f"--- Kubernetes: {stage.stage}/{name}", diff.rstrip("\n")]
-    return "\n".join(lines) + "\n"
+    return lines + [f"TRUST: {line}" for line in result.trust]
 
 
 def markdown(result: DiffResult) -> str:
@@ -51,7 +60,7 @@ def markdown(result: DiffResult) -> str:
 
 
 def _md_callouts(result: DiffResult) -> list[str]:
-    """The dangers (or the line that there are none), manual steps, idle GPUs and unjudged parts."""
+    """The dangers (or the line that there are none), manual steps, idle GPUs, notes and unjudged parts."""
     out: list[str] = []
     dangers = result.dangers
     if dangers:
@@ -68,6 +77,10 @@ def _md_callouts(result: DiffResult) -> list[str]:
     if result.idle:
         out += ["> [!NOTE]", "> **GPUs left idle by the replica counts**", ">"]
         out += [f"> - `{stage}`: {idle}" for stage, idle in result.idle]
+        out.append("")
+    if result.notes:
+        out += ["> [!NOTE]", "> **To know before the deploy**", ">"]
+        out += [f"> - `{stage}`: {_md(note)}" for stage, note in result.notes]  # principal ARNs from the tree
         out.append("")
     if result.unjudged:
         out += ["> [!CAUTION]", f"> **{len(result.unjudged)} part(s) of the change not judged by trusted code**", ">"]
@@ -151,6 +164,7 @@ def as_json(result: DiffResult) -> str:
             "dangers": [{"stack": path, **change(item)} for path, item in result.dangers],
             "manual_steps": [{"stage": stage, "text": step} for stage, step in result.manual_steps],
             "idle_gpus": [{"stage": stage, "text": idle} for stage, idle in result.idle],
+            "notes": [{"stage": stage, "text": note} for stage, note in result.notes],
             "stages": [
                 {
                     "stage": stage.stage,

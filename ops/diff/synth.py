@@ -1,6 +1,6 @@
 """Synth of one side (the base worktree, the base with the tree's stage files, or the tree's own code), each
-in a sandbox, and what it wrote: the cloud assembly of every stage (its stacks' templates) and the stage
-names of a tree.
+in a sandbox, and what it wrote: the cloud assembly of every stage (its stacks' templates, the account they
+are bound to) and the stage names of a tree.
 
 The sandbox (every synth and `cdk diff`): an environment of a few named variables only (no AWS_*, CDK_*,
 tokens or proxies of the caller), an empty HOME and TMPDIR of its own inside the diff's temporary folder
@@ -100,3 +100,16 @@ def assemblies(outdir: Path) -> dict[str, dict[str, Path]]:
                 path = artifact.get("displayName", "")
                 found.setdefault(stage, {})[path] = stage_dir / artifact["properties"]["templateFile"]
     return found
+
+
+def stage_account(outdir: Path, stage: str) -> str | None:
+    """The account a stage's stacks are bound to (its stage file's `account`); None when they are not (the
+    deploying credentials' account, unknown offline)."""
+    manifest = outdir / f"assembly-{stage}" / "manifest.json"
+    if not manifest.is_file():
+        return None
+    for artifact in json.loads(manifest.read_text())["artifacts"].values():
+        account = (artifact.get("environment") or "").removeprefix("aws://").split("/")[0]
+        if account.isdigit():
+            return account
+    return None

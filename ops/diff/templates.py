@@ -1,11 +1,12 @@
 """The template diff: the resource changes between two CloudFormation templates of one stack (added,
-removed, changed, replaced), and the nodegroups whose nodes a launch template change rolls."""
+removed, changed, replaced; a Kubernetes version change EKS refuses), and the nodegroups whose nodes a launch
+template change rolls."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .danger import ResourceChange
+from .danger import ResourceChange, version_refusal
 from .schemas import create_only
 
 
@@ -18,6 +19,18 @@ def _pointer(properties: dict, path: str) -> Any:
     return current
 
 
+def _changed(logical_id: str, before: dict, after: dict) -> ResourceChange:
+    """A resource in both templates that differs: replaced when a create-only property (or the type) changes."""
+    if before["Type"] != after["Type"]:
+        return ResourceChange(logical_id, after["Type"], "replaced", ["Type"])
+    props_before, props_after = before.get("Properties", {}), after.get("Properties", {})
+    because = [p for p in create_only(after["Type"]) if _pointer(props_before, p) != _pointer(props_after, p)]
+    refused = ""
+    if after["Type"] == "AWS::EKS::Cluster":
+        refused = version_refusal(props_before.get("Version"), props_after.get("Version"))
+    return ResourceChange(logical_id, after["Type"], "replaced" if because else "changed", because, refused)
+
+
 def resource_changes(old: dict, new: dict) -> list[ResourceChange]:
     old_res, new_res = old.get("Resources", {}), new.get("Resources", {})
     changes = []
@@ -28,12 +41,7 @@ def resource_changes(old: dict, new: dict) -> list[ResourceChange]:
         elif after is None:
             changes.append(ResourceChange(logical_id, before["Type"], "removed"))
         elif before != after:
-            if before["Type"] != after["Type"]:
-                changes.append(ResourceChange(logical_id, after["Type"], "replaced", ["Type"]))
-                continue
-            props_before, props_after = before.get("Properties", {}), after.get("Properties", {})
-            because = [p for p in create_only(after["Type"]) if _pointer(props_before, p) != _pointer(props_after, p)]
-            changes.append(ResourceChange(logical_id, after["Type"], "replaced" if because else "changed", because))
+            changes.append(_changed(logical_id, before, after))
     # A launch template change rolls every node of the nodegroups that use it (a new template version).
     for change in list(changes):
         if change.type != "AWS::EC2::LaunchTemplate" or change.action != "changed":

@@ -4,6 +4,7 @@ first, and the exit code under --fail-on-danger. No AWS access: both synths run 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from ops.__main__ import main
-from ops.diff import ResourceChange, compare, notes, resource_changes
+from ops.diff import DiffResult, ResourceChange, StageDiff, cfn_diff, compare, notes, render, resource_changes, synth
 
 from ..helpers import ROOT, merge, stage_data, write_stage
 
@@ -113,6 +114,24 @@ def test_kubernetes_upgrade_updates_the_cluster_in_place(clone, diff):
     assert _summary(run.stdout, "dev/Cluster") == "0 added, 1 changed, 0 removed, 1 replaced"
     assert "[~] AWS::EKS::Cluster Cluster/Cluster ClusterEB0386A7\n └─ [~] Version" in run.stdout
     assert "[~] AWS::Lambda::LayerVersion Cluster/KubectlLayer KubectlLayer600207B5 replace" in run.stdout
+    # the nodegroups name no version: the deploy leaves them on 1.34, and the step to update them is printed
+    assert (
+        "  ! dev: Kubernetes 1.34 -> 1.35: the nodegroups ClusterNodegroupGpuNodegroup8D13555C, "
+        "ClusterNodegroupSystemNodegroupBF67F25F stay on 1.34's kubelet" in run.stdout
+    )
+
+
+def test_kubernetes_downgrade_is_a_danger_eks_refuses(clone, diff):
+    _edit_stage(clone, "dev", lambda d: d["cluster"].update(kubernetes_version="1.34"))
+    run = diff(clone, "--stage", "dev", "--fail-on-danger")
+    assert run.returncode == 1, run.stdout
+    assert run.stdout.splitlines()[1:3] == [
+        "DANGER: 1 destructive change(s)",
+        (
+            "  ! dev/Cluster: cluster ClusterEB0386A7: EKS cannot downgrade a cluster (Kubernetes 1.35 -> 1.34): "
+            "the deploy fails and rolls back"
+        ),
+    ]
 
 
 def test_system_instance_type_change_is_a_nodegroup_replacement_and_a_danger(clone, diff):
@@ -172,9 +191,72 @@ def test_replacement_follows_cloudformation_create_only_properties(resource_type
     assert change.action == action
 
 
+@pytest.mark.parametrize(
+    "before, after, refused",
+    [
+        ("1.35", "1.34", "EKS cannot downgrade a cluster (Kubernetes 1.35 -> 1.34)"),
+        ("1.33", "1.35", "EKS upgrades a cluster one minor version at a time (Kubernetes 1.33 -> 1.35)"),
+    ],
+)
+def test_a_kubernetes_version_eks_refuses_is_a_danger(before, after, refused):
+    (change,) = resource_changes(
+        _template("AWS::EKS::Cluster", Version=before), _template("AWS::EKS::Cluster", Version=after)
+    )
+    assert change.dangerous and change.describe().startswith(f"cluster R: {refused}: the deploy fails and rolls back")
+
+
+def test_one_minor_up_is_no_danger():
+    (change,) = resource_changes(
+        _template("AWS::EKS::Cluster", Version="1.34"), _template("AWS::EKS::Cluster", Version="1.35")
+    )
+    assert not change.dangerous
+
+
 def test_removing_the_kms_key_is_a_danger():
     (change,) = resource_changes(_template("AWS::KMS::Key"), {"Resources": {}})
     assert change == ResourceChange("R", "AWS::KMS::Key", "removed") and change.dangerous
+
+
+# --- the report: what is cut, notes, the stage's account ---------------------------------------------
+
+# A row of `cdk diff`'s IAM table (a verify runner statement's condition; 307 characters, as printed)
+IAM_ROW = (
+    "│   │" + " " * 61 + "│        │ ec2:DeleteNetworkInterface           │" + " " * 41 + '│   "ec2:Vpc": '
+    '"arn:aws:ec2:us-west-2:123456789012:vpc/{\\"Fn::ImportValue\\":\\"dev-network:ExportsOutputRefVpc8378EB38'
+    '272D6E3A\\"}"' + " " * 21 + "│"
+)
+
+
+def test_an_iam_table_row_is_never_cut():
+    assert len(IAM_ROW) == 307 and cfn_diff.shorten(IAM_ROW) == IAM_ROW
+
+
+def test_the_serving_manifest_is_cut_and_points_at_the_kubernetes_diff():
+    line = ' │   └─ [+] [{"apiVersion":"v1","kind":"Namespace",' + '"x":1,' * 3000 + "}]"
+    assert (
+        cfn_diff.shorten(line) == f"{line[:240]}... ({len(line)} characters; see the Kubernetes diff for what changed)"
+    )
+
+
+def test_notes_are_listed_after_the_dangers_one_line_each():
+    stage = StageDiff("dev", [], {}, notes=["cluster access added: arn:aws:iam::111122223333:role/A gets X"])
+    lines = render.text(DiffResult("HEAD (0123456789)", [stage])).splitlines()
+    assert lines[2:4] == [
+        "NOTE: 1 thing(s) to know before the deploy",
+        "  - dev: cluster access added: arn:aws:iam::111122223333:role/A gets X",
+    ]
+
+
+@pytest.mark.parametrize(
+    "environment, account",
+    [("aws://123456789012/us-west-2", "123456789012"), ("aws://unknown-account/us-west-2", None)],
+)
+def test_the_stages_account_is_the_one_its_stacks_are_bound_to(environment, account, tmp_path):
+    folder = tmp_path / "assembly-dev"
+    folder.mkdir()
+    manifest = {"artifacts": {"devCluster": {"type": "aws:cloudformation:stack", "environment": environment}}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert synth.stage_account(tmp_path, "dev") == account
 
 
 # --- Ray pods under upgradeStrategy None, idle GPUs, a stage of one side only -------------------------

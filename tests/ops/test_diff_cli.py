@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.__main__ import main
 from ops.diff import DiffResult, ResourceChange, StackDiff, StageDiff, compare, processes
 from tests.helpers import ROOT, clean_env
 
@@ -68,6 +69,60 @@ def test_a_signal_mid_synth_ends_the_children_leaves_nothing_and_exits_128_plus_
     assert str(tmp_path) not in leftover.stdout
 
 
+# `ops diff` in a process of its own (a signal to pytest's process would end the test run), its first Ctrl-C
+# sent once the base is checked out. {cleanup} runs as the cleanup starts.
+CTRL_C = r"""
+import os, signal, sys
+from ops.diff import compare
+from ops.__main__ import main
+real_add, real_remove = compare.worktree.add, compare.worktree.remove
+def add(repo, ref, where):
+    commit = real_add(repo, ref, where)
+    os.kill(os.getpid(), signal.SIGINT)
+    return commit
+def remove(repo, where):
+    {cleanup}
+    real_remove(repo, where)
+compare.worktree.add, compare.worktree.remove = add, remove
+sys.exit(main(["diff", "--base", "HEAD", "--stage", "dev", "--no-synth-cache"]))
+"""
+
+
+def _stopped(tmp_path, cleanup: str) -> subprocess.CompletedProcess:
+    env = clean_env(TMPDIR=str(tmp_path))
+    code = CTRL_C.replace("{cleanup}", cleanup)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_second_ctrl_c_during_the_cleanup_does_not_cut_it_short(tmp_path):
+    run = _stopped(tmp_path, "os.kill(os.getpid(), signal.SIGINT)  # the impatient second Ctrl-C")
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines()[-1] == "diff: stopped by SIGINT; its temporary folder is removed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_the_stopped_diff_could_not_remove_is_named_not_called_removed(tmp_path):
+    run = _stopped(tmp_path, "compare.shutil.rmtree = lambda *a, **k: None  # the removal fails")
+    (left,) = tmp_path.glob("pd-diff-*")
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        f"diff: stopped by SIGINT; its temporary folder {left} could not be removed: remove it by hand"
+    )
+
+
+def test_each_synth_is_announced_on_stderr_as_it_starts(clone, monkeypatch, capsys):
+    monkeypatch.setattr(compare, "synth", lambda tree, out, *args: out.mkdir())
+    monkeypatch.chdir(clone)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout
+    assert main(["diff", "--base", "HEAD", "--no-synth-cache"]) == 0
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        f"diff: synthesizing the base at HEAD ({commit[:10]})",
+        "diff: synthesizing the working tree's stage files on the base's code",
+    ]
+
+
 def test_a_child_started_just_as_the_diff_stops_is_ended_too(monkeypatch):
     """Popen returns, and before the thread registers the child, end_children runs: it must still end it."""
     real_popen, popened = subprocess.Popen, threading.Event()
@@ -113,8 +168,6 @@ def test_ending_the_children_asks_first_then_kills_their_whole_group(tmp_path):
 
 
 def test_without_cfn_lint_diff_says_what_to_run_and_exits_2(monkeypatch, capsys):
-    from ops.__main__ import main
-
     monkeypatch.setitem(sys.modules, "cfnlint", None)  # a venv made before requirements.txt pinned it
     assert main(["diff", "--base", "HEAD"]) == 2
     assert capsys.readouterr().err == CFN_LINT_MISSING
@@ -194,13 +247,13 @@ def _result() -> DiffResult:
         ResourceChange("Role", "AWS::IAM::Role", "changed"),
     ]
     stack = StackDiff("dev", "dev/Cluster", changes, cfn_diff="[~] AWS::EKS::Nodegroup Nodes")
-    stage = StageDiff("dev", [stack], {"inference.yaml": "--- a\n+++ b\n"}, manual=["step"], idle_gpus="1 of 3")
+    stage = StageDiff(
+        "dev", [stack], {"inference.yaml": "--- a\n+++ b\n"}, manual=["step"], idle_gpus="1 of 3", notes=["note"]
+    )
     return DiffResult(base="HEAD (0123456789)", stages=[stage, StageDiff("qa", [], {}, status="new")])
 
 
 def test_json_is_the_report_as_data_with_the_same_exit_code(monkeypatch, capsys, tmp_path):
-    from ops.__main__ import main
-
     monkeypatch.setattr(compare, "compute", lambda base, **kwargs: _result())
     markdown = tmp_path / "diff.md"
     assert main(["diff", "--base", "HEAD", "--json", "--fail-on-danger", "--markdown", str(markdown)]) == 1
@@ -219,6 +272,7 @@ def test_json_is_the_report_as_data_with_the_same_exit_code(monkeypatch, capsys,
     ]
     assert report["manual_steps"] == [{"stage": "dev", "text": "step"}]
     assert report["idle_gpus"] == [{"stage": "dev", "text": "1 of 3"}]
+    assert report["notes"] == [{"stage": "dev", "text": "note"}]
     dev, qa = report["stages"]
     assert (dev["status"], qa["status"]) == ("both", "new")
     (stack,) = dev["stacks"]

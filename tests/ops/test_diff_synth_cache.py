@@ -4,6 +4,7 @@ toolchain, copied on the next diff, and never confused with another input; the t
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,12 @@ def synths(monkeypatch):
 
     monkeypatch.setattr(compare, "synth", fake)
     return ran
+
+
+def _head(repo: Path) -> str:
+    """The commit id the base's label names (its first 10 characters)."""
+    run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+    return run.stdout[:10]
 
 
 def _tree(folder: Path, **stage_files: str) -> Path:
@@ -104,9 +111,10 @@ def test_the_trees_own_code_is_synthesized_every_time_and_never_kept(clone, synt
     cache = SynthCache(tmp_path / "cache")
     for _ in range(2):
         compare.compute("HEAD", cfn=False, cache=cache)
-    assert sorted(synths) == ["base", "working tree", "working tree"]  # the two sides run side by side
+    base = f"base at HEAD ({_head(clone)})"
+    assert sorted(synths) == [base, "working tree", "working tree"]  # the two sides run side by side
     (entry,) = cache.folder.iterdir()
-    assert (entry / "made-by.txt").read_text() == "base"
+    assert (entry / "made-by.txt").read_text() == base
 
 
 def test_only_a_synth_of_the_bases_code_shares_jsii_packages_in_the_cache_folder(clone, synths, tmp_path, monkeypatch):
@@ -115,7 +123,7 @@ def test_only_a_synth_of_the_bases_code_shares_jsii_packages_in_the_cache_folder
         handle.write("# a code change: the tree's own code must not write what a later synth loads\n")
     cache = SynthCache(tmp_path / "cache")
     compare.compute("HEAD", cfn=False, cache=cache)
-    assert synths.packages == {"base": cache.folder / ".jsii-packages", "working tree": None}
+    assert synths.packages == {f"base at HEAD ({_head(clone)})": cache.folder / ".jsii-packages", "working tree": None}
 
 
 def test_jsii_is_told_the_shared_package_folder_only_when_given_one(tmp_path):

@@ -21,7 +21,7 @@ DISABLE_THE_GATE = "\n\nResourceChange.dangerous = property(lambda self: False) 
 def test_tree_is_the_checkout_that_is_compared_wherever_diff_runs(tmp_path, monkeypatch, capsys, session_synth_cache):
     seen = {}
 
-    def compute(base, **kwargs):
+    def compute(base, progress, **kwargs):
         seen.update(base=base, **kwargs)
         return diff_module.DiffResult(base=base, stages=[])
 
