@@ -162,7 +162,7 @@ def test_an_instance_type_whose_gpu_memory_is_unknown_is_refused_in_one_line(dev
 def test_an_instance_type_with_no_gpu_model_is_refused_in_one_line(dev, monkeypatch):
     from config.instance_types import InstanceSpec
 
-    monkeypatch.setitem(INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1))
+    monkeypatch.setitem(INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1, network_gbps=25.0))
     with pytest.raises(overrides.PlanError) as error:
         _plan(dev)
     assert str(error.value) == "--emulate-node: config/instance_types.py: g6.8xlarge: no GPU model recorded for it"

@@ -207,6 +207,7 @@ def fake_stack(monkeypatch):
     monkeypatch.setattr(checks, "openai", lambda report, base, model: report.add("GET /v1/models", "pass", "ok"))
     monkeypatch.setattr(checks, "token_field_probe", lambda report, base, model: None)
     monkeypatch.setattr(checks, "nixl_transport", lambda report, logs, expect_efa: None)
+    monkeypatch.setattr(checks, "kv_transfer_rate", lambda *args, **kwargs: None)
     monkeypatch.setattr(cli, "_scrape_metrics", lambda path, say: None)
 
 
