@@ -216,7 +216,9 @@ def test_stage_az_missing_in_the_region_fails(aws, tmp_path):
 def test_type_with_fewer_efa_interfaces_than_the_stage_needs_fails(aws, tmp_path, monkeypatch):
     # the stage's table says 2 EFA interfaces; EC2 says g6.8xlarge has 1
     monkeypatch.setitem(
-        INSTANCE_TYPES, "g6.8xlarge", InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", efa_interfaces=2, network_gbps=25.0)
+        INSTANCE_TYPES,
+        "g6.8xlarge",
+        InstanceSpec(vcpus=32, memory_gib=128, gpus=1, gpu_model="L4", efa_interfaces=2, network_gbps=25.0),
     )
     report, _ = Fake().ready().run(_cfg(tmp_path))
     check = report.find("EFA support")
