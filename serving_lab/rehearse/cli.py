@@ -33,7 +33,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster
+from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster, serve_access, traces
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,9 +217,10 @@ def _add_host_options(cmd) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="after the checks, N ~750-token streams one at a time, then N 16 at a time, with the engines' "
-        "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
-        "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
+        help="after the checks, N ~750-token streams one at a time, then N 16 at a time: the time to first token "
+        "phase by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' own request spans "
+        "(sent to a receiver on 127.0.0.1) and as the means of their metrics scraped before and after each round, "
+        "written to ttft-phases-MODE.json (about a minute more)",
     )
 
 
@@ -336,6 +337,7 @@ class _ModeRun:
     temp: Path  # Ray's temp folder: the workers' logs
     deadline: float | None
     say: Callable[[str], None]
+    receiver: traces.Receiver | None = None  # --ttft-phases: the engines' request spans
 
     @property
     def app(self) -> str:
@@ -375,7 +377,8 @@ def rehearse_mode(
     _announce(cfg, mode=mode, host=host, plan=plan, out=out, say=say)
     report = Report("rehearse", cfg.stage)
     temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
-    rehearsal = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say)
+    receiver = traces.Receiver() if args.ttft_phases else None
+    rehearsal = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say, receiver)
     head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
     progress = _ModeProgress(started=time.monotonic())
     try:
@@ -422,6 +425,7 @@ def _plan(
             transport=_transport(args),
             full_attention=args.full_attention,
             decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
+            traces=bool(args.ttft_phases),
         )
 
     plan = planned(args.kv_cache_bytes)
@@ -451,6 +455,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     head.start()
     head.wait_for_dashboard()
     ray_up = time.monotonic() - progress.started
+    _receive_spans(rehearsal, report)
     head.deploy(rehearsal.plan.serve_config)
     ray_cluster.wait_until_running(head, rehearsal.app, timeout=rehearsal.args.deploy_timeout, progress=rehearsal.say)
     to_running = time.monotonic() - progress.started
@@ -463,22 +468,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     )
     base = f"http://127.0.0.1:{SERVE_PORT}"
     checks.openai(report, base, rehearsal.cfg.serving.model.id)
-    if rehearsal.mode == "pd":
-        checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
-        finding = checks.nixl_transport(
-            report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa
-        )
-        checks.kv_transfer_rate(
-            report,
-            base,
-            rehearsal.cfg.serving.model.id,
-            tokens=long_prompt_tokens(rehearsal.cfg),
-            floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
-            scrape=_exporters,
-            backend=finding,
-        )
-    else:
-        report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+    _kv_checks(rehearsal, report, base)
     progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rehearsal.temp), app=rehearsal.app)
     _scrape_metrics(rehearsal.out / f"metrics-{rehearsal.mode}.txt", rehearsal.say)
     if checkpoint.is_checkpoint(rehearsal.model):
@@ -499,6 +489,35 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
             engine_memory=progress.memory,
         )
         checks.benchmark(report, run, progress.run_path)
+
+
+def _kv_checks(rehearsal: _ModeRun, report: Report, base: str) -> None:
+    """PD: the answer-length probe, NIXL's transport and the KV transfer rate; colocated moves no KV cache."""
+    if rehearsal.mode != "pd":
+        report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+        return
+    checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
+    finding = checks.nixl_transport(report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa)
+    checks.kv_transfer_rate(
+        report,
+        base,
+        rehearsal.cfg.serving.model.id,
+        tokens=long_prompt_tokens(rehearsal.cfg),
+        floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
+        scrape=_exporters,
+        backend=finding,
+    )
+
+
+def _receive_spans(rehearsal: _ModeRun, report: Report) -> None:
+    """--ttft-phases: the span receiver listens before the engines start, so no export of theirs fails (a failed
+    one is retried for seconds, holding back the spans after it)."""
+    if rehearsal.receiver is None:
+        return
+    try:
+        rehearsal.receiver.start()
+    except traces.TraceError as exc:
+        report.add("TTFT per request", "warn", f"the span receiver did not start: {exc}")
 
 
 def _oracle_inputs(rehearsal: _ModeRun, base: str) -> oracle_run.OracleInputs:
@@ -544,7 +563,8 @@ def _exporter_text(url: str) -> str:
 
 
 def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
-    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json."""
+    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: the histograms'
+    means, and each request's phases where the span receiver runs."""
     rounds = []
     for streams in (1, 16):
         found = checks.ttft_phases(
@@ -554,12 +574,25 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
             _metrics_text,
             requests=rehearsal.args.ttft_phases,
             concurrency=streams,
+            per_request=_per_request(rehearsal),
         )
         if found is not None:
             rounds.append(found.to_json())
             for line in found.lines():
                 rehearsal.say(f"  TTFT phases ({streams} at a time): {line}")
     (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
+
+
+def _per_request(rehearsal: _ModeRun) -> Callable[[dict[str, float]], traces.PerRequest] | None:
+    """The client's requests joined with the engines' spans and Serve's access lines, where the receiver runs."""
+    receiver = rehearsal.receiver
+    if receiver is None or not receiver.running:
+        return None
+
+    def serve(ids: set[str]) -> dict[str, dict[str, float]]:
+        return serve_access.serve_figures(ray_cluster.worker_logs(rehearsal.temp), rehearsal.app, ids)
+
+    return lambda client: traces.per_request(receiver, client, mode=rehearsal.mode, serve=serve)
 
 
 def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
@@ -570,6 +603,8 @@ def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, p
         progress.memory = checks.engine_memory(report, logs, app=rehearsal.app)
     (rehearsal.out / f"nixl-lines-{rehearsal.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
     _save_errors(rehearsal.out / f"worker-errors-{rehearsal.mode}.txt", logs)
+    if rehearsal.receiver is not None:
+        rehearsal.receiver.stop()
     head.stop()
     ray_cluster.remove_tree(rehearsal.temp)
     if progress.interrupted is not None:
