@@ -109,13 +109,12 @@ def stream_chat(
     first: float | None = None
     chunks, text = 0, []
     url = f"{base}/v1/chat/completions"
-    headers = {"Content-Type": "application/json", **({"X-Request-Id": request_id} if request_id else {})}
     with kube.stream(
         url,
         method="POST",
         data=json.dumps(body).encode(),
         timeout=timeout,
-        headers=headers,
+        headers={"Content-Type": "application/json", **({"X-Request-Id": request_id} if request_id else {})},
         limit=STREAM_LIMIT,
     ) as response:
         if response.redirect:  # refused before any of its body is read

@@ -217,10 +217,9 @@ def _add_host_options(cmd) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="after the checks, N ~750-token streams one at a time, then N 16 at a time: the time to first token "
-        "phase by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' own request spans "
-        "(sent to a receiver on 127.0.0.1) and as the means of their metrics scraped before and after each round, "
-        "written to ttft-phases-MODE.json (about a minute more)",
+        help="after the checks, N ~750-token streams one at a time, then N 16 at a time: the time to first token phase "
+        "by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' spans and as their "
+        "histograms' means over each round, written to ttft-phases-MODE.json (about a minute more)",
     )
 
 
@@ -337,7 +336,6 @@ class _ModeRun:
     temp: Path  # Ray's temp folder: the workers' logs
     deadline: float | None
     say: Callable[[str], None]
-    receiver: traces.Receiver | None = None  # --ttft-phases: the engines' request spans
 
     @property
     def app(self) -> str:
@@ -353,6 +351,7 @@ class _ModeProgress:
     run_path: Path | None = None
     interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
     oracle: dict | None = None  # the oracle's answers, by concurrency (a real-format checkpoint only)
+    receiver: traces.Receiver | None = None  # --ttft-phases: the engines' request spans, while it listens
 
 
 def rehearse_mode(
@@ -377,8 +376,7 @@ def rehearse_mode(
     _announce(cfg, mode=mode, host=host, plan=plan, out=out, say=say)
     report = Report("rehearse", cfg.stage)
     temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
-    receiver = traces.Receiver() if args.ttft_phases else None
-    rehearsal = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say, receiver)
+    rehearsal = _ModeRun(cfg, args, mode, host, plan, model, out, temp, deadline, say)
     head = ray_cluster.RayHead(num_gpus=plan.num_gpus, env=plan.env, temp_dir=temp, metrics_port=METRICS_PORT)
     progress = _ModeProgress(started=time.monotonic())
     try:
@@ -455,7 +453,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     head.start()
     head.wait_for_dashboard()
     ray_up = time.monotonic() - progress.started
-    _receive_spans(rehearsal, report)
+    progress.receiver = _receive_spans(rehearsal, report)
     head.deploy(rehearsal.plan.serve_config)
     ray_cluster.wait_until_running(head, rehearsal.app, timeout=rehearsal.args.deploy_timeout, progress=rehearsal.say)
     to_running = time.monotonic() - progress.started
@@ -474,7 +472,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     if checkpoint.is_checkpoint(rehearsal.model):
         progress.oracle = oracle_run.answer_levels(_oracle_inputs(rehearsal, base), report)
     if rehearsal.args.ttft_phases:
-        _ttft_rounds(rehearsal, report, base)
+        _ttft_rounds(rehearsal, report, base, progress.receiver)
     if rehearsal.args.bench and report.ok:
         run, progress.run_path = _bench(
             rehearsal.cfg,
@@ -509,15 +507,18 @@ def _kv_checks(rehearsal: _ModeRun, report: Report, base: str) -> None:
     )
 
 
-def _receive_spans(rehearsal: _ModeRun, report: Report) -> None:
-    """--ttft-phases: the span receiver listens before the engines start, so no export of theirs fails (a failed
-    one is retried for seconds, holding back the spans after it)."""
-    if rehearsal.receiver is None:
-        return
+def _receive_spans(rehearsal: _ModeRun, report: Report) -> traces.Receiver | None:
+    """--ttft-phases: the span receiver, listening before the engines start so that no export of theirs fails (a
+    failed one is retried for seconds, holding back the spans after it); None where it cannot listen (a warning)."""
+    if not rehearsal.args.ttft_phases:
+        return None
+    receiver = traces.Receiver()
     try:
-        rehearsal.receiver.start()
+        receiver.start()
     except traces.TraceError as exc:
         report.add("TTFT per request", "warn", f"the span receiver did not start: {exc}")
+        return None
+    return receiver
 
 
 def _oracle_inputs(rehearsal: _ModeRun, base: str) -> oracle_run.OracleInputs:
@@ -562,7 +563,7 @@ def _exporter_text(url: str) -> str:
     return answer.body.decode(errors="replace") if 200 <= answer.status < 300 and not answer.redirect else ""
 
 
-def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
+def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, receiver: traces.Receiver | None) -> None:
     """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: the histograms'
     means, and each request's phases where the span receiver runs."""
     rounds = []
@@ -574,7 +575,7 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
             _metrics_text,
             requests=rehearsal.args.ttft_phases,
             concurrency=streams,
-            per_request=_per_request(rehearsal),
+            per_request=_per_request(rehearsal, receiver),
         )
         if found is not None:
             rounds.append(found.to_json())
@@ -583,10 +584,11 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
     (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
 
 
-def _per_request(rehearsal: _ModeRun) -> Callable[[dict[str, float]], traces.PerRequest] | None:
-    """The client's requests joined with the engines' spans and Serve's access lines, where the receiver runs."""
-    receiver = rehearsal.receiver
-    if receiver is None or not receiver.running:
+def _per_request(
+    rehearsal: _ModeRun, receiver: traces.Receiver | None
+) -> Callable[[dict[str, float]], traces.PerRequest] | None:
+    """The client's requests joined with the engines' spans and Serve's access lines, where the receiver listens."""
+    if receiver is None:
         return None
 
     def serve(ids: set[str]) -> dict[str, dict[str, float]]:
@@ -603,8 +605,8 @@ def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, p
         progress.memory = checks.engine_memory(report, logs, app=rehearsal.app)
     (rehearsal.out / f"nixl-lines-{rehearsal.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
     _save_errors(rehearsal.out / f"worker-errors-{rehearsal.mode}.txt", logs)
-    if rehearsal.receiver is not None:
-        rehearsal.receiver.stop()
+    if progress.receiver is not None:
+        progress.receiver.stop()
     head.stop()
     ray_cluster.remove_tree(rehearsal.temp)
     if progress.interrupted is not None:

@@ -856,8 +856,7 @@ def plan(
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
     GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
-    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. With `traces`, the engines
-    export their request spans to the rehearsal's receiver."""
+    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces."""
     build = _start(
         cfg,
         mode=mode,
