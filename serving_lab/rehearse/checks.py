@@ -13,11 +13,14 @@ import urllib.error
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clients import kube, nixl, nixl_rate
 from clients.report import Report, Status
 from serving_lab.bench.results import Run, level_name
+
+if TYPE_CHECKING:
+    from . import traces
 
 PROMPT = "In one sentence: what does a prefill/decode split do?"
 
@@ -87,10 +90,12 @@ def stream_chat(
     ignore_eos: bool = False,
     timeout: float = 300,
     prompt: str = PROMPT,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
     """One streaming chat completion: time to first token, tokens (chunks with content), total time. The
     events are read as they arrive (clients.kube.stream): at most STREAM_LIMIT bytes in all and `timeout` seconds
-    for the whole answer; a redirect is not followed (HttpFailure)."""
+    for the whole answer; a redirect is not followed (HttpFailure). `request_id`: sent as X-Request-Id, the id Serve
+    and both engines give the request (serving_lab/rehearse/traces.py)."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -109,7 +114,7 @@ def stream_chat(
         method="POST",
         data=json.dumps(body).encode(),
         timeout=timeout,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **({"X-Request-Id": request_id} if request_id else {})},
         limit=STREAM_LIMIT,
     ) as response:
         if response.redirect:  # refused before any of its body is read
@@ -364,17 +369,29 @@ def probe_prompt(index: int, words: int = 120) -> str:
 
 
 def ttft_phases(
-    report: Report, base: str, model: str, scrape, *, requests: int = 12, concurrency: int = 1, max_tokens: int = 16
+    report: Report,
+    base: str,
+    model: str,
+    scrape,
+    *,
+    requests: int = 12,
+    concurrency: int = 1,
+    max_tokens: int = 16,
+    per_request: Callable[[dict[str, float]], traces.PerRequest] | None = None,
 ):
     """`requests` streams, `concurrency` at a time: the client's TTFT beside the engines' own phases
-    (serving_lab/rehearse/phases.py)."""
+    (serving_lab/rehearse/phases.py). Each request carries an id of its own; `per_request` joins them (id -> TTFT)
+    with the engines' spans of each (traces.per_request), where the rehearsal receives them."""
     from . import phases
 
+    run, client = uuid.uuid4().hex[:12], {}
+
     def send(index: int) -> float:
-        prompt = probe_prompt(index + 1000 * concurrency)
-        result = stream_chat(base, model, max_tokens=max_tokens, ignore_eos=True, prompt=prompt)
+        prompt, request_id = probe_prompt(index + 1000 * concurrency), f"ttft-{run}-{index}"
+        result = stream_chat(base, model, max_tokens=max_tokens, ignore_eos=True, prompt=prompt, request_id=request_id)
         if result["ttft_s"] is None:
             raise HttpFailure("a probe request streamed no token")
+        client[request_id] = result["ttft_s"]
         return result["ttft_s"]
 
     name = f"TTFT phases, {concurrency} stream{'s' if concurrency > 1 else ''} at a time"
@@ -385,4 +402,8 @@ def ttft_phases(
         return None
     status: Status = "pass" if found.engines else "warn"
     report.add(name, status, "; ".join(found.lines()), **found.to_json())
+    if per_request is not None:
+        found.per_request = joined = per_request(client)
+        complete: Status = "pass" if joined.rows and joined.complete == len(joined.rows) else "warn"
+        report.add(f"{name}, per request", complete, "; ".join(joined.lines()), medians=joined.medians)
     return found

@@ -33,7 +33,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster
+from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster, serve_access, traces
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,9 +217,9 @@ def _add_host_options(cmd) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="after the checks, N ~750-token streams one at a time, then N 16 at a time, with the engines' "
-        "metrics scraped before and after each round: the time to first token phase by phase (engine queue, "
-        "prefill, NIXL, decode, Serve), written to ttft-phases-MODE.json (about a minute more)",
+        help="after the checks, N ~750-token streams one at a time, then N 16 at a time: the time to first token phase "
+        "by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' spans and as their "
+        "histograms' means over each round, written to ttft-phases-MODE.json (about a minute more)",
     )
 
 
@@ -351,6 +351,7 @@ class _ModeProgress:
     run_path: Path | None = None
     interrupted: float | None = None  # seconds from ray start to Ctrl-C or SIGTERM
     oracle: dict | None = None  # the oracle's answers, by concurrency (a real-format checkpoint only)
+    receiver: traces.Receiver | None = None  # --ttft-phases: the engines' request spans, while it listens
 
 
 def rehearse_mode(
@@ -422,6 +423,7 @@ def _plan(
             transport=_transport(args),
             full_attention=args.full_attention,
             decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
+            traces=bool(args.ttft_phases),
         )
 
     plan = planned(args.kv_cache_bytes)
@@ -451,6 +453,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     head.start()
     head.wait_for_dashboard()
     ray_up = time.monotonic() - progress.started
+    progress.receiver = _receive_spans(rehearsal, report)
     head.deploy(rehearsal.plan.serve_config)
     ray_cluster.wait_until_running(head, rehearsal.app, timeout=rehearsal.args.deploy_timeout, progress=rehearsal.say)
     to_running = time.monotonic() - progress.started
@@ -463,28 +466,13 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     )
     base = f"http://127.0.0.1:{SERVE_PORT}"
     checks.openai(report, base, rehearsal.cfg.serving.model.id)
-    if rehearsal.mode == "pd":
-        checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
-        finding = checks.nixl_transport(
-            report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa
-        )
-        checks.kv_transfer_rate(
-            report,
-            base,
-            rehearsal.cfg.serving.model.id,
-            tokens=long_prompt_tokens(rehearsal.cfg),
-            floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
-            scrape=_exporters,
-            backend=finding,
-        )
-    else:
-        report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+    _kv_checks(rehearsal, report, base)
     progress.memory = checks.engine_memory(report, ray_cluster.worker_logs(rehearsal.temp), app=rehearsal.app)
     _scrape_metrics(rehearsal.out / f"metrics-{rehearsal.mode}.txt", rehearsal.say)
     if checkpoint.is_checkpoint(rehearsal.model):
         progress.oracle = oracle_run.answer_levels(_oracle_inputs(rehearsal, base), report)
     if rehearsal.args.ttft_phases:
-        _ttft_rounds(rehearsal, report, base)
+        _ttft_rounds(rehearsal, report, base, progress.receiver)
     if rehearsal.args.bench and report.ok:
         run, progress.run_path = _bench(
             rehearsal.cfg,
@@ -499,6 +487,38 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
             engine_memory=progress.memory,
         )
         checks.benchmark(report, run, progress.run_path)
+
+
+def _kv_checks(rehearsal: _ModeRun, report: Report, base: str) -> None:
+    """PD: the answer-length probe, NIXL's transport and the KV transfer rate; colocated moves no KV cache."""
+    if rehearsal.mode != "pd":
+        report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
+        return
+    checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
+    finding = checks.nixl_transport(report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa)
+    checks.kv_transfer_rate(
+        report,
+        base,
+        rehearsal.cfg.serving.model.id,
+        tokens=long_prompt_tokens(rehearsal.cfg),
+        floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
+        scrape=_exporters,
+        backend=finding,
+    )
+
+
+def _receive_spans(rehearsal: _ModeRun, report: Report) -> traces.Receiver | None:
+    """--ttft-phases: the span receiver, listening before the engines start so that no export of theirs fails (a
+    failed one is retried for seconds, holding back the spans after it); None where it cannot listen (a warning)."""
+    if not rehearsal.args.ttft_phases:
+        return None
+    receiver = traces.Receiver()
+    try:
+        receiver.start()
+    except traces.TraceError as exc:
+        report.add("TTFT per request", "warn", f"the span receiver did not start: {exc}")
+        return None
+    return receiver
 
 
 def _oracle_inputs(rehearsal: _ModeRun, base: str) -> oracle_run.OracleInputs:
@@ -543,8 +563,9 @@ def _exporter_text(url: str) -> str:
     return answer.body.decode(errors="replace") if 200 <= answer.status < 300 and not answer.redirect else ""
 
 
-def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
-    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json."""
+def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, receiver: traces.Receiver | None) -> None:
+    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: the histograms'
+    means, and each request's phases where the span receiver runs."""
     rounds = []
     for streams in (1, 16):
         found = checks.ttft_phases(
@@ -554,12 +575,26 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str) -> None:
             _metrics_text,
             requests=rehearsal.args.ttft_phases,
             concurrency=streams,
+            per_request=_per_request(rehearsal, receiver),
         )
         if found is not None:
             rounds.append(found.to_json())
             for line in found.lines():
                 rehearsal.say(f"  TTFT phases ({streams} at a time): {line}")
     (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
+
+
+def _per_request(
+    rehearsal: _ModeRun, receiver: traces.Receiver | None
+) -> Callable[[dict[str, float]], traces.PerRequest] | None:
+    """The client's requests joined with the engines' spans and Serve's access lines, where the receiver listens."""
+    if receiver is None:
+        return None
+
+    def serve(ids: set[str]) -> dict[str, dict[str, float]]:
+        return serve_access.serve_figures(ray_cluster.worker_logs(rehearsal.temp), rehearsal.app, ids)
+
+    return lambda client: traces.per_request(receiver, client, mode=rehearsal.mode, serve=serve)
 
 
 def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, progress: _ModeProgress) -> None:
@@ -570,6 +605,8 @@ def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, p
         progress.memory = checks.engine_memory(report, logs, app=rehearsal.app)
     (rehearsal.out / f"nixl-lines-{rehearsal.mode}.txt").write_text("\n".join(checks.nixl_lines(logs)) + "\n")
     _save_errors(rehearsal.out / f"worker-errors-{rehearsal.mode}.txt", logs)
+    if progress.receiver is not None:
+        progress.receiver.stop()
     head.stop()
     ray_cluster.remove_tree(rehearsal.temp)
     if progress.interrupted is not None:

@@ -270,6 +270,7 @@ class _Build:
     transport: Transport = field(default_factory=lambda: Transport())
     full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
     decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
+    traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -638,6 +639,30 @@ def _nixl_exporter(build: _Build, engine: _Engine) -> None:
         _runtime_env_var(build, engine, name, value, reason)
 
 
+# The rehearsal's receiver of vLLM's request spans (serving_lab/rehearse/traces.py), on loopback: OTLP/HTTP's 4318 moved
+# by 10000 as NIXL's 9090 above, so that a collector the host already runs keeps its port.
+OTLP_TRACES_PORT = 14318
+OTLP_TRACES_PATH = "/v1/traces"
+
+
+def otlp_traces_endpoint() -> str:
+    """The full URL: vLLM's HTTP exporter posts to an endpoint it is given verbatim (opentelemetry-exporter-otlp-proto-
+    http 1.45.2 OTLPSpanExporter.__init__ appends no /v1/traces to it)."""
+    return f"http://127.0.0.1:{OTLP_TRACES_PORT}{OTLP_TRACES_PATH}"
+
+
+def _otlp_traces(build: _Build, engine: _Engine) -> None:
+    """--ttft-phases: each engine exports one span per finished request (vLLM's llm_request) to the rehearsal's
+    receiver, over OTLP/HTTP: vLLM's exporter speaks gRPC unless this variable says otherwise
+    (vllm/tracing/otel.py get_span_exporter)."""
+    if not build.traces:
+        return
+    reason = "--ttft-phases: the engines' request spans time each request's phases (serving_lab/rehearse/traces.py)"
+    path = f"{engine.path}.engine_kwargs.otlp_traces_endpoint"
+    build.set(engine.kwargs, "otlp_traces_endpoint", otlp_traces_endpoint(), path, reason)
+    _runtime_env_var(build, engine, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", reason)
+
+
 def _oracle_usage(build: _Build, engine: _Engine) -> None:
     """A real checkpoint: every answer reports the prompt tokens its engine did not compute (usage.prompt_tokens_
     details.cached_tokens, vllm/entrypoints/openai/chat_completion/serving.py), which the oracle accounts."""
@@ -796,6 +821,7 @@ ENGINE_OVERRIDES = (
     _kv_buffer_device,
     _tcpstore_port,
     _nixl_exporter,
+    _otlp_traces,
     _oracle_usage,
     _decode_weights,
     _autoscaling_cap,
@@ -824,12 +850,13 @@ def plan(
     transport: Transport | None = None,
     full_attention: bool = False,
     decode_weights: Path | None = None,
+    traces: bool = False,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
     GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
-    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model."""
+    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces."""
     build = _start(
         cfg,
         mode=mode,
@@ -846,6 +873,7 @@ def plan(
     if decode_weights is not None and mode != "pd":
         raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
     build.decode_weights = decode_weights
+    build.traces = traces
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):

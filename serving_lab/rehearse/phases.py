@@ -124,6 +124,7 @@ class Breakdown:
     complete: bool = True  # every engine counted exactly the probe's requests
     concurrency: int = 1  # requests in flight at once
     note: str = ""
+    per_request: Any = None  # traces.PerRequest: each request's phases from the engines' spans, where received
 
     def outside_engines_s(self) -> float | None:
         """The client's median TTFT less the prefill engine's whole leg and the decode engine's own TTFT:
@@ -146,6 +147,7 @@ class Breakdown:
             "serve_deployments_mean_ms": {k: round(v, 2) for k, v in self.deployments.items()},
             "complete": self.complete,
             "note": self.note,
+            **({"per_request": self.per_request.to_json()} if self.per_request is not None else {}),
         }
 
     def lines(self) -> list[str]:
@@ -183,7 +185,7 @@ class Breakdown:
             out.append(f"outside the engines (client median - prefill e2e - decode TTFT): {outside * 1000:.1f} ms")
         if self.note:
             out.append(self.note)
-        return out
+        return out + (self.per_request.lines() if self.per_request is not None else [])
 
 
 def breakdown(before: str, after: str, client_ttft_s: list[float]) -> Breakdown:

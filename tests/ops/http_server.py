@@ -11,10 +11,12 @@ from .fake_cluster import CountingServer, tls
 
 class Server(CountingServer):
     """A CountingServer whose every answer is `respond(method, path)`: (status, headers, body), the body bytes
-    or an iterable of chunks (sent chunked). `requests` holds (method, path, Authorization) per request."""
+    or an iterable of chunks (sent chunked). `requests` holds (method, path, Authorization) per request, `headers`
+    each request's headers, their names in lower case."""
 
     def __init__(self, respond, *, https: bool = False) -> None:
         self.requests: list[tuple[str, str, str]] = []
+        self.headers: list[dict[str, str]] = []
         self.stop = threading.Event()
         self.respond = respond
         super().__init__(_Handler, tls=tls() if https else None)
@@ -36,6 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         self.server.requests.append((self.command, self.path, self.headers.get("Authorization", "")))
+        self.server.headers.append({name.lower(): value for name, value in self.headers.items()})
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)

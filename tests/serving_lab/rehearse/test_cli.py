@@ -270,3 +270,92 @@ def test_a_bad_kv_floor_is_one_line_and_exit_2(text, capsys):
         main(["rehearse", "--stage", "dev", "--kv-floor-gbps", text])
     assert info.value.code == 2
     assert "error: argument --kv-floor-gbps: " in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def _ttft_rounds_only(monkeypatch, tmp_path, stream_chat) -> None:
+    """A rehearsal whose stack comes up and runs only the TTFT rounds, against `stream_chat`, without waiting."""
+    from serving_lab.rehearse import checks, phases
+    from serving_lab.rehearse import host as host_facts
+
+    monkeypatch.setattr(checks, "stream_chat", stream_chat)
+    monkeypatch.setattr(phases, "EXPORT_WAIT_S", 0)
+    monkeypatch.setattr(host_facts, "detect", lambda: H200_PAIR)
+    monkeypatch.setattr(cli, "model_folder", lambda cfg, args, work: (tmp_path, False))
+    monkeypatch.setattr(cli, "_metrics_text", lambda: "")
+    monkeypatch.setattr(cli, "_kv_checks", lambda rehearsal, report, base: None)
+    monkeypatch.setattr(ray_cluster, "wait_until_running", lambda head, app, timeout, progress: None)
+    monkeypatch.setattr(ray_cluster, "install_signal_handlers", lambda: None)
+    monkeypatch.setattr(checks, "openai", lambda report, base, model: None)
+
+
+def test_ttft_phases_joins_each_request_with_the_engines_spans_and_serves_lines(tmp_path, dev, fake_ray, monkeypatch):
+    from serving_lab.rehearse import traces
+
+    from .otlp import VllmSpan, export
+
+    receivers = []
+
+    class Recorded(traces.Receiver):  # on a free port, and kept for the asserts
+        def __init__(self):
+            super().__init__(port=0)
+            receivers.append(self)
+
+    def engines(base, model, *, request_id, **kwargs):
+        """A PD request as the engines and Serve would log it: both engines' spans, the three access lines."""
+        (head,) = fake_ray.instances
+        export(
+            f"http://127.0.0.1:{receivers[0].port}/v1/traces",
+            [
+                VllmSpan(request_id, 10**18, 10**18 + 10**8, queue=0.002, prefill=0.06, decode=0, tokens=1, ttft=0.07),
+                VllmSpan(
+                    request_id, 10**18, 10**18 + 10**9, queue=0.03, prefill=0.012, decode=0.5, tokens=16, ttft=0.05
+                ),
+            ],
+        )
+        lines = [
+            f"INFO 2026-12-01 12:35:21,100 llm_OpenAiIngress c0p1dglx {request_id} -- POST /v1/chat/completions 200 700.0ms",
+            f"INFO 2026-12-01 12:35:20,500 llm_Prefill:qwen3_5-9b qah0pe1k {request_id} -- CALL chat OK 90.0ms",
+        ]
+        (head.temp_dir / "session_latest" / "logs" / f"worker-{request_id}.err").write_text("\n".join(lines) + "\n")
+        return {"ttft_s": 0.18, "chunks": 16}
+
+    monkeypatch.setattr(traces, "Receiver", Recorded)
+    _ttft_rounds_only(monkeypatch, tmp_path, engines)
+    cli.run(_args(tmp_path, mode="pd", ttft_phases=2))
+    rounds = json.loads((tmp_path / "out" / "dev" / "ttft-phases-pd.json").read_text())
+    assert [len(r["per_request"]["rows"]) for r in rounds] == [2, 2]  # one stream at a time, then 16
+    row = rounds[0]["per_request"]["rows"][0]
+    assert {name: row[name] for name in row if name != "request_id"} == {
+        "client_ttft_s": 0.18,
+        "prefill_queue_s": 0.002,
+        "prefill_compute_s": 0.06,
+        "decode_queue_s": 0.03,
+        "decode_first_step_s": 0.012,
+        "outside_engines_s": 0.076,
+        "serve.ingress_s": 0.7,
+        "serve.prefill_s": 0.09,
+        "serve.prefill_start_s": 0.01,  # 20.5 - 0.09 - (21.1 - 0.7)
+    }
+    plan = json.loads((tmp_path / "out" / "dev" / "plan-pd.json").read_text())
+    assert plan["serve_config"]["applications"][0]["args"]["decode_config"]["engine_kwargs"]["otlp_traces_endpoint"]
+    (receiver,) = receivers
+    assert not receiver.running  # stopped with Ray
+
+
+def test_a_span_receiver_that_cannot_start_leaves_the_histograms_and_one_warning(tmp_path, dev, fake_ray, monkeypatch):
+    from serving_lab.rehearse import traces
+
+    def taken(self):
+        raise traces.TraceError("cannot listen on 127.0.0.1:14318: Address already in use")
+
+    monkeypatch.setattr(traces.Receiver, "start", taken)
+    _ttft_rounds_only(monkeypatch, tmp_path, lambda *a, **k: {"ttft_s": 0.18, "chunks": 16})
+    cli.run(_args(tmp_path, mode="pd", ttft_phases=2))
+    report = json.loads((tmp_path / "out" / "dev" / "report-pd.json").read_text())
+    (warning,) = [check for check in report["checks"] if check["name"] == "TTFT per request"]
+    assert warning["detail"] == (
+        "the span receiver did not start: cannot listen on 127.0.0.1:14318: Address already in use"
+    )
+    rounds = json.loads((tmp_path / "out" / "dev" / "ttft-phases-pd.json").read_text())
+    assert [r["client_ttft_s"] for r in rounds] == [[0.18, 0.18], [0.18, 0.18]]
+    assert not [r for r in rounds if "per_request" in r]

@@ -192,6 +192,20 @@ def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
         assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")
 
 
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_ttft_phases_has_every_engine_export_its_request_spans_over_otlp_http(dev, mode):
+    # vLLM exports over gRPC unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL says otherwise (vllm/tracing/otel.py)
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    plan = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, traces=True)
+    for _, llm in overrides.llm_configs(plan.serve_config):
+        assert llm["engine_kwargs"]["otlp_traces_endpoint"] == "http://127.0.0.1:14318/v1/traces"
+        assert llm["runtime_env"]["env_vars"]["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+        assert LLMConfig.model_validate(llm).runtime_env == llm["runtime_env"]
+    plain = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    assert not [o for o in plain.overrides if "OTLP" in o.path.upper()]
+
+
 def test_dummy_weights_keep_the_vision_tower_unless_the_stage_turns_it_off(stages):
     # The model folder has Qwen3.5's processor configurations (model_folder.py), so the engine builds and profiles
     # the vision tower as on EKS: nothing turns it off that the stage does not (the committed stages do, with
@@ -241,6 +255,7 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_kv_buffer_device",
         "_tcpstore_port",
         "_nixl_exporter",
+        "_otlp_traces",
         "_oracle_usage",
         "_decode_weights",
         "_autoscaling_cap",
@@ -282,6 +297,8 @@ OPTION_SETS = {
             nixl_backend="LIBFABRIC", kv_buffer_device="cuda", libfabric="/tmp/rehearsal-site/libfabric"
         ),
     },
+    # the engines export their request spans to the rehearsal's receiver (serving_lab/rehearse/traces.py)
+    "h200x2 --ttft-phases": {"host": H200_PAIR, "traces": True},
     "h200x1 --share-gpus --kv-buffer-device cuda --engine-env": {
         "host": ONE_H200,
         "share_gpus": True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clients.report import Report
-from serving_lab.rehearse import checks, phases
+from serving_lab.rehearse import checks, phases, traces
 
 
 def _histogram(name: str, labels: str, total: float, count: float) -> str:
@@ -165,3 +165,29 @@ def test_the_nixl_histograms_keep_the_probes_transfers_per_bucket():
     assert decode["nixl_xfer_buckets"] == {"0.1-0.2": 3, "0.2-0.3": 9}
     assert decode["nixl_descs"] == pytest.approx(40) and decode["nixl_descs_buckets"] == {"30-50": 12}
     assert "  nixl_xfer per bucket (transfers): 0.1-0.2: 3, 0.2-0.3: 9" in found.lines()
+
+
+def test_each_probe_request_has_its_own_id_and_the_round_is_joined_by_them(monkeypatch):
+    monkeypatch.setattr(phases, "EXPORT_WAIT_S", 0)
+    metrics = iter(["", _scrape(2, prefill_e2e=0.02, decode_ttft=0.1, xfer=0.004, serve_ms=300)])
+    sent = []
+    monkeypatch.setattr(
+        checks, "stream_chat", lambda *a, request_id, **k: sent.append(request_id) or {"ttft_s": 0.3, "chunks": 16}
+    )
+    joined = []
+
+    def per_request(client):  # the spans of the second request did not arrive
+        joined.append(dict(client))
+        first, second = sorted(client)
+        return traces.PerRequest([traces.Row(first, 0.3, 0.001, 0.1), traces.Row(second, 0.3, missing=("x",))], 3)
+
+    report = Report("rehearse", "dev")
+    found = checks.ttft_phases(
+        report, "http://127.0.0.1:1", "m", lambda: next(metrics), requests=2, per_request=per_request
+    )
+    assert len(set(sent)) == 2 and joined == [dict.fromkeys(sent, 0.3)]
+    histograms, per = report.checks
+    assert "per_request" not in histograms.data  # the report keeps the rows out; ttft-phases-MODE.json has them
+    assert (per.name, per.status) == ("TTFT phases, 1 stream at a time, per request", "warn")
+    assert per.data == {"medians": {"client_ttft_s": 0.3, "prefill_queue_s": 0.001, "prefill_compute_s": 0.1}}
+    assert found is not None and found.to_json()["per_request"]["complete"] == 1

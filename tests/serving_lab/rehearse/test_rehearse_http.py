@@ -221,6 +221,14 @@ def test_stream_chat_reads_a_normal_sse_answer_as_it_arrives():
     assert [(m, p) for m, p, _ in server.requests] == [("POST", "/v1/chat/completions")]
 
 
+def test_stream_chat_sends_its_request_id_as_x_request_id():
+    # Serve and both engines give the request this id, and vLLM's span carries it (serving_lab/rehearse/traces.py)
+    with Server(lambda method, path: _sse(2)) as server:
+        checks.stream_chat(f"http://127.0.0.1:{server.port}", MODEL, max_tokens=2, request_id="ttft-abc-0")
+        checks.stream_chat(f"http://127.0.0.1:{server.port}", MODEL, max_tokens=2)
+    assert [headers.get("x-request-id") for headers in server.headers] == ["ttft-abc-0", None]
+
+
 @pytest.mark.parametrize("status", REDIRECTS)
 def test_stream_chat_refuses_a_redirect_and_the_target_sees_no_connection(status, target):
     with (
