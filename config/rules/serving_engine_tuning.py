@@ -26,9 +26,24 @@ _LLAMA_8B = ("llama-3.1-8b", "llama-3.1-8b-instruct", "meta-llama-3.1-8b", "meta
 _LLAMA_70B = ("llama-3.1-70b", "llama-3.1-70b-instruct", "meta-llama-3.1-70b", "meta-llama-3.1-70b-instruct")
 MODEL_HEADS: dict[str, tuple[int, int]] = {
     "qwen3.5-9b": (16, 4),
+    "qwen3.5-27b": (24, 4),  # config/derived.py KNOWN_MODELS cites it
     **dict.fromkeys(_LLAMA_8B, (32, 8)),
     **dict.fromkeys(_LLAMA_70B, (64, 8)),
 }
+
+
+def _splits_heads(tp: int, heads: tuple[int, int]) -> bool:
+    # vllm/config/model.py verify_with_parallel_config: "Total number of attention heads (...) must be divisible by
+    # tensor parallel size"; vllm/model_executor/layers/linear.py QKVParallelLinear: KV heads split over TP, or
+    # replicated when TP is the larger (num_kv_head_replicas = divide(tp_size, total_num_kv_heads)).
+    query, kv = heads
+    return not query % tp and not (kv % tp if tp < kv else tp % kv)
+
+
+def tp_sizes(source: str, most: int) -> list[int]:
+    """The tensor_parallel_size values up to `most` that vLLM accepts for the model (all when its heads are unknown)."""
+    heads = MODEL_HEADS.get(model_key(source))
+    return [n for n in range(1, most + 1) if heads is None or _splits_heads(n, heads)]
 
 
 def _number(args: Mapping[str, object], name: str, default: float | None = None) -> float | None:
@@ -92,17 +107,14 @@ def _experts(cfg: StageConfig, path: str, role: str | None, *, dense: bool) -> N
 def _heads_divide(cfg: StageConfig, path: str, role: str | None, tp: int, dcp: int, heads: tuple[int, int]) -> None:
     serving, (query, kv) = cfg.serving, heads
     model = short(serving.model.source, 80)
-    # vllm/config/model.py verify_with_parallel_config: "Total number of attention heads (...) must be divisible by
-    # tensor parallel size"; vllm/model_executor/layers/linear.py QKVParallelLinear: KV heads split over TP, or
-    # replicated when TP is the larger (then TP a multiple of them).
-    if query % tp or (kv % tp if tp < kv else tp % kv):
-        gpus = gpu_spec(cfg).gpus
-        sizes = [n for n in range(1, gpus + 1) if not query % n and not (kv % n if n < kv else n % kv)]
+    if not _splits_heads(tp, heads):
+        sizes = tp_sizes(serving.model.source, gpu_spec(cfg).gpus)
         raise ConfigError(
             path,
             serving.engine_field(role, "tensor_parallel_size"),
             f"{tp}, but {model} has {query} attention heads and {kv} KV heads, which vLLM splits over the TP ranks "
-            f"and refuses to split unevenly (allowed: {', '.join(map(str, sizes))})",
+            f"(KV heads replicated when TP is a multiple of them) and refuses to split unevenly "
+            f"(allowed: {', '.join(map(str, sizes))})",
         )
     # vllm/config/model.py verify_with_parallel_config, DCP with GQA: TP above the KV heads, DCP at most TP // KV
     # heads, and the query heads per KV head divisible by DCP.

@@ -14,6 +14,7 @@ from ..derived import (
 )
 from ..errors import ConfigError, short
 from ..schema import StageConfig
+from .serving_engine_tuning import tp_sizes
 
 
 def weights_fit(cfg: StageConfig, path: str) -> None:
@@ -54,10 +55,12 @@ def _model_fits(cfg: StageConfig, path: str, role: str | None) -> None:
         )
     kv = f" + {floor.kv_gib:.1f} GiB KV cache for one {engine.max_model_len}-token sequence" if floor.kv_gib else ""
     gpus_needed = math.ceil(floor.needed_gib / (floor.gpu_gib * engine.gpu_memory_utilization))
+    # the least TP that holds the weights and that the model's heads split into (3 GPUs may call for TP 4)
+    tp = next((n for n in tp_sizes(cfg.serving.model.source, gpu.gpus) if n >= gpus_needed), None)
     hint = (
-        f"at least {gpus_needed} GPUs per engine (tensor_parallel_size) on a GPU type with that many per node"
-        if gpus_needed > gpu.gpus
-        else f"tensor_parallel_size {gpus_needed} or more"
+        f"tensor_parallel_size {tp} or more"
+        if tp
+        else f"at least {gpus_needed} GPUs per engine (tensor_parallel_size) on a GPU type with that many per node"
     )
     raise ConfigError(
         path,

@@ -314,6 +314,31 @@ def test_a_roles_tp_is_checked_against_the_heads_on_the_role(tmp_path):
     assert "(allowed: 1, 2, 4)" in line  # within the g6.12xlarge's four GPUs
 
 
+QWEN_27B = {"serving": {"model": {"source": "Qwen/Qwen3.5-27B", "id": "qwen3.5-27b"}}}
+
+
+def _qwen_27b(tp: int) -> dict:
+    return merge(QWEN_27B, {"serving": {"engine": {"tensor_parallel_size": tp}}})
+
+
+def test_tp_that_splits_the_heads_but_not_the_kv_heads_is_refused(tmp_path):
+    # Qwen3.5-27B: 24 attention heads split over 3 ranks, its 4 KV heads do not
+    line = _refusal(tmp_path, merge(FOUR_L4, _qwen_27b(3)))
+    assert ": serving.engine.tensor_parallel_size: 3, but 'Qwen/Qwen3.5-27B' has 24 attention heads and 4 KV " in line
+    assert "(allowed: 1, 2, 4)" in line
+
+
+def test_tp_a_multiple_of_the_kv_heads_replicates_them_and_is_allowed(tmp_path):
+    # TP 8 over 4 KV heads: vLLM keeps two copies of each (QKVParallelLinear num_kv_head_replicas)
+    cfg = config_with(tmp_path, **merge(P5, _qwen_27b(8)))
+    assert cfg.serving.engine.tensor_parallel_size == 8
+
+
+def test_a_larger_model_over_a_nodes_four_gpus_validates(tmp_path):
+    cfg = config_with(tmp_path, **merge(FOUR_L4, _qwen_27b(4)))
+    assert cfg.serving.engine.vllm_kwargs()["tensor_parallel_size"] == 4
+
+
 def test_dcp_within_the_heads_is_allowed(tmp_path):
     change = merge(
         P5, merge({"serving": {"engine": {"tensor_parallel_size": 8}}}, _extra(decode_context_parallel_size=2))

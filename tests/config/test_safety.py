@@ -817,6 +817,13 @@ def test_one_h100_is_not_enough_for_72b(tmp_path):
     assert "(allowed: a smaller or quantized model, or tensor_parallel_size 2 or more" in line
 
 
+def test_the_memory_hint_names_a_tp_the_heads_allow(tmp_path):
+    # Qwen3.5-27B needs three L4s of memory, but its 4 KV heads refuse TP 3: the hint is TP 4
+    change = {"gpu_nodegroup": {"instance_type": "g6.12xlarge"}, "serving": {"model": {"source": "Qwen/Qwen3.5-27B"}}}
+    line = _refusal(tmp_path, change)
+    assert "(allowed: a smaller or quantized model, or tensor_parallel_size 4 or more;" in line
+
+
 def test_a_declared_size_overrides_the_name(tmp_path):
     cfg = config_with(tmp_path, serving={"model": {"source": "Qwen/Qwen3.5-72B", "parameters_billion": 7.5}})
     assert model_memory_floor(cfg).basis == "serving.model.parameters_billion"
