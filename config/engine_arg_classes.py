@@ -30,7 +30,6 @@ _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
     "set by the project: an engine here spans tensor_parallel_size GPUs of one node (the worker pods' GPU "
     "requests and ops rehearse place it so); layouts over several engines or nodes (pipeline, data, context "
     "parallel) are not supported yet, though the capacity rule counts them (config/derived.py gpus_per_replica)": (
-        "pipeline_parallel_size",
         "prefill_context_parallel_size",
         "data_parallel_size",
         "data_parallel_size_local",
@@ -51,6 +50,9 @@ _RESERVED_BY_REASON: dict[str, tuple[str, ...]] = {
         "_api_process_count",
         "_api_process_rank",
     ),
+    "not supported: with PD, vLLM 0.26's NIXL connector refuses pipeline parallel on the decode engine and on a "
+    "hybrid model such as Qwen3.5 (GDN layers), and colocated no stage places an engine over nodes yet "
+    '(docs/DECISIONS.md, "Pipeline parallel: refused")': ("pipeline_parallel_size",),
     "set by the project: the KV connector between prefill and decode (NIXL over serving.kv_backend); this "
     "argument replaces or adds a connector": (
         "kv_transfer_config",

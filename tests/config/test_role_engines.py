@@ -135,6 +135,13 @@ def test_a_roles_tensor_parallel_size_beyond_the_node_is_refused_on_the_role(tmp
     assert ": serving.prefill.engine.tensor_parallel_size: 2 GPUs per engine, but a g6.8xlarge has 1" in line
 
 
+def test_pipeline_parallel_on_the_prefill_role_alone_is_refused_with_the_pd_limit(tmp_path):
+    # prefill-only PP is the one PD layout upstream NIXL works on (push mode, non-hybrid models): still refused here
+    line = _refusal(tmp_path, _role("prefill", extra_args={"pipeline_parallel_size": 2}))
+    assert ": serving.prefill.engine.extra_args: pipeline_parallel_size is reserved: not supported: with PD" in line
+    assert 'docs/DECISIONS.md, "Pipeline parallel: refused"' in line and "\n" not in line
+
+
 def test_roles_of_different_tensor_parallel_sizes_pack_onto_the_nodes_together(tmp_path):
     # two g6.12xlarge (4 L4 each): prefill TP 2 and decode TP 1
     fits = merge(FOUR_L4, merge(_role("prefill", 2, tensor_parallel_size=2), _role("decode", 4)))

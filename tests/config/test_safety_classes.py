@@ -105,7 +105,7 @@ def test_extra_args_naming_a_typed_fields_argument_is_refused(tmp_path, name):
         ("allowed_local_media_path", "/", "opens the node's file system"),
         ("download_dir", "/tmp", "opens the node's file system"),
         ("hf_token", True, "carries a secret"),
-        ("pipeline_parallel_size", 2, "spans tensor_parallel_size GPUs of one node"),
+        ("pipeline_parallel_size", 2, "NIXL connector refuses pipeline parallel on the decode engine"),
         ("master_addr", "10.0.0.1", "spans tensor_parallel_size GPUs of one node"),
     ],
 )
