@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from ops.diff import synth_cache
 
@@ -37,3 +39,15 @@ def clone(tmp_path):
 def pull_request(clone):
     """The pull request's checkout: a clone of this repository's committed state."""
     return clone
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """moto's AWS with test credentials and no profile from the environment: a session in us-west-2, the stages'
+    region. A test module with AWS state of its own (a bucket, a project) defines its own fixture of this name."""
+    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        yield boto3.session.Session(region_name="us-west-2")

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 
-import boto3
-import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from ops import leftovers
 from ops.__main__ import main
@@ -16,16 +13,6 @@ from ops.aws_clients import Clients
 
 REGION = "us-west-2"
 STACK_ID = "arn:aws:cloudformation:us-west-2:123456789012:stack/{}/0f6d"
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        yield boto3.session.Session(region_name=REGION)
 
 
 def _cloudformation(session, stacks, resources=None):

@@ -9,7 +9,6 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from config.instance_types import INSTANCE_TYPES, InstanceSpec
 from ops import preflight
@@ -19,16 +18,6 @@ from ops.aws_clients import Clients
 from ..helpers import merge, stage_data, write_stage
 
 ACCOUNT = "123456789012"  # moto's account
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        yield
 
 
 class Fake:

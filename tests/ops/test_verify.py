@@ -10,10 +10,8 @@ import socket
 import time
 import urllib.parse
 
-import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from clients import nixl
 from clients.kube import KubeApi, KubeError
@@ -190,14 +188,6 @@ def test_classifier_prefers_a_fallback_over_a_healthy_line():
 
 
 # --- access -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        yield boto3.session.Session(region_name="us-west-2")
 
 
 def test_token_is_a_presigned_sts_url_signing_the_cluster_name(aws):
