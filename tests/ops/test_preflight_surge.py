@@ -14,7 +14,7 @@ from ops import preflight
 from ops.preflight import UPDATE_SURGE, UpdateRule, update_surge, vcpu_needs
 
 from ..helpers import stage_data
-from .test_preflight import Fake, _cfg, aws  # noqa: F401  (aws: the moto fixture)
+from .test_preflight import Fake, _cfg
 
 NODEGROUPS = Path(__file__).resolve().parents[2] / "stacks" / "nodegroups.py"
 STANDARD, G = "L-1216C47A", "L-DB2E81BA"
@@ -108,7 +108,7 @@ def test_two_stage_azs_give_the_system_nodegroup_a_surge_of_4(tmp_path):
 # --- the check against the account -------------------------------------------------------------------
 
 
-def test_standard_quota_exceeded_only_by_the_surge_fails_and_says_so(aws, tmp_path):  # noqa: F811 - the fixture imported above
+def test_standard_quota_exceeded_only_by_the_surge_fails_and_says_so(aws, tmp_path):
     # 2 system nodes x 4 vCPUs = 8 fits in 31; with the 6 a DEFAULT update may add, 32 does not.
     report, _ = Fake().ready(standard_quota=31).run(_cfg(tmp_path))
     check = report.find(f"vCPU quota {STANDARD}")
@@ -121,7 +121,7 @@ def test_standard_quota_exceeded_only_by_the_surge_fails_and_says_so(aws, tmp_pa
     assert report.exit_code == 1
 
 
-def test_standard_quota_that_holds_the_surge_passes(aws, tmp_path):  # noqa: F811 - the fixture imported above
+def test_standard_quota_that_holds_the_surge_passes(aws, tmp_path):
     report, _ = Fake().ready(standard_quota=32).run(_cfg(tmp_path))
     check = report.find(f"vCPU quota {STANDARD}")
     assert check.status == "pass"
@@ -131,7 +131,7 @@ def test_standard_quota_that_holds_the_surge_passes(aws, tmp_path):  # noqa: F81
     )
 
 
-def test_gpu_family_has_no_surge_a_quota_of_exactly_max_size_passes(aws, tmp_path):  # noqa: F811 - the fixture imported above
+def test_gpu_family_has_no_surge_a_quota_of_exactly_max_size_passes(aws, tmp_path):
     report, _ = Fake().ready(g_quota=64).run(_cfg(tmp_path))
     check = report.find(f"vCPU quota {G}")
     assert check.status == "pass"
@@ -141,7 +141,7 @@ def test_gpu_family_has_no_surge_a_quota_of_exactly_max_size_passes(aws, tmp_pat
     )
 
 
-def test_prod_quota_details_count_the_surge_for_standard_only(aws, tmp_path):  # noqa: F811 - the fixture imported above
+def test_prod_quota_details_count_the_surge_for_standard_only(aws, tmp_path):
     report, _ = Fake().ready(standard_quota=79, g_quota=128).run(_stage(tmp_path, "prod"))
     standard, gpu = report.find(f"vCPU quota {STANDARD}"), report.find(f"vCPU quota {G}")
     assert standard.status == "fail"
