@@ -155,7 +155,6 @@ class Round:
     cached_tokens: list[int | None]  # each answer's usage: the prompt tokens its decode engine did not compute
     metrics_before: str
     metrics_after: str
-    nixl_transfers: int | None  # vLLM's nixl_xfer_time histogram count on the decode worker over the round
     exporter_before: str = ""
     exporter_after: str = ""
     transfers: list[Transfer] = field(default_factory=list)  # one request in flight: each request's own
@@ -167,9 +166,9 @@ class Accounting:
     requests: int
     prompt_tokens: int
     decode: dict[str, int] = field(default_factory=dict)  # the decode engine's prompt tokens by source
-    transfers: int | None = None  # NIXL transfers the decode worker timed (vLLM's histogram count)
+    transfers: int | None = None  # NIXL transfers the decode worker's agent received (its exporter's count)
     predicted: int | None = None
-    moved: tuple[float, float] | None = None  # (fewest, most) bytes moved: NIXL's exporter counts them exactly
+    moved: int | None = None  # bytes moved, as NIXL's exporter counts them: exactly
     moved_source: str = ""
     per_request: list[dict[str, Any]] = field(default_factory=list)
     rate_gbps: dict[str, float] = field(default_factory=dict)  # per transfer, one request in flight: median, worst
@@ -210,13 +209,13 @@ def _decode_sources(found: Accounting, deltas: list[dict[str, int]]) -> None:
         )
 
 
-def _moved(round_: Round) -> tuple[tuple[float, float] | None, str]:
-    """(bytes, bytes) moved over the round, from NIXL's exporter; (None, why) where it did not answer."""
+def _exporter_round(round_: Round) -> tuple[nixl_rate.Rate | None, str]:
+    """What NIXL's exporter counted over the round, and where the figure comes from; (None, why) where it did not
+    answer."""
     try:
-        moved = nixl_rate.rate(round_.exporter_before, round_.exporter_after).bytes
+        return nixl_rate.rate(round_.exporter_before, round_.exporter_after), f"NIXL exporter {nixl_rate.RX_BYTES}"
     except nixl_rate.RateError as exc:
         return None, str(exc)
-    return (moved, moved), f"NIXL exporter {nixl_rate.RX_BYTES}"
 
 
 def _per_request(found: Accounting, round_: Round, layout: Layout, block: int) -> None:
@@ -240,10 +239,11 @@ def account(round_: Round, layout: Layout, block: int | None) -> Accounting:
     found = Accounting(round_.concurrency, len(round_.prompt_tokens), sum(round_.prompt_tokens))
     _computed_per_request(found, round_)
     _decode_sources(found, source_deltas(round_.metrics_before, round_.metrics_after))
-    found.transfers = round_.nixl_transfers
-    if found.transfers is not None and found.transfers < found.requests:
-        found.problems.append(f"{found.transfers} NIXL transfers for {found.requests} requests")
-    found.moved, found.moved_source = _moved(round_)
+    counted, found.moved_source = _exporter_round(round_)
+    if counted is not None:
+        found.moved, found.transfers = counted.bytes, counted.transfers
+        if counted.transfers < found.requests:
+            found.problems.append(f"{counted.transfers} NIXL transfers for {found.requests} requests")
     if block is None:
         found.problems.append("no attention block size in the engines' logs: the bytes cannot be predicted")
         return found
@@ -251,10 +251,9 @@ def account(round_: Round, layout: Layout, block: int | None) -> Accounting:
     found.predicted = layout.predicted(round_.prompt_tokens, cached_on_decode=hits, block_size=block)
     if found.moved is None:
         found.problems.append(f"no NIXL bytes measured: {found.moved_source or 'the exporter did not answer'}")
-    elif not found.moved[0] <= found.predicted <= found.moved[1]:
+    elif found.moved != found.predicted:
         found.problems.append(
-            f"moved {found.moved[0]:.0f}-{found.moved[1]:.0f} bytes ({found.moved_source}), the layout predicts "
-            f"{found.predicted}"
+            f"moved {found.moved} bytes ({found.moved_source}), the layout predicts {found.predicted}"
         )
     _per_request(found, round_, layout, block)
     return found

@@ -72,15 +72,12 @@ def _pd_round(inputs: OracleInputs, concurrency: int, prompts: list[dict]) -> tu
     answers = oracle.run_round(ask, prompts, concurrency)
     inputs.wait(phases.EXPORT_WAIT_S)
     after, exporter_after = inputs.scrape_head(), inputs.scrape_exporter()
-    found = phases.breakdown(before, after, [a.seconds or 0.0 for a in answers])
-    decode = next((e for e in found.engines if e.get("nixl_transfers")), {})
     round_ = kv_accounting.Round(
         concurrency=concurrency,
         prompt_tokens=[a.prompt_tokens or 0 for a in answers],
         cached_tokens=[a.cached_tokens for a in answers],
         metrics_before=before,
         metrics_after=after,
-        nixl_transfers=decode.get("nixl_transfers"),
         exporter_before=exporter_before,
         exporter_after=exporter_after,
         transfers=transfers,
@@ -128,7 +125,7 @@ def layout_vocab(model_dir: Path) -> int:
 
 
 def _report_accounting(report: Report, found: kv_accounting.Accounting) -> None:
-    moved = "no bytes measured" if found.moved is None else f"{found.moved[0]:.0f}-{found.moved[1]:.0f} bytes moved"
+    moved = "no bytes measured" if found.moved is None else f"{found.moved} bytes moved"
     rate = (
         f"; per transfer {found.rate_gbps['median']} Gbps median, {found.rate_gbps['worst']} worst"
         if found.rate_gbps

@@ -55,21 +55,20 @@ ZERO = _metrics(0, 0, 0).replace(" 749", " 0")
 EXACT = LAYOUT.request_bytes(750, BLOCK)
 
 
-def _exporter(rx: float, us: float = 0.0) -> str:
+def _exporter(rx: float, us: float = 0.0, requests: int | None = None) -> str:
     return (
         f'agent_rx_bytes_total{{hostname="h",agent_name="a"}} {rx}\nagent_xfer_time_total{{agent_name="a"}} {us}\n'
-        f'agent_rx_requests_num_total{{agent_name="a"}} {1 if rx else 0}\n'
+        f'agent_rx_requests_num_total{{agent_name="a"}} {(1 if rx else 0) if requests is None else requests}\n'
     )
 
 
-def _round(after, *, cached=749, transfers=1, exporter=("", ""), measured=()) -> Round:
+def _round(after, *, cached=749, exporter=("", ""), measured=()) -> Round:
     return Round(
         concurrency=1,
         prompt_tokens=[750],
         cached_tokens=[cached],
         metrics_before=ZERO,
         metrics_after=after,
-        nixl_transfers=transfers,
         exporter_before=exporter[0],
         exporter_after=exporter[1],
         transfers=list(measured),
@@ -82,7 +81,7 @@ def test_a_round_whose_kv_moved_as_predicted_passes_with_its_rate():
         _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(EXACT)), measured=measured), LAYOUT, BLOCK
     )
     assert found.ok, found.problems
-    assert (found.moved, found.predicted) == ((EXACT, EXACT), EXACT)
+    assert (found.moved, found.transfers, found.predicted) == (EXACT, 1, EXACT)
     assert found.rate_gbps == {"median": round(EXACT * 8 / 0.01 / 1e9, 3), "worst": round(EXACT * 8 / 0.01 / 1e9, 3)}
 
 
@@ -95,7 +94,7 @@ def test_a_decode_engine_that_computed_the_prompt_fails():
 def test_token_counters_without_bytes_fail():
     # the negative control's handshake was refused: vLLM still counted the tokens as external, NIXL moved nothing
     found = kv_accounting.account(_round(_metrics(1, 0, 749), exporter=(_exporter(5), _exporter(5))), LAYOUT, BLOCK)
-    assert any(p.startswith("moved 0-0 bytes") for p in found.problems)
+    assert any(p.startswith("moved 0 bytes") for p in found.problems)
 
 
 def test_one_state_layer_left_behind_fails_at_the_level_and_per_request():
@@ -132,7 +131,7 @@ def test_without_the_exporter_no_bytes_are_measured_and_the_round_fails():
 
 def test_fewer_transfers_than_requests_fail():
     found = kv_accounting.account(
-        _round(_metrics(1, 0, 749), transfers=0, exporter=(_exporter(0), _exporter(EXACT))), LAYOUT, BLOCK
+        _round(_metrics(1, 0, 749), exporter=(_exporter(0), _exporter(EXACT, requests=0))), LAYOUT, BLOCK
     )
     assert found.problems == ["0 NIXL transfers for 1 requests"]
 
