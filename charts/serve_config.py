@@ -9,6 +9,7 @@ Shapes follow Ray 2.58 (`PDServingArgs`, `LLMServingArgs`, `LLMConfig`); the dep
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from config.schema import Replicas, Serving
@@ -35,6 +36,13 @@ def kv_transfer_config(backend: str, engine_id: str) -> dict[str, Any]:
     }
 
 
+# An engine over several GPUs keeps its TP ranks on one node or waits: Ray Serve LLM's default is PACK, best effort
+# (ray/llm/_internal/serve/engines/vllm/vllm_models.py placement_strategy), which on a busy cluster splits the ranks
+# over two nodes and runs TP's all-reduces across the network. A strategy alone is not enough: without bundles Ray
+# infers a CPU engine (core/configs/accelerators.py infer_hardware_kind_from_bundles), so one GPU per rank is named.
+TP_PLACEMENT = {"bundle_per_worker": {"GPU": 1}, "strategy": "STRICT_PACK"}
+
+
 def deployment_config(replicas: Replicas) -> dict[str, Any]:
     if replicas.replicas is not None:
         return {"num_replicas": replicas.replicas}
@@ -45,12 +53,15 @@ def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dic
     """One LLMConfig. `side` is "prefill" or "decode" in PD mode, None for a colocated engine. Its engine_kwargs
     are the side's effective engine settings: serving.engine with the side's own engine block over it
     (config/schema.py Serving.engine_for); a colocated engine runs serving.engine alone."""
-    engine_kwargs: dict[str, Any] = serving.engine_for(side).vllm_kwargs()
+    engine = serving.engine_for(side)
+    engine_kwargs: dict[str, Any] = engine.vllm_kwargs()
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": serving.model.id, "model_source": serving.model.source},
         "engine_kwargs": engine_kwargs,
         "deployment_config": deployment_config(replicas),
     }
+    if engine.tensor_parallel_size > 1:
+        config["placement_group_config"] = copy.deepcopy(TP_PLACEMENT)
     if side is not None:
         engine_kwargs["kv_transfer_config"] = kv_transfer_config(serving.kv_backend, side)
         config["experimental_configs"] = {"NIXL_SIDE_CHANNEL_PORT_BASE": NIXL_PORT_BASE[side]}

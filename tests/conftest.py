@@ -8,7 +8,7 @@ import pytest
 
 from config import load_stages
 
-from .helpers import Synth, synth
+from .helpers import Synth, larger_model, synth
 
 
 def pytest_configure(config):
@@ -42,3 +42,9 @@ def app_synth(stages, tmp_path_factory) -> Synth:
 @pytest.fixture(scope="session")
 def dev(stages):
     return stages["dev"]
+
+
+@pytest.fixture(scope="session")
+def larger(tmp_path_factory):
+    """The larger-model example stage (docs/larger-model.example.yaml): TP 4 engines on g6.12xlarge nodes."""
+    return larger_model(tmp_path_factory.mktemp("larger-model"))

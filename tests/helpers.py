@@ -22,6 +22,7 @@ from stacks.stage import InferenceStage
 
 ROOT = Path(__file__).resolve().parent.parent
 REHEARSAL = ROOT / "serving_lab" / "pins"  # the GPU rehearsal's committed data (the model's config.json, its sources)
+LARGER_MODEL_EXAMPLE = ROOT / "docs" / "larger-model.example.yaml"
 
 
 def data_file(path: Path) -> Path:
@@ -77,6 +78,13 @@ def stage_data(stage: str = "dev") -> dict[str, Any]:
 def _committed_stage(stage: str) -> dict[str, Any]:
     # Parsed once a session: pure-Python YAML takes ~40 ms a file, and the bad-input campaign asks 3,600 times.
     return yaml.safe_load((CONFIG_DIR / f"{stage}.yaml").read_text())
+
+
+def larger_model(folder: Path) -> StageConfig:
+    """docs/larger-model.example.yaml as a user takes it: copied into a folder as <stage>.yaml and loaded."""
+    path = folder / "larger-model.yaml"
+    path.write_text(LARGER_MODEL_EXAMPLE.read_text())
+    return load_stage_file(path, warn=lambda line: None)
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

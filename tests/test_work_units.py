@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from .helpers import ROOT
-from .work_units import START_ORDER, next_unit, work_unit
+from .work_units import START_ORDER, STARTS_RAY, next_unit, work_unit
 
 
 @pytest.mark.parametrize(
@@ -20,9 +20,10 @@ from .work_units import START_ORDER, next_unit, work_unit
         ("tests/cluster/test_teardown.py::test_b", "tests/cluster"),
         ("tests/cluster/test_admission.py::test_c", "tests/cluster"),
         ("tests/clusterless/test_d.py::test_e", "tests/clusterless/test_d.py"),
+        ("tests/charts/test_tp_placement_on_ray.py::test_f", "tests/serving_lab/rehearse/test_real_ray.py"),
     ],
 )
-def test_a_unit_is_the_file_or_the_control_planes_folder(nodeid, unit):
+def test_a_unit_is_the_file_the_control_planes_folder_or_the_files_that_start_ray(nodeid, unit):
     assert work_unit(nodeid) == unit
 
 
@@ -39,7 +40,7 @@ def test_lint_ends_before_the_fresh_clone_pipeline_check_starts_so_its_mypy_is_w
     assert START_ORDER.index("tests/stacks/test_pipeline.py") >= 4
 
 
-@pytest.mark.parametrize("unit", START_ORDER)
+@pytest.mark.parametrize("unit", START_ORDER + STARTS_RAY)
 def test_every_listed_unit_is_in_the_suite(unit):
     assert (ROOT / unit).exists()
 

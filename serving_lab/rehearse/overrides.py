@@ -437,7 +437,8 @@ def _shared_gpu_placement(build: _Build, engine: _Engine) -> None:
         build.set(
             engine.llm,
             "placement_group_config",
-            {"bundle_per_worker": {"GPU": round(1 / build.per_gpu, 3)}},
+            # the stage's strategy (STRICT_PACK for TP, charts/serve_config.py TP_PLACEMENT) is kept
+            {**engine.llm.get("placement_group_config", {}), "bundle_per_worker": {"GPU": round(1 / build.per_gpu, 3)}},
             f"{engine.path}.placement_group_config",
             f"{build.low} engines on {build.gpus} GPU(s): {build.per_gpu} engines share each GPU's compute",
         )

@@ -259,3 +259,18 @@ def test_a_roles_extra_args_merge_key_by_key_over_the_shared_ones(tmp_path):
         "kv_producer",
         "kv_consumer",
     )
+
+
+@pytest.mark.parametrize("side", ["prefill_config", "decode_config"])
+def test_an_engine_over_several_gpus_keeps_its_ranks_on_one_node(larger, side):
+    from ray.llm._internal.common.placement import PlacementGroupConfig
+
+    llm = _app(larger)["args"][side]
+    placement = PlacementGroupConfig.model_validate(llm["placement_group_config"])  # what Ray checks at start
+    assert placement.strategy == "STRICT_PACK" and placement.bundle_per_worker.GPU == 1
+    assert LLMConfig.model_validate(llm).accelerator_config.kind == "gpu"  # bundles without GPU would read as CPU
+
+
+def test_a_one_gpu_engine_keeps_rays_default_placement(dev):
+    args = _app(dev)["args"]
+    assert not [side for side in args.values() if "placement_group_config" in side]  # dev's diff stays empty

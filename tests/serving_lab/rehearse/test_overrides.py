@@ -483,3 +483,12 @@ def test_the_full_attention_stand_in_moves_its_kv_cache_over_libfabric_through_h
     assert [(o.before, o.after) for o in stand_in] == [
         ("Qwen/Qwen3.5-9B", "Qwen3ForCausalLM of its size, every layer full attention")
     ] * 2
+
+
+def test_shared_gpus_keep_the_stages_tp_placement(larger):
+    # four GPUs, two TP 4 engines: each rank takes half a GPU, and the ranks of one engine still stay on one node
+    four = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 4, efa_devices=())
+    plan = overrides.plan(larger, mode="pd", host=four, model_dir=MODEL, real_weights=False, share_gpus=True)
+    for side in ("prefill_config", "decode_config"):
+        placement = plan.serve_config["applications"][0]["args"][side]["placement_group_config"]
+        assert placement == {"bundle_per_worker": {"GPU": 0.5}, "strategy": "STRICT_PACK"}
