@@ -60,7 +60,7 @@ def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dic
         "engine_kwargs": engine_kwargs,
         "deployment_config": deployment_config(replicas),
     }
-    if engine.tensor_parallel_size > 1:
+    if engine.tensor_parallel_size > 1:  # the only split: PP, DP and PCP are reserved (config/engine_arg_classes.py)
         config["placement_group_config"] = copy.deepcopy(TP_PLACEMENT)
     if side is not None:
         engine_kwargs["kv_transfer_config"] = kv_transfer_config(serving.kv_backend, side)

@@ -45,8 +45,8 @@ def role_engine_blocks(cfg: StageConfig, path: str) -> None:
 
 # --- GPUs per replica ---------------------------------------------------------------------------------------
 # config/derived.py PARALLEL_FACTORS: one replica takes TP x PP x PCP x DP GPUs. The TP ranks of an engine
-# share one node (one worker pod per GPU node, no NVLink across nodes); its PP stages, PCP ranks and DP ranks
-# are units of TP GPUs each, which Ray places on any node with room (Ray Serve LLM's PACK placement).
+# share one node (one worker pod per GPU node, no NVLink across nodes; charts/serve_config.py TP_PLACEMENT); its PP
+# stages, PCP ranks and DP ranks are units of TP GPUs each, which Ray places on any node with room.
 
 
 def _fits(par: Parallelism, node_gpus: int, nodes: int) -> tuple[int, int]:
