@@ -360,8 +360,9 @@ class Engine(Strict):
     )
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(
         1,
-        description="GPUs per engine, all on one node (at most the GPU type's count), "
-        "engine_kwargs.tensor_parallel_size.",
+        description="GPUs per engine, all on one node (at most the GPU type's count; above 1 the engine's "
+        "placement is STRICT_PACK), engine_kwargs.tensor_parallel_size. PD roles may differ where the larger is a "
+        'multiple of the smaller (docs/DECISIONS.md, "Tensor parallel inside a node, and heterogeneous TP").',
     )
     max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = Field(
         None, description="Sequences one engine batches at most, engine_kwargs.max_num_seqs; unset: vLLM's default."

@@ -71,6 +71,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     serving_engine.unsafe_engine_args,
     serving_engine.pinned_revisions,
     serving_engine.role_identity,
+    serving_engine.role_tp_pairing,
     serving_engine.cuda_graph_mode,
     observability.alarm_thresholds,
     gpu_nodegroup.root_volume_for_model,  # last: a model too large, or an engine it cannot run, is fixed first

@@ -1,6 +1,6 @@
 """Rules of the `serving.engine` section (docs/STAGE_FILE.md), on every engine the mode runs: the GDN prefill
-kernel on Hopper, the engine arguments that need an opt-in, pinned revisions, one identity for both PD roles, and
-CUDA graphs. The classes of the arguments: config/engine_arg_classes.py."""
+kernel on Hopper, the engine arguments that need an opt-in, pinned revisions, one identity for both PD roles, TP
+sizes that pair, and CUDA graphs. The classes of the arguments: config/engine_arg_classes.py."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from ..engine_arg_classes import (
     enables,
     engine_arg_class,
 )
-from ..engine_args import SM90_GPUS, is_gdn_model
+from ..engine_args import SM90_GPUS, is_gdn_model, model_key
 from ..errors import ConfigError, short
 from ..schema import StageConfig
+from .serving_engine_tuning import MODEL_HEADS
 
 
 def gdn_prefill_kernel(cfg: StageConfig, path: str) -> None:
@@ -165,4 +166,42 @@ def role_identity(cfg: StageConfig, path: str) -> None:
             f" {name} decides {what}, and a request prefilled by one is decoded by the other from the KV cache NIXL "
             f"moves, {NIXL_CHECKS.get(name, NIXL_SILENT)} (allowed: one value for both roles, set in "
             f"serving.engine.{key})",
+        )
+
+
+def role_tp_pairing(cfg: StageConfig, path: str) -> None:
+    """In PD mode the decode engine's TP ranks read the prefill engine's KV cache rank by rank, so two different TP
+    sizes must pair: the larger a multiple of the smaller, and for a hybrid (GDN) model at most its KV heads each.
+    Both are refused by vLLM only when the first request arrives. Why: docs/DECISIONS.md, "Heterogeneous TP"."""
+    serving = cfg.serving
+    if serving.mode != "pd":
+        return
+    tp = {role: serving.engine_for(role).tensor_parallel_size for role in ("prefill", "decode")}
+    if tp["prefill"] == tp["decode"]:
+        return
+    small, large = sorted(tp.values())
+    fields = [serving.engine_field(role, "tensor_parallel_size") for role in tp]
+    field = next(f for f in fields if not f.startswith("serving.engine."))
+    pair = f"prefill {tp['prefill']}, decode {tp['decode']}"
+    if large % small:
+        # vllm/distributed/kv_transfer/kv_connector/utils.py TransferTopology.tp_ratio asserts the division.
+        raise ConfigError(
+            path,
+            field,
+            f"{pair}: each decode rank reads its part of the KV cache from whole prefill ranks, and NIXL's "
+            "handshake refuses TP sizes where neither divides the other (allowed: equal sizes, or one a multiple "
+            "of the other)",
+        )
+    heads = MODEL_HEADS.get(model_key(serving.model.source))
+    if heads is not None and is_gdn_model(serving.model.source) and large > heads[1]:
+        # vllm/platforms/interface.py _align_hybrid_block_size sizes the block from the GDN state per rank over the
+        # KV per token per rank; nixl/base_worker.py _validate_remote_agent_handshake: "HMA does not support
+        # different remote block size yet".
+        raise ConfigError(
+            path,
+            field,
+            f"{pair}: {short(serving.model.source, 80)} has {heads[1]} KV heads and Gated DeltaNet layers; above "
+            f"{heads[1]} ranks the KV heads are copied while the recurrent state still splits, so the two engines "
+            f"size their cache blocks differently and NIXL's handshake refuses them (allowed: equal sizes, or "
+            f"different sizes of at most {heads[1]})",
         )

@@ -426,3 +426,33 @@ def test_memory_carved_from_the_kv_cache_or_put_in_shm_is_counted(tmp_path, args
         return
     line = _refusal(tmp_path, _extra(**args))
     assert f": serving.engine.extra_args.{field}: " in line and phrase in line, line
+
+
+# --- TP sizes that pair (role_tp_pairing) -------------------------------------------------------------------------
+
+
+def test_prefill_and_decode_may_differ_in_tp_where_the_kv_layout_pairs(tmp_path):
+    # Qwen3.5-9B's 4 KV heads: TP 2 and 4 split them both, so both engines size their blocks alike
+    change = merge(FOUR_L4, merge(_role("prefill", tensor_parallel_size=2), _role("decode", tensor_parallel_size=4)))
+    cfg = config_with(tmp_path, **change)
+    assert [cfg.serving.engine_for(role).tensor_parallel_size for role in ("prefill", "decode")] == [2, 4]
+
+
+def test_tp_sizes_where_neither_divides_the_other_are_refused(tmp_path):
+    # a model whose heads are not known (every TP passes the heads rule): 3 ranks against 2
+    model = {"serving": {"model": {"id": "some-model", "source": "example-org/Some-Model", "parameters_billion": 8}}}
+    change = merge(
+        merge(FOUR_L4, model), merge(_role("prefill", tensor_parallel_size=3), _role("decode", tensor_parallel_size=2))
+    )
+    line = _refusal(tmp_path, change)
+    assert "serving.prefill.engine.tensor_parallel_size: prefill 3, decode 2: " in line
+    assert "neither divides the other" in line and line.endswith(
+        "(allowed: equal sizes, or one a multiple of the other)"
+    )
+
+
+def test_a_gdn_models_tp_sizes_above_its_kv_heads_are_refused_when_they_differ(tmp_path):
+    change = merge(P5, merge(_role("prefill", tensor_parallel_size=2), _role("decode", tensor_parallel_size=8)))
+    line = _refusal(tmp_path, change)
+    assert "serving.prefill.engine.tensor_parallel_size: prefill 2, decode 8: 'Qwen/Qwen3.5-9B' has 4 KV heads" in line
+    assert line.endswith("(allowed: equal sizes, or different sizes of at most 4)")
