@@ -15,7 +15,7 @@ import yaml
 from ops.__main__ import main
 from ops.diff import DiffResult, ResourceChange, StageDiff, cfn_diff, compare, notes, render, resource_changes, synth
 
-from ..helpers import ROOT, merge, stage_data, write_stage
+from ..helpers import LARGER_MODEL_EXAMPLE, ROOT, merge, stage_data, write_stage
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -453,6 +453,17 @@ def test_a_stage_only_in_the_working_tree_is_new_with_every_resource_added(clone
         assert summary.endswith(" added, 0 changed, 0 removed, 0 replaced") and not summary.startswith("0 "), summary
     assert "+++ head/k8s/qa/inference.yaml" in run.stdout
     assert "MANUAL STEP" not in run.stdout  # nothing runs yet: nothing to roll out by hand
+
+
+def test_the_larger_model_example_copied_in_diffs_as_a_new_stage_of_tp_engines(clone, diff):
+    # what its header asks a user to do: copy it to config/larger-model.yaml, then review the diff
+    (clone / "config" / "larger-model.yaml").write_text(LARGER_MODEL_EXAMPLE.read_text())
+    run = diff(clone, "--stage", "larger-model", "--fail-on-danger")
+    assert run.returncode == 0, run.stderr
+    assert "stage larger-model (new: not in the base, every resource is added)" in run.stdout
+    serve_config = run.stdout.split("--- Kubernetes: larger-model/serve-config.yaml", 1)[1].split("--- Kubernetes")[0]
+    assert serve_config.count("+        tensor_parallel_size: 4") == 2
+    assert serve_config.count("+        strategy: STRICT_PACK") == 2
 
 
 def test_a_stage_in_neither_tree_is_one_line_and_exit_2(clone, diff):
