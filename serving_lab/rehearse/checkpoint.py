@@ -2,7 +2,11 @@
 
   python3 -m serving_lab.rehearse.checkpoint --out DIR [--seed N] [--config JSON]
 
-What it writes (never committed or carried: ~19 GB, made on the host in a minute or two):
+--config: serving_lab/pins/qwen3.5-9b-config.json (the default: 18.8 GB, 760 tensors in 4 shards) or
+qwen3.5-27b-config.json (54.7 GB, 1,184 tensors in 12 shards); tensor_plan() gives the tensors of either without
+drawing them, and the command refuses in one line, before it writes anything, a GPU or an --out disk with less
+room free than the checkpoint's bytes (the values are drawn on one GPU: 27B needs one larger than an L4).
+What it writes (never committed or carried: made on the host in a minute or two):
   the model folder of serving_lab/rehearse/model_folder.py (config.json, tokenizer, processor configurations), and
   model-00001-of-0000N.safetensors ...  every tensor the architecture has, by the name, shape and dtype
                           transformers builds it with (`<architectures[0]>` from config.json, `from_config` with the
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -87,6 +92,119 @@ def index(shards: Sequence[Sequence[Tensor]]) -> dict:
     return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
 
 
+ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+
+
+def tensor_plan(config: dict) -> list[Tensor]:
+    """The tensors, in order, that transformers' Qwen3_5ForConditionalGeneration (5.17, the host's) builds from
+    config.json (transformers/models/qwen3_5/modeling_qwen3_5.py): the vision tower, the text model, lm_head; every
+    one in the config's dtype (A_log and the DeltaNet norms too: the real checkpoint keeps those in float32, vLLM
+    casts them on load), no mtp.* (transformers builds none; vLLM's loader skips them). The order decides the
+    shards (shard_plan). For the committed configs: tests/serving_lab/rehearse/test_checkpoint.py."""
+    architecture = (config.get("architectures") or [""])[0]
+    if architecture != ARCHITECTURE:
+        raise CheckpointError(f"config.json: architectures: {architecture!r}, not {ARCHITECTURE}")
+    text, vision = config["text_config"], config["vision_config"]
+    dtype = str(config.get("dtype", text.get("dtype", "bfloat16")))
+    tensors: list[Tensor] = []
+
+    def add(name: str, *shape: int) -> None:
+        tensors.append(Tensor(name, shape, dtype))
+
+    # Qwen3_5VisionModel: patch embedding (Conv3d), learned positions, blocks, merger
+    vh, depth = vision["hidden_size"], vision["depth"]
+    patch, temporal = vision["patch_size"], vision["temporal_patch_size"]
+    add("model.visual.patch_embed.proj.weight", vh, vision["in_channels"], temporal, patch, patch)
+    add("model.visual.patch_embed.proj.bias", vh)
+    add("model.visual.pos_embed.weight", vision["num_position_embeddings"], vh)
+    for i in range(depth):
+        block = f"model.visual.blocks.{i}"
+        for norm in ("norm1", "norm2"):
+            add(f"{block}.{norm}.weight", vh)
+            add(f"{block}.{norm}.bias", vh)
+        for name, out, inp in (
+            ("attn.qkv", 3 * vh, vh),
+            ("attn.proj", vh, vh),
+            ("mlp.linear_fc1", vision["intermediate_size"], vh),
+            ("mlp.linear_fc2", vh, vision["intermediate_size"]),
+        ):
+            add(f"{block}.{name}.weight", out, inp)
+            add(f"{block}.{name}.bias", out)
+    merged = vh * vision["spatial_merge_size"] ** 2
+    add("model.visual.merger.norm.weight", vh)
+    add("model.visual.merger.norm.bias", vh)
+    add("model.visual.merger.linear_fc1.weight", merged, merged)
+    add("model.visual.merger.linear_fc1.bias", merged)
+    add("model.visual.merger.linear_fc2.weight", vision["out_hidden_size"], merged)
+    add("model.visual.merger.linear_fc2.bias", vision["out_hidden_size"])
+    # Qwen3_5TextModel: embeddings, decoder layers (Gated DeltaNet or gated full attention, then the MLP), norm
+    h, vocab = text["hidden_size"], text["vocab_size"]
+    add("model.language_model.embed_tokens.weight", vocab, h)
+    key_dim = text["linear_num_key_heads"] * text["linear_key_head_dim"]
+    value_heads = text["linear_num_value_heads"]
+    value_dim = value_heads * text["linear_value_head_dim"]
+    heads, kv_heads, head_dim = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]
+    for i, kind in enumerate(text["layer_types"][: text["num_hidden_layers"]]):
+        layer = f"model.language_model.layers.{i}"
+        if kind == "linear_attention":
+            attn = f"{layer}.linear_attn"
+            add(f"{attn}.dt_bias", value_heads)
+            add(f"{attn}.A_log", value_heads)
+            add(f"{attn}.conv1d.weight", 2 * key_dim + value_dim, 1, text["linear_conv_kernel_dim"])
+            add(f"{attn}.norm.weight", text["linear_value_head_dim"])
+            add(f"{attn}.out_proj.weight", h, value_dim)
+            add(f"{attn}.in_proj_qkv.weight", 2 * key_dim + value_dim, h)
+            add(f"{attn}.in_proj_z.weight", value_dim, h)
+            add(f"{attn}.in_proj_b.weight", value_heads, h)
+            add(f"{attn}.in_proj_a.weight", value_heads, h)
+        elif kind == "full_attention":
+            attn = f"{layer}.self_attn"
+            add(f"{attn}.q_proj.weight", heads * head_dim * 2, h)  # the queries and their output gate
+            add(f"{attn}.k_proj.weight", kv_heads * head_dim, h)
+            add(f"{attn}.v_proj.weight", kv_heads * head_dim, h)
+            add(f"{attn}.o_proj.weight", h, heads * head_dim)
+            add(f"{attn}.q_norm.weight", head_dim)
+            add(f"{attn}.k_norm.weight", head_dim)
+        else:
+            raise CheckpointError(f"config.json: text_config.layer_types[{i}]: {kind!r}")
+        add(f"{layer}.mlp.gate_proj.weight", text["intermediate_size"], h)
+        add(f"{layer}.mlp.up_proj.weight", text["intermediate_size"], h)
+        add(f"{layer}.mlp.down_proj.weight", h, text["intermediate_size"])
+        add(f"{layer}.input_layernorm.weight", h)
+        add(f"{layer}.post_attention_layernorm.weight", h)
+    add("model.language_model.norm.weight", h)
+    if not (config.get("tie_word_embeddings") or text.get("tie_word_embeddings")):
+        add("lm_head.weight", vocab, h)
+    return tensors
+
+
+def _free_bytes(path: Path) -> int:
+    """Bytes free on the disk that holds `path` (or its nearest existing parent)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return shutil.disk_usage(folder).free
+    return 0
+
+
+def _gpu_free_bytes() -> int:
+    import torch
+
+    return torch.cuda.mem_get_info()[0]
+
+
+def require_room(out: Path, nbytes: int) -> None:
+    """Refuse, before anything is written, a checkpoint that the GPU (the values are drawn on one) or --out's disk
+    cannot hold."""
+    free = _free_bytes(out)
+    if free < nbytes:
+        raise CheckpointError(f"--out: {out} has {free / 1e9:.1f} GB free; the checkpoint is {nbytes / 1e9:.1f} GB")
+    free = _gpu_free_bytes()
+    if free < nbytes:
+        raise CheckpointError(
+            f"the GPU has {free / 1e9:.1f} GB free; the values ({nbytes / 1e9:.1f} GB) are drawn on one GPU"
+        )
+
+
 def require_gpu() -> None:
     """torch, transformers, safetensors and a CUDA device, checked before anything is written."""
     try:
@@ -141,6 +259,12 @@ def write(out: Path, *, seed: int, config_path: Path = DEFAULT_CONFIG, say=print
     """The model folder, then the seeded checkpoint in it; returns what checkpoint.json records."""
     started = time.monotonic()
     require_gpu()
+    try:
+        config = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"--config: {config_path}: {exc}") from None
+    if (config.get("architectures") or [""])[0] == ARCHITECTURE:
+        require_room(out, sum(tensor.nbytes for tensor in tensor_plan(config)))
     folder = build(out, config_path=config_path)
     model = _model(folder, seed)
     state = {name: value.detach() for name, value in model.state_dict().items()}
