@@ -256,19 +256,12 @@ def test_the_processor_configurations_are_qwen35_9bs_own_files(folder, name):
     assert (len(committed), hashlib.sha256(committed).hexdigest()) == (size, sha256)
 
 
-@pytest.mark.parametrize("name", sorted(QWEN_PROCESSOR_FILES))
-def test_qwen35_27bs_processor_configurations_are_the_same_files(name):
-    # Qwen/Qwen3.5-27B's own files have the 9B's size and SHA-256 (serving_lab/pins/qwen3.5-27b-processor.SOURCES.txt)
-    size, sha256 = QWEN_PROCESSOR_FILES[name]
-    committed = (ROOT / "serving_lab" / "pins" / f"qwen3.5-27b-{name}").read_bytes()
-    assert (len(committed), hashlib.sha256(committed).hexdigest()) == (size, sha256)
-
-
-def test_the_27b_config_takes_its_own_processor_files_and_they_agree_with_its_tower():
+def test_the_27b_config_takes_the_9bs_processor_files_which_agree_with_its_tower():
+    # Qwen/Qwen3.5-27B's official files have the 9B's size and SHA-256 (serving_lab/pins/qwen3.5-27b-processor.SOURCES.txt)
     config_bytes, _, processor = model_folder._model_config(CONFIG_27B, full_attention=False)
     assert config_bytes == CONFIG_27B.read_bytes()
     pins = ROOT / "serving_lab" / "pins"
-    assert processor == {name: (pins / f"qwen3.5-27b-{name}").read_bytes() for name in QWEN_PROCESSOR_FILES}
+    assert processor == {name: (pins / f"qwen3.5-9b-{name}").read_bytes() for name in QWEN_PROCESSOR_FILES}
 
 
 def test_the_processor_configurations_say_what_vllm_and_transformers_read(folder):
