@@ -104,78 +104,89 @@ def tensor_plan(config: dict) -> list[Tensor]:
     architecture = (config.get("architectures") or [""])[0]
     if architecture != ARCHITECTURE:
         raise CheckpointError(f"config.json: architectures: {architecture!r}, not {ARCHITECTURE}")
-    text, vision = config["text_config"], config["vision_config"]
+    text = config["text_config"]
+    shapes = _vision_shapes(config["vision_config"])
+    h, vocab = text["hidden_size"], text["vocab_size"]
+    shapes.append(("model.language_model.embed_tokens.weight", (vocab, h)))
+    for i, kind in enumerate(text["layer_types"][: text["num_hidden_layers"]]):
+        shapes += _layer_shapes(text, f"model.language_model.layers.{i}", kind, i)
+    shapes.append(("model.language_model.norm.weight", (h,)))
+    if not (config.get("tie_word_embeddings") or text.get("tie_word_embeddings")):
+        shapes.append(("lm_head.weight", (vocab, h)))
     dtype = str(config.get("dtype", text.get("dtype", "bfloat16")))
-    tensors: list[Tensor] = []
+    return [Tensor(name, shape, dtype) for name, shape in shapes]
 
-    def add(name: str, *shape: int) -> None:
-        tensors.append(Tensor(name, shape, dtype))
 
-    # Qwen3_5VisionModel: patch embedding (Conv3d), learned positions, blocks, merger
-    vh, depth = vision["hidden_size"], vision["depth"]
-    patch, temporal = vision["patch_size"], vision["temporal_patch_size"]
-    add("model.visual.patch_embed.proj.weight", vh, vision["in_channels"], temporal, patch, patch)
-    add("model.visual.patch_embed.proj.bias", vh)
-    add("model.visual.pos_embed.weight", vision["num_position_embeddings"], vh)
-    for i in range(depth):
+def _vision_shapes(vision: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """Qwen3_5VisionModel: patch embedding (Conv3d), learned positions, blocks, merger."""
+    vh, patch, ffn = vision["hidden_size"], vision["patch_size"], vision["intermediate_size"]
+    shapes = [
+        (
+            "model.visual.patch_embed.proj.weight",
+            (vh, vision["in_channels"], vision["temporal_patch_size"], patch, patch),
+        ),
+        ("model.visual.patch_embed.proj.bias", (vh,)),
+        ("model.visual.pos_embed.weight", (vision["num_position_embeddings"], vh)),
+    ]
+    for i in range(vision["depth"]):
         block = f"model.visual.blocks.{i}"
-        for norm in ("norm1", "norm2"):
-            add(f"{block}.{norm}.weight", vh)
-            add(f"{block}.{norm}.bias", vh)
+        shapes += [(f"{block}.{norm}.{part}", (vh,)) for norm in ("norm1", "norm2") for part in ("weight", "bias")]
         for name, out, inp in (
             ("attn.qkv", 3 * vh, vh),
             ("attn.proj", vh, vh),
-            ("mlp.linear_fc1", vision["intermediate_size"], vh),
-            ("mlp.linear_fc2", vh, vision["intermediate_size"]),
+            ("mlp.linear_fc1", ffn, vh),
+            ("mlp.linear_fc2", vh, ffn),
         ):
-            add(f"{block}.{name}.weight", out, inp)
-            add(f"{block}.{name}.bias", out)
-    merged = vh * vision["spatial_merge_size"] ** 2
-    add("model.visual.merger.norm.weight", vh)
-    add("model.visual.merger.norm.bias", vh)
-    add("model.visual.merger.linear_fc1.weight", merged, merged)
-    add("model.visual.merger.linear_fc1.bias", merged)
-    add("model.visual.merger.linear_fc2.weight", vision["out_hidden_size"], merged)
-    add("model.visual.merger.linear_fc2.bias", vision["out_hidden_size"])
-    # Qwen3_5TextModel: embeddings, decoder layers (Gated DeltaNet or gated full attention, then the MLP), norm
-    h, vocab = text["hidden_size"], text["vocab_size"]
-    add("model.language_model.embed_tokens.weight", vocab, h)
-    key_dim = text["linear_num_key_heads"] * text["linear_key_head_dim"]
-    value_heads = text["linear_num_value_heads"]
-    value_dim = value_heads * text["linear_value_head_dim"]
-    heads, kv_heads, head_dim = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]
-    for i, kind in enumerate(text["layer_types"][: text["num_hidden_layers"]]):
-        layer = f"model.language_model.layers.{i}"
-        if kind == "linear_attention":
-            attn = f"{layer}.linear_attn"
-            add(f"{attn}.dt_bias", value_heads)
-            add(f"{attn}.A_log", value_heads)
-            add(f"{attn}.conv1d.weight", 2 * key_dim + value_dim, 1, text["linear_conv_kernel_dim"])
-            add(f"{attn}.norm.weight", text["linear_value_head_dim"])
-            add(f"{attn}.out_proj.weight", h, value_dim)
-            add(f"{attn}.in_proj_qkv.weight", 2 * key_dim + value_dim, h)
-            add(f"{attn}.in_proj_z.weight", value_dim, h)
-            add(f"{attn}.in_proj_b.weight", value_heads, h)
-            add(f"{attn}.in_proj_a.weight", value_heads, h)
-        elif kind == "full_attention":
-            attn = f"{layer}.self_attn"
-            add(f"{attn}.q_proj.weight", heads * head_dim * 2, h)  # the queries and their output gate
-            add(f"{attn}.k_proj.weight", kv_heads * head_dim, h)
-            add(f"{attn}.v_proj.weight", kv_heads * head_dim, h)
-            add(f"{attn}.o_proj.weight", h, heads * head_dim)
-            add(f"{attn}.q_norm.weight", head_dim)
-            add(f"{attn}.k_norm.weight", head_dim)
-        else:
-            raise CheckpointError(f"config.json: text_config.layer_types[{i}]: {kind!r}")
-        add(f"{layer}.mlp.gate_proj.weight", text["intermediate_size"], h)
-        add(f"{layer}.mlp.up_proj.weight", text["intermediate_size"], h)
-        add(f"{layer}.mlp.down_proj.weight", h, text["intermediate_size"])
-        add(f"{layer}.input_layernorm.weight", h)
-        add(f"{layer}.post_attention_layernorm.weight", h)
-    add("model.language_model.norm.weight", h)
-    if not (config.get("tie_word_embeddings") or text.get("tie_word_embeddings")):
-        add("lm_head.weight", vocab, h)
-    return tensors
+            shapes += [(f"{block}.{name}.weight", (out, inp)), (f"{block}.{name}.bias", (out,))]
+    merged, out = vh * vision["spatial_merge_size"] ** 2, vision["out_hidden_size"]
+    return shapes + [
+        ("model.visual.merger.norm.weight", (vh,)),
+        ("model.visual.merger.norm.bias", (vh,)),
+        ("model.visual.merger.linear_fc1.weight", (merged, merged)),
+        ("model.visual.merger.linear_fc1.bias", (merged,)),
+        ("model.visual.merger.linear_fc2.weight", (out, merged)),
+        ("model.visual.merger.linear_fc2.bias", (out,)),
+    ]
+
+
+def _layer_shapes(text: dict, layer: str, kind: str, index: int) -> list[tuple[str, tuple[int, ...]]]:
+    """One decoder layer: Gated DeltaNet or gated full attention, then the MLP and the two norms."""
+    h, ffn = text["hidden_size"], text["intermediate_size"]
+    if kind == "linear_attention":
+        attn, value_heads = f"{layer}.linear_attn", text["linear_num_value_heads"]
+        key_dim = text["linear_num_key_heads"] * text["linear_key_head_dim"]
+        value_dim = value_heads * text["linear_value_head_dim"]
+        shapes = [
+            (f"{attn}.dt_bias", (value_heads,)),
+            (f"{attn}.A_log", (value_heads,)),
+            (f"{attn}.conv1d.weight", (2 * key_dim + value_dim, 1, text["linear_conv_kernel_dim"])),
+            (f"{attn}.norm.weight", (text["linear_value_head_dim"],)),
+            (f"{attn}.out_proj.weight", (h, value_dim)),
+            (f"{attn}.in_proj_qkv.weight", (2 * key_dim + value_dim, h)),
+            (f"{attn}.in_proj_z.weight", (value_dim, h)),
+            (f"{attn}.in_proj_b.weight", (value_heads, h)),
+            (f"{attn}.in_proj_a.weight", (value_heads, h)),
+        ]
+    elif kind == "full_attention":
+        attn, heads, head_dim = f"{layer}.self_attn", text["num_attention_heads"], text["head_dim"]
+        kv = text["num_key_value_heads"] * head_dim
+        shapes = [
+            (f"{attn}.q_proj.weight", (heads * head_dim * 2, h)),  # the queries and their output gate
+            (f"{attn}.k_proj.weight", (kv, h)),
+            (f"{attn}.v_proj.weight", (kv, h)),
+            (f"{attn}.o_proj.weight", (h, heads * head_dim)),
+            (f"{attn}.q_norm.weight", (head_dim,)),
+            (f"{attn}.k_norm.weight", (head_dim,)),
+        ]
+    else:
+        raise CheckpointError(f"config.json: text_config.layer_types[{index}]: {kind!r}")
+    return shapes + [
+        (f"{layer}.mlp.gate_proj.weight", (ffn, h)),
+        (f"{layer}.mlp.up_proj.weight", (ffn, h)),
+        (f"{layer}.mlp.down_proj.weight", (h, ffn)),
+        (f"{layer}.input_layernorm.weight", (h,)),
+        (f"{layer}.post_attention_layernorm.weight", (h,)),
+    ]
 
 
 def _free_bytes(path: Path) -> int:
