@@ -303,10 +303,11 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     # parameters, 17.98 GiB in bfloat16; KV 32 KiB per token (8 full-attention layers; DeltaNet keeps a state).
     # Why: docs/DECISIONS.md, "GPUs per replica, and the known models' sizes".
     "qwen3.5-9b": KnownModel(9.65e9, 32 * 1024, "Qwen3.5-9B's config.json"),
-    # 27B dense, 64 layers as 16 x (3 Gated DeltaNet + 1 full attention): the model card, huggingface.co/Qwen/
-    # Qwen3.5-27B (commit 3b29628); 24 heads, 4 KV heads x 256: THUDM/slime scripts/models/qwen3.5-27B.sh.
-    # KV: 16 full-attention layers x 4 KV heads x 256 x (K, V) x 2 bytes = 64 KiB per token.
-    "qwen3.5-27b": KnownModel(27e9, 64 * 1024, "Qwen3.5-27B's model card"),
+    # Computed from its config.json (serving_lab/pins/qwen3.5-27b-config.json, tests/config/test_safety.py): 27.78e9
+    # parameters (the card's "27B" is 2.8% short of them), 51.7 GiB in bfloat16, as the official index's total_size
+    # (serving_lab/pins/qwen3.5-27b-config.SOURCES.txt); KV: 16 full-attention layers x 4 KV heads x 256 x (K, V) x
+    # 2 bytes = 64 KiB per token.
+    "qwen3.5-27b": KnownModel(27.78e9, 64 * 1024, "Qwen3.5-27B's config.json"),
     # Llama 3.1 (model cards and config.json): 8.03e9, 32 layers x 8 KV heads x 128; 70.6e9, 80 layers. Gated
     # under meta-llama (the Llama 3.1 Community License is accepted on the model page first); Qwen3.5 is not.
     "llama-3.1-8b": KnownModel(8.03e9, 128 * 1024, "Llama 3.1's model card", META),

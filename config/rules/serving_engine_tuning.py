@@ -20,13 +20,14 @@ from ..schema import StageConfig
 
 # --- Tuning arguments against the model, the GPUs and the pod (config/engine_arg_classes.py COUNTED_ARGS) ---
 # The (query heads, KV heads) of the models whose config.json is known, keyed like KNOWN_MODELS; all dense.
-# A model not here is not checked.
+# A model not here is not checked. Qwen3.5's are their committed config.json's (serving_lab/pins/qwen3.5-*-config.json,
+# tests/config/test_engine_identity.py).
 # Why: docs/DECISIONS.md, "Engine arguments by what they mean".
 _LLAMA_8B = ("llama-3.1-8b", "llama-3.1-8b-instruct", "meta-llama-3.1-8b", "meta-llama-3.1-8b-instruct")
 _LLAMA_70B = ("llama-3.1-70b", "llama-3.1-70b-instruct", "meta-llama-3.1-70b", "meta-llama-3.1-70b-instruct")
 MODEL_HEADS: dict[str, tuple[int, int]] = {
     "qwen3.5-9b": (16, 4),
-    "qwen3.5-27b": (24, 4),  # config/derived.py KNOWN_MODELS cites it
+    "qwen3.5-27b": (24, 4),
     **dict.fromkeys(_LLAMA_8B, (32, 8)),
     **dict.fromkeys(_LLAMA_70B, (64, 8)),
 }

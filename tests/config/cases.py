@@ -632,7 +632,7 @@ SERVING += [
         "model-27b-on-one-l4",
         {"serving": {"model": {"source": "Qwen/Qwen3.5-27B"}}},
         "serving.model.source",
-        "(Qwen3.5-27B's model card) x 2 bytes = 50.3 GiB of weights",
+        "(Qwen3.5-27B's config.json) x 2 bytes = 51.7 GiB of weights",
     ),
     (
         "model-declared-size",

@@ -347,9 +347,10 @@ def test_dcp_within_the_heads_is_allowed(tmp_path):
     assert cfg.serving.engine.vllm_kwargs()["decode_context_parallel_size"] == 2
 
 
-def test_the_head_counts_are_the_committed_config_json():
-    config = json.loads(data_file(REHEARSAL / "qwen3.5-9b-config.json").read_text())["text_config"]
-    assert MODEL_HEADS["qwen3.5-9b"] == (config["num_attention_heads"], config["num_key_value_heads"])
+@pytest.mark.parametrize("model", ["qwen3.5-9b", "qwen3.5-27b"])
+def test_the_head_counts_are_the_committed_config_json(model):
+    config = json.loads(data_file(REHEARSAL / f"{model}-config.json").read_text())["text_config"]
+    assert MODEL_HEADS[model] == (config["num_attention_heads"], config["num_key_value_heads"])
     from config.derived import KNOWN_MODELS
 
     assert set(MODEL_HEADS) <= set(KNOWN_MODELS)

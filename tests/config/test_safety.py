@@ -754,9 +754,10 @@ def test_a_folder_with_a_bad_pipeline_file_fails_validation_like_synth(tmp_path,
 # --- 11. a model that cannot fit ------------------------------------------------------------------------
 
 
-def test_qwen35_9b_parameter_count_is_computed_from_its_config():
-    """KNOWN_MODELS' 9.65e9: every weight of Qwen3.5-9B's config.json (text, MTP layer, vision tower)."""
-    config = json.loads(data_file(REHEARSAL / "qwen3.5-9b-config.json").read_text())
+@pytest.mark.parametrize("model", ["qwen3.5-9b", "qwen3.5-27b"])
+def test_qwen35_parameter_count_is_computed_from_its_config(model):
+    """KNOWN_MODELS' 9.65e9 and 27.78e9: every weight of the committed config.json (text, MTP layer, vision tower)."""
+    config = json.loads(data_file(REHEARSAL / f"{model}-config.json").read_text())
     t, v = config["text_config"], config["vision_config"]
     h, layers = t["hidden_size"], t["num_hidden_layers"]
     full = t["layer_types"].count("full_attention")
@@ -778,8 +779,8 @@ def test_qwen35_9b_parameter_count_is_computed_from_its_config():
     vh, merged = v["hidden_size"], v["hidden_size"] * v["spatial_merge_size"] ** 2
     vision = v["depth"] * (4 * vh * vh + 2 * vh * v["intermediate_size"]) + merged * (merged + v["out_hidden_size"])
     total = text + mtp + vision
-    assert abs(total - KNOWN_MODELS["qwen3.5-9b"].parameters) / total < 0.01, total
-    assert KNOWN_MODELS["qwen3.5-9b"].kv_bytes_per_token == full * kv_heads * hd * 2 * 2
+    assert abs(total - KNOWN_MODELS[model].parameters) / total < 0.01, total
+    assert KNOWN_MODELS[model].kv_bytes_per_token == full * kv_heads * hd * 2 * 2
 
 
 def test_the_reference_deployment_fits_with_its_margin(dev):

@@ -415,7 +415,7 @@ def _with_source(cfg, source):
 def test_the_memory_floor_divides_by_pipeline_parallel_for_a_known_model(tmp_path):
     from config.derived import model_memory_floor
 
-    # Qwen3.5-27B (50.3 GiB of weights) does not fit one L4 but fits four pipeline stages of one L4 each
+    # Qwen3.5-27B (51.7 GiB of weights) does not fit one L4 but fits four pipeline stages of one L4 each
     line = _refusal(tmp_path, merge(FOUR_L4, {"serving": {"model": {"source": "Qwen/Qwen3.5-27B"}}}))
     assert ": serving.model.source: Qwen/Qwen3.5-27B needs at least" in line
     (tmp_path / "pp").mkdir()

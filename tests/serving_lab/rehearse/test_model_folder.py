@@ -21,6 +21,7 @@ from serving_lab.rehearse import model_folder
 from ...helpers import ROOT
 
 CONFIG = ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json"
+CONFIG_27B = ROOT / "serving_lab" / "pins" / "qwen3.5-27b-config.json"
 # Qwen/Qwen3.5-9B's own files: (bytes, SHA-256), as public manifests of that checkpoint record them
 # (serving_lab/pins/qwen3.5-9b-processor.SOURCES.txt).
 QWEN_PROCESSOR_FILES = {
@@ -253,6 +254,14 @@ def test_the_processor_configurations_are_qwen35_9bs_own_files(folder, name):
     committed = (ROOT / "serving_lab" / "pins" / f"qwen3.5-9b-{name}").read_bytes()
     assert (folder / name).read_bytes() == committed
     assert (len(committed), hashlib.sha256(committed).hexdigest()) == (size, sha256)
+
+
+def test_the_27b_config_takes_the_9bs_processor_files_which_agree_with_its_tower():
+    # Qwen/Qwen3.5-27B's official files have the 9B's size and SHA-256 (serving_lab/pins/qwen3.5-27b-processor.SOURCES.txt)
+    config_bytes, _, processor = model_folder._model_config(CONFIG_27B, full_attention=False)
+    assert config_bytes == CONFIG_27B.read_bytes()
+    pins = ROOT / "serving_lab" / "pins"
+    assert processor == {name: (pins / f"qwen3.5-9b-{name}").read_bytes() for name in QWEN_PROCESSOR_FILES}
 
 
 def test_the_processor_configurations_say_what_vllm_and_transformers_read(folder):
