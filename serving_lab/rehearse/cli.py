@@ -37,7 +37,11 @@ from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_CONFIGS = {"Qwen/Qwen3.5-9B": ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json"}
+# The models whose config.json is committed (their SOURCES beside them): dummy weights and checkpoints of their shape.
+MODEL_CONFIGS = {
+    "Qwen/Qwen3.5-9B": ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json",
+    "Qwen/Qwen3.5-27B": ROOT / "serving_lab" / "pins" / "qwen3.5-27b-config.json",  # docs/larger-model.example.yaml
+}
 DEFAULT_OUT = Path("rehearsal-results")
 # Ray's /metrics on the head: Ray, Serve and vLLM series with their histograms, a few MiB on one host.
 METRICS_LIMIT = 32 * MiB

@@ -163,6 +163,12 @@ def test_a_model_without_a_committed_config_needs_weights(tmp_path, dev):
     assert error.value.code == 2
 
 
+def test_the_larger_model_example_rehearses_on_its_own_committed_config(tmp_path, larger):
+    folder, real = cli.model_folder(larger, _args(tmp_path), tmp_path)
+    assert not real and (folder / "config.json").read_bytes() == cli.MODEL_CONFIGS["Qwen/Qwen3.5-27B"].read_bytes()
+    assert larger.serving.model.source == "Qwen/Qwen3.5-27B"
+
+
 def test_weights_must_be_a_model_folder(tmp_path, dev):
     with pytest.raises(cli.RehearsalError, match="has no config.json") as error:
         cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path)), tmp_path)
