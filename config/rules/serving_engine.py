@@ -172,7 +172,8 @@ def role_identity(cfg: StageConfig, path: str) -> None:
 def role_tp_pairing(cfg: StageConfig, path: str) -> None:
     """In PD mode the decode engine's TP ranks read the prefill engine's KV cache rank by rank, so two different TP
     sizes must pair: the larger a multiple of the smaller, and for a hybrid (GDN) model at most its KV heads each.
-    Both are refused by vLLM only when the first request arrives. Why: docs/DECISIONS.md, "Heterogeneous TP"."""
+    Both are refused by vLLM only when the first request arrives. Why: docs/DECISIONS.md, "Tensor parallel inside
+    a node, and heterogeneous TP"."""
     serving = cfg.serving
     if serving.mode != "pd":
         return
