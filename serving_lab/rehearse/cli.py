@@ -217,6 +217,13 @@ def _add_host_options(cmd) -> None:
         "(a few minutes more; kv-profile-*.log)",
     )
     cmd.add_argument(
+        "--cuda-graphs",
+        choices=overrides.CUDA_GRAPH_ARMS,
+        help="the engines' CUDA graphs in place of the stage's (issue #53's arms): vllm-default (torch.compile, "
+        "piecewise and full graphs) or breakable (piecewise and full graphs without compile, "
+        "VLLM_USE_BREAKABLE_CUDAGRAPH); recorded as overrides",
+    )
+    cmd.add_argument(
         "--ttft-phases",
         type=int,
         default=0,
@@ -428,6 +435,7 @@ def _plan(
             full_attention=args.full_attention,
             decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
             traces=bool(args.ttft_phases),
+            cuda_graphs=args.cuda_graphs,
         )
 
     plan = planned(args.kv_cache_bytes)

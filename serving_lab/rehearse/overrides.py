@@ -271,6 +271,7 @@ class _Build:
     full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
     decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
     traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
+    cuda_graphs: str | None = None  # --cuda-graphs: one of CUDA_GRAPH_ARMS in place of the stage's (_cuda_graph_arm)
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -664,6 +665,26 @@ def _otlp_traces(build: _Build, engine: _Engine) -> None:
     _runtime_env_var(build, engine, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", reason)
 
 
+# --cuda-graphs: issue #53's arms beside the stage's own, for measuring them on one host (docs/DECISIONS.md, "The
+# engine's CUDA graph arms"). vllm-default: torch.compile with FULL_AND_PIECEWISE, vLLM's own. breakable: piecewise
+# graphs without compile, which vLLM 0.26 runs only with VLLM_USE_BREAKABLE_CUDAGRAPH (else it captures none).
+CUDA_GRAPH_ARMS = ("vllm-default", "breakable")
+
+
+def _cuda_graph_arm(build: _Build, engine: _Engine) -> None:
+    arm = build.cuda_graphs
+    if arm is None:
+        return
+    reason, path = f"--cuda-graphs {arm}: an arm of issue #53's measurement", f"{engine.path}.engine_kwargs"
+    if arm == "vllm-default":
+        if "compilation_config" in engine.kwargs:
+            build.add(f"{path}.compilation_config", engine.kwargs.pop("compilation_config"), None, reason)
+        return
+    graphs = {"mode": 0, **engine.kwargs.get("compilation_config", {}), "cudagraph_mode": "FULL_AND_PIECEWISE"}
+    build.set(engine.kwargs, "compilation_config", graphs, f"{path}.compilation_config", reason)
+    _runtime_env_var(build, engine, "VLLM_USE_BREAKABLE_CUDAGRAPH", "1", reason)
+
+
 def _oracle_usage(build: _Build, engine: _Engine) -> None:
     """A real checkpoint: every answer reports the prompt tokens its engine did not compute (usage.prompt_tokens_
     details.cached_tokens, vllm/entrypoints/openai/chat_completion/serving.py), which the oracle accounts."""
@@ -823,6 +844,7 @@ ENGINE_OVERRIDES = (
     _tcpstore_port,
     _nixl_exporter,
     _otlp_traces,
+    _cuda_graph_arm,
     _oracle_usage,
     _decode_weights,
     _autoscaling_cap,
@@ -852,12 +874,14 @@ def plan(
     full_attention: bool = False,
     decode_weights: Path | None = None,
     traces: bool = False,
+    cuda_graphs: str | None = None,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
     GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
-    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces."""
+    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces.
+    `cuda_graphs`: _cuda_graph_arm."""
     build = _start(
         cfg,
         mode=mode,
@@ -875,6 +899,7 @@ def plan(
         raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
     build.decode_weights = decode_weights
     build.traces = traces
+    build.cuda_graphs = cuda_graphs
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):

@@ -256,6 +256,7 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_tcpstore_port",
         "_nixl_exporter",
         "_otlp_traces",
+        "_cuda_graph_arm",
         "_oracle_usage",
         "_decode_weights",
         "_autoscaling_cap",
@@ -492,3 +493,27 @@ def test_shared_gpus_keep_the_stages_tp_placement(larger):
     for side in ("prefill_config", "decode_config"):
         placement = plan.serve_config["applications"][0]["args"][side]["placement_group_config"]
         assert placement == {"bundle_per_worker": {"GPU": 0.5}, "strategy": "STRICT_PACK"}
+
+
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_the_vllm_default_arm_drops_the_stages_graph_settings(dev, mode):
+    plan = overrides.plan(
+        dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="vllm-default"
+    )
+    args = plan.serve_config["applications"][0]["args"]
+    engines = args.get("llm_configs") or [args["prefill_config"], args["decode_config"]]
+    assert engines and all("compilation_config" not in e["engine_kwargs"] for e in engines)
+    assert [o.after for o in plan.overrides if o.path.endswith(".compilation_config")] == [None] * len(engines)
+
+
+def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so_to_vllm(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="breakable")
+    for side in ("prefill_config", "decode_config"):
+        llm = plan.serve_config["applications"][0]["args"][side]
+        # without the variable vLLM 0.26 turns piecewise graphs without compile into none (config/vllm.py)
+        assert llm["engine_kwargs"]["compilation_config"] == {
+            "mode": 0,
+            "cudagraph_mode": "FULL_AND_PIECEWISE",
+            "max_cudagraph_capture_size": dev.serving.engine.max_num_seqs,
+        }
+        assert llm["runtime_env"]["env_vars"]["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
