@@ -48,7 +48,8 @@ class _Strict(yaml.constructor.SafeConstructor):
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node):
+    @staticmethod
+    def _bounded_number(node) -> None:
         if len(node.value) > MAX_SCALAR_DIGITS:
             raise yaml.constructor.ConstructorError(
                 None,
@@ -56,16 +57,13 @@ class _Strict(yaml.constructor.SafeConstructor):
                 f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
                 node.start_mark,
             )
+
+    def construct_yaml_int(self, node):
+        self._bounded_number(node)
         return super().construct_yaml_int(node)
 
     def construct_yaml_float(self, node):
-        if len(node.value) > MAX_SCALAR_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
-                node.start_mark,
-            )
+        self._bounded_number(node)
         return super().construct_yaml_float(node)
 
 
