@@ -31,7 +31,7 @@ from config.topology import (
 )
 
 from .network_policies import add_network_policies, network_policies
-from .ray_pods import TOKEN_FILE, TokenMount, head_pod, ray_pod_labels, worker_pod
+from .ray_pods import TOKEN_FILE, TokenMount, head_pod_template, plain_template, ray_pod_labels, worker_pod_template
 from .render import SafeDumper
 
 WORKER_GROUP = "gpu-workers"
@@ -71,12 +71,14 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
             "enableInTreeAutoscaling": False,
             "headGroupSpec": {
                 "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-                "template": head_pod(
-                    image=image,
-                    resources=serving.head_resources,
-                    service_account=service_account,
-                    token=token,
-                    labels=labels,
+                "template": plain_template(
+                    head_pod_template(
+                        image=image,
+                        resources=serving.head_resources,
+                        service_account=service_account,
+                        token=token,
+                        labels=labels,
+                    )
                 ),
             },
             "workerGroupSpecs": [
@@ -87,16 +89,18 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
                     "minReplicas": count,
                     "maxReplicas": count,
                     "rayStartParams": {"num-gpus": str(props.worker_resources.gpus)},
-                    "template": worker_pod(
-                        image=image,
-                        resources=props.worker_resources,
-                        privilege=serving.worker_privilege,
-                        weight_cache=serving.weight_cache,
-                        service_account=service_account,
-                        token=token,
-                        labels=labels,
-                        log_relay=props.observed,
-                        nixl_metrics=serving.mode == "pd",
+                    "template": plain_template(
+                        worker_pod_template(
+                            image=image,
+                            resources=props.worker_resources,
+                            privilege=serving.worker_privilege,
+                            weight_cache=serving.weight_cache,
+                            service_account=service_account,
+                            token=token,
+                            labels=labels,
+                            log_relay=props.observed,
+                            nixl_metrics=serving.mode == "pd",
+                        )
                     ),
                 }
             ],

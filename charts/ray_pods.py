@@ -192,15 +192,6 @@ def head_pod_template(
     return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
 
 
-def head_pod(
-    *, image: str, resources: HeadResources, service_account: str, token: TokenMount | None, labels: dict[str, str]
-) -> dict[str, Any]:
-    """`head_pod_template` as plain JSON."""
-    return plain_template(
-        head_pod_template(image=image, resources=resources, service_account=service_account, token=token, labels=labels)
-    )
-
-
 def worker_security_context(privilege: str) -> k8s.SecurityContext:
     """NIXL registers memory with the EFA device, which pins it: a privileged container, or `ipc_lock`: only
     CAP_IPC_LOCK, which lifts the memlock limit for that pinning (linux drivers/infiniband/core/umem.c
@@ -337,30 +328,3 @@ def worker_pod_template(
         volumes=volumes,
     )
     return typed(k8s.PodTemplateSpec, metadata=typed(k8s.ObjectMeta, labels=dict(labels)), spec=spec)
-
-
-def worker_pod(
-    *,
-    image: str,
-    resources: PodResources,
-    privilege: str,
-    weight_cache: WeightCache,
-    service_account: str,
-    token: TokenMount | None,
-    labels: dict[str, str],
-    log_relay: bool = False,
-    nixl_metrics: bool = False,
-) -> dict[str, Any]:
-    """`worker_pod_template` as plain JSON."""
-    template = worker_pod_template(
-        image=image,
-        resources=resources,
-        privilege=privilege,
-        weight_cache=weight_cache,
-        service_account=service_account,
-        token=token,
-        labels=labels,
-        log_relay=log_relay,
-        nixl_metrics=nixl_metrics,
-    )
-    return plain_template(template)

@@ -28,14 +28,14 @@ def test_a_misspelt_field_fails_where_it_is_written():
 
 
 def test_mypy_finds_a_misspelt_or_mistyped_field_before_anything_runs(tmp_path):
-    # `typed` takes the struct constructor's own parameters, and head_pod and worker_pod their templates'.
+    # `typed` takes the struct constructor's own parameters, and the pod templates typed parameters of their own.
     probe = tmp_path / "probe.py"
     probe.write_text(
         "from cdk8s_plus_28 import k8s\n"
-        "from charts.ray_pods import head_pod, typed\n"
+        "from charts.ray_pods import head_pod_template, typed\n"
         'typed(k8s.Container, name="ray-head", securityContex=None)\n'
         'typed(k8s.ContainerPort, name="serve", container_port="8000")\n'
-        'head_pod(image="i", resource=None, service_account="sa", token=None, labels={})\n'
+        'head_pod_template(image="i", resource=None, service_account="sa", token=None, labels={})\n'
     )
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-error-summary", str(probe)],
@@ -109,13 +109,17 @@ def test_a_struct_not_built_by_typed_keeps_the_librarys_order():
     assert list(plain) == ["command", "image", "name"]
 
 
-def test_the_pod_templates_are_typed_and_serialise_to_what_head_pod_gives(dev):
+def test_the_pod_templates_are_typed_and_serialise_to_plain_json(dev):
     from config.derived import worker_resources
 
     arguments = {"service_account": "sa", "token": ray_pods.TokenMount("spc"), "labels": {"a": "b"}, "image": "i"}
     head = ray_pods.head_pod_template(resources=dev.serving.head_resources, **arguments)
     assert isinstance(head, k8s.PodTemplateSpec)
-    assert plain_template(head) == ray_pods.head_pod(resources=dev.serving.head_resources, **arguments)
+    (container,) = plain_template(head)["spec"]["containers"]
+    assert container["name"] == "ray-head" and container["env"][0] == {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "value": "void",
+    }
     worker = dict(
         resources=worker_resources(dev),
         privilege="ipc_lock",
@@ -125,7 +129,7 @@ def test_the_pod_templates_are_typed_and_serialise_to_what_head_pod_gives(dev):
     )
     template = ray_pods.worker_pod_template(**worker)
     assert isinstance(template.spec.containers[0], k8s.Container)
-    plain = ray_pods.worker_pod(**worker)
+    plain = ray_pods.plain_template(template)
     assert [c["name"] for c in plain["spec"]["containers"]] == ["ray-worker", "ray-log-relay"]
     assert plain["spec"]["containers"][0]["securityContext"] == {
         "allowPrivilegeEscalation": False,

@@ -188,19 +188,21 @@ def test_the_mount_paths_of_its_own_are_accepted(tmp_path, mount_path):
 
 def test_no_other_mount_of_the_worker_pod_is_in_the_cache_folders(dev):
     """A tripwire: the chart's own mounts (and any added later) stay off the cache's allowed folders."""
-    from charts.ray_pods import TokenMount, worker_pod
+    from charts.ray_pods import TokenMount, plain_template, worker_pod_template
     from config.derived import worker_resources
     from config.rules.weight_cache import HOST_ROOT, MOUNT_PARENTS, MOUNT_ROOTS
 
-    pod = worker_pod(
-        image="x",
-        resources=worker_resources(dev),
-        privilege="privileged",
-        weight_cache=dev.serving.weight_cache,
-        service_account="sa",
-        token=TokenMount("spc"),
-        labels={},
-        log_relay=True,
+    pod = plain_template(
+        worker_pod_template(
+            image="x",
+            resources=worker_resources(dev),
+            privilege="privileged",
+            weight_cache=dev.serving.weight_cache,
+            service_account="sa",
+            token=TokenMount("spc"),
+            labels={},
+            log_relay=True,
+        )
     )
     mounts = [
         m["mountPath"]
