@@ -96,12 +96,7 @@ def test_a_stage_still_deployed_lists_nothing_and_exits_1(dev, aws, capsys):
     assert "-> destroy it first (scripts/cdk destroy -c stage=dev 'dev/*'), then run leftovers" in out
 
 
-def test_no_credentials_is_the_failing_check_in_the_json_report(monkeypatch, capsys):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+def test_no_credentials_is_the_failing_check_in_the_json_report(local_aws, capsys):
     assert main(["leftovers", "--stage", "dev", "--json"]) == 1
     (check,) = json.loads(capsys.readouterr().out)["checks"]
     assert (check["status"], check["detail"]) == ("fail", "no AWS credentials found")

@@ -307,12 +307,7 @@ def test_root_volumes_are_not_judged_without_a_size(aws, tmp_path):
     assert report.find("root volumes") is None
 
 
-def test_no_credentials_is_one_line_in_the_table_and_exit_1(tmp_path, monkeypatch, capsys):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+def test_no_credentials_is_one_line_in_the_table_and_exit_1(tmp_path, local_aws, capsys):
     path = write_stage(tmp_path, stage_data("dev"))
     assert main(["preflight", "--stage", "dev", "--config-dir", str(path.parent)]) == 1
     captured = capsys.readouterr()

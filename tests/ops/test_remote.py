@@ -289,20 +289,7 @@ def test_main_outside_a_checkout_exits_2(tmp_path, aws, monkeypatch, capsys):
 # --- the fix follows the cause --------------------------------------------------------------------
 
 
-def test_no_credentials_says_log_in_not_deploy(monkeypatch, dev, capsys):
-    for var in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
-    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+def test_no_credentials_says_log_in_not_deploy(local_aws, dev, capsys):
     session = boto3.session.Session(region_name="us-west-2")
     assert main(["verify-remote", "--stage", "dev"], session=session) == 1
     out = capsys.readouterr().out

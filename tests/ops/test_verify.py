@@ -233,12 +233,7 @@ def test_verify_cli_without_a_cluster_exits_1_with_one_line(aws, tmp_path, capsy
     assert "\n" not in err and "Traceback" not in err
 
 
-def test_verify_json_without_credentials_prints_the_failing_check_on_stdout(monkeypatch, capsys):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+def test_verify_json_without_credentials_prints_the_failing_check_on_stdout(local_aws, capsys):
     assert main(["verify", "--stage", "dev", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], [(c["name"], c["status"]) for c in report["checks"]]) == (
