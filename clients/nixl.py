@@ -83,7 +83,7 @@ def advice(finding: NixlFinding) -> str:
 def _without_efa(text: str, found: NixlFinding, expected: Transport) -> NixlFinding:
     """`found` (the EFA reading of the logs) restated for a stage without EFA."""
     backend = "UCX" if expected == "ucx" else "LIBFABRIC"
-    as_expected = "as expected with efa: false"
+    as_expected = "as expected without EFA"
     if found.verdict == "missing-plugin":
         # Only a missing plugin of the stage's own backend matters once that backend was instantiated.
         lines = text.splitlines()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clients import nixl
 from clients.cli_options import number
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
@@ -507,7 +508,8 @@ def _kv_checks(rehearsal: _ModeRun, report: Report, base: str) -> None:
         report.add("NIXL transport", "skip", "colocated mode moves no KV cache between engines")
         return
     checks.token_field_probe(report, base, rehearsal.cfg.serving.model.id)
-    finding = checks.nixl_transport(report, ray_cluster.worker_logs(rehearsal.temp), expect_efa=rehearsal.host.has_efa)
+    logs = ray_cluster.worker_logs(rehearsal.temp)
+    checks.nixl_transport(report, logs, expect_efa=rehearsal.host.has_efa)
     checks.kv_transfer_rate(
         report,
         base,
@@ -515,7 +517,7 @@ def _kv_checks(rehearsal: _ModeRun, report: Report, base: str) -> None:
         tokens=long_prompt_tokens(rehearsal.cfg),
         floor=rate_floor(rehearsal.cfg, rehearsal.args.kv_floor_gbps, rehearsal.host),
         scrape=_exporters,
-        backend=finding,
+        backend=rate_backend(logs, _transport(rehearsal.args), rehearsal.host),
     )
 
 
@@ -555,6 +557,13 @@ def rate_floor(cfg: StageConfig, stated: float | None, host: host_facts.Host) ->
     floor = kv_transfer_floor_gbps(cfg) or 0.0  # PD: validation refuses a stage without one
     efa = "" if host.has_efa else "; this host has no EFA"
     return floor, f"{floor:g} Gbps, stage {cfg.stage}'s (config/derived.py kv_transfer_floor_gbps{efa})"
+
+
+def rate_backend(logs: dict[str, str], transport: overrides.Transport, host: host_facts.Host) -> nixl.NixlFinding:
+    """The backend the rate check holds the workers' logs to: EFA where the host has it; elsewhere what the plan
+    runs (UCX, or libfabric's tcp where LIBFABRIC is kept), the transport check having warned it is not EFA."""
+    planned = "UCX" if transport.runs_ucx(host) else "LIBFABRIC"
+    return nixl.classify("\n".join(logs.values()), nixl.expected_transport(host.has_efa, planned))
 
 
 def _exporters() -> dict[str, str]:

@@ -66,7 +66,7 @@ def test_the_expected_transport_follows_efa_and_the_kv_backend(efa, backend, exp
 def test_ucx_passes_without_efa_and_says_it_is_expected(ucx_stage):
     check = _nixl_check(ucx_stage, ["ucx.log", "ucx.log"])
     assert check.status == "pass", check
-    assert check.detail == ("10.0.40.17: UCX, as expected with efa: false; 10.0.41.9: UCX, as expected with efa: false")
+    assert check.detail == ("10.0.40.17: UCX, as expected without EFA; 10.0.41.9: UCX, as expected without EFA")
     assert check.data["verdicts"] == {"10.0.40.17": "ucx", "10.0.41.9": "ucx"}
 
 
@@ -96,7 +96,7 @@ def test_a_missing_plugin_of_another_backend_does_not_fail_a_ucx_stage():
     text = (FIXTURES / "missing-plugin.log").read_text() + (FIXTURES / "ucx.log").read_text()
     assert nixl.classify(text).verdict == "missing-plugin"  # on EFA it still fails
     finding = nixl.classify(text, "ucx")
-    assert (finding.verdict, finding.ok, finding.detail) == ("ucx", True, "UCX, as expected with efa: false")
+    assert (finding.verdict, finding.ok, finding.detail) == ("ucx", True, "UCX, as expected without EFA")
     missing_ucx = text.replace("registration for LIBFABRIC", "registration for UCX")
     assert nixl.classify(missing_ucx, "ucx").verdict == "missing-plugin"
     assert not nixl.classify(missing_ucx, "ucx").ok
@@ -109,8 +109,8 @@ def test_libfabric_on_tcp_passes_without_efa_and_says_it_is_expected(tcp_stage):
     check = _nixl_check(tcp_stage, ["tcp.log", "tcp.log"])
     assert check.status == "pass", check
     assert check.detail == (
-        "10.0.40.17: LIBFABRIC on provider=tcp, as expected with efa: false (1 rails); "
-        "10.0.41.9: LIBFABRIC on provider=tcp, as expected with efa: false (1 rails)"
+        "10.0.40.17: LIBFABRIC on provider=tcp, as expected without EFA (1 rails); "
+        "10.0.41.9: LIBFABRIC on provider=tcp, as expected without EFA (1 rails)"
     )
 
 
@@ -118,7 +118,7 @@ def test_libfabric_without_its_provider_line_passes_without_efa(tcp_stage):
     check = _nixl_check(tcp_stage, ["no-provider-line.log", "tcp.log"])
     assert check.status == "pass", check
     assert check.detail.startswith(
-        "10.0.40.17: LIBFABRIC, as expected with efa: false (its provider is not logged: NIXL_LOG_LEVEL is not INFO); "
+        "10.0.40.17: LIBFABRIC, as expected without EFA (its provider is not logged: NIXL_LOG_LEVEL is not INFO); "
     )
 
 

@@ -10,9 +10,10 @@ from typing import ClassVar
 import pytest
 
 from ops.__main__ import main
-from serving_lab.rehearse import cli, ray_cluster
+from serving_lab.rehearse import cli, overrides, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
+from ...helpers import ROOT
 from .arguments import rehearse_args as _args
 from .arguments import rehearse_pd
 
@@ -268,6 +269,23 @@ def test_the_rate_floor_is_the_stage_s_labelled_unless_the_host_s_is_stated(dev)
         "6.25 Gbps, stage dev's (config/derived.py kv_transfer_floor_gbps; this host has no EFA)",
     )
     assert cli.rate_floor(dev, 2.5, H200_PAIR) == (2.5, "2.5 Gbps, this host's (--kv-floor-gbps)")
+
+
+@pytest.mark.parametrize(
+    "fixture, transport, efa_host, ok",
+    [
+        ("ucx.log", overrides.Transport(), False, True),  # the plan's UCX on a host without EFA
+        ("tcp.log", overrides.Transport(nixl_backend="LIBFABRIC"), False, True),  # --nixl-backend LIBFABRIC kept
+        ("tcp.log", overrides.Transport(), False, False),  # UCX planned, libfabric ran
+        ("ucx.log", overrides.Transport(nixl_backend="LIBFABRIC"), False, False),
+        ("tcp.log", overrides.Transport(), True, False),  # a host with EFA is held to EFA
+        ("efa.log", overrides.Transport(), True, True),
+    ],
+)
+def test_the_rate_check_holds_the_workers_to_the_backend_this_host_can_run(fixture, transport, efa_host, ok):
+    host = Host(gpus=H200_PAIR.gpus, efa_devices=("rdmap0s6",) if efa_host else ())
+    logs = {"worker-1.err": (ROOT / "tests" / "ops" / "fixtures" / fixture).read_text()}
+    assert cli.rate_backend(logs, transport, host).ok is ok
 
 
 @pytest.mark.parametrize("text", ["0", "fast", "nan", "4000"])

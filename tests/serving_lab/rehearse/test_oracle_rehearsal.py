@@ -16,6 +16,7 @@ from serving_lab.rehearse import host as host_facts
 from serving_lab.rehearse.host import Gpu, Host
 from serving_lab.rehearse.kv_accounting import Layout
 
+from ...helpers import ROOT
 from .arguments import rehearse_args
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
@@ -126,7 +127,9 @@ def engine(monkeypatch):
     monkeypatch.setattr(host_facts, "detect", lambda: ONE_H200)
     monkeypatch.setattr(checks, "openai", lambda report, base, model: None)
     monkeypatch.setattr(checks, "token_field_probe", lambda report, base, model: None)
-    monkeypatch.setattr(checks, "nixl_transport", lambda report, logs, expect_efa: None)
+    ucx = (ROOT / "tests" / "ops" / "fixtures" / "ucx.log").read_text()  # the plan's UCX, as on the H200
+    logs = ray_cluster.worker_logs
+    monkeypatch.setattr(ray_cluster, "worker_logs", lambda temp, *more: {**logs(temp, *more), "worker-9.err": ucx})
     yield server
     server.shutdown()
 
