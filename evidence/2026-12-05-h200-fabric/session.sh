@@ -38,6 +38,10 @@ case "${1:-}" in
     shift 3
     lines=$(serving_lab/scripts/rehearsal_install.sh "$site" /tmp/pieces 2>>"$out/install.log") || exit 1
     eval "$lines"
+    for kind in triton flashinfer compile; do  # cache seeds an earlier host packed, carried in the chunks
+      seed=/tmp/seed/$kind-cache.tgz; var=REHEARSAL_${kind^^}_SEED
+      [[ -f $seed ]] && export "$var=$seed"
+    done
     REHEARSAL_PIECES=/tmp/pieces REHEARSAL_SITE=$site REHEARSAL_LIMIT=$limit \
       serving_lab/scripts/rehearsal_device_run.sh "$name" --stage dev --share-gpus "$@"
     code=$?

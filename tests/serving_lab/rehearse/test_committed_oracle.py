@@ -4,7 +4,6 @@ what the committed code makes of the answers as they came back (the runs' archiv
 from __future__ import annotations
 
 import json
-import tarfile
 
 import pytest
 
@@ -12,6 +11,7 @@ from serving_lab.rehearse import oracle, oracle_run
 from serving_lab.rehearse.kv_accounting import Layout
 
 from ...helpers import ROOT
+from .archives import answers, archived
 
 EVIDENCE = ROOT / "evidence" / "2026-12-04-h200-oracle"
 RUNS = EVIDENCE / "runs"
@@ -20,14 +20,11 @@ LAYOUT = Layout.from_config(json.loads((ROOT / "serving_lab" / "pins" / "qwen3.5
 
 
 def _archived(run: str, name: str) -> dict:
-    with tarfile.open(RUNS / f"{run}.tgz") as tar:
-        member = tar.extractfile(f"./dev/{name}")
-        assert member is not None
-        return json.loads(member.read())
+    return archived(RUNS / f"{run}.tgz", name)
 
 
 def _levels(run: str, mode: str) -> oracle.Levels:
-    return oracle.levels_from_json(_archived(run, f"oracle-answers-{mode}.json")["levels"])
+    return answers(RUNS / f"{run}.tgz", mode)
 
 
 COLOCATED = _levels("colocated", "colocated")
