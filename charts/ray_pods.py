@@ -30,7 +30,7 @@ from .log_relay import CONTAINER as RELAY_CONTAINER
 from .log_relay import RAY_TMP, RELAY_PROGRAM
 from .log_relay import VOLUME as RAY_LOGS_VOLUME
 from .ray_tmp import rotation_environment, size_limit_gib
-from .worker_env import worker_environment
+from .worker_env import kernel_cache_environment, worker_environment
 
 TOKEN_DIR = "/var/run/secrets/huggingface"
 TOKEN_FILE = "token"
@@ -271,6 +271,8 @@ def _worker_storage(
     volumes = [typed(k8s.Volume, name="dshm", empty_dir=shm), ray_logs_volume()]
     if weight_cache.enabled:
         env.append(typed(k8s.EnvVar, name="HF_HOME", value=f"{weight_cache.mount_path}/huggingface"))
+        if weight_cache.kernels:
+            env += [typed(k8s.EnvVar, **var) for var in kernel_cache_environment(f"{weight_cache.mount_path}/kernels")]
         mounts.append(typed(k8s.VolumeMount, name="model-cache", mount_path=weight_cache.mount_path))
         cache = typed(k8s.HostPathVolumeSource, path=weight_cache.host_path, type="DirectoryOrCreate")
         volumes.append(typed(k8s.Volume, name="model-cache", host_path=cache))

@@ -576,6 +576,11 @@ class WeightCache(Strict):
         description="Where the Ray container sees it (HF_HOME is <mount_path>/huggingface): /model-cache, /models, "
         "or a folder below them or below /mnt.",
     )
+    kernels: bool = Field(
+        True,
+        description="Keep the engines' compiled kernels there too (<mount_path>/kernels: Triton, FlashInfer, vLLM's "
+        "and Inductor's caches), so a pod restarted on the node skips compiling them.",
+    )
 
 
 class Serving(Strict):

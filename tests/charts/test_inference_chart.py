@@ -60,6 +60,7 @@ def variants(tmp_path_factory):
         "ipc-lock": {"serving": {"worker_privilege": "ipc_lock"}},
         "with-token": {"serving": {"hf_token_secret": "hf/token"}},
         "no-cache": {"serving": {"weight_cache": {"enabled": False}}},
+        "no-kernel-cache": {"serving": {"weight_cache": {"kernels": False}}},
     }.items():
         (tmp / name).mkdir()
         stage, change = change if isinstance(change, tuple) else ("dev", change)
@@ -277,7 +278,25 @@ def test_weight_cache_is_a_host_path_on_the_gpu_node_with_hf_home_on_it(dev_obje
 def test_weight_cache_can_be_turned_off(variants):
     group = workers(chart_objects(variants["no-cache"]))
     assert "model-cache" not in {v["name"] for v in group["template"]["spec"]["volumes"]}
-    assert "HF_HOME" not in env(group)
+    assert "HF_HOME" not in env(group) and "TRITON_CACHE_DIR" not in env(group)
+
+
+def test_compiled_kernels_are_kept_beside_the_weights_each_under_its_own_variable(dev_objects):
+    found = {
+        name: value for name, value in env(workers(dev_objects)).items() if str(value).startswith("/model-cache/k")
+    }
+    assert found == {
+        "TRITON_CACHE_DIR": "/model-cache/kernels/triton",
+        "VLLM_CACHE_ROOT": "/model-cache/kernels/vllm",
+        "TORCHINDUCTOR_CACHE_DIR": "/model-cache/kernels/inductor",
+        "FLASHINFER_WORKSPACE_BASE": "/model-cache/kernels/flashinfer",
+    }
+
+
+def test_the_kernel_cache_can_be_turned_off_keeping_the_weights(variants):
+    group = workers(chart_objects(variants["no-kernel-cache"]))
+    assert env(group)["HF_HOME"] == "/model-cache/huggingface"
+    assert not {"TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "FLASHINFER_WORKSPACE_BASE"} & set(env(group))
 
 
 def test_colocated_mode_runs_on_the_same_nodes(dev_objects, variants):
