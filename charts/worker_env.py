@@ -34,11 +34,8 @@ KERNEL_CACHES = {
 
 
 def kernel_cache_environment(folder: str) -> list[dict[str, Any]]:
-    """The engines' compiled kernels kept in `folder` on the node, so a pod restarted there skips compiling them:
-    an H200 engine's start after loading took 242.6 s compiling them and 24.1 s with them cached
-    (evidence/2026-12-05-h200-fabric/).
-    Several engines of a node may share it: Triton writes through os.replace (triton/runtime/cache.py), FlashInfer
-    builds under a FileLock (flashinfer/jit/core.py)."""
+    """The engines' compiled kernels kept in `folder` on the node, so a pod restarted there skips compiling them
+    (what that saves, and why engines may share it: docs/DECISIONS.md, "Compiled kernels beside the weights")."""
     return [{"name": name, "value": f"{folder}/{sub}"} for name, sub in KERNEL_CACHES.items()]
 
 
