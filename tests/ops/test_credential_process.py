@@ -26,22 +26,9 @@ DEADLINE_S = 1.0
 
 
 @pytest.fixture
-def aws_config(monkeypatch, tmp_path):
+def aws_config(monkeypatch, local_aws):
     """write(profiles: {name: {key: value}}, use=name): an AWS config file, AWS_PROFILE set to `use`."""
-    for var in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_ENDPOINT_URL",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_ROLE_ARN",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    tmp_path = local_aws
     monkeypatch.setattr(aws_clients, "CREDENTIAL_DEADLINE_S", DEADLINE_S)
 
     def write(profiles: dict, use: str):

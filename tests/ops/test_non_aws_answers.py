@@ -55,25 +55,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def endpoint(monkeypatch):
+def endpoint(monkeypatch, local_aws):
     """answer(*answers) -> the URL of a server on 127.0.0.1 that answers them, AWS_ENDPOINT_URL pointing at it."""
-    for var in (
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_SESSION_TOKEN",
-        "AWS_ENDPOINT_URL_STS",
-        "AWS_ENDPOINT_URL_EKS",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "https_proxy",
-        "http_proxy",
-    ):
+    for var in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # a 5xx is retried otherwise: seconds of backoff
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     server = _Server(("127.0.0.1", 0), _Handler)
