@@ -32,8 +32,15 @@ app = Hello.bind()
 
 
 def _ray_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
-    return [line for line in out.splitlines() if ("raylet" in line or "gcs_server" in line) and "ps -eo" not in line]
+    """Ray's daemons still running. A zombie (state Z, "<defunct>") has exited and waits only for its parent to
+    reap it: in a container whose PID 1 reaps nothing, `ray stop`'s daemons stay listed that way."""
+    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=False).stdout
+    rows = [line.strip().split(None, 1) for line in out.splitlines() if line.strip()]
+    return [
+        args
+        for stat, args in (row for row in rows if len(row) == 2)
+        if not stat.startswith("Z") and ("raylet" in args or "gcs_server" in args) and "ps -eo" not in args
+    ]
 
 
 @pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
