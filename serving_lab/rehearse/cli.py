@@ -34,7 +34,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checkpoint, checks, kv_profile, oracle_run, overrides, phases, ray_cluster, serve_access, traces
+from . import checkpoint, checks, floors, kv_profile, oracle_run, overrides, phases, ray_cluster, serve_access, traces
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -485,7 +485,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
     if checkpoint.is_checkpoint(rehearsal.model):
         progress.oracle = oracle_run.answer_levels(_oracle_inputs(rehearsal, base), report)
     if rehearsal.args.ttft_phases:
-        _ttft_rounds(rehearsal, report, base, progress.receiver)
+        _ttft_rounds(rehearsal, report, base, progress)
     if rehearsal.args.bench and report.ok:
         run, progress.run_path = _bench(
             rehearsal.cfg,
@@ -584,9 +584,9 @@ def _exporter_text(url: str) -> str:
     return answer.body.decode(errors="replace") if 200 <= answer.status < 300 and not answer.redirect else ""
 
 
-def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, receiver: traces.Receiver | None) -> None:
+def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, progress: _ModeProgress) -> None:
     """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: the histograms'
-    means, and each request's phases where the span receiver runs."""
+    means, and each request's phases where the span receiver runs, over the GPU's floors where they are known."""
     rounds = []
     for streams in (1, 16):
         found = checks.ttft_phases(
@@ -596,13 +596,31 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, receiver: trace
             _metrics_text,
             requests=rehearsal.args.ttft_phases,
             concurrency=streams,
-            per_request=_per_request(rehearsal, receiver),
+            per_request=_per_request(rehearsal, progress.receiver),
         )
-        if found is not None:
-            rounds.append(found.to_json())
-            for line in found.lines():
-                rehearsal.say(f"  TTFT phases ({streams} at a time): {line}")
+        if found is None:
+            continue
+        lines, entry = found.lines(), found.to_json()
+        floor = _floors(rehearsal, progress.memory, found.per_request)
+        if floor is not None and found.per_request is not None:
+            medians = found.per_request.medians
+            entry["floors"] = floor.to_json(medians)
+            lines.append(floor.line(medians))
+        rounds.append(entry)
+        for line in lines:
+            rehearsal.say(f"  TTFT phases ({streams} at a time): {line}")
     (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
+
+
+def _floors(rehearsal: _ModeRun, memory: list | None, joined: traces.PerRequest | None) -> floors.Floors | None:
+    """This host's GPU floors for the round's median prompt; None where the GPU, the weights or the prompt is not
+    known (a GPU outside floors.PEAKS, no 'Model loading took' line, no span)."""
+    peak = floors.peak_of(rehearsal.host.gpus[0].name) if rehearsal.host.gpus else None
+    weights = next((engine["weights_gib"] for engine in memory or [] if engine.get("weights_gib")), None)
+    tokens = joined.prompt_tokens if joined is not None else None
+    if peak is None or weights is None or tokens is None:
+        return None
+    return floors.Floors.of(peak, floors.Model.of(rehearsal.model / "config.json", weights), tokens)
 
 
 def _per_request(

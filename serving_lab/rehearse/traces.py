@@ -35,7 +35,8 @@ from .overrides import OTLP_TRACES_PATH, OTLP_TRACES_PORT
 SPAN_NAME = "llm_request"
 REQUEST_ID = "gen_ai.request.id"
 COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
-KEPT = (REQUEST_ID, COMPLETION_TOKENS, "gen_ai.usage.prompt_tokens")
+PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+KEPT = (REQUEST_ID, COMPLETION_TOKENS, PROMPT_TOKENS)
 LATENCY = "gen_ai.latency."
 ID_PREFIXES = ("chatcmpl-", "cmpl-")  # the OpenAI layer's, before the client's id
 PROTOBUF = "application/x-protobuf"  # what the exporter sends (opentelemetry/exporter/otlp/proto/http/__init__.py)
@@ -69,6 +70,11 @@ class Span:
     @property
     def completion_tokens(self) -> int | None:
         value = self.attributes.get(COMPLETION_TOKENS)
+        return value if isinstance(value, int) else None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        value = self.attributes.get(PROMPT_TOKENS)
         return value if isinstance(value, int) else None
 
 
@@ -234,6 +240,7 @@ class Row:
     outside_engines_s: float | None = None
     serve: Mapping[str, float] = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # the spans not received, e.g. ("decode span",)
+    prompt_tokens: int | None = None  # as the first engine counted them
 
     def figures(self) -> dict[str, float]:
         """Every figure the row has, Serve's as serve.<name>."""
@@ -243,6 +250,7 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         return {
             "request_id": self.request_id,
+            **({"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}),
             **{name: round(value, 5) for name, value in self.figures().items()},
             **({"missing": list(self.missing)} if self.missing else {}),
         }
@@ -284,7 +292,10 @@ def _row(request_id: str, ttft: float, spans: list[Span], mode: str, serve: Mapp
     known = [value for value in parts.values() if value is not None]
     outside = ttft - sum(known) if len(known) == len(parts) else None
     missing = tuple(f"{name} span" for name, span in legs.items() if span is None)
-    return Row(request_id, ttft, **parts, outside_engines_s=outside, serve=dict(serve), missing=missing)
+    tokens = first.prompt_tokens if first is not None else None
+    return Row(
+        request_id, ttft, **parts, outside_engines_s=outside, serve=dict(serve), missing=missing, prompt_tokens=tokens
+    )
 
 
 def median_figures(found: Iterable[Row]) -> dict[str, float]:
@@ -315,6 +326,12 @@ class PerRequest:
     @property
     def medians(self) -> dict[str, float]:
         return median_figures(self.rows)
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The median prompt over the rows whose first engine counted it."""
+        counted = [row.prompt_tokens for row in self.rows if row.prompt_tokens is not None]
+        return int(statistics.median(counted)) if counted else None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -350,6 +350,7 @@ def test_ttft_phases_joins_each_request_with_the_engines_spans_and_serves_lines(
     assert [len(r["per_request"]["rows"]) for r in rounds] == [2, 2]  # one stream at a time, then 16
     row = rounds[0]["per_request"]["rows"][0]
     assert {name: row[name] for name in row if name != "request_id"} == {
+        "prompt_tokens": 750,
         "client_ttft_s": 0.18,
         "prefill_queue_s": 0.002,
         "prefill_compute_s": 0.06,
@@ -364,6 +365,34 @@ def test_ttft_phases_joins_each_request_with_the_engines_spans_and_serves_lines(
     assert plan["serve_config"]["applications"][0]["args"]["decode_config"]["engine_kwargs"]["otlp_traces_endpoint"]
     (receiver,) = receivers
     assert not receiver.running  # stopped with Ray
+
+
+def test_ttft_phases_states_each_round_over_the_gpus_floors(tmp_path, dev, fake_ray, monkeypatch):
+    import shutil
+
+    from serving_lab.rehearse import checks, traces
+
+    latencies = {"gen_ai.latency.time_in_queue": 0.001, "gen_ai.latency.time_in_model_prefill": 0.02}
+    counted = {"gen_ai.usage.prompt_tokens": 750, "gen_ai.usage.completion_tokens": 16, **latencies}
+
+    def joined(client):  # the engine's span of each request, as the receiver would hold it
+        spans = [traces.Span(request_id, 0, 1, counted) for request_id in client]
+        return traces.PerRequest(traces.rows(spans, client, mode="colocated"), len(spans))
+
+    _ttft_rounds_only(monkeypatch, tmp_path, lambda *a, **k: {"ttft_s": 0.1, "chunks": 16})
+    shutil.copy(ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json", tmp_path / "config.json")
+    monkeypatch.setattr(checks, "engine_memory", lambda report, logs, app: [{"weights_gib": 16.8}])
+    monkeypatch.setattr(cli, "_per_request", lambda rehearsal, receiver: joined)
+    cli.run(_args(tmp_path, mode="colocated", ttft_phases=2))
+    rounds = json.loads((tmp_path / "out" / "dev" / "ttft-phases-colocated.json").read_text())
+    floors = [found["floors"] for found in rounds]
+    assert floors[0] == floors[1]
+    assert floors[0]["prompt_tokens"] == 750
+    prefill = max(floors[0]["prefill_compute_s"], floors[0]["weight_read_s"])
+    assert floors[0]["multiples"] == {
+        "client_ttft_s": round(0.1 / prefill, 2),
+        "prefill_compute_s": round(0.02 / prefill, 2),
+    }
 
 
 def test_a_span_receiver_that_cannot_start_leaves_the_histograms_and_one_warning(tmp_path, dev, fake_ray, monkeypatch):

@@ -53,6 +53,7 @@ def test_a_pd_request_is_joined_across_both_engines_by_its_id():
     (row,) = traces.rows(spans, {"r1": 0.18}, mode="pd")
     assert row.to_json() == {
         "request_id": "r1",
+        "prompt_tokens": 750,  # as the prefill engine counted it
         "client_ttft_s": 0.18,
         "prefill_queue_s": 0.002,
         "prefill_compute_s": 0.06,
@@ -67,6 +68,7 @@ def test_a_missing_span_leaves_only_its_own_phases_out_and_is_named():
     only_prefill, none = traces.rows(spans, {"r1": 0.18, "r2": 0.2}, mode="pd")
     assert only_prefill.to_json() == {
         "request_id": "r1",
+        "prompt_tokens": 750,
         "client_ttft_s": 0.18,
         "prefill_queue_s": 0.002,
         "prefill_compute_s": 0.06,
@@ -80,6 +82,7 @@ def test_colocated_takes_the_one_engines_span():
     (row,) = traces.rows([span], {"r1": 0.1}, mode="colocated")
     assert row.to_json() == {
         "request_id": "r1",
+        "prompt_tokens": 750,
         "client_ttft_s": 0.1,
         "prefill_queue_s": 0.03,
         "prefill_compute_s": 0.012,
@@ -186,3 +189,22 @@ def test_the_round_json_holds_the_rows_the_medians_and_the_refusals(receiver):
     assert [row["request_id"] for row in written["rows"]] == ["r1"]
     assert written["medians"]["decode_queue_s"] == 0.03
     assert written["receiver_errors"] == ["/v1/x: only /v1/traces is received (HTTP 404)"]
+
+
+def _counted(request_id: str, prompt_tokens: int, tokens: int = 1) -> traces.Span:
+    span = VllmSpan(request_id, T, T + MS, 0.0, 0.01, 0.0, tokens, 0.01, prompt_tokens=prompt_tokens)
+    return traces.Span(request_id, T, T + MS, _kept(span))
+
+
+def test_a_rows_prompt_is_the_one_the_first_engine_counted():
+    # PD's decode engine counts the prompt too; the prefill leg is the one that ran it
+    spans = [_counted("r1", 750, tokens=1), _counted("r1", 751, tokens=16)]
+    (row,) = traces.rows(spans, {"r1": 0.1}, mode="pd")
+    assert row.prompt_tokens == 750
+
+
+def test_a_rounds_prompt_is_the_median_over_the_rows_that_counted_one():
+    spans = [_counted("a", 740), _counted("b", 750), _counted("c", 790)]
+    found = traces.PerRequest(traces.rows(spans, {"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.1}, mode="colocated"), 3)
+    assert found.prompt_tokens == 750
+    assert traces.PerRequest(traces.rows([], {"d": 0.1}, mode="colocated"), 0).prompt_tokens is None
