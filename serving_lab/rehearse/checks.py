@@ -372,16 +372,15 @@ def ttft_phases(
     report: Report,
     base: str,
     model: str,
-    scrape,
     *,
     requests: int = 12,
     concurrency: int = 1,
     max_tokens: int = 16,
     per_request: Callable[[dict[str, float]], traces.PerRequest] | None = None,
 ):
-    """`requests` streams, `concurrency` at a time: the client's TTFT beside the engines' own phases
-    (serving_lab/rehearse/phases.py). Each request carries an id of its own; `per_request` joins them (id -> TTFT)
-    with the engines' spans of each (traces.per_request), where the rehearsal receives them."""
+    """`requests` streams, `concurrency` at a time, each with an id of its own: the client's TTFT of each, joined by
+    id with the engines' spans of it (`per_request`: the client's {id: TTFT} -> traces.PerRequest) once they arrived
+    (serving_lab/rehearse/phases.py)."""
     from . import phases
 
     run, client = uuid.uuid4().hex[:12], {}
@@ -396,14 +395,12 @@ def ttft_phases(
 
     name = f"TTFT phases, {concurrency} stream{'s' if concurrency > 1 else ''} at a time"
     try:
-        found = phases.probe(scrape, send, requests=requests, concurrency=concurrency)
-    except (*FAILURES, phases.ScrapeError) as exc:
+        found = phases.Round(phases.send_round(send, requests=requests, concurrency=concurrency), concurrency)
+    except FAILURES as exc:
         report.add(name, "warn", _error(exc))
         return None
-    status: Status = "pass" if found.engines else "warn"
-    report.add(name, status, "; ".join(found.lines()), **found.to_json())
     if per_request is not None:
-        found.per_request = joined = per_request(client)
-        complete: Status = "pass" if joined.rows and joined.complete == len(joined.rows) else "warn"
-        report.add(f"{name}, per request", complete, "; ".join(joined.lines()), medians=joined.medians)
+        found.per_request = phases.settle(lambda: per_request(client))
+    medians = found.per_request.medians if found.per_request is not None else {}
+    report.add(name, "pass" if found.complete else "warn", "; ".join(found.lines()), medians=medians)
     return found

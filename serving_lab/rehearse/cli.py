@@ -230,8 +230,8 @@ def _add_host_options(cmd) -> None:
         default=0,
         metavar="N",
         help="after the checks, N ~750-token streams one at a time, then N 16 at a time: the time to first token phase "
-        "by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' spans and as their "
-        "histograms' means over each round, written to ttft-phases-MODE.json (about a minute more)",
+        "by phase (engine queue, prefill, NIXL, decode, Serve), per request from the engines' spans, over the GPU's "
+        "floors, written to ttft-phases-MODE.json (about a minute more)",
     )
 
 
@@ -585,15 +585,14 @@ def _exporter_text(url: str) -> str:
 
 
 def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, progress: _ModeProgress) -> None:
-    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: the histograms'
-    means, and each request's phases where the span receiver runs, over the GPU's floors where they are known."""
+    """--ttft-phases: one stream, then the bench's 16-stream level, into OUT/ttft-phases-MODE.json: each request's
+    phases where the span receiver runs, over the GPU's floors where they are known."""
     rounds = []
     for streams in (1, 16):
         found = checks.ttft_phases(
             report,
             base,
             rehearsal.cfg.serving.model.id,
-            _metrics_text,
             requests=rehearsal.args.ttft_phases,
             concurrency=streams,
             per_request=_per_request(rehearsal, progress.receiver),

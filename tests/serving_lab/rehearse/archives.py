@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from serving_lab.rehearse import oracle
 
 
-def archived(archive: Path, name: str) -> dict:
+def archived(archive: Path, name: str) -> Any:
     """One JSON file of the stage's results in the archive."""
     with tarfile.open(archive) as tar:
         member = tar.extractfile(f"./dev/{name}")

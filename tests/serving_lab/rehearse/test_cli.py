@@ -302,7 +302,7 @@ def _ttft_rounds_only(monkeypatch, tmp_path, stream_chat) -> None:
     from serving_lab.rehearse import host as host_facts
 
     monkeypatch.setattr(checks, "stream_chat", stream_chat)
-    monkeypatch.setattr(phases, "EXPORT_WAIT_S", 0)
+    monkeypatch.setattr(phases, "SPAN_WAIT_S", 0)
     monkeypatch.setattr(host_facts, "detect", lambda: H200_PAIR)
     monkeypatch.setattr(cli, "model_folder", lambda cfg, args, work: (tmp_path, False))
     monkeypatch.setattr(cli, "_metrics_text", lambda: "")
