@@ -499,6 +499,7 @@ def _rehearse_stack(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Repo
             say=rehearsal.say,
             engine_memory=progress.memory,
         )
+        _bench_floors(rehearsal, report, progress.memory, run)
         checks.benchmark(report, run, progress.run_path)
 
 
@@ -600,7 +601,8 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, progress: _Mode
         if found is None:
             continue
         lines, entry = found.lines(), found.to_json()
-        floor = _floors(rehearsal, progress.memory, found.per_request)
+        tokens = found.per_request.prompt_tokens if found.per_request is not None else None
+        floor = _floors(rehearsal, progress.memory, tokens)
         if floor is not None and found.per_request is not None:
             medians = found.per_request.medians
             entry["floors"] = floor.to_json(medians)
@@ -611,15 +613,30 @@ def _ttft_rounds(rehearsal: _ModeRun, report: Report, base: str, progress: _Mode
     (rehearsal.out / f"ttft-phases-{rehearsal.mode}.json").write_text(json.dumps(rounds, indent=1) + "\n")
 
 
-def _floors(rehearsal: _ModeRun, memory: list | None, joined: traces.PerRequest | None) -> floors.Floors | None:
-    """This host's GPU floors for the round's median prompt; None where the GPU, the weights or the prompt is not
-    known (a GPU outside floors.PEAKS, no 'Model loading took' line, no span)."""
+def _floors(rehearsal: _ModeRun, memory: list | None, tokens: int | None) -> floors.Floors | None:
+    """This host's GPU floors for a prompt of `tokens`; None where the GPU, the weights or the prompt is not known
+    (a GPU outside floors.PEAKS, no 'Model loading took' line, no span, no config.json)."""
     peak = floors.peak_of(rehearsal.host.gpus[0].name) if rehearsal.host.gpus else None
     weights = next((engine["weights_gib"] for engine in memory or [] if engine.get("weights_gib")), None)
-    tokens = joined.prompt_tokens if joined is not None else None
-    if peak is None or weights is None or tokens is None:
+    config = rehearsal.model / "config.json"
+    if peak is None or weights is None or tokens is None or not config.is_file():
         return None
-    return floors.Floors.of(peak, floors.Model.of(rehearsal.model / "config.json", weights), tokens)
+    return floors.Floors.of(peak, floors.Model.of(config, weights), tokens)
+
+
+def _bench_floors(rehearsal: _ModeRun, report: Report, memory: list | None, run: results.Run) -> None:
+    """Each measured level's TTFT and ITL medians over this GPU's floors for its profile's prompt (issue #53)."""
+    found: dict[str, dict[str, float]] = {}
+    for profile in run.profiles:
+        floor = _floors(rehearsal, memory, profile.input_tokens)
+        if floor is None:
+            continue
+        for level in profile.levels:
+            medians = {"client_ttft_s": level.ttft_ms.p50 / 1000, "itl_s": level.itl_ms.p50 / 1000}
+            found[f"{profile.name} at {level.concurrency}"] = floor.multiples(medians)
+    if found:
+        shown = "; ".join(f"{name}: TTFT {x['client_ttft_s']:g}x, ITL {x['itl_s']:g}x" for name, x in found.items())
+        report.add("benchmark over the GPU's floors", "pass", shown, levels=found)
 
 
 def _per_request(

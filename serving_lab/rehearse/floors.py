@@ -86,10 +86,10 @@ class Floors:
         return max(self.prefill_compute_s, self.weight_read_s)
 
     def multiples(self, medians: dict[str, float]) -> dict[str, float]:
-        """Each phase over its floor: the first token and the prefill over the prefill's, a first decode step over
-        a decode step's."""
+        """Each figure over its floor: the first token and the prefill over the prefill's, a first decode step and
+        the inter-token latency over a decode step's."""
         over = {"client_ttft_s": self.prefill_s, "prefill_compute_s": self.prefill_s}
-        over["decode_first_step_s"] = self.weight_read_s
+        over |= {"decode_first_step_s": self.weight_read_s, "itl_s": self.weight_read_s}
         return {name: round(medians[name] / floor, 2) for name, floor in over.items() if name in medians}
 
     def to_json(self, medians: dict[str, float]) -> dict[str, Any]:

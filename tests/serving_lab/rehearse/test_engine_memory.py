@@ -5,6 +5,7 @@ rehearsal's report and results."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -220,10 +221,16 @@ def test_the_rehearsal_reports_and_records_each_engines_memory(tmp_path, dev, fa
 
     monkeypatch.setattr(cli, "_bench", bench)
     lines: list[str] = []
+    (tmp_path / "model").mkdir()
+    shutil.copy(ROOT / "serving_lab" / "pins" / "qwen3.5-9b-config.json", tmp_path / "model" / "config.json")
     _, run = rehearse_pd(dev, _args(tmp_path, bench=True), host=ONE_H200, tmp_path=tmp_path, say=lines.append)
     assert run == tmp_path / "run.json"
     written = json.loads((tmp_path / "out" / "report-pd.json").read_text())
     assert {"name": "benchmark", "status": "pass"}.items() <= written["checks"][-1].items()
+    # the level's TTFT (300 ms) and ITL (6 ms) medians over the H200's floors at the chat profile's 256 tokens
+    floor = written["checks"][-2]
+    assert floor["name"] == "benchmark over the GPU's floors"
+    assert floor["detail"] == "chat at 1: TTFT 83x, ITL 1.8x"  # floors 3.61 ms (2 x 6.99e9 x 256 / 989.5e12) and 3.33
     entries = {c["name"]: c for c in written["checks"] if c["name"].startswith("engine memory")}
     assert list(entries) == [
         "engine memory (Prefill:qwen3_5-9b 4g25mv6m)",

@@ -58,5 +58,6 @@ def test_each_phase_is_stated_over_its_own_floor():
     found = floors.Floors(750, prefill_compute_s=0.01, weight_read_s=0.004)
     medians = {"client_ttft_s": 0.1, "prefill_compute_s": 0.03, "decode_first_step_s": 0.006, "outside_engines_s": 1}
     assert found.multiples(medians) == {"client_ttft_s": 10.0, "prefill_compute_s": 3.0, "decode_first_step_s": 1.5}
+    assert found.multiples({"itl_s": 0.008}) == {"itl_s": 2.0}  # a benchmark level's inter-token latency
     assert found.multiples({}) == {}
     assert found.line({}).endswith("medians over them: none measured")
