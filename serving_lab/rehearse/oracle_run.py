@@ -18,7 +18,15 @@ from typing import Any
 
 from clients.report import Report
 
-from . import checkpoint, kv_accounting, oracle, phases
+from . import checkpoint, kv_accounting, oracle
+
+# Ray's core workers export their metrics every metrics_report_interval_ms (10 s by default,
+# src/ray/common/ray_config_def.h): a scrape of the head waits one interval and a margin.
+EXPORT_WAIT_S = 12.0
+
+
+class ScrapeError(Exception):
+    """The head's metrics endpoint did not answer with its text; one line."""
 
 
 class OracleError(Exception):
@@ -32,7 +40,7 @@ class OracleInputs:
     mode: str
     model_dir: Path  # the checkpoint
     out: Path
-    scrape_head: Callable[[], str]  # Ray's metrics on the head (vLLM's series among them); phases.ScrapeError
+    scrape_head: Callable[[], str]  # Ray's metrics on the head (vLLM's series among them); ScrapeError
     scrape_exporter: Callable[[], str]  # NIXL's exporter on the decode worker; "" where it does not answer
     worker_logs: Callable[[], dict[str, str]]
     say: Callable[[str], None]
@@ -67,10 +75,10 @@ def _pd_round(inputs: OracleInputs, concurrency: int, prompts: list[dict]) -> tu
         ask = _ask_measured(inputs, transfers)
     else:
         ask = lambda p: oracle.ask(inputs.base, inputs.model_id, p)
-    inputs.wait(phases.EXPORT_WAIT_S)
+    inputs.wait(EXPORT_WAIT_S)
     before, exporter_before = inputs.scrape_head(), inputs.scrape_exporter()
     answers = oracle.run_round(ask, prompts, concurrency)
-    inputs.wait(phases.EXPORT_WAIT_S)
+    inputs.wait(EXPORT_WAIT_S)
     after, exporter_after = inputs.scrape_head(), inputs.scrape_exporter()
     round_ = kv_accounting.Round(
         concurrency=concurrency,
@@ -99,7 +107,7 @@ def answer_levels(inputs: OracleInputs, report: Report) -> oracle.Levels:
             continue
         try:
             levels[concurrency], round_ = _pd_round(inputs, concurrency, prompts)
-        except phases.ScrapeError as exc:
+        except ScrapeError as exc:
             report.add(f"KV bytes accounted ({concurrency} at a time)", "fail", str(exc))
             continue
         found = kv_accounting.account(round_, layout, kv_accounting.block_size(inputs.worker_logs()))

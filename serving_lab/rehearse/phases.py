@@ -20,16 +20,10 @@ from typing import Any
 
 from .traces import PerRequest
 
-# Ray's core workers export their metrics every metrics_report_interval_ms (10 s by default,
-# src/ray/common/ray_config_def.h): a scrape of the head (the oracle's accounting) waits one interval and a margin.
-EXPORT_WAIT_S = 12.0
-# The OpenTelemetry SDK's BatchSpanProcessor exports every 5 s (OTEL_BSP_SCHEDULE_DELAY's default): two and a margin.
+# The OpenTelemetry SDK's BatchSpanProcessor exports every 5 s (opentelemetry/sdk/trace/export/__init__.py,
+# _DEFAULT_SCHEDULE_DELAY_MILLIS): two exports and a margin.
 SPAN_WAIT_S = 12.0
 SPAN_POLL_S = 0.5
-
-
-class ScrapeError(Exception):
-    """The metrics endpoint did not answer with its text; one line."""
 
 
 @dataclass
@@ -41,7 +35,7 @@ class Round:
     per_request: PerRequest | None = None
 
     @property
-    def complete(self) -> bool:
+    def fully_joined(self) -> bool:
         """Every request has every span."""
         joined = self.per_request
         return joined is not None and bool(joined.rows) and joined.complete == len(joined.rows)

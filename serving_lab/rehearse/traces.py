@@ -67,15 +67,17 @@ class Span:
         value = self.attributes.get(LATENCY + name)
         return float(value) if isinstance(value, int | float) else None
 
-    @property
-    def completion_tokens(self) -> int | None:
-        value = self.attributes.get(COMPLETION_TOKENS)
+    def count(self, name: str) -> int | None:
+        value = self.attributes.get(name)
         return value if isinstance(value, int) else None
 
     @property
+    def completion_tokens(self) -> int | None:
+        return self.count(COMPLETION_TOKENS)
+
+    @property
     def prompt_tokens(self) -> int | None:
-        value = self.attributes.get(PROMPT_TOKENS)
-        return value if isinstance(value, int) else None
+        return self.count(PROMPT_TOKENS)
 
 
 def _protobuf() -> tuple[Any, Any, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_lab.rehearse import checkpoint, checks, cli, oracle, phases, ray_cluster
+from serving_lab.rehearse import checkpoint, checks, cli, oracle, oracle_run, ray_cluster
 from serving_lab.rehearse import host as host_facts
 from serving_lab.rehearse.host import Gpu, Host
 from serving_lab.rehearse.kv_accounting import Layout
@@ -120,7 +120,7 @@ def engine(monkeypatch):
     monkeypatch.setattr(cli, "SERVE_PORT", server.server_address[1])
     monkeypatch.setattr(cli, "_metrics_text", _metrics)
     monkeypatch.setattr(cli, "_exporter_text", _exporter)
-    monkeypatch.setattr(phases, "EXPORT_WAIT_S", 0.0)
+    monkeypatch.setattr(oracle_run, "EXPORT_WAIT_S", 0.0)
     monkeypatch.setattr(ray_cluster, "RayHead", _Head)
     monkeypatch.setattr(ray_cluster, "wait_until_running", lambda head, app, timeout, progress: None)
     monkeypatch.setattr(ray_cluster, "install_signal_handlers", lambda: None)
