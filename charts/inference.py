@@ -33,6 +33,7 @@ from config.topology import (
 from .network_policies import add_network_policies, network_policies
 from .ray_pods import TOKEN_FILE, TokenMount, head_pod_template, plain_template, ray_pod_labels, worker_pod_template
 from .render import SafeDumper
+from .serve_ingress import serve_ingress_environment
 
 WORKER_GROUP = "gpu-workers"
 # Privileged pods (NIXL on EFA) and a hostPath weight cache are only admitted here; warn and audit
@@ -63,6 +64,7 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
     """The RayService's spec: the Serve config, a head without GPUs and one fixed group of GPU workers."""
     serving, image, count = props.serving, props.image, props.worker_count
     labels = ray_pod_labels(serving.service_name)
+    serve_env = serve_ingress_environment(serving.serve_ingress, mode=serving.mode)
     return {
         "upgradeStrategy": {"type": serving.upgrade_strategy},
         "serveConfigV2": yaml.dump(props.serve_config, Dumper=SafeDumper, sort_keys=False, width=120),
@@ -78,6 +80,7 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
                         service_account=service_account,
                         token=token,
                         labels=labels,
+                        serve_env=serve_env,
                     )
                 ),
             },
@@ -100,6 +103,7 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
                             labels=labels,
                             log_relay=props.observed,
                             nixl_metrics=serving.mode == "pd",
+                            serve_env=serve_env,
                         )
                     ),
                 }

@@ -5,7 +5,8 @@ cited in tests/charts/test_network_flows.py, which checks every needed flow is a
 other refused):
 - Ray pods from Ray pods, every TCP port: GCS 6379, raylet / object manager / agent ports (random by
   default), worker ports 10002-19999 (every actor call, the Serve proxy -> decode -> prefill calls
-  included), Serve 8000, dashboard 8265, metrics 8080, and the NIXL side channels from 20000 (prefill)
+  included), Serve 8000, Serve's direct ingress 30000-31000 (HAProxy -> the ingress replica, with
+  serving.serve_ingress haproxy), dashboard 8265, metrics 8080, and the NIXL side channels from 20000 (prefill)
   and 22000 (decode), plus UCX's ephemeral ports when NIXL runs over UCX;
 - the KubeRay operator (its pods in kuberay-system) to the head's dashboard (8265: the Serve config,
   GET/PUT /api/serve/applications/) and Serve (8000: GET /-/healthz, which decides the head's

@@ -7,7 +7,7 @@ to the plain JSON that spec embeds (`plain_template`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
@@ -159,16 +159,28 @@ def ray_pod_labels(service_name: str) -> dict[str, str]:
 
 
 def head_pod_template(
-    *, image: str, resources: HeadResources, service_account: str, token: TokenMount | None, labels: dict[str, str]
+    *,
+    image: str,
+    resources: HeadResources,
+    service_account: str,
+    token: TokenMount | None,
+    labels: dict[str, str],
+    serve_env: Sequence[dict[str, str]] = (),
 ) -> k8s.PodTemplateSpec:
-    """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out."""
+    """On the system node: no GPU there, so NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA runtime out. `serve_env`:
+    how requests reach the replicas (charts/serve_ingress.py), on the head and the workers alike."""
     env, mounts, volumes = _token_parts(token)
     container = typed(
         k8s.Container,
         name="ray-head",
         image=image,
         ports=[typed(k8s.ContainerPort, name=name, container_port=port) for name, port in HEAD_PORTS.items()],
-        env=[typed(k8s.EnvVar, name="NVIDIA_VISIBLE_DEVICES", value="void"), *ray_tmp_env(), *env],
+        env=[
+            typed(k8s.EnvVar, name="NVIDIA_VISIBLE_DEVICES", value="void"),
+            *ray_tmp_env(),
+            *_plain_env(serve_env),
+            *env,
+        ],
         resources=_resources(
             {"cpu": _count(resources.cpu_request), "memory": _gib(resources.memory_request_gib), **ray_tmp_request()},
             {"cpu": _count(resources.cpu_limit), "memory": _gib(resources.memory_limit_gib)},
@@ -225,9 +237,13 @@ def ray_logs_volume() -> k8s.Volume:
     )
 
 
+def _plain_env(items: Sequence[dict[str, str]]) -> list[k8s.EnvVar]:
+    return [typed(k8s.EnvVar, name=item["name"], value=item["value"]) for item in items]
+
+
 def ray_tmp_env() -> list[k8s.EnvVar]:
     """Ray's log rotation, set so that /tmp/ray stays under its bound (charts/ray_tmp.py)."""
-    return [typed(k8s.EnvVar, name=item["name"], value=item["value"]) for item in rotation_environment()]
+    return _plain_env(rotation_environment())
 
 
 def ray_tmp_request() -> dict[str, k8s.Quantity]:
@@ -291,6 +307,7 @@ def worker_pod_template(
     labels: dict[str, str],
     log_relay: bool = False,
     nixl_metrics: bool = False,
+    serve_env: Sequence[dict[str, str]] = (),
 ) -> k8s.PodTemplateSpec:
     """One per GPU node, holding all its GPUs and EFA interfaces. `log_relay`: a second container prints
     NIXL's transport lines from Ray's log files to the container log (charts/log_relay.py). `nixl_metrics` (PD
@@ -299,6 +316,7 @@ def worker_pod_template(
     if resources.efa_interfaces:
         devices[EFA_RESOURCE] = _count(resources.efa_interfaces)
     env, mounts, volumes = _worker_storage(resources, weight_cache, token, nixl_metrics=nixl_metrics)
+    env += _plain_env(serve_env)
     ports = [typed(k8s.ContainerPort, name=NIXL_METRICS_PORT_NAME, container_port=NIXL_METRICS_PORT)]
     container = typed(
         k8s.Container,

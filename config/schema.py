@@ -637,6 +637,12 @@ class Serving(Strict):
         "the NIXL rate alarm accepts; unset on an EFA stage: a quarter of one EFA interface's bandwidth "
         "(config/derived.py kv_transfer_floor_gbps; g6.8xlarge: 6.25); required with gpu_nodegroup.efa false.",
     )
+    serve_ingress: Literal["serve_proxy", "haproxy"] = Field(
+        "serve_proxy",
+        description="How requests reach the replicas: serve_proxy, Serve's Python proxy; haproxy, Serve's HAProxy "
+        "ingress with the replicas answering HTTP themselves and, in PD mode, the decode server streaming "
+        '(charts/serve_ingress.py; measured on one H200: docs/DECISIONS.md, "Ray Serve\'s faster paths").',
+    )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",
         description="The Ray worker container's security context: privileged, or ipc_lock: only the IPC_LOCK "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from charts.serve_ingress import INGRESSES
 from clients import nixl
 from clients.cli_options import number
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
@@ -223,6 +224,12 @@ def _add_host_options(cmd) -> None:
         help="the engines' CUDA graphs in place of the stage's (issue #53's arms): vllm-default (torch.compile, "
         "piecewise and full graphs) or breakable (piecewise and full graphs without compile, "
         "VLLM_USE_BREAKABLE_CUDAGRAPH); recorded as overrides",
+    )
+    cmd.add_argument(
+        "--serve-ingress",
+        choices=INGRESSES,
+        help="how requests reach the replicas, in place of the stage's serving.serve_ingress (issue #53's Serve "
+        "paths): serve_proxy or haproxy (charts/serve_ingress.py); recorded as an override",
     )
     cmd.add_argument(
         "--ttft-phases",
@@ -437,6 +444,7 @@ def _plan(
             decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
             traces=bool(args.ttft_phases),
             cuda_graphs=args.cuda_graphs,
+            serve_ingress=getattr(args, "serve_ingress", None),
         )
 
     plan = planned(args.kv_cache_bytes)

@@ -1,7 +1,9 @@
-"""What the rehearsal host offers: its GPUs (nvidia-smi) and whether it has an EFA device."""
+"""What the rehearsal host offers: its GPUs (nvidia-smi), whether it has an EFA device, and how many files a process
+may open."""
 
 from __future__ import annotations
 
+import resource
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,9 @@ class Gpu:
 class Host:
     gpus: tuple[Gpu, ...]
     efa_devices: tuple[str, ...]
+    # The hard RLIMIT_NOFILE Ray's processes inherit: a process may raise its own soft limit that far, no further.
+    # None: not known (nothing is sized by it).
+    open_files: int | None = None
 
     @property
     def has_efa(self) -> bool:
@@ -91,4 +96,10 @@ def detect(
     gpus = parse_gpus(done.stdout)
     if not gpus:
         raise HostError("nvidia-smi lists no GPU")
-    return Host(gpus=gpus, efa_devices=efa_devices(sysfs))
+    return Host(gpus=gpus, efa_devices=efa_devices(sysfs), open_files=open_files_limit())
+
+
+def open_files_limit() -> int | None:
+    """This process's hard limit on open files (the ray start it runs inherits it); None when unlimited."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return None if hard == resource.RLIM_INFINITY else hard

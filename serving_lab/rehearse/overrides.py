@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from charts.serve_config import build_serve_config
+from charts.serve_ingress import INGRESSES, haproxy_descriptors, haproxy_maxconn, serve_ingress_environment
 from charts.worker_env import worker_environment
 from config.engine_args import is_gdn_model
 from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES
-from config.schema import Replicas, StageConfig
+from config.schema import Replicas, Serving, StageConfig
 
 from .host import NODE_IP, Host
 
@@ -253,6 +254,7 @@ class _Build:
     them once) and what they write (the serve config, the worker env and the list of overrides)."""
 
     cfg: StageConfig
+    serving: Serving  # as rehearsed: the stage's, in `mode`, with --serve-ingress
     mode: str
     host: Host
     model_dir: Path
@@ -312,12 +314,15 @@ def _start(
     share_gpus: bool,
     emulate_node: bool,
     kv_cache_bytes: KvCacheBytes,
+    serve_ingress: str | None = None,
 ) -> _Build:
-    """The stage's serve config in `mode` and the facts the overrides read; a PlanError where the host cannot
-    rehearse it."""
+    """The stage's serve config in `mode` (and `serve_ingress`, unless None) and the facts the overrides read; a
+    PlanError where the host cannot rehearse it."""
     if mode not in MODES:
         raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
-    serving = cfg.serving if cfg.serving.mode == mode else cfg.serving.model_copy(update={"mode": mode})
+    if serve_ingress is not None and serve_ingress not in INGRESSES:
+        raise PlanError(f"--serve-ingress: {serve_ingress!r} (allowed: {', '.join(INGRESSES)})")
+    serving = cfg.serving.model_copy(update={"mode": mode, "serve_ingress": serve_ingress or cfg.serving.serve_ingress})
     serve_config = copy.deepcopy(build_serve_config(serving))
     gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
     tp = serving.engine.tensor_parallel_size
@@ -344,6 +349,7 @@ def _start(
             )
     return _Build(
         cfg=cfg,
+        serving=serving,
         mode=mode,
         host=host,
         model_dir=model_dir,
@@ -763,8 +769,13 @@ def _offline_hub(build: _Build) -> None:
 
 
 def _pod_environment(build: _Build) -> None:
-    """The worker pod template's env, with the pod's IP (a fieldRef) as the host's loopback."""
-    for item in worker_environment(efa=build.host.has_efa):
+    """The worker pod template's env, with the pod's IP (a fieldRef) as the host's loopback, and how requests reach
+    the replicas (the head's and the workers' alike: one Ray node here)."""
+    serving = build.serving
+    for item in [
+        *worker_environment(efa=build.host.has_efa),
+        *serve_ingress_environment(serving.serve_ingress, mode=serving.mode),
+    ]:
         if "value" in item:
             build.env[item["name"]] = item["value"]
         else:
@@ -822,6 +833,38 @@ def _ucx_cuda_ipc_reads(build: _Build) -> None:
     )
 
 
+def _other_ingress(build: _Build) -> None:
+    """--serve-ingress: Serve's other way in, measured against the stage's on the same host."""
+    stage = build.cfg.serving.serve_ingress
+    if build.serving.serve_ingress != stage:
+        build.add("serving.serve_ingress", stage, build.serving.serve_ingress, "--serve-ingress")
+
+
+# Serve's HAProxy connection limit when RAY_SERVE_HAPROXY_MAXCONN is unset (ray/serve/_private/constants.py).
+HAPROXY_DEFAULT_MAXCONN = 20_000
+
+
+def _haproxy_connections(build: _Build) -> None:
+    """HAProxy refuses to start when the open files it asks for exceed the hard limit (the H200 host's is 20,000);
+    an EKS node allows 65,536 (charts/serve_ingress.py). Here its connection limit is cut to what fits."""
+    limit = build.host.open_files
+    if (
+        build.serving.serve_ingress != "haproxy"
+        or limit is None
+        or limit >= haproxy_descriptors(HAPROXY_DEFAULT_MAXCONN)
+    ):
+        return
+    maxconn = haproxy_maxconn(limit)
+    build.env["RAY_SERVE_HAPROXY_MAXCONN"] = str(maxconn)
+    build.add(
+        "worker env RAY_SERVE_HAPROXY_MAXCONN",
+        None,
+        str(maxconn),
+        f"this host allows {limit} open files; HAProxy's default {HAPROXY_DEFAULT_MAXCONN} connections ask for "
+        f"{haproxy_descriptors(HAPROXY_DEFAULT_MAXCONN)} and one per backend server",
+    )
+
+
 def _engine_env(build: _Build) -> None:
     for name, value in build.transport.engine_env:
         before = build.env.get(name)
@@ -829,7 +872,7 @@ def _engine_env(build: _Build) -> None:
         build.add(f"worker env {name}", before, value, "--engine-env")
 
 
-PLAN_OVERRIDES = (_other_mode,)
+PLAN_OVERRIDES = (_other_mode, _other_ingress)
 ENGINE_OVERRIDES = (
     _local_model_folder,
     _full_attention_stand_in,
@@ -853,6 +896,7 @@ ENV_OVERRIDES = (
     _per_worker_gpus,
     _offline_hub,
     _pod_environment,
+    _haproxy_connections,
     _libfabric_environment,
     _ucx_cuda_ipc_reads,
     _engine_env,
@@ -875,13 +919,14 @@ def plan(
     decode_weights: Path | None = None,
     traces: bool = False,
     cuda_graphs: str | None = None,
+    serve_ingress: str | None = None,
 ) -> Plan:
     """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
     `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
     `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
     GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
     `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces.
-    `cuda_graphs`: _cuda_graph_arm."""
+    `cuda_graphs`: _cuda_graph_arm. `serve_ingress`: serving.serve_ingress in place of the stage's (_other_ingress)."""
     build = _start(
         cfg,
         mode=mode,
@@ -892,6 +937,7 @@ def plan(
         share_gpus=share_gpus,
         emulate_node=emulate_node,
         kv_cache_bytes=kv_cache_bytes,
+        serve_ingress=serve_ingress,
     )
     build.transport = transport or Transport()
     build.full_attention = full_attention

@@ -30,6 +30,7 @@ from .netpol import Cluster, External, Node, Pod
 OTHER_NAMESPACE = "default"
 RAY_WORKER_PORTS = (10002, 19999)  # ray/scripts/scripts.py: --min-worker-port / --max-worker-port defaults
 RANDOM_RAY_PORT = 41234  # raylet, object manager, agent gRPC: random unless pinned (ray/_private/node.py)
+DIRECT_INGRESS_PORTS = (30000, 31000)  # Serve's direct ingress (HAProxy's backends): one port per ingress replica
 UCX_EPHEMERAL = 45678  # UCX TCP listens on OS-chosen ports (UCX_TCP_PORT_RANGE default 0)
 
 
@@ -124,6 +125,14 @@ FLOWS = [
     ),
     Flow(
         "worker-0", "worker-1", RANDOM_RAY_PORT, True, "object transfers between raylets (object manager port, random)"
+    ),
+    Flow(
+        "head",
+        "worker-0",
+        DIRECT_INGRESS_PORTS[0],
+        True,
+        "serving.serve_ingress haproxy: HAProxy on the head -> the ingress replica's own HTTP server "
+        "(ray/serve/_private/constants.py RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT 30000, MAX 31000)",
     ),
     Flow(
         "worker-0",

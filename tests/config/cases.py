@@ -182,6 +182,12 @@ SERVING = [
         "allowed: 'privileged' or 'ipc_lock'",
     ),
     (
+        "serve-ingress",
+        {"serving": {"serve_ingress": "nginx"}},
+        "serving.serve_ingress",
+        "allowed: 'serve_proxy' or 'haproxy'",
+    ),
+    (
         "memory-fraction",
         {"serving": {"engine": {"gpu_memory_utilization": 1.5}}},
         "serving.engine.gpu_memory_utilization",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from charts.serve_config import build_serve_config
+from charts.serve_ingress import serve_ingress_environment
 from charts.worker_env import worker_environment
 from serving_lab.rehearse import overrides
 from serving_lab.rehearse.host import Gpu, Host
@@ -241,7 +242,7 @@ def test_a_stage_that_sets_language_model_only_keeps_it(tmp_path, value):
 
 def test_the_plan_is_a_list_of_small_overrides():
     # Each override one concern, run in a fixed order (as the rules of config/rules/): engine by engine, then the env.
-    assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode"]
+    assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode", "_other_ingress"]
     assert [o.__name__ for o in overrides.ENGINE_OVERRIDES] == [
         "_local_model_folder",
         "_full_attention_stand_in",
@@ -265,6 +266,7 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_per_worker_gpus",
         "_offline_hub",
         "_pod_environment",
+        "_haproxy_connections",
         "_libfabric_environment",
         "_ucx_cuda_ipc_reads",
         "_engine_env",
@@ -307,6 +309,12 @@ OPTION_SETS = {
             kv_buffer_device="cuda", engine_env=(("UCX_CUDA_IPC_ENABLE_GET_ZCOPY", "n"), ("UCX_TLS", "tcp"))
         ),
     },
+    # Serve's HAProxy ingress on a host that allows 20,000 open files (the H200 host's limit)
+    "h200x1 --share-gpus --serve-ingress haproxy": {
+        "host": Host(gpus=ONE_H200.gpus, efa_devices=(), open_files=20_000),
+        "share_gpus": True,
+        "serve_ingress": "haproxy",
+    },
 }
 
 
@@ -325,13 +333,18 @@ def test_the_plans_are_the_recorded_ones(stages):
                 options = {"real_weights": False, **options}
                 plan = overrides.plan(stages[stage], mode=mode, model_dir=MODEL, **options)
                 # the serve config is the stage's own with exactly the listed overrides (their values recorded below)
-                serving = stages[stage].serving.model_copy(update={"mode": mode})
+                ingress = options.get("serve_ingress", stages[stage].serving.serve_ingress)
+                serving = stages[stage].serving.model_copy(update={"mode": mode, "serve_ingress": ingress})
                 listed = {o.path: o.after for o in plan.overrides if o.path.startswith("applications")}
                 assert differences(build_serve_config(serving), plan.serve_config) == outermost(set(listed))
                 assert all(_value_at(plan.serve_config, path) == after for path, after in listed.items())
                 # and the env the worker pods' own with the listed env overrides
                 pod_env = {
-                    e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=options["host"].has_efa)
+                    e["name"]: e.get("value", "status.podIP")
+                    for e in [
+                        *worker_environment(efa=options["host"].has_efa),
+                        *serve_ingress_environment(ingress, mode=mode),
+                    ]
                 }
                 env = {
                     o.path.removeprefix("worker env "): o.after
@@ -517,3 +530,39 @@ def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so
             "max_cudagraph_capture_size": dev.serving.engine.max_num_seqs,
         }
         assert llm["runtime_env"]["env_vars"]["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
+
+
+def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    assert not {
+        name
+        for name in plan.env
+        if name.startswith(("RAY_SERVE_ENABLE_HA", "RAY_SERVE_LLM_ENABLE", "RAY_SERVE_HAPROXY"))
+    }
+
+
+def test_serve_ingress_haproxy_is_an_override_and_the_pods_variables_follow(dev):
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    recorded = {o.path: (o.before, o.after) for o in plan.overrides}
+    assert recorded["serving.serve_ingress"] == ("serve_proxy", "haproxy")
+    assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and plan.env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+
+
+def test_a_host_whose_file_limit_refuses_haproxys_default_gets_the_connections_that_fit(dev):
+    h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
+    plan = overrides.plan(dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "7960"  # (20,000 - 36 - 64) x 2 / 5
+    (override,) = [o for o in plan.overrides if o.path == "worker env RAY_SERVE_HAPROXY_MAXCONN"]
+    assert "20000 open files" in override.reason and "50036" in override.reason
+
+
+@pytest.mark.parametrize("open_files", [65_536, None])
+def test_a_host_with_room_for_haproxys_default_keeps_it(dev, open_files):
+    host = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=open_files)
+    plan = overrides.plan(dev, mode="pd", host=host, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    assert "RAY_SERVE_HAPROXY_MAXCONN" not in plan.env
+
+
+def test_an_unknown_serve_ingress_is_a_plan_error_naming_the_option(dev):
+    with pytest.raises(overrides.PlanError, match=r"--serve-ingress: 'nginx' \(allowed: serve_proxy, haproxy\)"):
+        overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="nginx")

