@@ -74,6 +74,9 @@ def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_p
         elapsed = ray_cluster.wait_until_running(head, "hello", timeout=180, poll=2, progress=lines.append)
         with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
             assert response.read().decode() == "hello from a rehearsal"
+        # KubeRay's check that gives the head its serve label (utils/httpproxy_httpclient.go): either way in answers it
+        with urllib.request.urlopen("http://127.0.0.1:8000/-/healthz", timeout=30) as response:
+            assert response.status == 200
         assert elapsed < 180 and " hello RUNNING:" in lines[-1]
         # Real Ray's answer, read by `summarize`: the replica counted as Ray reports it (not "0/0").
         assert lines[-1].endswith("hello RUNNING: Hello HEALTHY 1/1"), lines[-1]
