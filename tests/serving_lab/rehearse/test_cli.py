@@ -412,3 +412,39 @@ def test_a_span_receiver_that_cannot_start_leaves_the_histograms_and_one_warning
     rounds = json.loads((tmp_path / "out" / "dev" / "ttft-phases-pd.json").read_text())
     assert [r["client_ttft_s"] for r in rounds] == [[0.18, 0.18], [0.18, 0.18]]
     assert not [r for r in rounds if "per_request" in r]
+
+
+# -- --serve-ingress ----------------------------------------------------------------------------------------------
+
+
+def _ingress_plan(dev, tmp_path, **changed):
+    args = _args(tmp_path, **changed)
+    return cli._plan(
+        dev,
+        args,
+        mode="pd",
+        host=H200_PAIR,
+        model=tmp_path,
+        real_weights=False,
+        out=tmp_path,
+        say=lambda _: None,
+        kv_found=None,
+    )
+
+
+def test_serve_ingress_haproxy_reaches_the_plan(dev, tmp_path):
+    plan = _ingress_plan(dev, tmp_path, serve_ingress="haproxy")
+    assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert ("serving.serve_ingress", "haproxy") in [(o.path, o.after) for o in plan.overrides]
+
+
+def test_serve_ingress_haproxy_without_a_binary_is_refused_before_ray_starts(dev, tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_cluster, "haproxy_binary", lambda env: None)
+    with pytest.raises(cli.RehearsalError, match="Serve finds no HAProxy binary here") as refused:
+        _ingress_plan(dev, tmp_path, serve_ingress="haproxy")
+    assert refused.value.code == 2
+
+
+def test_serves_own_proxy_needs_no_haproxy_binary(dev, tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_cluster, "haproxy_binary", lambda env: None)
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in _ingress_plan(dev, tmp_path).env

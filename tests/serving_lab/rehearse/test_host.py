@@ -43,3 +43,13 @@ def test_an_unexpected_nvidia_smi_line_is_one_line_error(line):
 def test_a_failing_nvidia_smi_is_one_line_error_with_its_exit(tmp_path):
     with pytest.raises(host.HostError, match=r"nvidia-smi failed \(exit 9\)"):
         host.detect(run=_nvidia_smi("", returncode=9), sysfs=tmp_path)
+
+
+def test_an_unlimited_open_file_limit_is_none(monkeypatch):
+    monkeypatch.setattr(host.resource, "getrlimit", lambda which: (1024, host.resource.RLIM_INFINITY))
+    assert host.open_files_limit() is None
+
+
+def test_a_finite_hard_limit_is_the_one_that_counts(monkeypatch):
+    monkeypatch.setattr(host.resource, "getrlimit", lambda which: (1024, 20_000))
+    assert host.open_files_limit() == 20_000

