@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from typing import Any
@@ -55,6 +56,8 @@ def short(value: Any, limit: int = 40) -> str:
         text = f"<a mapping of {len(value)} keys>"
     elif isinstance(value, (list, tuple)):
         text = f"<a list of {len(value)} items>"
+    elif isinstance(value, (datetime.date, datetime.datetime)):  # YAML's timestamps: bounded, no secret
+        text = value.isoformat()
     else:
         text = f"<{type(value).__name__}>"
     if len(text) > limit:
@@ -112,8 +115,9 @@ def did_you_mean(given: Any, allowed: list[str]) -> str:
     return f", did you mean {close[0]}?" if close else ""
 
 
-# What YAML made of an unquoted value it read as null, a boolean or a number.
-_YAML_KINDS = {type(None): "null", bool: "a boolean"}
+# What YAML made of a value where text was wanted: a scalar it typed (quotes cure it), or a collection.
+_YAML_SCALARS: dict[type, str] = {type(None): "null", bool: "a boolean", int: "a number", float: "a number"}
+_YAML_COLLECTIONS: dict[type, str] = {list: "a list", dict: "a mapping"}
 
 
 def _literal_problem(given: Any, ctx: dict) -> str:
@@ -123,7 +127,9 @@ def _literal_problem(given: Any, ctx: dict) -> str:
     allowed = re.findall(r"'([^']*)'", str(expected or ""))
     if isinstance(given, str) or not allowed:
         return f"{short(given)} is not allowed (allowed: {expected})"
-    kind = _YAML_KINDS.get(type(given), "a number")
+    if type(given) in _YAML_COLLECTIONS:
+        return f"YAML read {short(given)} as {_YAML_COLLECTIONS[type(given)]}: write one value (allowed: {expected})"
+    kind = _YAML_SCALARS.get(type(given), f"a {type(given).__name__}")  # a date, for 2026-12-05 unquoted
     what = "the value" if given is None else short(given)
     spelled = {"None", "null", "~", ""} if given is None else {str(given), str(given).lower()}
     match = next((value for value in allowed if value in spelled or value.lower() in spelled), None)

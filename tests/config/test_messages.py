@@ -50,3 +50,22 @@ def test_pd_on_one_gpu_node_names_the_node_count_and_suggests_colocated(tmp_path
     line = _refusal(tmp_path, {"gpu_nodegroup": {"count": 1}})
     assert ": gpu_nodegroup.count: prefill + decode need up to 2 GPUs" in line
     assert line.endswith("(allowed: serving.mode: colocated, one engine for both phases, or GPU nodes for 2 GPUs)")
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (["haproxy"], "YAML read <a list of 1 items> as a list: write one value"),
+        ({"a": 1}, "YAML read <a mapping of 1 keys> as a mapping: write one value"),
+    ],
+)
+def test_a_collection_where_one_text_value_is_allowed_is_named_as_what_it_is(tmp_path, value, said):
+    line = _refusal(tmp_path, {"serving": {"serve_ingress": value}})
+    assert line.endswith(f"{said} (allowed: 'serve_proxy' or 'haproxy')") and "as a number" not in line
+
+
+def test_an_unquoted_date_where_text_is_allowed_is_named_a_date(tmp_path):
+    import datetime
+
+    line = _refusal(tmp_path, {"serving": {"serve_ingress": datetime.date(2026, 12, 5)}})
+    assert "YAML read 2026-12-05 as a date, and only text is allowed: quote the value" in line
