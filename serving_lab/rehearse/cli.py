@@ -746,14 +746,15 @@ def _bench(
     engine_memory: list | None = None,
 ) -> tuple[results.Run, Path]:
     executable = aiperf.find_executable(args.aiperf)
-    staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode})})
+    ingress = getattr(args, "serve_ingress", None) or cfg.serving.serve_ingress
+    staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode, "serve_ingress": ingress})})
     adjust = _bench_adjustments(args, host=host, plan=plan, deadline=deadline, engine_memory=engine_memory)
     return runner.run_stage(
         staged,
         url=f"http://127.0.0.1:{SERVE_PORT}",
         executable=executable,
         out_dir=out / "runs",
-        label=mode,
+        label=run_label(mode, ingress),
         profile_names=args.profile,
         tokenizer=str(model),
         calibrate=args.calibrate,
@@ -762,6 +763,11 @@ def _bench(
         adjust=adjust,
         progress=say,
     )
+
+
+def run_label(mode: str, ingress: str) -> str:
+    """A benchmark run's name: its mode, and Serve's HAProxy ingress where it ran through it (two PD runs compared)."""
+    return mode if ingress == "serve_proxy" else f"{mode}-{ingress}"
 
 
 def _bench_adjustments(

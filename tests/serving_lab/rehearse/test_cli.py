@@ -251,6 +251,25 @@ def test_request_rates_reach_the_benchmark_as_an_open_loop_sweep(tmp_path, dev, 
     assert seen["adjust"].recorded["rehearsal"]["request_rates"] == [0.5, 2.0]
 
 
+@pytest.mark.parametrize(("ingress", "label"), [(None, "pd"), ("haproxy", "pd-haproxy")])
+def test_a_benchmark_through_haproxy_is_named_and_recorded_so(tmp_path, dev, monkeypatch, ingress, label):
+    from serving_lab.bench import aiperf, runner
+    from serving_lab.rehearse import overrides
+
+    seen = {}
+    monkeypatch.setattr(
+        runner, "run_stage", lambda cfg, **kwargs: (seen.update(kwargs, cfg=cfg), (None, tmp_path / "r.json"))[1]
+    )
+    monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
+    args = _args(tmp_path, bench=True, serve_ingress=ingress)
+    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=tmp_path, real_weights=False, serve_ingress=ingress)
+    cli._bench(
+        dev, args, mode="pd", host=H200_PAIR, plan=plan, model=tmp_path, out=tmp_path, deadline=None, say=lambda _: None
+    )
+    assert seen["label"] == label
+    assert seen["cfg"].serving.serve_ingress == (ingress or "serve_proxy")
+
+
 @pytest.mark.parametrize("text", ["0", "2,1", "fast", "-1"])
 def test_a_bad_request_rate_is_one_line_and_exit_2(text, capsys):
     from ops.__main__ import main
