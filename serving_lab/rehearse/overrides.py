@@ -72,6 +72,7 @@ class Plan:
     # Engine configs (their paths) whose KV cache one engine alone must size first: engines sharing a GPU on an
     # emulated budget with no figure given (serving_lab/rehearse/kv_profile.py); a plan with any is not run.
     kv_profiles: list[str] = field(default_factory=list)
+    serve_ingress: str = "serve_proxy"  # serving.serve_ingress as rehearsed: the stage's, or --serve-ingress
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -980,4 +981,5 @@ def plan(
         overrides=build.overrides,
         label=build.emulation.label if build.emulation else "",
         kv_profiles=build.kv_profiles,
+        serve_ingress=build.serving.serve_ingress,
     )
