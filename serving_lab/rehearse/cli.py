@@ -431,20 +431,22 @@ def _plan(
     def planned(kv_cache_bytes: overrides.KvCacheBytes) -> overrides.Plan:
         return overrides.plan(
             cfg,
-            mode=mode,
-            host=host,
-            model_dir=model,
-            real_weights=real_weights,
-            gpu_limit=args.gpus,
-            share_gpus=args.share_gpus,
-            emulate_node=args.emulate_node,
-            kv_cache_bytes=kv_cache_bytes,
-            transport=_transport(args),
-            full_attention=args.full_attention,
-            decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
-            traces=bool(args.ttft_phases),
-            cuda_graphs=args.cuda_graphs,
-            serve_ingress=getattr(args, "serve_ingress", None),
+            overrides.PlanRequest(
+                mode=mode,
+                host=host,
+                model_dir=model,
+                real_weights=real_weights,
+                gpu_limit=args.gpus,
+                share_gpus=args.share_gpus,
+                emulate_node=args.emulate_node,
+                kv_cache_bytes=kv_cache_bytes,
+                transport=_transport(args),
+                full_attention=args.full_attention,
+                decode_weights=Path(args.decode_weights) if getattr(args, "decode_weights", None) else None,
+                traces=bool(args.ttft_phases),
+                cuda_graphs=args.cuda_graphs,
+                serve_ingress=getattr(args, "serve_ingress", None),
+            ),
         )
 
     plan = planned(args.kv_cache_bytes)

@@ -255,18 +255,34 @@ class Transport:
         return self.nixl_backend == "UCX" or (not host.has_efa and not self.keeps_libfabric(host))
 
 
-@dataclass
-class _Build:
-    """A plan being built: what every override reads (the stage, the host, the options and the facts derived from
-    them once) and what they write (the serve config, the worker env and the list of overrides)."""
+@dataclass(frozen=True)
+class PlanRequest:
+    """What one rehearsal asks of its plan: the mode, the host, the checkpoint and the command's options."""
 
-    cfg: StageConfig
-    serving: Serving  # as rehearsed: the stage's, in `mode`, with --serve-ingress
     mode: str
     host: Host
     model_dir: Path
     real_weights: bool
-    kv_cache_bytes: KvCacheBytes
+    gpu_limit: int | None = None  # --gpus: use at most this many of the host's GPUs
+    share_gpus: bool = False  # --share-gpus: engines share a GPU where the host has fewer than they need
+    emulate_node: bool = False  # --emulate-node: each engine gets the stage GPU node's budget (_emulation)
+    kv_cache_bytes: KvCacheBytes = None
+    transport: Transport = field(default_factory=Transport)
+    full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
+    decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
+    traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
+    cuda_graphs: str | None = None  # --cuda-graphs: one of CUDA_GRAPH_ARMS in place of the stage's (_cuda_graph_arm)
+    serve_ingress: str | None = None  # --serve-ingress: serving.serve_ingress in place of the stage's
+
+
+@dataclass
+class _Build:
+    """A plan being built: what every override reads (the stage, the request and the facts derived from them
+    once) and what they write (the serve config, the worker env and the list of overrides)."""
+
+    cfg: StageConfig
+    request: PlanRequest
+    serving: Serving  # as rehearsed: the stage's, in request.mode, with --serve-ingress
     serve_config: dict[str, Any]
     gpus: int  # the host's GPUs the rehearsal uses
     tp: int  # serving.engine.tensor_parallel_size
@@ -276,11 +292,6 @@ class _Build:
     sm90: bool
     emulation: _Emulation | None
     configs: list[tuple[str, dict[str, Any]]]
-    transport: Transport = field(default_factory=lambda: Transport())
-    full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
-    decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
-    traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
-    cuda_graphs: str | None = None  # --cuda-graphs: one of CUDA_GRAPH_ARMS in place of the stage's (_cuda_graph_arm)
     overrides: list[Override] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     kv_profiles: list[str] = field(default_factory=list)  # Plan.kv_profiles
@@ -294,7 +305,7 @@ class _Build:
     @property
     def gdn_model(self) -> bool:
         """The served model has Gated DeltaNet layers: the stage's model does, unless --full-attention stands in."""
-        return not self.full_attention and is_gdn_model(self.cfg.serving.model.source)
+        return not self.request.full_attention and is_gdn_model(self.cfg.serving.model.source)
 
 
 @dataclass(frozen=True)
@@ -344,39 +355,26 @@ def _check_emulated_budgets(emulation: _Emulation, configs: list[tuple[str, dict
         )
 
 
-def _start(
-    cfg: StageConfig,
-    *,
-    mode: str,
-    host: Host,
-    model_dir: Path,
-    real_weights: bool,
-    gpu_limit: int | None,
-    share_gpus: bool,
-    emulate_node: bool,
-    kv_cache_bytes: KvCacheBytes,
-    serve_ingress: str | None = None,
-) -> _Build:
-    """The stage's serve config in `mode` (and `serve_ingress`, unless None) and the facts the overrides read; a
-    PlanError where the host cannot rehearse it."""
-    serving = _rehearsed_serving(cfg, mode, serve_ingress)
+def _start(cfg: StageConfig, request: PlanRequest) -> _Build:
+    """The stage's serve config as `request` asks and the facts the overrides read; a PlanError where the host
+    cannot rehearse it."""
+    serving = _rehearsed_serving(cfg, request.mode, request.serve_ingress)
+    if request.decode_weights is not None and request.mode != "pd":
+        raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
     serve_config = copy.deepcopy(build_serve_config(serving))
-    gpus = len(host.gpus) if gpu_limit is None else min(gpu_limit, len(host.gpus))
+    host = request.host
+    gpus = len(host.gpus) if request.gpu_limit is None else min(request.gpu_limit, len(host.gpus))
     tp = serving.engine.tensor_parallel_size
     low = sum(_gpus_needed(r, tp)[0] for r in (serving.prefill, serving.decode))
-    per_gpu = _engines_per_gpu(cfg, low, gpus, share_gpus)
+    per_gpu = _engines_per_gpu(cfg, low, gpus, request.share_gpus)
     configs = list(llm_configs(serve_config))
-    emulation = _emulation(cfg, host, gpus) if emulate_node else None
+    emulation = _emulation(cfg, host, gpus) if request.emulate_node else None
     if emulation:
         _check_emulated_budgets(emulation, configs, per_gpu)
     return _Build(
         cfg=cfg,
+        request=request,
         serving=serving,
-        mode=mode,
-        host=host,
-        model_dir=model_dir,
-        real_weights=real_weights,
-        kv_cache_bytes=kv_cache_bytes,
         serve_config=serve_config,
         gpus=gpus,
         tp=tp,
@@ -397,11 +395,11 @@ def _start(
 
 def _other_mode(build: _Build) -> None:
     """The benchmark compares both modes on the same GPUs: the mode the stage does not run is rehearsed too."""
-    if build.mode != build.cfg.serving.mode:
+    if build.request.mode != build.cfg.serving.mode:
         build.add(
             "serving.mode",
             build.cfg.serving.mode,
-            build.mode,
+            build.request.mode,
             "the other mode on the same GPUs, for the benchmark comparison",
         )
 
@@ -410,10 +408,10 @@ def _local_model_folder(build: _Build, engine: _Engine) -> None:
     build.set(
         engine.llm["model_loading_config"],
         "model_source",
-        str(build.model_dir),
+        str(build.request.model_dir),
         f"{engine.path}.model_loading_config.model_source",
         "no network on the host: a local model folder"
-        + ("" if build.real_weights else " (config, processor and tokenizer of the real model)"),
+        + ("" if build.request.real_weights else " (config, processor and tokenizer of the real model)"),
     )
 
 
@@ -421,7 +419,7 @@ def _dummy_weights(build: _Build, engine: _Engine) -> None:
     """Random weights of the real architecture, vision tower included: the model folder has the processor's
     configurations (serving_lab/rehearse/model_folder.py), so the engine builds and profiles the tower as on EKS
     and `language_model_only` stays what the stage sets (serving.engine.extra_args)."""
-    if not build.real_weights:
+    if not build.request.real_weights:
         build.set(
             engine.kwargs,
             "load_format",
@@ -436,7 +434,7 @@ def _full_attention_stand_in(build: _Build, engine: _Engine) -> None:
     """--full-attention: a model of the stage's model's size with every layer full attention, text only
     (model_folder.full_attention_config), so that vLLM 0.26's host KV buffer can hold its KV cache. The stage's
     language_model_only stays: vLLM reads it only for a multimodal model (vllm/config/model.py)."""
-    if not build.full_attention:
+    if not build.request.full_attention:
         return
     build.add(
         f"{engine.path}.model_loading_config.model_source (architecture)",
@@ -490,7 +488,7 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
         build.set(
             kwargs,
             "kv_cache_memory_bytes",
-            int(build.host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
+            int(build.request.host.gpus[0].memory_mib * 2**20 * SHARED_KV_CACHE_FRACTION),
             f"{path}.engine_kwargs.kv_cache_memory_bytes",
             "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory",
         )
@@ -498,7 +496,7 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
         # Engines sharing a GPU cannot profile their emulated budgets side by side, so the KV cache comes from
         # one engine profiled alone on the same budget: --kv-cache-bytes, or the rehearsal's own profile first.
         # Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
-        given = build.kv_cache_bytes
+        given = build.request.kv_cache_bytes
         if isinstance(given, Mapping):
             figure, source = given.get(engine.path), "this engine's settings profiled alone on it first"
         else:
@@ -561,7 +559,7 @@ def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
     if kv is None:
         return
     path = f"{engine.path}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends"
-    wanted = build.transport.nixl_backend
+    wanted = build.request.transport.nixl_backend
     if wanted == "LIBFABRIC":
         build.set(
             kv["kv_connector_extra_config"],
@@ -570,7 +568,7 @@ def _ucx_without_efa(build: _Build, engine: _Engine) -> None:
             path,
             "--nixl-backend LIBFABRIC: the backend of the EFA stages",
         )
-    elif not build.host.has_efa:
+    elif not build.request.host.has_efa:
         build.set(
             kv["kv_connector_extra_config"],
             "backends",
@@ -589,8 +587,8 @@ def _kv_buffer_device(build: _Build, engine: _Engine) -> None:
     kv = engine.kwargs.get("kv_transfer_config")
     if kv is None:
         return
-    device = build.transport.kv_buffer_device
-    if device is None and build.transport.keeps_libfabric(build.host):
+    device = build.request.transport.kv_buffer_device
+    if device is None and build.request.transport.keeps_libfabric(build.request.host):
         device = "cpu"
         reason = (
             "LIBFABRIC without EFA runs libfabric's tcp provider, on which NIXL's plugin registers host memory only: "
@@ -685,7 +683,7 @@ def _otlp_traces(build: _Build, engine: _Engine) -> None:
     """--ttft-phases: each engine exports one span per finished request (vLLM's llm_request) to the rehearsal's
     receiver, over OTLP/HTTP: vLLM's exporter speaks gRPC unless this variable says otherwise
     (vllm/tracing/otel.py get_span_exporter)."""
-    if not build.traces:
+    if not build.request.traces:
         return
     reason = "--ttft-phases: the engines' request spans time each request's phases (serving_lab/rehearse/traces.py)"
     path = f"{engine.path}.engine_kwargs.otlp_traces_endpoint"
@@ -700,7 +698,7 @@ CUDA_GRAPH_ARMS = ("vllm-default", "breakable")
 
 
 def _cuda_graph_arm(build: _Build, engine: _Engine) -> None:
-    arm = build.cuda_graphs
+    arm = build.request.cuda_graphs
     if arm is None:
         return
     reason, path = f"--cuda-graphs {arm}: an arm of issue #53's measurement", f"{engine.path}.engine_kwargs"
@@ -716,7 +714,7 @@ def _cuda_graph_arm(build: _Build, engine: _Engine) -> None:
 def _oracle_usage(build: _Build, engine: _Engine) -> None:
     """A real checkpoint: every answer reports the prompt tokens its engine did not compute (usage.prompt_tokens_
     details.cached_tokens, vllm/entrypoints/openai/chat_completion/serving.py), which the oracle accounts."""
-    if build.real_weights:
+    if build.request.real_weights:
         build.set(
             engine.kwargs,
             "enable_prompt_tokens_details",
@@ -730,13 +728,13 @@ def _decode_weights(build: _Build, engine: _Engine) -> None:
     """--decode-weights: the negative control. The decode engine loads another checkpoint, so the KV cache it
     receives was computed by other weights than its own: the oracle must fail. vLLM's handshake hashes the model's
     path (compute_nixl_compatibility_hash, nixl/metadata.py) and refuses the transfer unless told not to check."""
-    if build.decode_weights is None or not engine.path.endswith("decode_config"):
+    if build.request.decode_weights is None or not engine.path.endswith("decode_config"):
         return
     reason = "--decode-weights: a negative control (another checkpoint for the decode engine); the oracle must fail"
     build.set(
         engine.llm["model_loading_config"],
         "model_source",
-        str(build.decode_weights),
+        str(build.request.decode_weights),
         f"{engine.path}.model_loading_config.model_source",
         reason,
     )
@@ -795,7 +793,7 @@ def _pod_environment(build: _Build) -> None:
     the replicas (the head's and the workers' alike: one Ray node here)."""
     serving = build.serving
     for item in [
-        *worker_environment(efa=build.host.has_efa),
+        *worker_environment(efa=build.request.host.has_efa),
         *serve_ingress_environment(serving.serve_ingress, mode=serving.mode),
     ]:
         if "value" in item:
@@ -815,8 +813,8 @@ def _libfabric_environment(build: _Build) -> None:
     (serving_lab/pins/libfabric.debs: the host's own lacks FABRIC_1.7, which NIXL's plugin needs). FI_TCP_IFACE is left
     unset: the provider lists the host's IPv4 interfaces before loopback and NIXL takes the first (eth0 on the H200
     host); on loopback (FI_TCP_IFACE=lo) NIXL's rail failed there ("socket listen failed"). --engine-env sets it."""
-    transport = build.transport
-    if not transport.keeps_libfabric(build.host):
+    transport = build.request.transport
+    if not transport.keeps_libfabric(build.request.host):
         return
     efa = {item["name"]: item.get("value") for item in worker_environment(efa=True)}
     build.env["FI_PROVIDER"] = "tcp"
@@ -842,7 +840,7 @@ def _libfabric_environment(build: _Build) -> None:
 def _ucx_cuda_ipc_reads(build: _Build) -> None:
     """Both engines on one host: the decode engine reads the prefill engine's GPU memory (NIXL READ), and UCX turns
     cuda_ipc reads off on a GPU without NVLink (ENABLE_GET_ZCOPY=auto, src/uct/cuda/cuda_ipc/cuda_ipc_iface.c)."""
-    if not build.transport.runs_ucx(build.host):
+    if not build.request.transport.runs_ucx(build.request.host):
         return
     build.env[UCX_CUDA_IPC_READS] = "y"
     build.add(
@@ -866,7 +864,7 @@ def _haproxy_connections(build: _Build) -> None:
     """HAProxy refuses to start when the open files it asks for exceed the hard limit (the H200 host's is 20,000;
     an EKS node's is higher: charts/serve_ingress.py). Where Serve's HAProxy ingress is on, whether by
     --serve-ingress or --engine-env, and no connection limit is given, it is cut to what fits here."""
-    limit = build.host.open_files
+    limit = build.request.host.open_files
     if build.env.get("RAY_SERVE_ENABLE_HA_PROXY") != "1" or "RAY_SERVE_HAPROXY_MAXCONN" in build.env:
         return
     if limit is None or haproxy_maxconn(limit) >= SERVE_DEFAULT_MAXCONN:
@@ -883,7 +881,7 @@ def _haproxy_connections(build: _Build) -> None:
 
 
 def _engine_env(build: _Build) -> None:
-    for name, value in build.transport.engine_env:
+    for name, value in build.request.transport.engine_env:
         before = build.env.get(name)
         build.env[name] = value
         build.add(f"worker env {name}", before, value, "--engine-env")
@@ -920,49 +918,12 @@ ENV_OVERRIDES = (
 )
 
 
-def plan(
-    cfg: StageConfig,
-    *,
-    mode: str,
-    host: Host,
-    model_dir: Path,
-    real_weights: bool,
-    gpu_limit: int | None = None,
-    share_gpus: bool = False,
-    emulate_node: bool = False,
-    kv_cache_bytes: KvCacheBytes = None,
-    transport: Transport | None = None,
-    full_attention: bool = False,
-    decode_weights: Path | None = None,
-    traces: bool = False,
-    cuda_graphs: str | None = None,
-    serve_ingress: str | None = None,
-) -> Plan:
-    """The serve config and engine environment for one rehearsal of `cfg` in `mode`. With
-    `share_gpus`, a host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With
-    `emulate_node`, each engine gets the memory budget of the stage's GPU node (its fraction of the node's
-    GPU, scaled onto the host's) and vLLM's batch defaults for that GPU; the speed stays the host's. With
-    `full_attention`, `model_dir` holds the full-attention stand-in of the stage's model. `traces`: _otlp_traces.
-    `cuda_graphs`: _cuda_graph_arm. `serve_ingress`: serving.serve_ingress in place of the stage's (_other_ingress)."""
-    build = _start(
-        cfg,
-        mode=mode,
-        host=host,
-        model_dir=model_dir,
-        real_weights=real_weights,
-        gpu_limit=gpu_limit,
-        share_gpus=share_gpus,
-        emulate_node=emulate_node,
-        kv_cache_bytes=kv_cache_bytes,
-        serve_ingress=serve_ingress,
-    )
-    build.transport = transport or Transport()
-    build.full_attention = full_attention
-    if decode_weights is not None and mode != "pd":
-        raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
-    build.decode_weights = decode_weights
-    build.traces = traces
-    build.cuda_graphs = cuda_graphs
+def plan(cfg: StageConfig, request: PlanRequest) -> Plan:
+    """The serve config and engine environment for one rehearsal of `cfg` as `request` asks. With `share_gpus`, a
+    host with fewer GPUs than the stage's engines runs them side by side on its GPUs. With `emulate_node`, each
+    engine gets the memory budget of the stage's GPU node (its fraction of the node's GPU, scaled onto the
+    host's) and vLLM's batch defaults for that GPU; the speed stays the host's."""
+    build = _start(cfg, request)
     for override in PLAN_OVERRIDES:
         override(build)
     for index, (path, llm) in enumerate(build.configs):
@@ -973,7 +934,7 @@ def plan(
         override(build)
     return Plan(
         stage=cfg.stage,
-        mode=mode,
+        mode=request.mode,
         serve_config=build.serve_config,
         env=build.env,
         num_gpus=build.gpus,

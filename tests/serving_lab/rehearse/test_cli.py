@@ -212,7 +212,9 @@ def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, 
     args = _args(
         tmp_path, bench=True, profile=["long-prompt"], levels="16,1", level_seconds=15.0, requests_per_stream=64
     )
-    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
+    )
     _, path = cli._bench(
         dev,
         args,
@@ -243,7 +245,7 @@ def test_request_rates_reach_the_benchmark_as_an_open_loop_sweep(tmp_path, dev, 
     model = tmp_path / "model"
     model.mkdir()
     args = _args(tmp_path, bench=True, request_rates=[0.5, 2.0])
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=model, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=model, real_weights=False))
     cli._bench(
         dev, args, mode="pd", host=H200_PAIR, plan=plan, model=model, out=tmp_path, deadline=None, say=lambda _: None
     )
@@ -262,7 +264,10 @@ def test_a_benchmark_through_haproxy_is_named_and_recorded_so(tmp_path, dev, mon
     )
     monkeypatch.setattr(aiperf, "find_executable", lambda given: "/bin/aiperf")
     args = _args(tmp_path, bench=True, serve_ingress=ingress)
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=tmp_path, real_weights=False, serve_ingress=ingress)
+    plan = overrides.plan(
+        dev,
+        overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=tmp_path, real_weights=False, serve_ingress=ingress),
+    )
     cli._bench(
         dev, args, mode="pd", host=H200_PAIR, plan=plan, model=tmp_path, out=tmp_path, deadline=None, say=lambda _: None
     )

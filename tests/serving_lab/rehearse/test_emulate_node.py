@@ -33,7 +33,10 @@ def _plan(cfg, mode="pd", host=ONE_H200, **options):
     options.setdefault("share_gpus", True)
     if options["share_gpus"] and len(host.gpus) == 1:
         options.setdefault("kv_cache_bytes", PROFILED_KV)
-    return overrides.plan(cfg, mode=mode, host=host, model_dir=MODEL, real_weights=False, emulate_node=True, **options)
+    return overrides.plan(
+        cfg,
+        overrides.PlanRequest(mode=mode, host=host, model_dir=MODEL, real_weights=False, emulate_node=True, **options),
+    )
 
 
 def _engines(plan):
@@ -201,15 +204,19 @@ def test_host_gpus_of_different_memory_are_refused(dev):
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 @pytest.mark.parametrize("mode", ["pd", "colocated"])
 def test_without_the_flag_the_plan_is_todays(stages, stage, mode):
-    today = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    today = overrides.plan(
+        stages[stage], overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    )
     off = overrides.plan(
-        stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=False
+        stages[stage],
+        overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=False),
     )
     assert off == today and off.label == "" and "label" not in off.to_json()
     snapshot = ROOT / "tests" / "snapshots" / stage / f"rehearsal-{mode}.json"
     assert json.dumps(off.to_json(), indent=1, sort_keys=True) + "\n" == snapshot.read_text()
     shared = overrides.plan(
-        stages[stage], mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True
+        stages[stage],
+        overrides.PlanRequest(mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True),
     )
     own = stages[stage].serving.engine.max_num_seqs
     for engine in _engines(shared):  # --share-gpus alone: its own split and fixed KV cache, as before
@@ -297,12 +304,16 @@ def test_each_engine_gets_the_figure_its_own_profile_found(dev):
 
 
 def test_a_plan_on_gpus_of_their_own_needs_no_profile(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+    )
     assert plan.kv_profiles == []
 
 
 def test_engines_on_gpus_of_their_own_profile_their_budgets(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+    )
     assert all("kv_cache_memory_bytes" not in engine for engine in _engines(plan))
 
 
@@ -317,7 +328,10 @@ def test_a_stage_that_fixes_its_kv_cache_keeps_it_when_sharing(dev):
         }
     )
     plan = overrides.plan(
-        fixed, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+        fixed,
+        overrides.PlanRequest(
+            mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+        ),
     )
     assert [e["kv_cache_memory_bytes"] for e in _engines(plan)] == [931857499, 931857499]
 

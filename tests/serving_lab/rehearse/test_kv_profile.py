@@ -24,7 +24,10 @@ RUNS = ROOT / "evidence"
 
 def _shared_plan(cfg) -> overrides.Plan:
     return overrides.plan(
-        cfg, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+        cfg,
+        overrides.PlanRequest(
+            mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+        ),
     )
 
 
@@ -186,7 +189,10 @@ def test_pd_and_colocated_of_one_rehearsal_profile_an_engine_once(tmp_path, dev)
     found: dict[str, int] = {}
     for mode in ("pd", "colocated"):
         plan = overrides.plan(
-            dev, mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+            dev,
+            overrides.PlanRequest(
+                mode=mode, host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
+            ),
         )
         figures = kv_profile.size_caches(plan, out=tmp_path, timeout=30, say=said.append, python=python, found=found)
         assert set(figures.values()) == {2827682907}

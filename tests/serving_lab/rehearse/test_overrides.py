@@ -58,7 +58,7 @@ def outermost(paths: set[str]) -> set[str]:
 @pytest.mark.parametrize("mode", ["pd", "colocated"])
 def test_only_the_listed_fields_differ_from_the_stages_serve_config(stages, stage, mode):
     cfg = stages[stage]
-    plan = overrides.plan(cfg, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(cfg, overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False))
     serving = cfg.serving.model_copy(update={"mode": mode})
     listed = {o.path for o in plan.overrides if o.path.startswith("applications")}
     assert differences(build_serve_config(serving), plan.serve_config) == outermost(listed)
@@ -68,7 +68,9 @@ def test_only_the_listed_fields_differ_from_the_stages_serve_config(stages, stag
 @pytest.mark.parametrize("mode", ["pd", "colocated"])
 def test_rehearsal_plan_snapshot(stages, stage, mode):
     # Reviewers see how a rehearsal differs from what EKS runs (UPDATE_SNAPSHOTS=1 rewrites them).
-    plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        stages[stage], overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    )
     text = json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n"
     snapshot = ROOT / "tests" / "snapshots" / stage / f"rehearsal-{mode}.json"
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":
@@ -78,7 +80,7 @@ def test_rehearsal_plan_snapshot(stages, stage, mode):
 
 
 def test_the_engines_get_the_worker_pods_environment(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     pod_env = {e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=False)}
     for name, value in pod_env.items():
         assert plan.env[name] == (value if value != "status.podIP" else "127.0.0.1"), name
@@ -87,7 +89,7 @@ def test_the_engines_get_the_worker_pods_environment(dev):
 
 
 def test_no_efa_device_means_ucx_and_no_fi_provider(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     args = plan.serve_config["applications"][0]["args"]
     for side in ("prefill_config", "decode_config"):
         assert args[side]["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"] == {"backends": ["UCX"]}
@@ -95,7 +97,9 @@ def test_no_efa_device_means_ucx_and_no_fi_provider(dev):
 
 
 def test_an_efa_host_keeps_libfabric_and_sets_fi_provider(dev):
-    plan = overrides.plan(dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    )
     args = plan.serve_config["applications"][0]["args"]
     assert args["prefill_config"]["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"] == {
         "backends": ["LIBFABRIC"]
@@ -106,7 +110,7 @@ def test_an_efa_host_keeps_libfabric_and_sets_fi_provider(dev):
 
 
 def test_real_weights_are_not_replaced_by_dummy_ones(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=True)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=True))
     kwargs = plan.serve_config["applications"][0]["args"]["prefill_config"]["engine_kwargs"]
     assert "load_format" not in kwargs
     # the stage's own language_model_only, untouched by the plan
@@ -118,33 +122,44 @@ def test_a_stage_that_sets_the_gdn_backend_keeps_its_own(tmp_path):
     from ...helpers import config_with
 
     cfg = config_with(tmp_path, serving={"engine": {"gdn_prefill_backend": "triton"}})
-    plan = overrides.plan(cfg, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(cfg, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     assert not [o for o in plan.overrides if o.path.endswith("gdn_prefill_backend")]
 
 
 def test_the_gpu_count_comes_from_the_host_and_must_fit(dev):
-    assert overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False).num_gpus == 2
+    assert (
+        overrides.plan(
+            dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+        ).num_gpus
+        == 2
+    )
     one = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
     with pytest.raises(
         overrides.PlanError, match=r"config/dev.yaml: serving: needs at least 2 GPUs .* this host has 1"
     ):
-        overrides.plan(dev, mode="pd", host=one, model_dir=MODEL, real_weights=False)
+        overrides.plan(dev, overrides.PlanRequest(mode="pd", host=one, model_dir=MODEL, real_weights=False))
 
 
 def test_autoscaling_is_capped_to_the_hosts_gpus(stages):
-    plan = overrides.plan(stages["prod"], mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        stages["prod"], overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    )
     args = plan.serve_config["applications"][0]["args"]
     assert [args[s]["deployment_config"]["autoscaling_config"] for s in ("prefill_config", "decode_config")] == [
         {"min_replicas": 1, "max_replicas": 1},
         {"min_replicas": 1, "max_replicas": 1},
     ]
     four = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 4, efa_devices=())
-    plan = overrides.plan(stages["prod"], mode="pd", host=four, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        stages["prod"], overrides.PlanRequest(mode="pd", host=four, model_dir=MODEL, real_weights=False)
+    )
     assert not [o for o in plan.overrides if "autoscaling" in o.path]  # 2 + 2 fit on 4
 
 
 def test_every_override_is_printed_with_its_reason(dev):
-    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    )
     for override in plan.overrides:
         line = override.line()
         assert line.startswith(f"override {override.path}: ") and "(" in line and override.reason in line
@@ -152,7 +167,9 @@ def test_every_override_is_printed_with_its_reason(dev):
 
 def test_share_gpus_runs_the_engines_side_by_side_with_their_share_of_memory(dev):
     one = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
-    plan = overrides.plan(dev, mode="pd", host=one, model_dir=MODEL, real_weights=False, share_gpus=True)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=one, model_dir=MODEL, real_weights=False, share_gpus=True)
+    )
     assert plan.num_gpus == 1 and "CUDA_VISIBLE_DEVICES" not in plan.env
     for side in ("prefill_config", "decode_config"):
         llm = plan.serve_config["applications"][0]["args"][side]
@@ -168,7 +185,7 @@ def test_share_gpus_runs_the_engines_side_by_side_with_their_share_of_memory(dev
 def test_pd_engines_on_one_host_get_distinct_tcpstore_port_bases(dev):
     # Both engines would otherwise probe port 100 (vLLM's ray_executor_v2 `_select_tcpstore_port`) and
     # one fail with EADDRINUSE, as seen on the H200 pair.
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     args = plan.serve_config["applications"][0]["args"]
     ports = [
         args[side]["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"] for side in ("prefill_config", "decode_config")
@@ -177,7 +194,9 @@ def test_pd_engines_on_one_host_get_distinct_tcpstore_port_bases(dev):
 
 
 def test_one_engine_config_gets_no_port_base(dev):
-    plan = overrides.plan(dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    )
     (llm,) = plan.serve_config["applications"][0]["args"]["llm_configs"]
     assert "runtime_env" not in llm
 
@@ -187,7 +206,7 @@ def test_the_rehearsal_engine_configs_validate_with_rays_llm_config(dev, mode):
     # Ray 2.58's LLMConfig forbids unknown keys: every override lands on a field Ray knows.
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-    plan = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False))
     args = plan.serve_config["applications"][0]["args"]
     for llm in args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]:
         assert LLMConfig.model_validate(llm).runtime_env == llm.get("runtime_env")
@@ -198,12 +217,14 @@ def test_ttft_phases_has_every_engine_export_its_request_spans_over_otlp_http(de
     # vLLM exports over gRPC unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL says otherwise (vllm/tracing/otel.py)
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-    plan = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, traces=True)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, traces=True)
+    )
     for _, llm in overrides.llm_configs(plan.serve_config):
         assert llm["engine_kwargs"]["otlp_traces_endpoint"] == "http://127.0.0.1:14318/v1/traces"
         assert llm["runtime_env"]["env_vars"]["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
         assert LLMConfig.model_validate(llm).runtime_env == llm["runtime_env"]
-    plain = overrides.plan(dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plain = overrides.plan(dev, overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False))
     assert not [o for o in plain.overrides if "OTLP" in o.path.upper()]
 
 
@@ -213,7 +234,9 @@ def test_dummy_weights_keep_the_vision_tower_unless_the_stage_turns_it_off(stage
     # language_model_only: true; evidence/2026-12-01-h200-tuned/stages-reference/ is one that does not).
     for stage in ("dev", "prod"):
         for mode in overrides.MODES:
-            plan = overrides.plan(stages[stage], mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+            plan = overrides.plan(
+                stages[stage], overrides.PlanRequest(mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False)
+            )
             args = plan.serve_config["applications"][0]["args"]
             llms = args["llm_configs"] if mode == "colocated" else [args["prefill_config"], args["decode_config"]]
             own = stages[stage].serving.engine.extra_args.get("language_model_only")
@@ -231,7 +254,7 @@ def test_a_stage_that_sets_language_model_only_keeps_it(tmp_path, value):
     from ...helpers import config_with
 
     cfg = config_with(tmp_path, serving={"engine": {"extra_args": {"language_model_only": value}}})
-    plan = overrides.plan(cfg, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(cfg, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     args = plan.serve_config["applications"][0]["args"]
     assert [args[side]["engine_kwargs"]["language_model_only"] for side in ("prefill_config", "decode_config")] == [
         value,
@@ -331,7 +354,7 @@ def test_the_plans_are_the_recorded_ones(stages):
         for mode in overrides.MODES:
             for name, options in OPTION_SETS.items():
                 options = {"real_weights": False, **options}
-                plan = overrides.plan(stages[stage], mode=mode, model_dir=MODEL, **options)
+                plan = overrides.plan(stages[stage], overrides.PlanRequest(mode=mode, model_dir=MODEL, **options))
                 # the serve config is the stage's own with exactly the listed overrides (their values recorded below)
                 ingress = options.get("serve_ingress", stages[stage].serving.serve_ingress)
                 serving = stages[stage].serving.model_copy(update={"mode": mode, "serve_ingress": ingress})
@@ -377,7 +400,10 @@ def test_libfabric_kept_without_efa_runs_the_tcp_provider_from_the_carried_tree_
     transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
     cfg = with_model_source(dev, ATTENTION_ONLY)
     plan = overrides.plan(
-        cfg, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        cfg,
+        overrides.PlanRequest(
+            mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        ),
     )
     for side in ("prefill_config", "decode_config"):
         assert _kv(plan, side)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
@@ -402,7 +428,10 @@ def test_a_host_kv_buffer_for_a_gated_deltanet_model_is_refused_in_one_line(dev,
     # seen on an H200: every engine died in vLLM 0.26's initialize_host_xfer_buffer (evidence/2026-12-02-...)
     with pytest.raises(overrides.PlanError) as refused:
         overrides.plan(
-            dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+            dev,
+            overrides.PlanRequest(
+                mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+            ),
         )
     message = str(refused.value)
     assert message.startswith(named) and "\n" not in message
@@ -410,27 +439,36 @@ def test_a_host_kv_buffer_for_a_gated_deltanet_model_is_refused_in_one_line(dev,
 
 
 def test_one_host_over_ucx_turns_cuda_ipc_reads_on(dev):
-    plan = overrides.plan(dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True)
+    )
     assert plan.env[overrides.UCX_CUDA_IPC_READS] == "y"
     recorded = {o.path: (o.before, o.after) for o in plan.overrides}
     assert recorded[f"worker env {overrides.UCX_CUDA_IPC_READS}"] == (None, "y")
 
 
 def test_an_efa_host_running_the_stages_libfabric_leaves_ucx_alone(dev):
-    plan = overrides.plan(dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False)
+    )
     assert overrides.UCX_CUDA_IPC_READS not in plan.env
 
 
 def test_engine_env_overrides_the_cuda_ipc_reads(dev):
     transport = overrides.Transport(engine_env=((overrides.UCX_CUDA_IPC_READS, "n"),))
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    )
     assert plan.env[overrides.UCX_CUDA_IPC_READS] == "n"
 
 
 def test_libfabric_kept_with_a_cuda_buffer_when_asked(dev):
     transport = overrides.Transport(nixl_backend="LIBFABRIC", kv_buffer_device="cuda", libfabric=LIBFABRIC_TREE)
     plan = overrides.plan(
-        dev, mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        dev,
+        overrides.PlanRequest(
+            mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        ),
     )
     assert _kv(plan)["kv_buffer_device"] == "cuda"
     assert any(o.path.endswith("kv_buffer_device") and o.reason == "--kv-buffer-device" for o in plan.overrides)
@@ -439,7 +477,10 @@ def test_libfabric_kept_with_a_cuda_buffer_when_asked(dev):
 def test_an_efa_host_keeps_libfabric_on_efa_with_vllms_buffer(dev):
     transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
     plan = overrides.plan(
-        dev, mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False, transport=transport
+        dev,
+        overrides.PlanRequest(
+            mode="pd", host=L4_PAIR_WITH_EFA, model_dir=MODEL, real_weights=False, transport=transport
+        ),
     )
     assert _kv(plan)["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
     assert "kv_buffer_device" not in _kv(plan)
@@ -449,18 +490,22 @@ def test_an_efa_host_keeps_libfabric_on_efa_with_vllms_buffer(dev):
 def test_ucx_can_be_asked_for_on_an_efa_host(dev):
     plan = overrides.plan(
         dev,
-        mode="pd",
-        host=L4_PAIR_WITH_EFA,
-        model_dir=MODEL,
-        real_weights=False,
-        transport=overrides.Transport(nixl_backend="UCX"),
+        overrides.PlanRequest(
+            mode="pd",
+            host=L4_PAIR_WITH_EFA,
+            model_dir=MODEL,
+            real_weights=False,
+            transport=overrides.Transport(nixl_backend="UCX"),
+        ),
     )
     assert _kv(plan)["kv_connector_extra_config"] == {"backends": ["UCX"]}
 
 
 def test_engine_env_is_an_override_with_the_value_it_replaces(dev):
     transport = overrides.Transport(engine_env=(("UCX_TLS", "tcp,cuda_copy"), ("NIXL_LOG_LEVEL", "DEBUG")))
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport)
+    )
     assert plan.env["UCX_TLS"] == "tcp,cuda_copy" and plan.env["NIXL_LOG_LEVEL"] == "DEBUG"
     recorded = {o.path: (o.before, o.after) for o in plan.overrides}
     assert recorded["worker env UCX_TLS"] == (None, "tcp,cuda_copy")
@@ -470,7 +515,10 @@ def test_engine_env_is_an_override_with_the_value_it_replaces(dev):
 def test_colocated_mode_has_no_kv_buffer_to_place(dev):
     transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
     plan = overrides.plan(
-        dev, mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport
+        dev,
+        overrides.PlanRequest(
+            mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False, transport=transport
+        ),
     )
     assert not [o for o in plan.overrides if "kv_buffer_device" in o.path or "backends" in o.path]
 
@@ -479,13 +527,15 @@ def test_the_full_attention_stand_in_moves_its_kv_cache_over_libfabric_through_h
     transport = overrides.Transport(nixl_backend="LIBFABRIC", libfabric=LIBFABRIC_TREE)
     plan = overrides.plan(
         dev,
-        mode="pd",
-        host=ONE_H200,
-        model_dir=MODEL,
-        real_weights=False,
-        share_gpus=True,
-        transport=transport,
-        full_attention=True,
+        overrides.PlanRequest(
+            mode="pd",
+            host=ONE_H200,
+            model_dir=MODEL,
+            real_weights=False,
+            share_gpus=True,
+            transport=transport,
+            full_attention=True,
+        ),
     )
     for side in ("prefill_config", "decode_config"):
         kwargs = plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]
@@ -502,7 +552,9 @@ def test_the_full_attention_stand_in_moves_its_kv_cache_over_libfabric_through_h
 def test_shared_gpus_keep_the_stages_tp_placement(larger):
     # four GPUs, two TP 4 engines: each rank takes half a GPU, and the ranks of one engine still stay on one node
     four = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),) * 4, efa_devices=())
-    plan = overrides.plan(larger, mode="pd", host=four, model_dir=MODEL, real_weights=False, share_gpus=True)
+    plan = overrides.plan(
+        larger, overrides.PlanRequest(mode="pd", host=four, model_dir=MODEL, real_weights=False, share_gpus=True)
+    )
     for side in ("prefill_config", "decode_config"):
         placement = plan.serve_config["applications"][0]["args"][side]["placement_group_config"]
         assert placement == {"bundle_per_worker": {"GPU": 0.5}, "strategy": "STRICT_PACK"}
@@ -511,7 +563,10 @@ def test_shared_gpus_keep_the_stages_tp_placement(larger):
 @pytest.mark.parametrize("mode", ["pd", "colocated"])
 def test_the_vllm_default_arm_drops_the_stages_graph_settings(dev, mode):
     plan = overrides.plan(
-        dev, mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="vllm-default"
+        dev,
+        overrides.PlanRequest(
+            mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="vllm-default"
+        ),
     )
     args = plan.serve_config["applications"][0]["args"]
     engines = args.get("llm_configs") or [args["prefill_config"], args["decode_config"]]
@@ -520,7 +575,10 @@ def test_the_vllm_default_arm_drops_the_stages_graph_settings(dev, mode):
 
 
 def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so_to_vllm(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="breakable")
+    plan = overrides.plan(
+        dev,
+        overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="breakable"),
+    )
     for side in ("prefill_config", "decode_config"):
         llm = plan.serve_config["applications"][0]["args"][side]
         # without the variable vLLM 0.26 turns piecewise graphs without compile into none (config/vllm.py)
@@ -533,7 +591,7 @@ def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so
 
 
 def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     assert not {
         name
         for name in plan.env
@@ -542,7 +600,10 @@ def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
 
 
 def test_serve_ingress_haproxy_is_an_override_and_the_pods_variables_follow(dev):
-    plan = overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    plan = overrides.plan(
+        dev,
+        overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="haproxy"),
+    )
     recorded = {o.path: (o.before, o.after) for o in plan.overrides}
     assert recorded["serving.serve_ingress"] == ("serve_proxy", "haproxy")
     assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and plan.env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
@@ -550,7 +611,9 @@ def test_serve_ingress_haproxy_is_an_override_and_the_pods_variables_follow(dev)
 
 def test_a_host_whose_file_limit_refuses_haproxys_default_gets_the_connections_that_fit(dev):
     h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
-    plan = overrides.plan(dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=h200, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    )
     assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "7960"  # (20,000 - 36 - 64) x 2 / 5
     (override,) = [o for o in plan.overrides if o.path == "worker env RAY_SERVE_HAPROXY_MAXCONN"]
     assert "20000 open files" in override.reason and "50036" in override.reason
@@ -562,14 +625,18 @@ def test_a_host_whose_file_limit_refuses_haproxys_default_gets_the_connections_t
 )
 def test_the_connection_limit_is_cut_only_where_serves_default_and_its_servers_do_not_fit(dev, open_files, maxconn):
     host = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=open_files)
-    plan = overrides.plan(dev, mode="pd", host=host, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=host, model_dir=MODEL, real_weights=False, serve_ingress="haproxy")
+    )
     assert plan.env.get("RAY_SERVE_HAPROXY_MAXCONN") == maxconn
 
 
 def test_haproxy_turned_on_by_engine_env_gets_the_same_cut(dev):
     h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
     transport = overrides.Transport(engine_env=(("RAY_SERVE_ENABLE_HA_PROXY", "1"),))
-    plan = overrides.plan(dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport)
+    plan = overrides.plan(
+        dev, overrides.PlanRequest(mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport)
+    )
     assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "7960"
 
 
@@ -577,7 +644,10 @@ def test_a_connection_limit_given_by_engine_env_is_kept(dev):
     h200 = Host(gpus=H200_PAIR.gpus, efa_devices=(), open_files=20_000)
     transport = overrides.Transport(engine_env=(("RAY_SERVE_HAPROXY_MAXCONN", "4096"),))
     plan = overrides.plan(
-        dev, mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport, serve_ingress="haproxy"
+        dev,
+        overrides.PlanRequest(
+            mode="pd", host=h200, model_dir=MODEL, real_weights=False, transport=transport, serve_ingress="haproxy"
+        ),
     )
     assert plan.env["RAY_SERVE_HAPROXY_MAXCONN"] == "4096"
     assert [o.after for o in plan.overrides if o.path == "worker env RAY_SERVE_HAPROXY_MAXCONN"] == ["4096"]
@@ -585,4 +655,9 @@ def test_a_connection_limit_given_by_engine_env_is_kept(dev):
 
 def test_an_unknown_serve_ingress_is_a_plan_error_naming_the_option(dev):
     with pytest.raises(overrides.PlanError, match=r"--serve-ingress: 'nginx' \(allowed: serve_proxy, haproxy\)"):
-        overrides.plan(dev, mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="nginx")
+        overrides.plan(
+            dev,
+            overrides.PlanRequest(
+                mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="nginx"
+            ),
+        )

@@ -91,7 +91,10 @@ def test_the_libfabric_folder_is_ignored_unless_libfabric_is_kept(tmp_path):
 def test_the_benchmark_note_names_the_transport_that_ran(dev, host, transport, label):
     cfg = with_model_source(dev, ATTENTION_ONLY)  # a host KV buffer is refused for Qwen3.5 (test_overrides.py)
     plan = overrides.plan(
-        cfg, mode="pd", host=host, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        cfg,
+        overrides.PlanRequest(
+            mode="pd", host=host, model_dir=MODEL, real_weights=False, share_gpus=True, transport=transport
+        ),
     )
     assert cli.transport_label(host, plan) == label
 
