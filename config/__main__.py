@@ -43,6 +43,8 @@ import json
 import os
 from pathlib import Path
 
+from clients.cli_options import text
+
 from .derived import gpu_spec
 from .errors import ConfigError
 from .loader import CONFIG_DIR, load_stage_file, stage_files
@@ -87,7 +89,7 @@ def _load(paths: list[str]) -> list[tuple[StageConfig, str]]:
     """(stage, path as given) of every stage file in `paths`, checked one by one and together."""
     loaded: list[tuple[StageConfig, str]] = []
     for path in paths:
-        if Path(path).is_dir():
+        if os.path.isdir(path):  # load_stage_file says why anything else cannot be read
             loaded += _validate_folder(path)
         else:
             loaded.append((load_stage_file(path, _later), path))
@@ -114,10 +116,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """`validate`: the command protocol of ops/__main__.py (`pd-inference validate`), and `python -m config`'s."""
     cmd = sub.add_parser("validate", help="check stage files, or every stage file of a folder", description=DESCRIPTION)
     cmd.add_argument(
-        "paths", nargs="*", metavar="PATH", help="a stage file or a folder of them (default: the --config-dir folder)"
+        "paths",
+        nargs="*",
+        type=text,
+        metavar="PATH",
+        help="a stage file or a folder of them (default: the --config-dir folder)",
     )
     cmd.add_argument(
         "--config-dir",
+        type=text,
         metavar="DIR",
         help=f"a folder of stage files to check too (default, when no PATH is given: {CONFIG_DIR})",
     )

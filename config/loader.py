@@ -335,7 +335,7 @@ def load_stages(
     With `only`, just that stage is read (another stage file's mistake does not block it). `warn`: as
     load_stage_file's."""
     folder = Path(config_dir)
-    if not folder.is_dir():
+    if not os.path.isdir(folder):  # False for any path stat() refuses (too long, a loop), where is_dir() raises
         raise ConfigError(str(config_dir), "(folder)", "no such folder (expected a folder of <stage>.yaml files)")
     files = stage_files(config_dir)
     if only is not None:

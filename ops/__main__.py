@@ -30,7 +30,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Protocol
 
-from clients.cli_options import number
+from clients.cli_options import NUMBER_MAX, number, text
 from clients.text import shown
 from config import __main__ as validate_cli
 
@@ -40,12 +40,6 @@ from . import diff, exit_codes, stage_commands
 # every run in the one handler for bugs (exit 3). The lab commands are LazyCommands, imported only when
 # needed, so `python -m ops verify` runs from the verify runner's upload, which holds no lab package.
 # Why: docs/DECISIONS.md, "One home for shared names; one command protocol".
-
-
-# Every number option of every command (`type=float` or `type=int`, e.g. rehearse's --deploy-timeout)
-# that does not bring its own range gets this one in _parser(): seconds and counts are finite, never
-# negative, and far below 1e9 s (thread timeouts overflow past threading.TIMEOUT_MAX, about 9.2e9 s).
-OPTION_NUMBER_MAX = 1e9
 
 
 class Unavailable(Exception):
@@ -157,11 +151,19 @@ def _parser(prog: str = "python -m ops", argv: list[str] | None = None) -> argpa
             "--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on internal errors"
         )
         for action in subparser._actions:  # argparse has no public list of a parser's options
-            if action.type in (float, int):
-                action.type = number(action.type, 0, OPTION_NUMBER_MAX)
+            _give_type(action)
         subparser.epilog = _epilog(name, subparser)
         subparser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def _give_type(action: argparse.Action) -> None:
+    """The allowlist of an option that brings none (clients/cli_options.py): a plain number gets its finite range
+    (NUMBER_MAX), a plain string printable, non-empty text; a flag (nargs 0) takes no value."""
+    if action.type in (float, int):
+        action.type = number(action.type, 0, NUMBER_MAX)
+    elif action.type is None and action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
+        action.type = text
 
 
 def _epilog(name: str, subparser: argparse.ArgumentParser) -> str:

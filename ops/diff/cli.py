@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from clients.cli_options import output_folder, path_kind
 from clients.signals import EVERY, Terminated, terminating
 
 from . import compare, processes, render, synth_cache
@@ -53,7 +54,7 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--synth-cache",
         metavar="DIR",
-        type=Path,
+        type=output_folder,
         default=synth_cache.default_folder(),
         help="where the synth output of the sides the base's code synthesizes is kept, keyed by the commit, its "
         "stage files, the stage and this venv's packages, Python and Node.js (default: %(default)s)",
@@ -71,17 +72,23 @@ def add_parser(sub) -> None:
 
 
 def check_writable(path: Path) -> None:
-    """Fail now, not after the synths, when the Markdown report cannot be written there."""
-    if path.is_dir():
+    """Fail now, not after the synths, when the Markdown report cannot be written there: a regular file, or an
+    absent one in an existing folder (opening a FIFO to write would wait for a reader, the synths never start)."""
+    kind, parent = path_kind(str(path)), path_kind(str(path.parent))
+    if kind == "a folder":
         raise DiffError(f"--markdown {path}: is a folder: give a file path (e.g. {path / 'diff.md'})")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise DiffError(f"--markdown {path}: {path.parent} is a file, not a folder: give a path in an existing folder")
-    if not path.parent.is_dir():
+    if kind not in ("absent", "a regular file"):
+        raise DiffError(f"--markdown {path}: {kind}, not a regular file: give a file path")
+    if parent == "absent":
         raise DiffError(
             f"--markdown {path}: the folder {path.parent} does not exist: create it, or give a path "
             f"in an existing folder"
         )
-    existed = path.exists()
+    if parent != "a folder":
+        raise DiffError(
+            f"--markdown {path}: {path.parent} is {parent}, not a folder: give a path in an existing folder"
+        )
+    existed = kind != "absent"
     try:
         with path.open("a"):
             pass
@@ -128,9 +135,9 @@ def _run(args) -> int:
         if args.markdown:
             check_writable(Path(args.markdown))  # before minutes of synth, not after
         tree = Path(args.tree) if args.tree else None
-        if tree is not None and not tree.is_dir():
+        if tree is not None and path_kind(args.tree) != "a folder":
             raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
-        cache = None if args.no_synth_cache else synth_cache.SynthCache(args.synth_cache)
+        cache = None if args.no_synth_cache else synth_cache.SynthCache(Path(args.synth_cache))
         result = compare.compute(
             args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache, progress=_progress
         )

@@ -28,11 +28,11 @@ fails in seconds, with its cause.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from pathlib import Path
 
+from clients.cli_options import decimal, file_label, http_url, number
 from clients.text import shown
 from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import Observability, Slo, is_valid_name
@@ -87,10 +87,14 @@ def _add_forms(bench: argparse.ArgumentParser) -> None:
 def _add_run_options(bench: argparse.ArgumentParser) -> None:
     """Where the stage, endpoint, tools and results are, and what a run is called."""
     bench.add_argument("--config-dir", default=str(CONFIG_DIR), help="folder of stage files")
-    bench.add_argument("--url", help="endpoint base URL (default: kubectl port-forward to the Serve service)")
+    bench.add_argument(
+        "--url", type=http_url, help="endpoint base URL (default: kubectl port-forward to the Serve service)"
+    )
     bench.add_argument("--profile", action="append", default=[], metavar="NAME", help="only this profile (repeatable)")
-    bench.add_argument("--label", help="name of this run in reports (default: the stage's serving.mode)")
-    bench.add_argument("--note", default="", help="a line shown in the report and plot titles")
+    bench.add_argument(
+        "--label", type=file_label, help="name of this run in reports (default: the stage's serving.mode)"
+    )
+    bench.add_argument("--note", help="a line shown in the report and plot titles")
     bench.add_argument(
         "--tokenizer", help="tokenizer id or local folder (default: benchmark.tokenizer, else serving.model.source)"
     )
@@ -140,7 +144,7 @@ def add_min_requests(cmd: argparse.ArgumentParser, scope: str) -> None:
 
 def min_requests(text: str) -> int:
     """argparse type of --min-requests: an integer from 1 to MAX_MIN_REQUESTS."""
-    return _integer(text, MAX_MIN_REQUESTS)
+    return number(int, 1, MAX_MIN_REQUESTS)(text)
 
 
 def _add_objectives(bench: argparse.ArgumentParser) -> None:
@@ -162,45 +166,19 @@ def _add_objectives(bench: argparse.ArgumentParser) -> None:
 MAX_CONCURRENCY = 4096
 
 
-def _concurrency(text: str) -> int:
-    """argparse type of --concurrency: an integer from 1 to MAX_CONCURRENCY; anything else (1.5, -1, a
-    5000-digit number, inf) is argparse's one-line error, exit 2."""
-    return _integer(text, MAX_CONCURRENCY)
-
-
-def _integer(text: str, high: int) -> int:
-    """An integer from 1 to `high`, or argparse's one-line error quoting at most 40 characters of the text."""
-    allowed = f"allowed: an integer from 1 to {high}"
-    shown = text if len(text) <= 40 and text.isprintable() and text else repr(text[:40])
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{shown} is not an integer ({allowed})") from None
-    if not 1 <= value <= high:
-        raise argparse.ArgumentTypeError(f"{shown} ({allowed})")
-    return value
+# argparse type of --concurrency: anything else (1.5, -1, a 5000-digit number, inf) is its one-line error, exit 2.
+_concurrency = number(int, 1, MAX_CONCURRENCY)
 
 
 MAX_RATE = 1000.0
 MAX_MIN_REQUESTS = 100_000  # a level of more would run for hours at any concurrency a stage sweeps
 
 
-def _number(text: str) -> float:
-    shown = text if len(text) <= 40 and text.isprintable() and text else repr(text[:40])
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{shown} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{shown} is not a finite number")
-    return value
-
-
 def _seconds(limit: float):
     """argparse type of an objective: seconds, more than 0 and at most `limit` (the stage file's bounds)."""
 
     def parse(text: str) -> float:
-        value = _number(text)
+        value = decimal(text, float)
         if not 0 < value <= limit:
             raise argparse.ArgumentTypeError(f"{value:g} (allowed: more than 0 and at most {limit:g} seconds)")
         return value
@@ -210,7 +188,7 @@ def _seconds(limit: float):
 
 def _rates(text: str) -> list[float]:
     """argparse type of --request-rates: requests/s, comma-separated, ascending, 0.01 to MAX_RATE each."""
-    values = [_number(part.strip()) for part in text.split(",")]
+    values = [decimal(part, float) for part in text.split(",")]
     for value in values:
         if not 0.01 <= value <= MAX_RATE:
             raise argparse.ArgumentTypeError(f"{value:g} (allowed: 0.01 to {MAX_RATE:g} requests/s)")
@@ -432,7 +410,7 @@ def _stage(args, executable: str) -> int:
         "profile_names": args.profile,
         "tokenizer": tokenizer,
         "calibrate": not args.no_calibration,
-        "note": args.note,
+        "note": args.note or "",
         "objectives": goodput.Objectives.of_stage(cfg, args.slo_ttft, args.slo_itl),
         "adjust": runner.Adjustments(
             levels=[] if args.sweep == "rate" else None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -24,9 +25,10 @@ from typing import Any
 
 from charts.serve_ingress import INGRESSES
 from clients import nixl
-from clients.cli_options import number
+from clients.cli_options import NUMBER_MAX, folder, number, output_folder, regular_file
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
+from clients.text import shown
 from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
 from config.schema import StageConfig
 from config.stage_options import add_stage_options, load_stage
@@ -45,6 +47,7 @@ MODEL_CONFIGS = {
     "Qwen/Qwen3.5-27B": ROOT / "serving_lab" / "pins" / "qwen3.5-27b-config.json",  # docs/larger-model.example.yaml
 }
 DEFAULT_OUT = Path("rehearsal-results")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a shell variable name
 # Ray's /metrics on the head: Ray, Serve and vLLM series with their histograms, a few MiB on one host.
 METRICS_LIMIT = 32 * MiB
 
@@ -77,12 +80,14 @@ def _positive_bytes(text: str) -> int:
     return value
 
 
-def _env_pair(text: str) -> tuple[str, str]:
-    """NAME=VALUE with NAME a shell variable name."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.replace("_", "a").isalnum() or name[0].isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
-    return name, value
+def _env_pair(value: str) -> tuple[str, str]:
+    """NAME=VALUE: NAME a shell variable name in ASCII, VALUE printable (empty allowed)."""
+    name, sep, setting = value.partition("=")
+    if not sep or not ENV_NAME.fullmatch(name) or not setting.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{shown(value, 60)} (allowed: NAME=VALUE, NAME of A-Z a-z 0-9 _, VALUE printable)"
+        )
+    return name, setting
 
 
 def _transport(args) -> overrides.Transport:
@@ -90,7 +95,7 @@ def _transport(args) -> overrides.Transport:
     LIBFABRIC is kept without its libfabric)."""
     backend = getattr(args, "nixl_backend", None)
     libfabric = getattr(args, "libfabric", None)
-    if backend == "LIBFABRIC" and libfabric and not (Path(libfabric) / "lib" / "libfabric.so.1").exists():
+    if backend == "LIBFABRIC" and libfabric and not os.path.exists(os.path.join(libfabric, "lib", "libfabric.so.1")):
         raise RehearsalError(
             f"--libfabric: {libfabric}/lib has no libfabric.so.1 (serving_lab/scripts/rehearsal_install.sh unpacks it)",
             2,
@@ -128,17 +133,20 @@ def _add_model_options(cmd) -> None:
     cmd.add_argument(
         "--weights",
         metavar="DIR",
+        type=folder,
         help="a folder with the real model (default: dummy weights of the real architecture, built from rehearsal/)",
     )
     cmd.add_argument(
         "--decode-weights",
         metavar="DIR",
+        type=folder,
         help="PD with --weights: the decode engine loads this checkpoint instead (another seed): the oracle's "
         "negative control, which must fail (labelled)",
     )
     cmd.add_argument(
         "--oracle-against",
         metavar="FILE",
+        type=regular_file,
         help="an oracle-answers-<mode>.json of an earlier command on the same checkpoint: the other mode's answers, "
         "compared with this command's (PD against colocated)",
     )
@@ -161,7 +169,7 @@ def _add_bench_options(cmd) -> None:
         metavar="NAME",
         help="--bench: only this benchmark profile (repeatable; default: all of the stage's)",
     )
-    cmd.add_argument("--levels", help="--bench: only these concurrency levels, e.g. 1,16,64")
+    cmd.add_argument("--levels", type=_levels, help="--bench: only these concurrency levels, e.g. 1,16,64")
     cmd.add_argument(
         "--request-rates",
         type=bench_cli._rates,
@@ -169,7 +177,9 @@ def _add_bench_options(cmd) -> None:
         help="--bench: an open-loop sweep at these request rates (requests/s, Poisson arrivals) for every "
         "profile, beside its concurrency levels (ops bench --request-rates)",
     )
-    cmd.add_argument("--requests-per-stream", type=int, help="--bench: requests per stream (stage default 8)")
+    cmd.add_argument(
+        "--requests-per-stream", type=number(int, 1, NUMBER_MAX), help="--bench: requests per stream (stage default 8)"
+    )
     bench_cli.add_min_requests(cmd, "--bench")
     cmd.add_argument(
         "--level-seconds",
@@ -180,7 +190,7 @@ def _add_bench_options(cmd) -> None:
     )
     cmd.add_argument(
         "--budget",
-        type=float,
+        type=number(float, 1, NUMBER_MAX),
         metavar="SECONDS",
         help="stop starting benchmark levels this long after the rehearsal began (the engines' start-up "
         "counts; the run so far is kept, and the benchmark check warns of each level left out, or fails if none ran)",
@@ -191,12 +201,12 @@ def _add_host_options(cmd) -> None:
     """How the engines start on this host: the wait, its GPUs, an emulated node's budget, the TTFT rounds."""
     cmd.add_argument(
         "--deploy-timeout",
-        type=float,
+        type=number(float, 1, NUMBER_MAX),
         default=900,
         metavar="SECONDS",
         help="wait this long for RUNNING (the tutorial waits up to 1800 s)",
     )
-    cmd.add_argument("--gpus", type=int, help="use at most this many of the host's GPUs")
+    cmd.add_argument("--gpus", type=number(int, 1, NUMBER_MAX), help="use at most this many of the host's GPUs")
     cmd.add_argument(
         "--share-gpus",
         action="store_true",
@@ -284,21 +294,23 @@ def _add_transport_options(cmd) -> None:
 
 def _add_output_options(cmd) -> None:
     """Where results go, and the benchmark client."""
-    cmd.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
+    cmd.add_argument(
+        "--out", type=output_folder, default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)"
+    )
     cmd.add_argument("--aiperf", help="aiperf executable (default: the one scripts/bench.sh installs)")
     cmd.add_argument("--client-pythonpath", help="PYTHONPATH for aiperf (when it lives in another tree)")
     cmd.add_argument("--calibrate", action="store_true", help="--bench: measure the client's overhead first")
 
 
-def _levels(text: str | None) -> list[int] | None:
-    if not text:
-        return None
+def _levels(value: str) -> list[int]:
+    """--levels: concurrency levels as --concurrency takes them, each once, in ascending order."""
+    level = number(int, 1, bench_cli.MAX_CONCURRENCY)
     try:
-        levels = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise RehearsalError(f"--levels: {text!r} (allowed: comma-separated integers, e.g. 1,16,64)", 2) from None
-    if not levels or levels[0] < 1:
-        raise RehearsalError(f"--levels: {text!r} (allowed: integers >= 1)", 2)
+        levels = [level(part) for part in value.split(",")]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} in {shown(value, 60)}, e.g. 1,16,64") from None
+    if levels != sorted(set(levels)):
+        raise argparse.ArgumentTypeError(f"{value}: list each level once, in ascending order (e.g. 1,16,64)")
     return levels
 
 
@@ -776,7 +788,7 @@ def _bench_adjustments(
     args, *, host: host_facts.Host, plan: overrides.Plan, deadline: float | None, engine_memory: list | None
 ) -> runner.Adjustments:
     """The command's --levels, --request-rates and the like for `ops bench`, and the rehearsal it records."""
-    levels = _levels(args.levels)
+    levels = args.levels
     return runner.Adjustments(
         hardware=_hardware(host, plan),
         levels=levels,
@@ -879,8 +891,8 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
 
 
 def _check_arguments(cfg: StageConfig, args) -> None:
-    """--levels, --profile and --level-seconds, before anything starts (a RehearsalError, exit 2)."""
-    _levels(args.levels)
+    """--profile, --level-seconds and --libfabric, before anything starts (a RehearsalError, exit 2)."""
+    _transport(args)
     try:
         runner.select(cfg, args.profile)
     except aiperf.BenchError as exc:

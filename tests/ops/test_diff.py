@@ -5,6 +5,7 @@ first, and the exit code under --fail-on-danger. No AWS access: both synths run 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -483,13 +484,19 @@ def test_a_stage_in_neither_tree_is_one_line_and_exit_2(clone, diff):
             "--markdown {path}: the folder {parent} does not exist: create it, or give a path in an existing folder",
         ),
         ("folder", "--markdown {path}: is a folder: give a file path (e.g. {path}/diff.md)"),
-        ("file.txt/diff.md", "--markdown {path}: {parent} is a file, not a folder: give a path in an existing folder"),
+        (
+            "file.txt/diff.md",
+            "--markdown {path}: {parent} is a regular file, not a folder: give a path in an existing folder",
+        ),
         ("/proc/version", "--markdown {path}: cannot write it ("),
+        ("pipe", "--markdown {path}: a FIFO, not a regular file: give a file path"),  # opening it would wait forever
+        ("/dev/null", "--markdown {path}: a device, not a regular file: give a file path"),
     ],
 )
 def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone, diff, tmp_path, monkeypatch):
     (tmp_path / "folder").mkdir()
     (tmp_path / "file.txt").write_text("x")
+    os.mkfifo(tmp_path / "pipe")
     path = Path(target) if target.startswith("/") else tmp_path / target
     called = []
     monkeypatch.setattr(compare, "compute", lambda *a, **k: called.append(1))

@@ -369,12 +369,16 @@ def test_bench_exits_2_with_one_line_and_writes_nothing(case_id, make, phrase, f
     assert not out.exists()
 
 
-def test_a_file_name_with_a_newline_stays_one_line(tmp_path, capsys):
+def test_a_file_name_with_a_newline_is_refused_escaped_on_one_line(tmp_path, capsys):
     path = _write(tmp_path, "[1]", name="two\nlines.json")
     good = make_run("pd", {"chat": {1: (100, 20, 900)}}).save(tmp_path / "good.json")
-    assert main(["bench", "--compare", str(path), str(good), "--out", str(tmp_path / "out")]) == 2
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "two\\nlines.json" in lines[0], lines
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--compare", str(path), str(good), "--out", str(tmp_path / "out")])
+    assert info.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert "error: argument --compare: " in error and error.endswith(
+        "has a control character (allowed: printable text)"
+    )
 
 
 def test_a_size_unknown_up_front_is_counted_while_reading(monkeypatch):

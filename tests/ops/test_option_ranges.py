@@ -42,6 +42,10 @@ NEVER = [
     " ",
     "0x10",
     "1,5",
+    "1_000",  # Python's int() and float() take these four; no command line means a number by them
+    " 5 ",
+    "\uff11\uff12",
+    "\u0663",
 ]
 
 
@@ -127,12 +131,12 @@ def test_bench_concurrency_is_1_to_4096(value, capsys):
         (["verify", "--stage", "dev"], {"wait": 0, "poll": 10}),
         (["verify", "--stage", "dev", "--wait", "1800", "--poll", "0.1"], {"wait": 1800.0, "poll": 0.1}),
         (["verify", "--stage", "dev", "--wait=86400", "--poll=3600"], {"wait": 86400.0, "poll": 3600.0}),
-        (["verify", "--stage", "dev", "--wait", "0", "--poll", " 5 "], {"wait": 0.0, "poll": 5.0}),
+        (["verify", "--stage", "dev", "--wait", "0", "--poll", "+5"], {"wait": 0.0, "poll": 5.0}),
         (["bench", "--calibrate", "--concurrency", "4096"], {"concurrency": 4096}),
         (["bench", "--calibrate"], {"concurrency": 64}),
         (
-            ["rehearse", "--stage", "dev", "--deploy-timeout", "1800", "--gpus", "2", "--budget", "0"],
-            {"deploy_timeout": 1800.0, "gpus": 2, "budget": 0.0},
+            ["rehearse", "--stage", "dev", "--deploy-timeout", "1800", "--gpus", "2", "--budget", "1"],
+            {"deploy_timeout": 1800.0, "gpus": 2, "budget": 1.0},
         ),
     ],
 )
@@ -149,3 +153,24 @@ def test_a_range_of_its_own_is_kept():
     wait = next(a for a in verify._actions if "--wait" in a.option_strings)
     with pytest.raises(argparse.ArgumentTypeError, match=r"0 to 86400 seconds"):
         wait.type("86401")
+
+
+def test_every_option_that_takes_a_value_has_an_allowlist_type():
+    """_parser() gives every plain string option clients.cli_options.text: none reads "" as absent."""
+    for command, sub in _parser()._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            if action.nargs != 0 and not isinstance(action, argparse._HelpAction):
+                assert action.type is not None, (command, action.option_strings or action.dest)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "--config-dir", ""],
+        ["diff", "--base", "HEAD", "--stage", ""],
+        ["preflight", "--stage", ""],
+        ["bench", "--stage", "dev", "--tokenizer", ""],
+    ],
+)
+def test_an_empty_value_is_refused_not_read_as_the_default(argv, capsys):
+    assert _refused(argv, capsys).endswith("'': empty (leave the option out for its default)")

@@ -289,7 +289,7 @@ def test_the_committed_stages_need_no_new_field():
     "flags, expected",
     [
         (["--slo-itl", "0"], "argument --slo-itl: 0 (allowed: more than 0 and at most 60 seconds)"),
-        (["--slo-ttft", "nan"], "argument --slo-ttft: nan is not a finite number"),
+        (["--slo-ttft", "nan"], "argument --slo-ttft: nan is not a number"),
         (["--slo-ttft", "2s"], "argument --slo-ttft: 2s is not a number"),
         (["--request-rates", "1,0"], "argument --request-rates: 0 (allowed: 0.01 to 1000 requests/s)"),
         (["--request-rates", "2,1"], "argument --request-rates: 2,1: list each rate once, in ascending order"),

@@ -128,10 +128,24 @@ def test_unknown_profile_exits_2_with_one_line_naming_the_stage_s_profiles(capsy
     ]
 
 
-def test_bad_levels_exit_2_with_one_line(capsys):
-    assert main(["rehearse", "--stage", "dev", "--levels", "1,x"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["rehearse: --levels: '1,x' (allowed: comma-separated integers, e.g. 1,16,64)"]
+@pytest.mark.parametrize(
+    "levels, error",
+    [
+        ("1,x", "x is not an integer (allowed: an integer from 1 to 4096) in 1,x, e.g. 1,16,64"),
+        ("1,,2", "'' is not an integer (allowed: an integer from 1 to 4096) in 1,,2, e.g. 1,16,64"),
+        ("0", "0 (allowed: an integer from 1 to 4096) in 0, e.g. 1,16,64"),
+        ("99999999999", "99999999999 (allowed: an integer from 1 to 4096) in 99999999999, e.g. 1,16,64"),
+        ("\uff11", "\uff11 is not an integer (allowed: an integer from 1 to 4096) in \uff11, e.g. 1,16,64"),
+        ("16,1", "16,1: list each level once, in ascending order (e.g. 1,16,64)"),
+        ("1,1", "1,1: list each level once, in ascending order (e.g. 1,16,64)"),
+    ],
+)
+def test_bad_levels_are_argparses_one_line_exit_2_before_the_host_is_read(levels, error, capsys, monkeypatch):
+    monkeypatch.setattr(cli.host_facts, "detect", lambda *a, **k: pytest.fail("the host was read"))
+    with pytest.raises(SystemExit) as info:
+        main(["rehearse", "--stage", "dev", "--levels", levels])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: argument --levels: {error}")
 
 
 def test_an_unknown_stage_exits_2(capsys):
@@ -210,7 +224,7 @@ def test_the_benchmark_gets_the_chosen_profiles_levels_and_time_bound(tmp_path, 
     model = tmp_path / "model"
     model.mkdir()
     args = _args(
-        tmp_path, bench=True, profile=["long-prompt"], levels="16,1", level_seconds=15.0, requests_per_stream=64
+        tmp_path, bench=True, profile=["long-prompt"], levels=[1, 16], level_seconds=15.0, requests_per_stream=64
     )
     plan = overrides.plan(
         dev, overrides.PlanRequest(mode="colocated", host=H200_PAIR, model_dir=model, real_weights=False)
