@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clients.cli_options import decimal, file_label, http_url, number
+from clients.cli_options import decimal, file_label, http_url, number, output_file, output_folder
 from clients.text import shown
 from config import CONFIG_DIR, ConfigError, load_stages
 from config.schema import Observability, Slo, is_valid_name
@@ -199,6 +199,11 @@ def _rates(text: str) -> list[float]:
 
 def run(args) -> int:
     try:
+        _check_out(args)
+    except argparse.ArgumentTypeError as exc:
+        print(f"bench: --out: {exc}", file=sys.stderr)
+        return 2
+    try:
         if args.compare:
             return _compare(args)
         if args.goodput:
@@ -348,6 +353,12 @@ def _interval_cell(level: results.Level | results.RateLevel) -> str:
         return "-"
     few = "" if interval.enough else f" ({interval.requests} requests)"
     return f"{interval.low:.2f}-{interval.high:.2f}{few}" + (" unstable" if goodput.level_unstable(level) else "")
+
+
+def _check_out(args) -> None:
+    """--out before any work: the merged run's file for --merge, else a folder for the runs or the report."""
+    if args.out:
+        (output_file if args.merge else output_folder)(args.out)
 
 
 def _merge(args) -> int:

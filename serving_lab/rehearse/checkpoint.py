@@ -36,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients.cli_options import number, output_folder, regular_file
+
 from .model_folder import ModelFolderError, build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -317,10 +319,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--out", required=True, help="the folder to write (created; an existing checkpoint is refused)")
-    parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before the values are drawn (default 0)")
     parser.add_argument(
-        "--config", default=str(DEFAULT_CONFIG), help="the model's config.json (default: the pinned one)"
+        "--out",
+        required=True,
+        type=output_folder,
+        help="the folder to write (created; an existing checkpoint is refused)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=number(int, 0, 2**32 - 1),
+        default=0,
+        help="torch.manual_seed before the values are drawn (default 0)",
+    )
+    parser.add_argument(
+        "--config",
+        type=regular_file,
+        default=str(DEFAULT_CONFIG),
+        help="the model's config.json (default: the pinned one)",
     )
     args = parser.parse_args(argv)
     out = Path(args.out)

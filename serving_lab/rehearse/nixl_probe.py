@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.cli_options import number, output_folder, text
+
 MiB = 2**20
 RESULT_PREFIX = "NIXL_PROBE_RESULT "  # the line a case prints its JSON entry on
 
@@ -313,18 +315,29 @@ def _one(args) -> int:
     return 0
 
 
+def _sizes(value: str) -> list[int]:
+    """--sizes: transfer sizes in MiB, 1 to 65536 each."""
+    return [number(int, 1, 65_536)(part) for part in value.split(",")]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nixl_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, help="folder for nixl-probe.json and the logs")
+    parser.add_argument("--out", type=output_folder, help="folder for nixl-probe.json and the logs")
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable; default: all")
-    parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[32, 128], help="MiB")
-    parser.add_argument("--desc-kib", type=int, default=1024, help="bytes per descriptor, in KiB (default 1024)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed transfers after the first (default 5)")
-    parser.add_argument("--timeout", type=float, default=90, help="seconds a case may take (default 90)")
-    parser.add_argument("--libfabric", default=os.environ.get("REHEARSAL_LIBFABRIC"), help="libfabric tree")
-    parser.add_argument("--fi-tcp-iface", metavar="IFACE", help="LIBFABRIC cases: FI_TCP_IFACE (e.g. eth0)")
+    parser.add_argument("--sizes", type=_sizes, default=[32, 128], help="MiB, comma-separated (default 32,128)")
+    parser.add_argument(
+        "--desc-kib", type=number(int, 1, 2**20), default=1024, help="bytes per descriptor, in KiB (default 1024)"
+    )
+    parser.add_argument(
+        "--repeat", type=number(int, 1, 10_000), default=5, help="timed transfers after the first (default 5)"
+    )
+    parser.add_argument(
+        "--timeout", type=number(float, 1, 86_400), default=90, help="seconds a case may take (default 90)"
+    )
+    parser.add_argument("--libfabric", type=text, default=os.environ.get("REHEARSAL_LIBFABRIC"), help="libfabric tree")
+    parser.add_argument("--fi-tcp-iface", type=text, metavar="IFACE", help="LIBFABRIC cases: FI_TCP_IFACE (e.g. eth0)")
     parser.add_argument("--one", choices=sorted(CASES), help=argparse.SUPPRESS)
     return parser
 
@@ -336,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         return _one(args)
     if args.out is None:
         parser.error("--out is required")
+    args.out = Path(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.case or DEFAULT_CASES:

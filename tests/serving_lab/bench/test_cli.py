@@ -5,6 +5,7 @@ latencies, the port-forward path, and bad input (one line, exit 2)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import json
 import re
 from pathlib import Path
@@ -424,3 +425,19 @@ def test_a_tokenizer_that_cannot_be_loaded_fails_before_calibration(
         code, line = _early_failure(config_dir, tmp_path / "out", aiperf_bin, tokenizer, capsys, "--url", server.url)
     assert code == 1  # early: no calibration folder (_early_failure); no wall-clock gate, load varies
     assert line.startswith(expected), line
+
+
+@pytest.mark.parametrize(
+    "form, out, problem",
+    [
+        (["--stage", "dev", "--url", "http://127.0.0.1:9"], "file", "a regular file, not a folder"),
+        (["--stage", "dev", "--url", "http://127.0.0.1:9"], "y" * 300, "unreadable (File name too long)"),
+        (["--merge", "a.json"], "pipe", "a FIFO, not a regular file"),
+    ],
+)
+def test_an_out_that_cannot_be_written_is_refused_before_any_run(form, out, problem, tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "pipe")
+    monkeypatch.setattr("serving_lab.bench.aiperf.find_executable", lambda given: pytest.fail("a run started"))
+    assert main(["bench", *form, "--out", str(tmp_path / out)]) == 2
+    assert capsys.readouterr().err.strip().endswith(problem)
