@@ -87,44 +87,40 @@ def file_label(value: str) -> str:
 
 def folder(value: str) -> str:
     """An existing folder."""
-    kind = path_kind(text(value))
-    if kind != "a folder":
-        raise _refused(value, kind, "folder")
-    return value
-
-
-def output_folder(value: str) -> str:
-    """A folder to write into: one that exists, or one whose nearest existing parent is a folder (it is created)."""
-    path = Path(text(value))
-    kind = path_kind(value)
-    if kind == "absent":
-        parent = _nearest_existing(path.absolute().parent)
-        if path_kind(str(parent)) != "a folder" or not os.access(parent, os.W_OK | os.X_OK):
-            raise argparse.ArgumentTypeError(f"{_shown(value)}: cannot be created in {shown(parent)}")
-    elif kind != "a folder":
-        raise _refused(value, kind, "folder")
-    return value
+    return _existing(value, "folder")
 
 
 def regular_file(value: str) -> str:
     """An existing regular file (never a FIFO, which blocks its reader, or a device, which never ends)."""
-    kind = path_kind(text(value))
-    if kind != "a regular file":
-        raise _refused(value, kind, "regular file")
-    return value
+    return _existing(value, "regular file")
+
+
+def output_folder(value: str) -> str:
+    """A folder to write into: one that exists, or one whose nearest existing parent is a folder (it is created)."""
+    return _output(value, "folder", _nearest_existing(Path(value).absolute().parent))
 
 
 def output_file(value: str) -> str:
     """A file to write: a regular file, or an absent one in an existing folder; never a FIFO (opening one blocks
     until a reader comes) or a device."""
-    path = Path(text(value))
-    kind = path_kind(value)
+    return _output(value, "regular file", Path(value).absolute().parent)
+
+
+def _existing(value: str, wanted: str) -> str:
+    kind = path_kind(text(value))
+    if kind != f"a {wanted}":
+        raise _refused(value, kind, wanted)
+    return value
+
+
+def _output(value: str, wanted: str, parent: Path) -> str:
+    """`value` is `wanted`, or absent with `parent` a folder this user may write in."""
+    kind = path_kind(text(value))
     if kind == "absent":
-        parent = path.absolute().parent
-        if path_kind(str(parent)) != "a folder":
-            raise argparse.ArgumentTypeError(f"{_shown(value)}: its folder {shown(parent)} does not exist")
-    elif kind != "a regular file":
-        raise _refused(value, kind, "regular file")
+        if path_kind(str(parent)) != "a folder" or not os.access(parent, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{_shown(value)}: cannot be created in {shown(parent)}")
+    elif kind != f"a {wanted}":
+        raise _refused(value, kind, wanted)
     return value
 
 

@@ -98,7 +98,7 @@ def test_an_output_file_is_never_a_fifo_nobody_reads(paths, name, problem):
 
 def test_an_output_file_may_be_new_in_an_existing_folder(paths):
     assert options.output_file(str(paths / "dir" / "new.md")) == str(paths / "dir" / "new.md")
-    assert "does not exist" in _refusal(options.output_file, str(paths / "nodir" / "new.md"))
+    assert "cannot be created in" in _refusal(options.output_file, str(paths / "nodir" / "new.md"))
 
 
 def test_an_output_folder_may_be_made_below_an_existing_folder(paths):
