@@ -46,6 +46,13 @@ class _Strict(yaml.constructor.SafeConstructor):
                 ) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}", key_node.start_mark)
+            if not isinstance(key, str):  # every key of a stage or pipeline file is a name
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {short(key_node.value)} is read as {_yaml_kind(key)}: quote it",
+                    key_node.start_mark,
+                )
         return super().construct_mapping(node, deep=deep)
 
     @staticmethod
@@ -65,6 +72,12 @@ class _Strict(yaml.constructor.SafeConstructor):
     def construct_yaml_float(self, node):
         self._bounded_number(node)
         return super().construct_yaml_float(node)
+
+
+def _yaml_kind(value: object) -> str:
+    """What YAML made of an unquoted scalar, in words (`on` a boolean, `2001-12-14` a date, `~` nothing)."""
+    names = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 class _StrictLoader(_Strict, yaml.SafeLoader):
@@ -231,6 +244,13 @@ def _parse_slowly(path: str, text: str) -> object:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(path, "(file)", f"not valid YAML: {exc.problem or exc.context}{where}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow anywhere (NUL, most C0 controls)
+        line = text.count("\n", 0, exc.position) + 1
+        where = f"line {line}, column {exc.position - text.rfind(chr(10), 0, exc.position)}"
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(
+            path, "(file)", f"not valid YAML: character U+{code:04X}, which YAML does not allow, at {where}"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(path, "(file)", f"not valid YAML: {short(str(exc), 200)}") from None
     except (RecursionError, MemoryError):

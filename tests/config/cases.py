@@ -342,6 +342,17 @@ RAW = [
     ("duplicate-key", "stage: dev\nstage: dev\n", "(file)", "duplicate key 'stage'"),
     ("two-documents", "stage: dev\n---\nstage: dev\n", "(file)", "2 YAML documents"),
     ("python-tag", "stage: !!python/object:os.system ls\n", "(file)", "not valid YAML"),
+    # keys YAML reads as something else than a name: refused where they stand, not as pydantic's "[1]" or "None"
+    ("number-key", "stage: dev\n1: x\n", "(file)", "the key '1' is read as a number: quote it at line 2, column 1"),
+    ("boolean-key", "stage: dev\non: x\n", "(file)", "the key 'on' is read as a boolean: quote it at line 2"),
+    ("date-key", "stage: dev\n2001-12-14: x\n", "(file)", "the key '2001-12-14' is read as a date: quote it"),
+    ("null-key", "stage: dev\n~: x\n", "(file)", "the key '~' is read as null: quote it"),
+    (
+        "nul-character",
+        "stage: dev\x00\n",
+        "(file)",
+        "character U+0000, which YAML does not allow, at line 1, column 11",
+    ),
 ]
 
 
