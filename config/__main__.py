@@ -43,8 +43,6 @@ import json
 import os
 from pathlib import Path
 
-from clients.cli_options import text
-
 from .derived import gpu_spec
 from .errors import ConfigError
 from .loader import CONFIG_DIR, load_stage_file, stage_files
@@ -89,6 +87,8 @@ def _load(paths: list[str]) -> list[tuple[StageConfig, str]]:
     """(stage, path as given) of every stage file in `paths`, checked one by one and together."""
     loaded: list[tuple[StageConfig, str]] = []
     for path in paths:
+        if not path.strip():  # Path("") is the current folder: not what an empty argument means
+            raise ConfigError(repr(path), "(file)", "an empty path (give a stage file or a folder of them)")
         if os.path.isdir(path):  # load_stage_file says why anything else cannot be read
             loaded += _validate_folder(path)
         else:
@@ -118,13 +118,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     cmd.add_argument(
         "paths",
         nargs="*",
-        type=text,
         metavar="PATH",
         help="a stage file or a folder of them (default: the --config-dir folder)",
     )
     cmd.add_argument(
         "--config-dir",
-        type=text,
         metavar="DIR",
         help=f"a folder of stage files to check too (default, when no PATH is given: {CONFIG_DIR})",
     )
@@ -135,7 +133,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    paths = [*args.paths, *([args.config_dir] if args.config_dir else [])] or [str(CONFIG_DIR)]
+    # a --config-dir given empty is checked as given ("" is no folder), not read as the default
+    paths = [*args.paths, *([] if args.config_dir is None else [args.config_dir])] or [str(CONFIG_DIR)]
     try:
         loaded = _load(paths)
     except ConfigError as exc:

@@ -69,3 +69,10 @@ def test_missing_file_is_one_line(tmp_path, capsys):
     missing = tmp_path / "nope.yaml"
     assert main(["validate", str(missing)]) == 2
     assert capsys.readouterr().err.strip() == f"{missing}: (file): no such file (a stage file is config/<stage>.yaml)"
+
+
+@pytest.mark.parametrize("argv", [["--config-dir", ""], [""], [" "]])
+def test_an_empty_path_is_refused_not_read_as_the_default_folder(argv, capsys):
+    """`python -m config validate` (without ops' option types): "" is not the current or the default folder."""
+    assert main(["validate", *argv]) == 2
+    assert capsys.readouterr().err.strip().endswith(": (file): an empty path (give a stage file or a folder of them)")

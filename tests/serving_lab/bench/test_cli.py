@@ -5,8 +5,8 @@ latencies, the port-forward path, and bad input (one line, exit 2)."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import json
+import os
 import re
 from pathlib import Path
 
