@@ -91,11 +91,6 @@ class Answer:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Answer:
-        top = [[(int(i), float(p)) for i, p in position] for position in data.get("top", [])]
-        return cls(**{**data, "top": top})
-
 
 def _token_id(text: str) -> int:
     if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
@@ -306,8 +301,3 @@ def informative(level: Sequence[Answer], vocab_size: int) -> dict[str, Any]:
         "uniform_logprob": round(-math.log(vocab_size), 4),
         "first_token_vs_uniform": round(math.exp(median_first) * vocab_size, 1) if median_first is not None else None,
     }
-
-
-def levels_from_json(data: dict[str, Any]) -> Levels:
-    """An oracle-answers file's "levels" back to answers by concurrency (KeyError, ValueError or TypeError if not)."""
-    return {int(c): [Answer.from_json(a) for a in answers] for c, answers in data.items()}

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.report import Report
+from clients.text import shown
 
 from . import checkpoint, kv_accounting, oracle
 
@@ -160,19 +163,59 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
+# An answers file holds 2 x 16 answers of at most a few hundred tokens and their top logprobs: a few MB.
+ANSWERS_MAX_BYTES = 64 * 2**20
+
+
+class _Fingerprint(BaseModel):
+    seed: int | None = None
+    tensors: int | None = None
+    bytes: int | None = None
+
+
+class _AnswersFile(BaseModel):
+    """An oracle-answers file as _answers_file writes it; a field of another type or shape is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["pd", "colocated"]
+    checkpoint: _Fingerprint
+    levels: dict[int, list[oracle.Answer]]
+
+
+def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
+    """(mode, levels, checkpoint) of an oracle-answers file, or an OracleError naming the file and what is wrong."""
+    try:
+        with path.open("rb") as file:
+            raw = file.read(ANSWERS_MAX_BYTES + 1)
+        if len(raw) > ANSWERS_MAX_BYTES:
+            raise OracleError(f"{path}: larger than {ANSWERS_MAX_BYTES // 2**20} MiB: not an oracle-answers file")
+        return parse_answers(json.loads(raw))
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise OracleError(f"{path}: not an oracle-answers file ({_first_problem(exc)})") from None
+
+
+def parse_answers(data: object) -> tuple[str, oracle.Levels, dict[str, Any]]:
+    """(mode, levels, checkpoint) of an answers file's JSON; a pydantic ValidationError where it is not one."""
+    found = _AnswersFile.model_validate(data)
+    return found.mode, found.levels, found.checkpoint.model_dump()
+
+
+def _first_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "the whole file"
+        return shown(f"{where}: {error['msg']}", 200)
+    return shown(f"{type(exc).__name__}: {exc}", 200)
+
+
 def load_answers(path: Path, model_dir: Path) -> tuple[str, oracle.Levels]:
     """(mode, levels) of an earlier command's oracle-answers file, refused unless it came from this checkpoint."""
     try:
-        data = json.loads(path.read_text())
-        mode = data["mode"]
-        levels = oracle.levels_from_json(data["levels"])
-        theirs = data["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OracleError(
-            f"--oracle-against: {path}: not an oracle-answers file ({type(exc).__name__}: {exc})"
-        ) from None
+        mode, levels, theirs = read_answers(path)
+    except OracleError as exc:
+        raise OracleError(f"--oracle-against: {exc}") from None
     ours = fingerprint(model_dir)
-    if any(theirs.get(k) != ours[k] for k in ("seed", "tensors", "bytes")):
+    if any(theirs[k] != ours[k] for k in ("seed", "tensors", "bytes")):
         raise OracleError(f"--oracle-against: {path} answered another checkpoint ({theirs}) than {model_dir} ({ours})")
     return mode, levels
 
@@ -223,17 +266,21 @@ def main(argv: list[str] | None = None) -> int:
     levels: dict[str, oracle.Levels] = {}
     try:
         for path in args[:2]:
-            data = json.loads(Path(path).read_text())
-            levels[data["mode"]] = oracle.levels_from_json(data["levels"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"oracle_run: {type(exc).__name__}: {exc}", file=sys.stderr)
+            mode, answers, _ = read_answers(Path(path))
+            levels[mode] = answers
+    except OracleError as exc:
+        print(f"oracle_run: {exc}", file=sys.stderr)
         return 2
     if set(levels) != {"pd", "colocated"}:
         print(f"oracle_run: the files hold {sorted(levels)} answers; one pd and one colocated", file=sys.stderr)
         return 2
     report = Report("oracle", args[3])
-    Path(args[2]).mkdir(parents=True, exist_ok=True)
-    verdict(levels, Path(args[2]), args[3], report)
+    try:
+        Path(args[2]).mkdir(parents=True, exist_ok=True)
+        verdict(levels, Path(args[2]), args[3], report)
+    except OSError as exc:
+        print(f"oracle_run: OUT {shown(args[2], 80)}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(report.table())
     return report.exit_code
 

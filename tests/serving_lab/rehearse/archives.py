@@ -8,7 +8,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from serving_lab.rehearse import oracle
+from serving_lab.rehearse import oracle, oracle_run
 
 
 def archived(archive: Path, name: str) -> Any:
@@ -21,4 +21,4 @@ def archived(archive: Path, name: str) -> Any:
 
 def answers(archive: Path, mode: str) -> oracle.Levels:
     """The oracle's answers of one mode, by level."""
-    return oracle.levels_from_json(archived(archive, f"oracle-answers-{mode}.json")["levels"])
+    return oracle_run.parse_answers(archived(archive, f"oracle-answers-{mode}.json"))[1]

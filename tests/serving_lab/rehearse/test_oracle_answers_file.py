@@ -1,0 +1,64 @@
+"""An oracle-answers file read back (--oracle-against, `python3 -m serving_lab.rehearse.oracle_run`): only the shape
+_answers_file writes passes; anything else is one OracleError naming the file and the first wrong field, before the
+engines start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from serving_lab.rehearse import oracle_run
+
+ANSWER = {"prompt": "p1", "token_ids": [5, 7], "top": [[[5, -0.1], [9, -2.5]], [[7, -0.2]]], "prompt_tokens": 12}
+GOOD = {"mode": "colocated", "checkpoint": {"seed": 0, "tensors": 3, "bytes": 64}, "levels": {"1": [ANSWER]}}
+
+
+def _file(tmp_path: Path, data) -> Path:
+    path = tmp_path / "oracle-answers-colocated.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _with(change: dict) -> dict:
+    return {**GOOD, **change}
+
+
+def test_the_written_shape_reads_back(tmp_path):
+    mode, levels, fingerprint = oracle_run.read_answers(_file(tmp_path, GOOD))
+    assert (mode, fingerprint) == ("colocated", {"seed": 0, "tensors": 3, "bytes": 64})
+    assert levels[1][0].token_ids == [5, 7] and levels[1][0].top[0] == [(5, -0.1), (9, -2.5)]
+
+
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (_with({"mode": "both"}), "mode: Input should be 'pd' or 'colocated'"),
+        (_with({"checkpoint": "seed 0"}), "checkpoint: Input should be a valid dictionary"),  # was an AttributeError
+        (_with({"levels": {"one": [ANSWER]}}), "levels.one.[key]: Input should be a valid integer"),
+        (_with({"levels": {"1": [{**ANSWER, "token_ids": ["a"]}]}}), "levels.1.0.token_ids.0: Input should be"),
+        (_with({"levels": {"1": [{**ANSWER, "top": [[[5]]]}]}}), "levels.1.0.top.0.0.1: Field required"),
+        (_with({"extra": 1}), "extra: Extra inputs are not permitted"),
+        ([GOOD], "the whole file: Input should be a valid dictionary"),
+    ],
+)
+def test_any_other_shape_is_one_line_naming_the_field(tmp_path, data, problem):
+    path = _file(tmp_path, data)
+    with pytest.raises(oracle_run.OracleError) as info:
+        oracle_run.read_answers(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: not an oracle-answers file (") and problem in message, message
+    assert "\n" not in message
+
+
+def test_a_file_past_the_size_cap_is_refused_without_reading_it_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(oracle_run, "ANSWERS_MAX_BYTES", 64)
+    with pytest.raises(oracle_run.OracleError, match=r"larger than 0 MiB: not an oracle-answers file"):
+        oracle_run.read_answers(_file(tmp_path, GOOD))
+
+
+def test_the_offline_verdict_refuses_a_malformed_file_with_exit_2(tmp_path, capsys):
+    bad = _file(tmp_path, _with({"mode": "both"}))
+    assert oracle_run.main([str(bad), str(bad), str(tmp_path / "out"), "dev"]) == 2
+    assert capsys.readouterr().err.startswith(f"oracle_run: {bad}: not an oracle-answers file (mode: ")
