@@ -904,6 +904,8 @@ def _check_arguments(cfg: StageConfig, args) -> None:
 
 def _check_oracle_arguments(cfg: StageConfig, args) -> None:
     """--decode-weights and --oracle-against need a real-format checkpoint in --weights (RehearsalError, exit 2)."""
+    if args.weights and checkpoint.is_checkpoint(Path(args.weights)):
+        oracle_run.fingerprint(Path(args.weights))  # its checkpoint.json, read before the engines start
     wanted = [name for name in ("decode_weights", "oracle_against") if getattr(args, name, None)]
     if not wanted:
         return

@@ -51,10 +51,14 @@ class OracleInputs:
 
 
 def fingerprint(model_dir: Path) -> dict[str, Any]:
-    """What identifies a checkpoint: checkpoint.json's seed, tensors and bytes."""
+    """What identifies a checkpoint: checkpoint.json's seed, tensors and bytes (an OracleError where that file is no
+    such record)."""
     record = model_dir / checkpoint.RECORD
-    data = json.loads(record.read_text()) if record.is_file() else {}
-    return {key: data.get(key) for key in ("seed", "tensors", "bytes")} | {"folder": str(model_dir)}
+    try:
+        found = CheckpointRecord.model_validate(json.loads(record.read_text()) if record.is_file() else {})
+    except (OSError, ValueError) as exc:
+        raise OracleError(f"{record}: not a checkpoint record ({_first_problem(exc)})") from None
+    return found.model_dump() | {"folder": str(model_dir)}
 
 
 def _ask_measured(inputs: OracleInputs, transfers: list[kv_accounting.Transfer]):
@@ -167,18 +171,18 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 ANSWERS_MAX_BYTES = 64 * 2**20
 
 
-class _Fingerprint(BaseModel):
+class CheckpointRecord(BaseModel):
     seed: int | None = None
     tensors: int | None = None
     bytes: int | None = None
 
 
-class _AnswersFile(BaseModel):
+class AnswersFile(BaseModel):
     """An oracle-answers file as _answers_file writes it; a field of another type or shape is refused."""
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["pd", "colocated"]
-    checkpoint: _Fingerprint
+    checkpoint: CheckpointRecord
     levels: dict[int, list[oracle.Answer]]
 
 
@@ -196,7 +200,7 @@ def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
 
 def parse_answers(data: object) -> tuple[str, oracle.Levels, dict[str, Any]]:
     """(mode, levels, checkpoint) of an answers file's JSON; a pydantic ValidationError where it is not one."""
-    found = _AnswersFile.model_validate(data)
+    found = AnswersFile.model_validate(data)
     return found.mode, found.levels, found.checkpoint.model_dump()
 
 

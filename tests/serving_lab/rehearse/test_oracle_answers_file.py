@@ -62,3 +62,24 @@ def test_the_offline_verdict_refuses_a_malformed_file_with_exit_2(tmp_path, caps
     bad = _file(tmp_path, _with({"mode": "both"}))
     assert oracle_run.main([str(bad), str(bad), str(tmp_path / "out"), "dev"]) == 2
     assert capsys.readouterr().err.startswith(f"oracle_run: {bad}: not an oracle-answers file (mode: ")
+
+
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ("[1, 2]", "the whole file: Input should be a valid dictionary"),  # was an AttributeError, exit 3
+        ('{"seed": "x"}', "seed: Input should be a valid integer"),
+        ("{", "JSONDecodeError"),
+    ],
+)
+def test_a_checkpoint_record_of_another_shape_is_one_line(tmp_path, record, problem):
+    (tmp_path / "checkpoint.json").write_text(record)
+    with pytest.raises(oracle_run.OracleError) as info:
+        oracle_run.fingerprint(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'checkpoint.json'}: not a checkpoint record (")
+    assert problem in str(info.value)
+
+
+def test_a_checkpoint_record_keeps_its_identity_and_ignores_the_rest(tmp_path):
+    (tmp_path / "checkpoint.json").write_text('{"seed": 1, "tensors": 2, "bytes": 3, "seconds": {"total": 9}}')
+    assert oracle_run.fingerprint(tmp_path) == {"seed": 1, "tensors": 2, "bytes": 3, "folder": str(tmp_path)}
