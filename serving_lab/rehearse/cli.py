@@ -316,13 +316,8 @@ def _levels(value: str) -> list[int]:
 
 def model_folder(cfg: StageConfig, args, work: Path) -> tuple[Path, bool]:
     """(folder, real weights?) The real weights if given, else config + tokenizer with dummy weights."""
-    if args.weights:
-        if args.full_attention:
-            raise RehearsalError("--full-attention: builds dummy weights of a stand-in; drop --weights", 2)
-        folder = Path(args.weights)
-        if not (folder / "config.json").is_file():
-            raise RehearsalError(f"--weights: {folder} has no config.json (a Hugging Face model folder)", 2)
-        return folder, True
+    if args.weights:  # _check_model_arguments read it
+        return Path(args.weights), True
     source = cfg.serving.model.source
     config = MODEL_CONFIGS.get(source)
     if config is None:
@@ -899,7 +894,18 @@ def _check_arguments(cfg: StageConfig, args) -> None:
         raise RehearsalError(f"--profile: {exc}", 2) from None
     if args.level_seconds is not None and not args.level_seconds > 0:
         raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
+    _check_model_arguments(args)
     _check_oracle_arguments(cfg, args)
+
+
+def _check_model_arguments(args) -> None:
+    """--weights is a Hugging Face model folder, and not given with --full-attention (RehearsalError, exit 2)."""
+    if not args.weights:
+        return
+    if args.full_attention:
+        raise RehearsalError("--full-attention: builds dummy weights of a stand-in; drop --weights", 2)
+    if not (Path(args.weights) / "config.json").is_file():
+        raise RehearsalError(f"--weights: {args.weights} has no config.json (a Hugging Face model folder)", 2)
 
 
 def _check_oracle_arguments(cfg: StageConfig, args) -> None:

@@ -184,16 +184,22 @@ def test_the_larger_model_example_rehearses_on_its_own_committed_config(tmp_path
     assert larger.serving.model.source == "Qwen/Qwen3.5-27B"
 
 
-def test_weights_must_be_a_model_folder(tmp_path, dev):
-    with pytest.raises(cli.RehearsalError, match="has no config.json") as error:
-        cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path)), tmp_path)
-    assert error.value.code == 2
-
-
-def test_the_full_attention_stand_in_takes_no_real_weights(tmp_path, dev):
-    with pytest.raises(cli.RehearsalError, match="^--full-attention: .* drop --weights$") as error:
-        cli.model_folder(dev, _args(tmp_path, weights=str(tmp_path), full_attention=True), tmp_path)
-    assert error.value.code == 2
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--weights", "{tmp}"], "rehearse: --weights: {tmp} has no config.json (a Hugging Face model folder)"),
+        (
+            ["--weights", "{tmp}", "--full-attention"],
+            "rehearse: --full-attention: builds dummy weights of a stand-in; drop --weights",
+        ),
+    ],
+)
+def test_a_weights_folder_that_cannot_serve_is_refused_before_the_host_is_read(
+    tmp_path, argv, message, capsys, monkeypatch
+):
+    monkeypatch.setattr(cli.host_facts, "detect", lambda *a, **k: pytest.fail("the host was read"))
+    assert main(["rehearse", "--stage", "dev", *(part.format(tmp=tmp_path) for part in argv)]) == 2
+    assert capsys.readouterr().err.strip() == message.format(tmp=tmp_path)
 
 
 def test_the_full_attention_stand_in_is_built_beside_the_models_folder(tmp_path, dev):
