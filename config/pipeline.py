@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from .errors import ConfigError
+from .errors import ConfigError, short
 from .loader import load_model
 from .schema import ACCOUNT, NAME, REGION, Strict
 
@@ -18,6 +18,31 @@ PIPELINE_FILE = "_pipeline.yaml"
 CONNECTION_ARN = (
     r"^arn:aws(-[a-z]+)*:(codeconnections|codestar-connections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9-]+$"
 )
+
+
+def _git_branch(value: str) -> str:
+    """A branch name git accepts (git check-ref-format's rules that the pattern's characters can break)."""
+    parts = value.split("/")
+    if (
+        any(not part or part.startswith(".") or part.endswith(".lock") for part in parts)
+        or ".." in value
+        or value.endswith(".")
+        or value.startswith("-")
+    ):
+        raise ValueError(
+            f"{short(value)} is not a branch name git accepts (no empty part between '/', no part starting with '.' "
+            "or ending in '.lock', no '..', no '.' at the end, no '-' at the start)"
+        )
+    return value
+
+
+def _repository(value: str) -> str:
+    """OWNER/NAME as the connection's FullRepositoryId: neither part '.' or '..', nor starting with '-'."""
+    if any(part in (".", "..") or part.startswith("-") for part in value.split("/")):
+        raise ValueError(
+            f"{short(value)} is not OWNER/NAME of a repository (no part '.' or '..', none starting with '-')"
+        )
+    return value
 
 
 class PipelineStage(Strict):
@@ -29,8 +54,8 @@ class PipelineConfig(Strict):
     account: Annotated[str, Field(pattern=ACCOUNT)] | None = None
     region: Annotated[str, Field(pattern=REGION)]
     connection_arn: Annotated[str, Field(pattern=CONNECTION_ARN)]
-    repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")]
-    branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./-]+$", max_length=200)] = "main"
+    repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"), AfterValidator(_repository)]
+    branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./-]+$", max_length=200), AfterValidator(_git_branch)] = "main"
     stages: list[PipelineStage] = Field(min_length=1, max_length=20)
 
     @property
