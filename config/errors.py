@@ -21,7 +21,8 @@ class ConfigError(Exception):
         # secret-shaped part of it is replaced by what it looks like, whichever code built the message.
         self.path = _printable(redact(str(path)))
         self.field = _printable(redact(field or "(file)"))
-        self.problem = _printable(redact(" ".join(str(problem).split())))  # never more than one line
+        redacted = redact(" ".join(str(problem).split())).split()  # one line; a secret's shape judged whole, first
+        self.problem = _printable(" ".join(_bounded(word) for word in redacted))
         super().__init__(f"{self.path}: {self.field}: {self.problem}")
 
 
@@ -30,6 +31,14 @@ def warning_line(path: str, field: str, problem: str) -> str:
     never stops a command: the loader prints it on stderr and carries on (config/loader.py load_stage_file)."""
     error = ConfigError(path, field, problem)
     return f"{error.path}: {error.field}: warning: {error.problem}"
+
+
+WORD_MAX = 1024  # a file path of a message fits (tests run in deep temporary folders); a 10,000-character CIDR does not
+
+
+def _bounded(word: str) -> str:
+    """A word of a message, cut where it is a quoted value no reader needs in full (whichever rule quoted it)."""
+    return word if len(word) <= WORD_MAX else f"{word[:40]}... ({len(word) - 40} more characters)"
 
 
 def _printable(text: str) -> str:

@@ -25,6 +25,9 @@ MAX_ALIASES = 64
 # Why: docs/DECISIONS.md, "Stage file checks: where their limits come from".
 MAX_DEPTH = 20
 MAX_NODES = 20_000
+PLAIN_INTEGER = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+# .inf and .nan pass here: every float field refuses them by name (config/engine_args.py, the schema's finite checks)
+PLAIN_DECIMAL = re.compile(r"[-+]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|\.(inf|Inf|INF))|\.(nan|NaN|NAN)")
 MAX_SCALAR_DIGITS = 40  # the longest number a stage file needs is 12 digits; int() of 4,300+ raises
 CONFIG_DIR = Path(__file__).resolve().parent
 
@@ -55,23 +58,23 @@ class _Strict(yaml.constructor.SafeConstructor):
                 )
         return super().construct_mapping(node, deep=deep)
 
-    @staticmethod
-    def _bounded_number(node) -> None:
+    def _plain_number(self, node, syntax: re.Pattern[str], construct):
+        """A number as a reader means it: decimal digits. YAML 1.1 (PyYAML) reads 010 as 8, 0x1F as 31, 1:20 as 80
+        and 1_000 as 1000, and .inf and .nan as floats: none is what a setting written that way means."""
         if len(node.value) > MAX_SCALAR_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})",
-                node.start_mark,
-            )
+            problem = f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        value = construct(self, node)
+        if not syntax.fullmatch(node.value):
+            problem = f"{short(node.value)} is {value!r} to YAML 1.1, not what it looks like (allowed: decimal digits)"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        return value
 
     def construct_yaml_int(self, node):
-        self._bounded_number(node)
-        return super().construct_yaml_int(node)
+        return self._plain_number(node, PLAIN_INTEGER, yaml.constructor.SafeConstructor.construct_yaml_int)
 
     def construct_yaml_float(self, node):
-        self._bounded_number(node)
-        return super().construct_yaml_float(node)
+        return self._plain_number(node, PLAIN_DECIMAL, yaml.constructor.SafeConstructor.construct_yaml_float)
 
 
 def _yaml_kind(value: object) -> str:
@@ -147,10 +150,24 @@ def _read(path: Path, shown: str | None = None) -> str:
         raise ConfigError(shown, "(file)", f"cannot be read ({exc.strerror})") from None
 
 
+def _no_explicit_tag(path: str, event: yaml.Event) -> None:
+    """A stage file needs no tag: !!int "5" or !!float 1 would hide what the value is, !!python/... what it runs."""
+    tag = getattr(event, "tag", None)
+    if tag and isinstance(event, yaml.NodeEvent):
+        mark = event.start_mark
+        raise ConfigError(
+            path,
+            "(file)",
+            f"an explicit YAML tag {short(tag.replace('tag:yaml.org,2002:', '!!'))} at line {mark.line + 1}, column "
+            f"{mark.column + 1} (allowed: none; write the value plainly)",
+        )
+
+
 def _check_events(path: str, text: str, loader: type) -> None:
     """One pass over the parser's events (no recursion, no objects built): documents, aliases, depth."""
     aliases = documents = depth = 0
     for event in yaml.parse(text, Loader=loader):
+        _no_explicit_tag(path, event)
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:

@@ -341,7 +341,12 @@ RAW = [
     ("empty-file", "", "(root)", "the file is empty"),
     ("duplicate-key", "stage: dev\nstage: dev\n", "(file)", "duplicate key 'stage'"),
     ("two-documents", "stage: dev\n---\nstage: dev\n", "(file)", "2 YAML documents"),
-    ("python-tag", "stage: !!python/object:os.system ls\n", "(file)", "not valid YAML"),
+    (
+        "python-tag",
+        "stage: !!python/object:os.system ls\n",
+        "(file)",
+        "an explicit YAML tag '!!python/object:os.system'",
+    ),
     # keys YAML reads as something else than a name: refused where they stand, not as pydantic's "[1]" or "None"
     ("number-key", "stage: dev\n1: x\n", "(file)", "the key '1' is read as a number: quote it at line 2, column 1"),
     ("boolean-key", "stage: dev\non: x\n", "(file)", "the key 'on' is read as a boolean: quote it at line 2"),
@@ -353,6 +358,12 @@ RAW = [
         "(file)",
         "character U+0000, which YAML does not allow, at line 1, column 11",
     ),
+    # numbers YAML 1.1 reads otherwise than they look: 010 is octal 8, 1:20 sexagesimal 80, 0x1F and 1_000 as such
+    ("octal-number", "stage: dev\ngpu_nodegroup:\n  count: 010\n", "(file)", "'010' is 8 to YAML 1.1"),
+    ("sexagesimal-number", "stage: dev\ngpu_nodegroup:\n  count: 1:20\n", "(file)", "'1:20' is 80 to YAML 1.1"),
+    ("hex-number", "stage: dev\ngpu_nodegroup:\n  count: 0x1F\n", "(file)", "'0x1F' is 31 to YAML 1.1"),
+    ("underscore-number", "stage: dev\ngpu_nodegroup:\n  count: 1_000\n", "(file)", "'1_000' is 1000 to YAML 1.1"),
+    ("explicit-int-tag", 'stage: dev\ngpu_nodegroup:\n  count: !!int "2"\n', "(file)", "an explicit YAML tag '!!int'"),
 ]
 
 

@@ -69,3 +69,14 @@ def test_an_unquoted_date_where_text_is_allowed_is_named_a_date(tmp_path):
 
     line = _refusal(tmp_path, {"serving": {"serve_ingress": datetime.date(2026, 12, 5)}})
     assert "YAML read 2026-12-05 as a date, and only text is allowed: quote the value" in line
+
+
+def test_a_value_quoted_whole_is_cut_in_the_message_and_a_long_path_is_not():
+    from config.errors import WORD_MAX, ConfigError
+
+    path = "/tmp/" + "d" * 300 + "/dev.yaml"  # a deep temporary folder: shown whole
+    quoted = f"('{'x' * 10_000}')"
+    error = ConfigError(path, "network.vpc_cidr", f"not an IPv4 network in CIDR form {quoted}")
+    assert error.path == path
+    assert error.problem == f"not an IPv4 network in CIDR form {quoted[:40]}... ({len(quoted) - 40} more characters)"
+    assert len(str(error)) < len(path) + WORD_MAX

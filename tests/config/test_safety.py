@@ -844,7 +844,7 @@ def _dev_text() -> str:
 
 @pytest.mark.parametrize(
     "file_name",
-    ["dev.yml", "dev.YAML", "dev.yaml.bak", "dev.json", "dev", ".dev.yaml"],
+    ["dev.yml", "dev.YAML", "dev.yaml ", "dev.yaml.bak", "dev.json", "dev", ".dev.yaml"],
 )
 def test_a_file_the_app_never_reads_as_a_stage_does_not_validate(tmp_path, file_name, capsys):
     path = tmp_path / file_name
@@ -852,15 +852,6 @@ def test_a_file_the_app_never_reads_as_a_stage_does_not_validate(tmp_path, file_
     assert main(["validate", str(path)]) == 2
     line = capsys.readouterr().err.strip()
     assert line.startswith(f"{path}: (file): {file_name!r} is not a stage file's name: the app reads only"), line
-
-
-def test_a_path_with_a_space_at_its_end_is_refused_as_an_argument(tmp_path, capsys):
-    path = tmp_path / "dev.yaml "  # the shell's quoting kept a space the eye does not see
-    path.write_text(_dev_text())
-    with pytest.raises(SystemExit) as info:
-        main(["validate", str(path)])
-    assert info.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1].endswith(": has spaces at its ends")
 
 
 def test_the_app_and_the_validator_share_the_stage_name_rule(monkeypatch):
