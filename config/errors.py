@@ -147,6 +147,20 @@ def _literal_problem(given: Any, ctx: dict) -> str:
     return f"YAML read {what} as {kind}, and only text is allowed: quote the value (allowed: {expected})"
 
 
+# YAML 1.1's unquoted booleans: `namespace: no` is False (the "Norway problem").
+_YAML_BOOLEANS = "yes/no, on/off, true/false"  # PyYAML's bool resolver (yaml/resolver.py)
+
+
+def _typed_where_text(given: Any) -> str:
+    """Text was wanted and YAML typed the unquoted value: say what it made of it, and that quotes keep it text."""
+    if type(given) in _YAML_COLLECTIONS:
+        return f"YAML read {short(given)} as {_YAML_COLLECTIONS[type(given)]}: write one value (allowed: text)"
+    kind = _YAML_SCALARS.get(type(given), f"a {type(given).__name__}")  # a date, for 2026-12-05 unquoted
+    what = "the value" if given is None else short(given)
+    why = f" (unquoted {_YAML_BOOLEANS} are booleans)" if isinstance(given, bool) else ""
+    return f"YAML read {what} as {kind}{why}, and only text is allowed here: quote the value"
+
+
 def from_validation_error(path: str, model: type[BaseModel], error: ValidationError) -> ConfigError:
     """The first problem pydantic found (unknown keys first), as one ConfigError; a count of the others
     is appended."""
@@ -169,6 +183,8 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
         problem = _literal_problem(given, ctx)
     elif kind == "value_error":
         problem = str(ctx.get("error", first["msg"]))
+    elif kind == "string_type":
+        problem = _typed_where_text(given)
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):
         expected = first["msg"].replace("Input should be ", "").replace("a valid ", "")
         problem = f"expected {expected}, got {type(given).__name__} {short(given)}"

@@ -123,7 +123,13 @@ FOUNDATION = [
         "conflicts with the EFA device plugin",
     ),
     ("short-account", {"account": "12345"}, "account", "does not match"),
-    ("account-as-number", {"account": 123456789012}, "account", "expected"),
+    ("account-as-number", {"account": 123456789012}, "account", "YAML read 123456789012 as a number, and only text"),
+    (  # the "Norway problem": `namespace: no` is YAML 1.1's boolean False
+        "namespace-as-boolean",
+        {"serving": {"namespace": False}},
+        "serving.namespace",
+        "YAML read False as a boolean (unquoted yes/no, on/off, true/false are booleans), and only text is allowed",
+    ),
     (
         "bad-admin-arn",
         {"cluster": {"admin_principal_arns": ["admin"]}},
