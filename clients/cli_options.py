@@ -101,9 +101,9 @@ def output_folder(value: str) -> str:
 
 
 def output_file(value: str) -> str:
-    """A file to write: a regular file, or an absent one in an existing folder; never a FIFO (opening one blocks
-    until a reader comes) or a device."""
-    return _output(value, "regular file", Path(value).absolute().parent)
+    """A file to write: a regular file, or an absent one whose folder exists or can be made; never a FIFO (opening
+    one blocks until a reader comes) or a device."""
+    return _output(value, "regular file", _nearest_existing(Path(value).absolute().parent))
 
 
 def _existing(value: str, wanted: str) -> str:

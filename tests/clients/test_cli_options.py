@@ -96,9 +96,10 @@ def test_an_output_file_is_never_a_fifo_nobody_reads(paths, name, problem):
     assert problem in _refusal(options.output_file, str(paths / name))
 
 
-def test_an_output_file_may_be_new_in_an_existing_folder(paths):
+def test_an_output_file_may_be_new_in_a_folder_that_exists_or_can_be_made(paths):
     assert options.output_file(str(paths / "dir" / "new.md")) == str(paths / "dir" / "new.md")
-    assert "cannot be created in" in _refusal(options.output_file, str(paths / "nodir" / "new.md"))
+    assert options.output_file(str(paths / "nodir" / "new.md")) == str(paths / "nodir" / "new.md")
+    assert "cannot be created in" in _refusal(options.output_file, str(paths / "file" / "new.md"))
 
 
 def test_an_output_folder_may_be_made_below_an_existing_folder(paths):
