@@ -56,6 +56,8 @@ def fingerprint(model_dir: Path) -> dict[str, Any]:
     record = model_dir / checkpoint.RECORD
     try:
         found = CheckpointRecord.model_validate(json.loads(record.read_text()) if record.is_file() else {})
+    except RecursionError:
+        raise OracleError(f"{record}: not a checkpoint record (JSON nested too deeply)") from None
     except (OSError, ValueError) as exc:
         raise OracleError(f"{record}: not a checkpoint record ({_first_problem(exc)})") from None
     return found.model_dump() | {"folder": str(model_dir)}
@@ -194,6 +196,8 @@ def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
         if len(raw) > ANSWERS_MAX_BYTES:
             raise OracleError(f"{path}: larger than {ANSWERS_MAX_BYTES // 2**20} MiB: not an oracle-answers file")
         return parse_answers(json.loads(raw))
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise OracleError(f"{path}: not an oracle-answers file (JSON nested too deeply)") from None
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         raise OracleError(f"{path}: not an oracle-answers file ({_first_problem(exc)})") from None
 

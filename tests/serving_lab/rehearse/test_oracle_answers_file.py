@@ -83,3 +83,13 @@ def test_a_checkpoint_record_of_another_shape_is_one_line(tmp_path, record, prob
 def test_a_checkpoint_record_keeps_its_identity_and_ignores_the_rest(tmp_path):
     (tmp_path / "checkpoint.json").write_text('{"seed": 1, "tensors": 2, "bytes": 3, "seconds": {"total": 9}}')
     assert oracle_run.fingerprint(tmp_path) == {"seed": 1, "tensors": 2, "bytes": 3, "folder": str(tmp_path)}
+
+
+def test_json_nested_past_the_decoders_recursion_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(oracle_run.OracleError, match=r": not an oracle-answers file \(JSON nested too deeply\)$"):
+        oracle_run.read_answers(path)
+    (tmp_path / "checkpoint.json").write_text('{"a": ' * 100_000)
+    with pytest.raises(oracle_run.OracleError, match=r": not a checkpoint record \(JSON nested too deeply\)$"):
+        oracle_run.fingerprint(tmp_path)
