@@ -285,7 +285,7 @@ def _jwt_header(match: re.Match[str]) -> bool:
     head = match.group("head")
     try:
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested past json's recursion: no JWT header
         return False
     return isinstance(header, dict) and "alg" in header
 

@@ -147,7 +147,7 @@ def check_models(url: str, model: str, *, timeout: float = MODELS_TIMEOUT) -> li
         )
     try:
         ids = [str(entry["id"]) for entry in json.loads(answer.body)["data"]]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, RecursionError, KeyError, TypeError):  # RecursionError: JSON nested past the decoder
         raise BenchError(
             f"endpoint {url}: GET /v1/models is not an OpenAI model list "
             f"({answer.content_type or 'no content type'}: {snippet(answer)}): is {url} the Serve "

@@ -58,7 +58,16 @@ def _success(answer: kube.Answer, url: str) -> kube.Answer:
 
 
 # What a request of these checks can fail with: the transport, the answer (status, size, deadline), its JSON.
-FAILURES = (urllib.error.URLError, OSError, ValueError, HttpFailure, kube.AnswerTooLarge, kube.DeadlineExceeded)
+# RecursionError: json.loads of an answer nested past the decoder's recursion (an endpoint that answers "[[[[...")
+FAILURES = (
+    urllib.error.URLError,
+    OSError,
+    ValueError,
+    RecursionError,
+    HttpFailure,
+    kube.AnswerTooLarge,
+    kube.DeadlineExceeded,
+)
 
 
 def _error(exc: BaseException) -> str:

@@ -136,7 +136,16 @@ def ask(base: str, model: str, prompt: dict[str, Any], timeout: float = 300) -> 
         if reply.redirect or not 200 <= reply.status < 300:
             raise ValueError(f"HTTP {reply.status}: {' '.join(reply.body.decode(errors='replace').split())[:200]}")
         answer = parse_answer(prompt["name"], json.loads(reply.body))
-    except (OSError, ValueError, KeyError, IndexError, TypeError, kube.AnswerTooLarge, kube.DeadlineExceeded) as exc:
+    except (
+        OSError,
+        ValueError,
+        RecursionError,
+        KeyError,
+        IndexError,
+        TypeError,
+        kube.AnswerTooLarge,
+        kube.DeadlineExceeded,
+    ) as exc:
         return Answer(prompt=prompt["name"], error=f"{type(exc).__name__}: {exc}"[:300])
     answer.seconds = round(time.perf_counter() - started, 3)
     return answer

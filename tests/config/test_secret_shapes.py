@@ -342,3 +342,10 @@ def test_the_new_shapes_stay_linear(text):
     secret_kind(text, "password")
     secret_kind(text, "owner")
     assert time.perf_counter() - start < 2
+
+
+def test_a_jwt_shaped_value_whose_header_nests_past_jsons_recursion_is_no_jwt_and_no_crash():
+    import base64
+
+    head = base64.urlsafe_b64encode(b'{"a":' * 3000).decode().rstrip("=")  # was a RecursionError: exit 3
+    assert secret_kind(f"{head}.eyJzdWIiOiIxIn0.c2ln") is None
