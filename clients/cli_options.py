@@ -65,7 +65,7 @@ def text(value: str) -> str:
     """The type of every option that takes a plain string (ops' _parser gives it them): printable characters, no
     spaces at its ends, at most TEXT_MAX. An empty value is refused rather than read as the option's absence."""
     if not value.strip():
-        raise argparse.ArgumentTypeError(f"{_shown(value)}: empty (leave the option out for its default)")
+        raise argparse.ArgumentTypeError(f"{_shown(value)}: empty (give a value)")
     if len(value) > TEXT_MAX:
         raise argparse.ArgumentTypeError(f"{_shown(value)}: {len(value)} characters (allowed: at most {TEXT_MAX})")
     if not value.isprintable():

@@ -148,17 +148,42 @@ def _literal_problem(given: Any, ctx: dict) -> str:
 
 
 # YAML 1.1's unquoted booleans: `namespace: no` is False (the "Norway problem").
-_YAML_BOOLEANS = "yes/no, on/off, true/false"  # PyYAML's bool resolver (yaml/resolver.py)
+_YAML_BOOLEANS = "yes/no, on/off or true/false"  # PyYAML's bool resolver (yaml/resolver.py)
 
 
 def _typed_where_text(given: Any) -> str:
     """Text was wanted and YAML typed the unquoted value: say what it made of it, and that quotes keep it text."""
     if type(given) in _YAML_COLLECTIONS:
         return f"YAML read {short(given)} as {_YAML_COLLECTIONS[type(given)]}: write one value (allowed: text)"
+    if given is None:
+        return "no value (an empty value, ~ or null is YAML's null): give one"
+    if isinstance(given, bool):
+        return f"YAML read an unquoted {_YAML_BOOLEANS} as the boolean {given}, and only text is allowed here: quote it"
     kind = _YAML_SCALARS.get(type(given), f"a {type(given).__name__}")  # a date, for 2026-12-05 unquoted
-    what = "the value" if given is None else short(given)
-    why = f" (unquoted {_YAML_BOOLEANS} are booleans)" if isinstance(given, bool) else ""
-    return f"YAML read {what} as {kind}{why}, and only text is allowed here: quote the value"
+    return f"YAML read {short(given)} as {kind}, and only text is allowed here: quote the value"
+
+
+def _number_as_text(given: str) -> str | None:
+    """A number written as text: quoted ("64"), or in a form PyYAML's floats do not take (they need a point,
+    yaml/resolver.py: 1e-3 and 9e-1 stay text). Say which, where a number was wanted."""
+    if re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)", given.strip()):
+        return f"{short(given)} is quoted, so YAML reads it as text: write the number without quotes"
+    try:
+        value = float(given)
+    except ValueError:
+        return None
+    return f"YAML 1.1 reads {short(given)} as text, not a number: write it with a point (e.g. {value!r})"
+
+
+def _type_problem(kind: str, message: str, given: Any) -> str:
+    """A value of another type than the field's: where YAML's typing of an unquoted value explains it, how."""
+    if kind == "string_type":
+        return _typed_where_text(given)
+    hint = _number_as_text(given) if kind in ("int_type", "float_type") and isinstance(given, str) else None
+    if hint:
+        return hint
+    expected = message.replace("Input should be ", "").replace("a valid ", "")
+    return f"expected {expected}, got {type(given).__name__} {short(given)}"
 
 
 def from_validation_error(path: str, model: type[BaseModel], error: ValidationError) -> ConfigError:
@@ -183,11 +208,8 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
         problem = _literal_problem(given, ctx)
     elif kind == "value_error":
         problem = str(ctx.get("error", first["msg"]))
-    elif kind == "string_type":
-        problem = _typed_where_text(given)
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):
-        expected = first["msg"].replace("Input should be ", "").replace("a valid ", "")
-        problem = f"expected {expected}, got {type(given).__name__} {short(given)}"
+        problem = _type_problem(kind, first["msg"], given)
     else:
         problem = f"{first['msg']} (got {short(given)})"
     if about_key:

@@ -60,13 +60,17 @@ class _Strict(yaml.constructor.SafeConstructor):
 
     def _plain_number(self, node, syntax: re.Pattern[str], construct):
         """A number as a reader means it: decimal digits. YAML 1.1 (PyYAML) reads 010 as 8, 0x1F as 31, 1:20 as 80
-        and 1_000 as 1000, and .inf and .nan as floats: none is what a setting written that way means."""
+        and 1_000 as 1000: none is what a setting written that way means (.inf and .nan pass, for the fields'
+        finite checks to refuse by name)."""
         if len(node.value) > MAX_SCALAR_DIGITS:
             problem = f"a number of {len(node.value)} characters (allowed: up to {MAX_SCALAR_DIGITS})"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
         value = construct(self, node)
         if not syntax.fullmatch(node.value):
-            problem = f"{short(node.value)} is {value!r} to YAML 1.1, not what it looks like (allowed: decimal digits)"
+            problem = (
+                f"{short(node.value)} is {value!r} to YAML 1.1, not what it looks like (a number: write it in decimal "
+                "digits; text: quote it)"
+            )
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
         return value
 

@@ -37,10 +37,12 @@ def _git_branch(value: str) -> str:
 
 
 def _repository(value: str) -> str:
-    """OWNER/NAME as the connection's FullRepositoryId: neither part '.' or '..', nor starting with '-'."""
-    if any(part in (".", "..") or part.startswith("-") for part in value.split("/")):
+    """OWNER/NAME as the connection's FullRepositoryId: neither part '.' or '..', and an owner (a GitHub user or
+    organization) not starting with '-'; a repository's own name may (GitHub allows `-x`)."""
+    owner, _, name = value.partition("/")
+    if owner in (".", "..") or name in (".", "..") or owner.startswith("-"):
         raise ValueError(
-            f"{short(value)} is not OWNER/NAME of a repository (no part '.' or '..', none starting with '-')"
+            f"{short(value)} is not OWNER/NAME of a repository (no part '.' or '..', no owner starting with '-')"
         )
     return value
 

@@ -188,7 +188,7 @@ def _seconds(limit: float):
 
 def _rates(text: str) -> list[float]:
     """argparse type of --request-rates: requests/s, comma-separated, ascending, 0.01 to MAX_RATE each."""
-    values = [decimal(part, float) for part in text.split(",")]
+    values = [decimal(part.strip(), float) for part in text.split(",")]
     for value in values:
         if not 0.01 <= value <= MAX_RATE:
             raise argparse.ArgumentTypeError(f"{value:g} (allowed: 0.01 to {MAX_RATE:g} requests/s)")

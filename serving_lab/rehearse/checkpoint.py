@@ -274,6 +274,8 @@ def write(out: Path, *, seed: int, config_path: Path = DEFAULT_CONFIG, say=print
     require_gpu()
     try:
         config = json.loads(Path(config_path).read_text())
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise CheckpointError(f"--config: {config_path}: JSON nested too deeply") from None
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"--config: {config_path}: {exc}") from None
     if (config.get("architectures") or [""])[0] == ARCHITECTURE:

@@ -265,7 +265,7 @@ def _add_transport_options(cmd) -> None:
     cmd.add_argument(
         "--libfabric",
         metavar="DIR",
-        default=os.environ.get("REHEARSAL_LIBFABRIC"),
+        default=os.environ.get("REHEARSAL_LIBFABRIC") or None,  # set but empty: none
         help="--nixl-backend LIBFABRIC: the libfabric tree serving_lab/scripts/rehearsal_install.sh unpacked "
         "(serving_lab/pins/libfabric.debs; default $REHEARSAL_LIBFABRIC): its lib/ goes first on the engines' LD_LIBRARY_PATH",
     )
@@ -306,7 +306,7 @@ def _levels(value: str) -> list[int]:
     """--levels: concurrency levels as --concurrency takes them, each once, in ascending order."""
     level = number(int, 1, bench_cli.MAX_CONCURRENCY)
     try:
-        levels = [level(part) for part in value.split(",")]
+        levels = [level(part.strip()) for part in value.split(",")]
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"{exc} in {shown(value, 60)}, e.g. 1,16,64") from None
     if levels != sorted(set(levels)):

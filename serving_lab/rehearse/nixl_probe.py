@@ -331,12 +331,14 @@ def _parser() -> argparse.ArgumentParser:
         "--desc-kib", type=number(int, 1, 2**20), default=1024, help="bytes per descriptor, in KiB (default 1024)"
     )
     parser.add_argument(
-        "--repeat", type=number(int, 1, 10_000), default=5, help="timed transfers after the first (default 5)"
+        "--repeat", type=number(int, 0, 10_000), default=5, help="timed transfers after the first (default 5)"
     )
     parser.add_argument(
         "--timeout", type=number(float, 1, 86_400), default=90, help="seconds a case may take (default 90)"
     )
-    parser.add_argument("--libfabric", type=text, default=os.environ.get("REHEARSAL_LIBFABRIC"), help="libfabric tree")
+    parser.add_argument(
+        "--libfabric", type=text, default=os.environ.get("REHEARSAL_LIBFABRIC") or None, help="libfabric tree"
+    )
     parser.add_argument("--fi-tcp-iface", type=text, metavar="IFACE", help="LIBFABRIC cases: FI_TCP_IFACE (e.g. eth0)")
     parser.add_argument("--one", choices=sorted(CASES), help=argparse.SUPPRESS)
     return parser

@@ -128,7 +128,7 @@ FOUNDATION = [
         "namespace-as-boolean",
         {"serving": {"namespace": False}},
         "serving.namespace",
-        "YAML read False as a boolean (unquoted yes/no, on/off, true/false are booleans), and only text is allowed",
+        "YAML read an unquoted yes/no, on/off or true/false as the boolean False, and only text is allowed here",
     ),
     (
         "bad-admin-arn",
@@ -238,7 +238,7 @@ SERVING = [
         "max-num-seqs-string",
         {"serving": {"engine": {"max_num_seqs": "64"}}},
         "serving.engine.max_num_seqs",
-        "expected integer, got str",
+        "'64' is quoted, so YAML reads it as text: write the number without quotes",
     ),
     (
         "prefix-caching-number",
@@ -337,7 +337,18 @@ BENCHMARK = [
         "two profiles share a name",
     ),
     ("bench-unknown-key", {"benchmark": {"warmup": 3}}, "benchmark.warmup", "unknown key"),
-    ("bench-tokens-as-string", _profile(output_tokens="256"), "benchmark.profiles[0].output_tokens", "expected"),
+    (
+        "bench-tokens-as-string",
+        _profile(output_tokens="256"),
+        "benchmark.profiles[0].output_tokens",
+        "'256' is quoted, so YAML reads it as text",
+    ),
+    (  # PyYAML's floats need a point: 2e0 stays text
+        "float-without-point",
+        {"observability": {"ttft_p99_slo_seconds": "2e0"}},
+        "observability.ttft_p99_slo_seconds",
+        "YAML 1.1 reads '2e0' as text, not a number: write it with a point (e.g. 2.0)",
+    ),
 ]
 
 RAW = [
@@ -696,7 +707,7 @@ SERVING += [
         "model-parameters-as-string",
         {"serving": {"model": {"parameters_billion": "72"}}},
         "serving.model.parameters_billion",
-        "expected",
+        "'72' is quoted, so YAML reads it as text",
     ),
     # hostile input, round five (issue #52): every numeric engine argument finite and in vLLM's range
     (

@@ -66,7 +66,7 @@ def test_an_invalid_role_value_is_refused_naming_the_file_and_the_roles_field(tm
         ({"dtype": "float8"}, "serving.prefill.engine.dtype", "is not allowed"),
         ({"gpu_memory_utilization": 1.0}, "serving.prefill.engine.gpu_memory_utilization", "less than or equal"),
         ({"enforce_eager": "yes"}, "serving.prefill.engine.enforce_eager", "expected"),
-        ({"max_num_seqs": "64"}, "serving.prefill.engine.max_num_seqs", "expected"),
+        ({"max_num_seqs": "64"}, "serving.prefill.engine.max_num_seqs", "quoted, so YAML reads it as text"),
         ({"max_num_seqs": None}, "serving.prefill.engine.max_num_seqs", "null is no setting here"),
         ({"max_model_len": None}, "serving.prefill.engine.max_model_len", "null is no setting here"),
         ({"gdn_prefill_backend": "cuda"}, "serving.prefill.engine.gdn_prefill_backend", "is not allowed"),

@@ -173,4 +173,4 @@ def test_every_option_that_takes_a_value_has_an_allowlist_type():
     ],
 )
 def test_an_empty_value_is_refused_not_read_as_the_default(argv, capsys):
-    assert _refused(argv, capsys).endswith("'': empty (leave the option out for its default)")
+    assert _refused(argv, capsys).endswith("'': empty (give a value)")

@@ -105,3 +105,9 @@ def test_bench_goodput_on_the_run_counts_what_the_run_saved(rate_run, tmp_path, 
     assert "goodput objectives TTFT <= 70 ms and ITL <= 8 ms (recorded by run 'pd')" in err
     assert results.load(tmp_path / rate_run.name) == results.load(rate_run)
     assert json.loads(rate_run.read_text())["settings"]["slo"] == {"ttft_seconds": 0.07, "itl_seconds": 0.008}
+
+
+def test_request_rates_may_have_spaces_after_their_commas():
+    from serving_lab.bench import cli as bench_cli
+
+    assert bench_cli._rates("0.5, 1, 2") == [0.5, 1.0, 2.0]

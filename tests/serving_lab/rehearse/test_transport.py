@@ -125,3 +125,12 @@ def test_ray_start_gets_the_merged_library_path(tmp_path, monkeypatch):
     head = ray_cluster.RayHead(num_gpus=1, env={"LD_LIBRARY_PATH": "/lf/lib"}, temp_dir=tmp_path / "ray", run=run)
     head.start()
     assert seen["LD_LIBRARY_PATH"] == "/lf/lib:/usr/local/nvidia/lib64"
+
+
+def test_an_empty_rehearsal_libfabric_means_none(monkeypatch):
+    """`REHEARSAL_LIBFABRIC=` set but empty names no tree: argparse runs an option's type on a string default."""
+    from ops.__main__ import _parser
+
+    monkeypatch.setenv("REHEARSAL_LIBFABRIC", "")
+    argv = ["rehearse", "--stage", "dev"]
+    assert _parser(argv=argv).parse_args(argv).libfabric is None
