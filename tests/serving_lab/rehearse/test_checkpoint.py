@@ -179,3 +179,13 @@ def test_a_disk_or_gpu_without_room_is_refused_before_anything_is_written(
     err = capsys.readouterr().err
     assert err.startswith("checkpoint: ") and said in err and err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("body, problem", [("[" * 100_000, "JSON nested too deeply"), ("{", "Expecting property name")])
+def test_a_config_that_is_no_json_object_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, body, problem):
+    monkeypatch.setattr(checkpoint, "require_gpu", lambda: None)  # the config is read before any GPU work
+    config = tmp_path / "config.json"
+    config.write_text(body)
+    assert checkpoint.main(["--out", str(tmp_path / "ckpt"), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"checkpoint: --config: {config}: ") and problem in err and err.count("\n") == 1
