@@ -24,6 +24,7 @@ import base64
 import contextlib
 import http.client
 import json
+import math
 import socket
 import ssl
 import threading
@@ -368,11 +369,24 @@ class TooDeep(ValueError):
         super().__init__(f"the answer nests arrays or objects more than {MAX_DEPTH} levels deep")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float: 1e400 would be inf, which compares above every count (`readyReplicas: 1e400`)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is past a float's range")
+    return value
+
+
+def _not_json_number(name: str) -> float:
+    """Python's json reads NaN, Infinity and -Infinity, which RFC 8259 (and a Kubernetes API server) never sends."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def parse_json(body: bytes | str) -> Any:
-    """The JSON value of an answer; ValueError when it is not JSON (nor UTF-8 text), TooDeep (a ValueError)
-    when it nests more than MAX_DEPTH levels."""
+    """The JSON value of an answer; ValueError when it is not JSON (nor UTF-8 text, or with a number no float holds:
+    NaN, Infinity, 1e400), TooDeep (a ValueError) when it nests more than MAX_DEPTH levels."""
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_float=_finite, parse_constant=_not_json_number)
     except RecursionError:
         raise TooDeep() from None
     stack = [(value, 1)]  # by hand, not recursively: the check must not be what overflows

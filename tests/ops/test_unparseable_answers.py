@@ -87,3 +87,13 @@ def test_a_condition_reason_of_another_type_is_shown_not_an_internal_error(dev, 
         report = verify.run(dev, fake.api(), progress=lambda *a: None)
     found = report.find("RayService")
     assert found.status == "fail" and "\n" not in found.detail
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+def test_a_number_no_float_holds_is_not_json(number):
+    """Python's json takes NaN and Infinity, and reads 1e400 as inf: a readyReplicas of inf is above any count."""
+    server, api = _api(b'{"kind": "Deployment", "status": {"readyReplicas": ' + number + b"}}")
+    with server, pytest.raises(KubeError) as err:
+        api.get("/apis/apps/v1/namespaces/x/deployments/y")
+    assert err.value.kind == "answer"
+    assert str(err.value).startswith("GET /apis/apps/v1/namespaces/x/deployments/y: the answer is not JSON (")
