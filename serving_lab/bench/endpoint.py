@@ -13,7 +13,6 @@ tokenizer that cannot be loaded fails in seconds, with its cause.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import re
@@ -25,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from clients.kube import AnswerTooLarge, describe_transport, fetch, redirected, snippet
+from clients.kube import AnswerTooLarge, describe_transport, fetch, parse_json, redirected, snippet
 from config.topology import SERVE_PORT
 
 from .aiperf import BenchError, client_python
@@ -146,8 +145,8 @@ def check_models(url: str, model: str, *, timeout: float = MODELS_TIMEOUT) -> li
             f"endpoint {url}: GET /v1/models: {what} (pass --url with the Serve endpoint itself, port {SERVE_PORT})"
         )
     try:
-        ids = [str(entry["id"]) for entry in json.loads(answer.body)["data"]]
-    except (ValueError, RecursionError, KeyError, TypeError):  # RecursionError: JSON nested past the decoder
+        ids = [str(entry["id"]) for entry in parse_json(answer.body)["data"]]
+    except (ValueError, KeyError, TypeError):  # ValueError: what kube.parse_json refuses, deep nesting included
         raise BenchError(
             f"endpoint {url}: GET /v1/models is not an OpenAI model list "
             f"({answer.content_type or 'no content type'}: {snippet(answer)}): is {url} the Serve "

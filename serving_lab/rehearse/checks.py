@@ -58,12 +58,11 @@ def _success(answer: kube.Answer, url: str) -> kube.Answer:
 
 
 # What a request of these checks can fail with: the transport, the answer (status, size, deadline), its JSON.
-# RecursionError: json.loads of an answer nested past the decoder's recursion (an endpoint that answers "[[[[...")
+# ValueError: an answer kube.parse_json refuses (not JSON, nested too deep, NaN or a number past a float)
 FAILURES = (
     urllib.error.URLError,
     OSError,
     ValueError,
-    RecursionError,
     HttpFailure,
     kube.AnswerTooLarge,
     kube.DeadlineExceeded,
@@ -87,7 +86,7 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        yield json.loads(data)
+        yield kube.parse_json(data)
 
 
 def stream_chat(
@@ -146,7 +145,7 @@ def openai(report: Report, base: str, model: str) -> None:
     try:
         url = f"{base}/v1/models"
         answer = _success(kube.fetch(url, timeout=30, limit=MODELS_LIMIT), url)
-        ids = [m.get("id") for m in json.loads(answer.body).get("data", [])]
+        ids = [m.get("id") for m in kube.parse_json(answer.body).get("data", [])]
     except FAILURES as exc:
         report.add("GET /v1/models", "fail", _error(exc))
         return
@@ -157,7 +156,7 @@ def openai(report: Report, base: str, model: str) -> None:
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32, "temperature": 0}
     started = time.perf_counter()
     try:
-        answer = json.loads(_post(f"{base}/v1/chat/completions", body, 300).body)
+        answer = kube.parse_json(_post(f"{base}/v1/chat/completions", body, 300).body)
         text = answer["choices"][0]["message"]["content"]
         usage = answer.get("usage") or {}
     except (*FAILURES, KeyError, IndexError, TypeError) as exc:

@@ -135,11 +135,10 @@ def ask(base: str, model: str, prompt: dict[str, Any], timeout: float = 300) -> 
         )
         if reply.redirect or not 200 <= reply.status < 300:
             raise ValueError(f"HTTP {reply.status}: {' '.join(reply.body.decode(errors='replace').split())[:200]}")
-        answer = parse_answer(prompt["name"], json.loads(reply.body))
+        answer = parse_answer(prompt["name"], kube.parse_json(reply.body))
     except (
         OSError,
         ValueError,
-        RecursionError,
         KeyError,
         IndexError,
         TypeError,
