@@ -345,12 +345,8 @@ def test_model_not_served_fails_before_calibration(
             ),
         ),
         (200, "application/json", b'{"models": ["qwen3.5-9b"]}', "GET /v1/models is not an OpenAI model list"),
-        (
-            200,
-            "application/json",
-            b"[" * 100_000,
-            "GET /v1/models is not an OpenAI model list",
-        ),  # past json's recursion
+        (200, "application/json", b"[" * 100_000, "GET /v1/models is not an OpenAI model list"),  # deep
+        (200, "application/json", b'{"data": [{"id": NaN}]}', "GET /v1/models is not an OpenAI model list"),
         (404, "text/plain", b"404 page not found", 'GET /v1/models answered HTTP 404 Not Found: "404 page not found"'),
     ],
 )
