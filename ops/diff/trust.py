@@ -48,9 +48,12 @@ def code_changes(paths: list[str]) -> list[str]:
 def copy_stage_files(tree: Path, data_tree: Path) -> None:
     """Replace the stage files of `data_tree` (a copy of the base) with the tree's. Regular files only: a
     symlink could make the base's code read, and the report print, any file of the caller."""
+    folder = tree / "config"
+    if folder.is_symlink() or not folder.is_dir():  # a link would lead the glob, and the report, out of the tree
+        raise DiffError(f"{folder}: not a folder of the tree (a symlink or other): config/ must be a plain folder")
     for old in (data_tree / "config").glob("*.yaml"):
         old.unlink()
-    for source in sorted((tree / "config").glob("*.yaml")):
+    for source in sorted(folder.glob("*.yaml")):
         mode = source.lstat().st_mode
         if not stat.S_ISREG(mode):
             raise DiffError(

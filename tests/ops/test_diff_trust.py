@@ -141,6 +141,19 @@ def test_a_symlinked_stage_file_is_refused_in_one_line(pull_request, tmp_path, m
     )
 
 
+def test_a_symlinked_config_folder_is_refused_in_one_line(pull_request, tmp_path, monkeypatch, capsys):
+    """Every file in it is regular: only the folder leads out of the tree (before: the caller's files were read)."""
+    outside = tmp_path / "outside"
+    (pull_request / "config").rename(outside)
+    (pull_request / "config").symlink_to(outside)
+    code, out, err = _diff(capsys, monkeypatch, tmp_path, "--tree", str(pull_request))
+    assert code == 2 and out == ""
+    assert err == (
+        f"diff: {pull_request / 'config'}: not a folder of the tree (a symlink or other): config/ must be a plain "
+        f"folder\n"
+    )
+
+
 def test_the_trees_git_hooks_never_run(pull_request, tmp_path, monkeypatch, capsys):
     ran = tmp_path / "hook-ran"
     hook = pull_request / ".git" / "hooks" / "post-checkout"
