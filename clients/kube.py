@@ -377,16 +377,17 @@ def _finite(text: str) -> float:
     return value
 
 
-def _not_json_number(name: str) -> float:
-    """Python's json reads NaN, Infinity and -Infinity, which RFC 8259 (and a Kubernetes API server) never sends."""
-    raise ValueError(f"{name} is not a JSON number")
+def not_json_number(name: str) -> float:
+    """json.loads' parse_constant: Python's json reads NaN, Infinity and -Infinity, which RFC 8259 (and a Kubernetes
+    API server, or a results file) never holds."""
+    raise ValueError(f"{name} is not a number (JSON has no NaN or Infinity)")
 
 
 def parse_json(body: bytes | str) -> Any:
     """The JSON value of an answer; ValueError when it is not JSON (nor UTF-8 text, or with a number no float holds:
     NaN, Infinity, 1e400), TooDeep (a ValueError) when it nests more than MAX_DEPTH levels."""
     try:
-        value = json.loads(body, parse_float=_finite, parse_constant=_not_json_number)
+        value = json.loads(body, parse_float=_finite, parse_constant=not_json_number)
     except RecursionError:
         raise TooDeep() from None
     stack = [(value, 1)]  # by hand, not recursively: the check must not be what overflows

@@ -20,6 +20,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clients.kube import not_json_number
+
 SCHEMA: Final = "pd-inference/bench-run/v1"
 
 
@@ -314,10 +316,6 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
-def _not_a_number(text: str):
-    raise ValueError(f"{text} is not a number (JSON has no NaN or Infinity)")
-
-
 def _parse(shown: str, raw: bytes):
     try:
         text = raw.decode("utf-8")
@@ -326,7 +324,7 @@ def _parse(shown: str, raw: bytes):
             f"{shown}: not a results JSON file (not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start})"
         ) from None
     try:
-        data = json.loads(text, parse_constant=_not_a_number)
+        data = json.loads(text, parse_constant=not_json_number)
     except RecursionError:  # json's parser recurses per level: far deeper than MAX_DEPTH
         raise ResultsError(f"{shown}: not a results JSON file (nested more than {MAX_DEPTH} levels deep)") from None
     except ValueError as exc:  # json.JSONDecodeError, NaN/Infinity, an integer of more than 4300 digits

@@ -25,7 +25,7 @@ from typing import Any
 
 from charts.serve_ingress import INGRESSES
 from clients import nixl
-from clients.cli_options import NUMBER_MAX, folder, number, output_folder, regular_file
+from clients.cli_options import NUMBER_MAX, decimal, folder, number, output_folder, regular_file
 from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirected
 from clients.report import Report
 from clients.text import shown
@@ -70,11 +70,8 @@ class RehearsalInterrupted(KeyboardInterrupt):
 
 
 def _positive_bytes(text: str) -> int:
-    """A byte count: a whole number from 1 MiB to 1 TiB."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    """A byte count: a whole number in ASCII digits (decimal's syntax) from 1 MiB to 1 TiB."""
+    value = decimal(text, int)
     if not 2**20 <= value <= 2**40:
         raise argparse.ArgumentTypeError(f"{value} is outside 1 MiB to 1 TiB")
     return value
