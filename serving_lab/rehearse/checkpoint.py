@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients import kube
 from clients.cli_options import number, output_folder, regular_file
 
 from .model_folder import ModelFolderError, build
@@ -273,8 +274,8 @@ def write(out: Path, *, seed: int, config_path: Path = DEFAULT_CONFIG, say=print
     started = time.monotonic()
     require_gpu()
     try:
-        config = json.loads(Path(config_path).read_text())
-    except RecursionError:  # json's decoder recurses once per level of nesting
+        config = kube.parse_json(Path(config_path).read_text())
+    except kube.TooDeep:
         raise CheckpointError(f"--config: {config_path}: JSON nested too deeply") from None
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"--config: {config_path}: {exc}") from None

@@ -10,13 +10,13 @@ its bootstrap interval, as the rehearsal measured them: nothing is computed agai
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients import kube
 from clients.cli_options import file_label, folder, text
 from serving_lab.bench import results
 
@@ -60,7 +60,7 @@ def _report_figures(path: Path) -> tuple[int | None, float | None]:
     try:
         if path.stat().st_size > REPORT_MAX_BYTES:
             raise ValueError(f"larger than {REPORT_MAX_BYTES // 2**20} MiB")
-        checks = json.loads(path.read_text())["checks"]
+        checks = kube.parse_json(path.read_text())["checks"]
         # an engine whose KV cache was not found has None there (checks.engine_memory)
         tokens = [
             c["data"]["kv_cache_tokens"] for c in checks if (c.get("data") or {}).get("kv_cache_tokens") is not None
@@ -68,7 +68,7 @@ def _report_figures(path: Path) -> tuple[int | None, float | None]:
         running = [c["data"]["seconds"] for c in checks if c["name"] == "application RUNNING" and c["status"] == "pass"]
         kv = min(int(t) for t in tokens) if tokens else None
         return kv, float(running[0]) if running else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # ValueError: kube.TooDeep too
         raise MatrixError(f"{path}: not a rehearsal report ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from clients import kube
 from clients.report import Report
 from clients.text import shown
 
@@ -55,8 +56,8 @@ def fingerprint(model_dir: Path) -> dict[str, Any]:
     such record)."""
     record = model_dir / checkpoint.RECORD
     try:
-        found = CheckpointRecord.model_validate(json.loads(record.read_text()) if record.is_file() else {})
-    except RecursionError:
+        found = CheckpointRecord.model_validate(kube.parse_json(record.read_text()) if record.is_file() else {})
+    except kube.TooDeep:
         raise OracleError(f"{record}: not a checkpoint record (JSON nested too deeply)") from None
     except (OSError, ValueError) as exc:
         raise OracleError(f"{record}: not a checkpoint record ({_first_problem(exc)})") from None
@@ -195,8 +196,8 @@ def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
             raw = file.read(ANSWERS_MAX_BYTES + 1)
         if len(raw) > ANSWERS_MAX_BYTES:
             raise OracleError(f"{path}: larger than {ANSWERS_MAX_BYTES // 2**20} MiB: not an oracle-answers file")
-        return parse_answers(json.loads(raw))
-    except RecursionError:  # json's decoder recurses once per level of nesting
+        return parse_answers(kube.parse_json(raw))
+    except kube.TooDeep:  # clients/kube.py bounds nesting, and refuses NaN and 1e400 too
         raise OracleError(f"{path}: not an oracle-answers file (JSON nested too deeply)") from None
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         raise OracleError(f"{path}: not an oracle-answers file ({_first_problem(exc)})") from None
