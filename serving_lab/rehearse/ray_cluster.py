@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,9 @@ APPLICATIONS = "/api/serve/applications/"
 # GET /api/serve/applications/: every application's deployments and replicas (a few KiB for one stage's
 # app); PUT answers nothing. The default cap of clients.kube leaves room for a large Serve config.
 DASHBOARD_LIMIT = ANSWER_LIMIT
+# How long start() waits for the dashboard's port to come free: the head of an earlier mode (or test) may still be
+# exiting after `ray stop --force`, and a taken port leaves Ray without a dashboard.
+PORT_WAIT_S = 30.0
 
 
 # Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY=1) runs a process that `ray stop --force` leaves bound to
@@ -83,6 +87,18 @@ def processes_naming(text: str, proc: Path = Path("/proc")) -> list[int]:
     return found
 
 
+def port_is_free(port: int, host: str = NODE_IP) -> bool:
+    """Whether `host:port` can be bound now, as Ray tests the dashboard's port before it starts it
+    (ray/_private/services.py start_api_server: SO_REUSEADDR, then bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class RayError(Exception):
     """Ray could not be started, deployed to or read; one line."""
 
@@ -105,6 +121,9 @@ def start_command(
         f"--node-ip-address={NODE_IP}",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={DASHBOARD_PORT}",
+        # Without it a dashboard that cannot start (its port taken) is logged and `ray start` still succeeds
+        # (ray/_private/node.py raise_on_api_server_failure, services.py start_api_server); KubeRay needs it.
+        "--include-dashboard=true",
         f"--temp-dir={temp_dir}",
         f"--metrics-export-port={metrics_port}",
         "--disable-usage-stats",
@@ -142,13 +161,15 @@ class RayHead:
         python: str = sys.executable,
         run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
         dashboard: str = f"http://127.0.0.1:{DASHBOARD_PORT}",
+        port_free: Callable[[int], bool] = port_is_free,
     ) -> None:
         self.num_gpus, self.env, self.temp_dir, self.python = num_gpus, env, Path(temp_dir), python
-        self.run, self.dashboard, self.metrics_port = run, dashboard, metrics_port
+        self.run, self.dashboard, self.metrics_port, self.port_free = run, dashboard, metrics_port, port_free
         self.started = False
 
     def start(self, timeout: float = 180) -> None:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self._wait_for_dashboard_port()
         env = {**haproxy_env(self.temp_dir), **merged_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
         self.started = True  # from here on, stop() must run even if start fails half-way
         try:
@@ -165,6 +186,16 @@ class RayHead:
             raise RayError(f"ray start did not finish within {timeout:.0f} s") from None
         if done.returncode != 0:
             raise RayError(f"ray start failed (exit {done.returncode}): {_last_line(done.stderr or done.stdout)}")
+
+    def _wait_for_dashboard_port(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        deadline = time.monotonic() + PORT_WAIT_S
+        while not self.port_free(DASHBOARD_PORT):
+            if time.monotonic() >= deadline:
+                raise RayError(
+                    f"{NODE_IP}:{DASHBOARD_PORT}, the Ray dashboard's port, is still taken after {PORT_WAIT_S:.0f} s: "
+                    "another Ray on this host, or another server"
+                )
+            sleep(0.5)
 
     def stop(self) -> None:
         if not self.started:

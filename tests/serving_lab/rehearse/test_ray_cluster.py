@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,11 @@ class Recorder:
         return subprocess.CompletedProcess(argv, self.returncode if argv[3] == "start" else 0, "", self.stderr)
 
 
+def _head(**kwargs) -> ray_cluster.RayHead:
+    """A head whose `ray` is faked: the dashboard's port counts as free, whatever this machine runs."""
+    return ray_cluster.RayHead(**kwargs, port_free=lambda port: True)
+
+
 def test_ray_starts_like_kuberay_starts_the_head_but_on_loopback(tmp_path):
     argv = ray_cluster.start_command(num_gpus=2, temp_dir=tmp_path / "ray", python="/usr/bin/python3")
     assert argv[:4] == ["/usr/bin/python3", "-m", "ray.scripts.scripts", "start"]
@@ -82,6 +88,7 @@ def test_ray_starts_like_kuberay_starts_the_head_but_on_loopback(tmp_path):
         "--node-ip-address=127.0.0.1",
         "--dashboard-host=127.0.0.1",
         "--dashboard-port=8265",
+        "--include-dashboard=true",
         "--metrics-export-port=8080",
         "--disable-usage-stats",
         f"--temp-dir={tmp_path / 'ray'}",
@@ -97,14 +104,14 @@ def test_ray_starts_like_kuberay_starts_the_head_but_on_loopback(tmp_path):
 
 def test_the_engines_environment_goes_to_ray_start(tmp_path):
     run = Recorder()
-    head = ray_cluster.RayHead(num_gpus=2, env={"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}, temp_dir=tmp_path, run=run)
+    head = _head(num_gpus=2, env={"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}, temp_dir=tmp_path, run=run)
     head.start()
     assert run.envs[0]["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS" and run.envs[0]["RAY_USAGE_STATS_ENABLED"] == "0"
 
 
 def test_a_failed_start_still_stops_ray_once(tmp_path):
     run = Recorder(returncode=1, stderr="some detail\nValueError: port 8265 already in use\n")
-    head = ray_cluster.RayHead(num_gpus=2, env={}, temp_dir=tmp_path, run=run)
+    head = _head(num_gpus=2, env={}, temp_dir=tmp_path, run=run)
     with pytest.raises(
         ray_cluster.RayError, match=r"ray start failed \(exit 1\): ValueError: port 8265 already in use"
     ):
@@ -117,7 +124,7 @@ def test_a_failed_start_still_stops_ray_once(tmp_path):
 def test_serves_haproxy_keeps_its_files_in_the_heads_temp_folder_unless_the_plan_says_otherwise(tmp_path):
     run = Recorder()
     plan = {"RAY_SERVE_HAPROXY_SOCKET_PATH": "/run/admin.sock"}
-    ray_cluster.RayHead(num_gpus=1, env=plan, temp_dir=tmp_path, run=run).start()
+    _head(num_gpus=1, env=plan, temp_dir=tmp_path, run=run).start()
     haproxy = {name: value for name, value in run.envs[0].items() if name.startswith("RAY_SERVE_HAPROXY_")}
     base = tmp_path / "hap"
     assert haproxy == {
@@ -135,7 +142,7 @@ def test_stopping_ends_a_process_that_names_the_heads_haproxy_folder(tmp_path):
     left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-f", str(config)])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-f", "/tmp/haproxy-serve/x"])
     try:
-        head = ray_cluster.RayHead(num_gpus=1, env={}, temp_dir=tmp_path, run=Recorder())
+        head = _head(num_gpus=1, env={}, temp_dir=tmp_path, run=Recorder())
         head.start()
         head.stop()
         assert left.wait(timeout=30) == -signal.SIGTERM
@@ -155,9 +162,36 @@ def test_processes_are_found_by_their_command_line(tmp_path):
     assert ray_cluster.processes_naming("/tmp/rh-1/haproxy-serve", proc=tmp_path) == [12]
 
 
+def test_the_dashboard_port_is_free_only_while_nothing_holds_it():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert not ray_cluster.port_is_free(port)
+    assert ray_cluster.port_is_free(port)
+
+
+def test_a_dashboard_port_still_taken_stops_the_start_before_ray_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_cluster, "PORT_WAIT_S", 0.0)
+    run, asked = Recorder(), []
+    head = ray_cluster.RayHead(
+        num_gpus=1, env={}, temp_dir=tmp_path, run=run, port_free=lambda p: asked.append(p) or False
+    )
+    with pytest.raises(ray_cluster.RayError, match=r"^127\.0\.0\.1:8265, the Ray dashboard's port, is still taken"):
+        head.start()
+    assert asked == [8265] and run.calls == []
+
+
+def test_the_start_waits_while_the_dashboard_port_comes_free(tmp_path):
+    answers, slept = iter([False, False, True]), []
+    head = ray_cluster.RayHead(num_gpus=1, env={}, temp_dir=tmp_path, run=Recorder(), port_free=lambda p: next(answers))
+    head._wait_for_dashboard_port(sleep=slept.append)
+    assert slept == [0.5, 0.5]
+
+
 def test_a_head_never_started_is_not_stopped(tmp_path):
     run = Recorder()
-    ray_cluster.RayHead(num_gpus=2, env={}, temp_dir=tmp_path, run=run).stop()
+    _head(num_gpus=2, env={}, temp_dir=tmp_path, run=run).stop()
     assert run.calls == []
 
 

@@ -6,6 +6,7 @@ engines need GPUs; this proves everything around them."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -88,3 +89,21 @@ def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_p
         time.sleep(1)
     assert _ray_processes() == []
     assert ray_cluster.processes_naming(f"{temp}/{ray_cluster.HAPROXY_FOLDER}") == []
+
+
+@pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
+def test_ray_start_fails_with_its_reason_when_the_dashboard_cannot_bind(tmp_path):
+    """--include-dashboard=true: without it Ray logs the taken port and starts with no dashboard, which the
+    rehearsal then waits for in vain (CI, 2026-12-05)."""
+    temp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+    head = ray_cluster.RayHead(num_gpus=0, env={}, temp_dir=temp, python=sys.executable, port_free=lambda port: True)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 8265))
+        holder.listen()
+        try:
+            with pytest.raises(ray_cluster.RayError, match=r"Failed to bind to 127\.0\.0\.1:8265 because it's already"):
+                head.start(timeout=120)
+        finally:
+            head.stop()
+            ray_cluster.remove_tree(temp)

@@ -122,7 +122,9 @@ def test_ray_start_gets_the_merged_library_path(tmp_path, monkeypatch):
 
         return Done()
 
-    head = ray_cluster.RayHead(num_gpus=1, env={"LD_LIBRARY_PATH": "/lf/lib"}, temp_dir=tmp_path / "ray", run=run)
+    head = ray_cluster.RayHead(
+        num_gpus=1, env={"LD_LIBRARY_PATH": "/lf/lib"}, temp_dir=tmp_path / "ray", run=run, port_free=lambda port: True
+    )
     head.start()
     assert seen["LD_LIBRARY_PATH"] == "/lf/lib:/usr/local/nvidia/lib64"
 
