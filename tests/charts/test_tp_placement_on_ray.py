@@ -4,6 +4,8 @@ engine's bundles over both nodes; the rendered STRICT_PACK leaves them waiting f
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import ray
 from ray.cluster_utils import Cluster
@@ -12,9 +14,18 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from charts.serve_config import build_serve_config
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def busy_cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+    # Off the ports of a `ray start` on this machine (Ray's defaults: dashboard 8265, its agent 52365,
+    # ray/_private/parameter.py): the pipeline's check runs this file while the suite's real Ray test may run.
+    head = {"dashboard_port": _free_port(), "dashboard_agent_listen_port": _free_port()}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, **head})
     for _ in range(2):
         cluster.add_node(num_cpus=4, num_gpus=4)
     ray.init(address=cluster.address, include_dashboard=False, logging_level="ERROR")
