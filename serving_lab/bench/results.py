@@ -9,17 +9,15 @@ values for the distribution plots).
 from __future__ import annotations
 
 import ast
-import errno
 import json
 import math
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clients.files import FileRefused, read_regular
 from clients.kube import not_json_number
 
 SCHEMA: Final = "pd-inference/bench-run/v1"
@@ -259,61 +257,10 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 
 
 def _read(path: Path, shown: str) -> bytes:
-    fd = _open(path, shown)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ResultsError(f"{shown}: {_kind(info.st_mode)}, not a regular file: not a results file")
-        too_large = f"{shown}: too large for a results file (more than {MAX_BYTES // (1 << 20)} MiB)"
-        if info.st_size > MAX_BYTES:
-            raise ResultsError(too_large)
-        return _read_at_most(fd, MAX_BYTES, too_large)
-    except OSError as exc:
-        raise ResultsError(f"{shown}: cannot read the results file ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-
-
-def _open(path: Path, shown: str) -> int:
-    # O_NONBLOCK: opening a FIFO with no writer returns at once (a blocking open would wait for one
-    # forever); fstat on the open file then refuses it, so nothing but a regular file is ever read.
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        return os.open(path, flags)
-    except FileNotFoundError:
-        raise ResultsError(f"{shown}: no such results file") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ResultsError(f"{shown}: a symbolic link loop, not a results file") from None
-        if exc.errno == errno.ENXIO:  # a socket (or a device without a driver): nothing to read
-            raise ResultsError(f"{shown}: not a regular file (a socket?): not a results file") from None
-        raise ResultsError(f"{shown}: cannot open the results file ({exc.strerror or exc})") from None
-
-
-def _read_at_most(fd: int, limit: int, too_large: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:  # st_size can be 0 for files whose size is not known up front (/proc): count as we read
-        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise ResultsError(too_large)
-
-
-def _kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return "a special file"
+        return read_regular(path, MAX_BYTES)
+    except FileRefused as exc:
+        raise ResultsError(f"{shown}: {exc}: not a results file") from None
 
 
 def _parse(shown: str, raw: bytes):

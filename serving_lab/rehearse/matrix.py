@@ -18,6 +18,7 @@ from pathlib import Path
 
 from clients import kube
 from clients.cli_options import file_label, folder, text
+from clients.files import FileRefused, read_regular
 from serving_lab.bench import results
 
 RUN_FILE = re.compile(r"[0-9]{8}T[0-9]{6}Z-.+\.json")  # serving_lab/bench/runner.py: <time>-<label>.json
@@ -58,9 +59,7 @@ def rows(arm: str, path: Path, profile: str) -> list[Row]:
 def _report_figures(path: Path) -> tuple[int | None, float | None]:
     """(smallest engine's KV tokens, seconds to RUNNING) of a report-<mode>.json."""
     try:
-        if path.stat().st_size > REPORT_MAX_BYTES:
-            raise ValueError(f"larger than {REPORT_MAX_BYTES // 2**20} MiB")
-        checks = kube.parse_json(path.read_text())["checks"]
+        checks = kube.parse_json(read_regular(path, REPORT_MAX_BYTES))["checks"]
         # an engine whose KV cache was not found has None there (checks.engine_memory)
         tokens = [
             c["data"]["kv_cache_tokens"] for c in checks if (c.get("data") or {}).get("kv_cache_tokens") is not None
@@ -68,7 +67,9 @@ def _report_figures(path: Path) -> tuple[int | None, float | None]:
         running = [c["data"]["seconds"] for c in checks if c["name"] == "application RUNNING" and c["status"] == "pass"]
         kv = min(int(t) for t in tokens) if tokens else None
         return kv, float(running[0]) if running else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # ValueError: kube.TooDeep too
+    except FileRefused as exc:
+        raise MatrixError(f"{path}: {exc}: not a rehearsal report") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # ValueError: kube.TooDeep too
         raise MatrixError(f"{path}: not a rehearsal report ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 

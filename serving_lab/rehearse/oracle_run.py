@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients import kube
+from clients.files import FileRefused, read_regular
 from clients.report import Report
 from clients.text import shown
 
@@ -192,11 +193,9 @@ class AnswersFile(BaseModel):
 def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
     """(mode, levels, checkpoint) of an oracle-answers file, or an OracleError naming the file and what is wrong."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(ANSWERS_MAX_BYTES + 1)
-        if len(raw) > ANSWERS_MAX_BYTES:
-            raise OracleError(f"{path}: larger than {ANSWERS_MAX_BYTES // 2**20} MiB: not an oracle-answers file")
-        return parse_answers(kube.parse_json(raw))
+        return parse_answers(kube.parse_json(read_regular(path, ANSWERS_MAX_BYTES)))
+    except FileRefused as exc:
+        raise OracleError(f"{path}: {exc}: not an oracle-answers file") from None
     except kube.TooDeep:  # clients/kube.py bounds nesting, and refuses NaN and 1e400 too
         raise OracleError(f"{path}: not an oracle-answers file (JSON nested too deeply)") from None
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError

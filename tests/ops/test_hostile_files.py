@@ -170,8 +170,8 @@ HOSTILE = [
         "nested more than 32 levels deep",
     ),
     # large: by size, and by what is read when the size is not known (or lies)
-    ("2-GiB-sparse-file", _sparse, "too large for a results file (more than 64 MiB)"),
-    ("64-MiB-plus-one", _padded, "too large for a results file"),
+    ("2-GiB-sparse-file", _sparse, "larger than 64 MiB: not a results file"),
+    ("64-MiB-plus-one", _padded, "larger than 64 MiB: not a results file"),
     ("dev-zero", lambda tmp_path: Path("/dev/zero"), "a character device, not a regular file"),
     ("dev-null", lambda tmp_path: Path("/dev/null"), "a character device, not a regular file"),
     ("dev-urandom", lambda tmp_path: Path("/dev/urandom"), "a character device, not a regular file"),
@@ -185,9 +185,9 @@ HOSTILE = [
     (
         "dangling-symlink",
         lambda tmp_path: (tmp_path / "d.json").symlink_to(tmp_path / "gone") or tmp_path / "d.json",
-        "no such results file",
+        "no such file: not a results file",
     ),
-    ("missing", lambda tmp_path: tmp_path / "nope.json", "no such results file"),
+    ("missing", lambda tmp_path: tmp_path / "nope.json", "no such file: not a results file"),
     # not UTF-8
     ("utf-16", _bytes(VALID_TEXT.encode("utf-16")), "not UTF-8: byte 0xff at offset 0"),
     (
@@ -385,7 +385,7 @@ def test_a_size_unknown_up_front_is_counted_while_reading(monkeypatch):
     # /proc files report st_size 0: the cap holds on what is read, not on what stat says
     monkeypatch.setattr(results, "MAX_BYTES", 16)
     assert os.stat("/proc/self/environ").st_size == 0
-    with pytest.raises(results.ResultsError, match=r"^/proc/self/environ: too large for a results file"):
+    with pytest.raises(results.ResultsError, match=r"^/proc/self/environ: larger than 16 bytes: not a results file$"):
         results.load(Path("/proc/self/environ"))
 
 

@@ -36,7 +36,7 @@ def _write(tmp_path, content) -> str:
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(results.ResultsError, match=r"^.*/nope\.json: no such results file$"):
+    with pytest.raises(results.ResultsError, match=r"^.*/nope\.json: no such file: not a results file$"):
         results.load(tmp_path / "nope.json")
 
 

@@ -3,6 +3,7 @@ it prints are the ones the evidence README states, and a folder that holds no re
 
 from __future__ import annotations
 
+import os
 import tarfile
 from pathlib import Path
 
@@ -56,6 +57,16 @@ def test_a_report_that_is_not_one_is_one_line_and_exit_2(tmp_path, capsys, body)
     assert matrix.main([f"x={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"matrix: {tmp_path / 'report-pd.json'}: not a rehearsal report (") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, lambda path: path.symlink_to("/dev/zero")], ids=["fifo", "dev-zero"])
+def test_a_report_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, capsys, make):
+    make(tmp_path / "report-pd.json")
+    assert matrix.main([f"x={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"matrix: {tmp_path / 'report-pd.json'}: a ") and err.endswith(
+        ", not a regular file: not a rehearsal report\n"
+    )
 
 
 @pytest.mark.parametrize("arm", ["nofolder", "../x=/tmp", "x=/nonexistent"])

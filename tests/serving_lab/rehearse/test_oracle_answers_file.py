@@ -5,6 +5,7 @@ engines start."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_any_other_shape_is_one_line_naming_the_field(tmp_path, data, problem):
 
 def test_a_file_past_the_size_cap_is_refused_without_reading_it_all(tmp_path, monkeypatch):
     monkeypatch.setattr(oracle_run, "ANSWERS_MAX_BYTES", 64)
-    with pytest.raises(oracle_run.OracleError, match=r"larger than 0 MiB: not an oracle-answers file"):
+    with pytest.raises(oracle_run.OracleError, match=r"larger than 64 bytes: not an oracle-answers file$"):
         oracle_run.read_answers(_file(tmp_path, GOOD))
 
 
@@ -93,3 +94,9 @@ def test_json_nested_past_the_decoders_recursion_is_one_line(tmp_path):
     (tmp_path / "checkpoint.json").write_text('{"a": ' * 100_000)
     with pytest.raises(oracle_run.OracleError, match=r": not a checkpoint record \(JSON nested too deeply\)$"):
         oracle_run.fingerprint(tmp_path)
+
+
+def test_a_fifo_in_place_of_the_file_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "answers.json")
+    with pytest.raises(oracle_run.OracleError, match=r"a FIFO \(named pipe\), not a regular file: not an oracle-answ"):
+        oracle_run.read_answers(tmp_path / "answers.json")
