@@ -21,6 +21,7 @@ from .work_units import START_ORDER, STARTS_RAY, next_unit, work_unit
         ("tests/cluster/test_admission.py::test_c", "tests/cluster"),
         ("tests/clusterless/test_d.py::test_e", "tests/clusterless/test_d.py"),
         ("tests/charts/test_tp_placement_on_ray.py::test_f", "tests/serving_lab/rehearse/test_real_ray.py"),
+        ("tests/stacks/test_pipeline.py::test_g", "tests/serving_lab/rehearse/test_real_ray.py"),
     ],
 )
 def test_a_unit_is_the_file_the_control_planes_folder_or_the_files_that_start_ray(nodeid, unit):
@@ -37,7 +38,7 @@ def test_lint_ends_before_the_fresh_clone_pipeline_check_starts_so_its_mypy_is_w
     # Three workers (scripts/test.sh on 2 cores) take the first three units at once; the fifth goes when two
     # have ended, and only the control plane's unit outlasts lint's.
     assert START_ORDER.index("tests/test_lint.py") < 3
-    assert START_ORDER.index("tests/stacks/test_pipeline.py") >= 4
+    assert START_ORDER.index(work_unit("tests/stacks/test_pipeline.py::test_a")) >= 4
 
 
 @pytest.mark.parametrize("unit", START_ORDER + STARTS_RAY)

@@ -149,7 +149,10 @@ def merged_env(host: Mapping[str, str], plan: Mapping[str, str]) -> dict[str, st
 
 
 class RayHead:
-    """`ray start --head` with the engines' environment; `stop()` is safe to call more than once."""
+    """`ray start --head` with the engines' environment; `stop()` is safe to call more than once. It is `ray stop
+    --force`, which ends every Ray of this host's user: it kills by process name (ray/scripts/scripts.py `stop`,
+    ray/autoscaler/_private/constants.py RAY_PROCESSES), not by cluster. A rehearsal has the host to itself, and
+    start() refuses a dashboard port another Ray holds."""
 
     def __init__(
         self,
