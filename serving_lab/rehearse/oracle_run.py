@@ -9,7 +9,9 @@ or --oracle-against FILE naming the other mode's answers from an earlier command
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients import kube
+from clients.cli_options import file_label, output_file, output_folder, regular_file
 from clients.files import FileRefused, read_regular
 from clients.report import Report
 from clients.text import shown
@@ -260,20 +263,25 @@ def verdict(levels_by_mode: dict[str, oracle.Levels], out: Path, stage: str, rep
     return found
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python3 -m serving_lab.rehearse.oracle_run", description=main.__doc__)
+    parser.add_argument("answers", nargs=2, type=regular_file, metavar="ANSWERS", help="PD's and colocated's")
+    parser.add_argument("out", type=output_folder, metavar="OUT", help="the folder for oracle-<STAGE>.json")
+    parser.add_argument("stage", type=file_label, metavar="STAGE", help="the stage's name (names the file)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """python3 -m serving_lab.rehearse.oracle_run PD_ANSWERS COLOCATED_ANSWERS OUT STAGE: the verdict again, offline,
     from two oracle-answers files (each mode's, as a rehearsal wrote them)."""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 4:
-        print(
-            "usage: python3 -m serving_lab.rehearse.oracle_run PD_ANSWERS COLOCATED_ANSWERS OUT STAGE", file=sys.stderr
-        )
-        return 2
+    args = _parser().parse_args(argv)
+    try:
+        output_file(str(Path(args.out) / f"oracle-{args.stage}.json"))  # never a FIFO in OUT (its writer blocks)
+    except argparse.ArgumentTypeError as exc:
+        _parser().error(f"OUT: {exc}")
     levels: dict[str, oracle.Levels] = {}
     try:
-        for path in args[:2]:
+        for path in args.answers:
             mode, answers, _ = read_answers(Path(path))
             levels[mode] = answers
     except OracleError as exc:
@@ -282,12 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     if set(levels) != {"pd", "colocated"}:
         print(f"oracle_run: the files hold {sorted(levels)} answers; one pd and one colocated", file=sys.stderr)
         return 2
-    report = Report("oracle", args[3])
+    report = Report("oracle", args.stage)
     try:
-        Path(args[2]).mkdir(parents=True, exist_ok=True)
-        verdict(levels, Path(args[2]), args[3], report)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        verdict(levels, Path(args.out), args.stage, report)
     except OSError as exc:
-        print(f"oracle_run: OUT {shown(args[2], 80)}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"oracle_run: OUT {shown(args.out, 80)}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(report.table())
     return report.exit_code

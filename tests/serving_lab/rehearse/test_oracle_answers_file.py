@@ -100,3 +100,25 @@ def test_a_fifo_in_place_of_the_file_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "answers.json")
     with pytest.raises(oracle_run.OracleError, match=r"a FIFO \(named pipe\), not a regular file: not an oracle-answ"):
         oracle_run.read_answers(tmp_path / "answers.json")
+
+
+@pytest.mark.parametrize("stage", ["../x", "a/b", "", "dev\n"])
+def test_the_offline_verdicts_stage_names_a_file_in_out_and_nothing_else(tmp_path, capsys, stage):
+    good = _file(tmp_path, GOOD)
+    with pytest.raises(SystemExit) as info:
+        oracle_run.main([str(good), str(good), str(tmp_path / "out"), stage])
+    assert info.value.code == 2
+    assert "error: argument STAGE: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_offline_verdict_refuses_a_fifo_where_it_would_write(tmp_path, capsys):
+    good = _file(tmp_path, GOOD)
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "oracle-dev.json")
+    with pytest.raises(SystemExit) as info:
+        oracle_run.main([str(good), str(good), str(tmp_path / "out"), "dev"])
+    assert info.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # the path is cut to 40 characters (cli_options)
+    assert last.startswith("python3 -m serving_lab.rehearse.oracle_run: error: OUT: /"), last
+    assert last.endswith(": a FIFO, not a regular file"), last
