@@ -248,7 +248,10 @@ def test_port_forward_failure_is_one_line(config_dir, aiperf_bin, tokenizer_dir,
             "bench --stage dev: benchmark.profiles: no profile 'nope' in stage dev (allowed: chat, long-prompt)",
         ),
         (["--stage", "nosuch"], None),
-        (["--compare", "missing-a.json", "missing-b.json"], "bench --compare: missing-a.json: no such file: not a results file"),
+        (
+            ["--compare", "missing-a.json", "missing-b.json"],
+            "bench --compare: missing-a.json: no such file: not a results file",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
