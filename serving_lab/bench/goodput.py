@@ -31,7 +31,8 @@ rates differ by the duration only (aiperf's window opens before the first arriva
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
@@ -260,6 +261,44 @@ def bootstrap(
     low = min(found.per_s, draws[min(resamples - 1, int(tail * resamples))])
     high = max(found.per_s, draws[min(resamples - 1, int((1 - tail) * resamples))])
     return Interval(per_s=found.per_s, low=low, high=high, confidence=confidence, requests=n)
+
+
+@dataclass(frozen=True)
+class Median:
+    """A latency's median over a level's requests (ms) and its percentile bootstrap interval at `confidence`."""
+
+    ms: float
+    low: float
+    high: float
+    confidence: float
+    samples: int
+
+    def text(self) -> str:
+        places = 2 if self.high < 10 else 1  # an ITL of a few ms needs its hundredths
+        return f"{self.ms:.{places}f} ms ({self.confidence:.0%} {self.low:.{places}f}-{self.high:.{places}f})"
+
+    def apart_from(self, other: Median) -> bool:
+        """The two intervals do not overlap: a rerun keeps which median is lower."""
+        return self.high < other.low or other.high < self.low
+
+
+def median_bootstrap(
+    values: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Median | None:
+    """The median of `values` and its percentile bootstrap interval (each draw's median over `resamples` draws with
+    replacement); seeded, as `bootstrap`; None without values."""
+    if not values:
+        return None
+    rng = random.Random(seed)
+    n = len(values)
+    draws = sorted(statistics.median(values[rng.randrange(n)] for _ in range(n)) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low, high = draws[int(tail * resamples)], draws[min(resamples - 1, int((1 - tail) * resamples))]
+    return Median(statistics.median(values), low, high, confidence, n)
 
 
 def _latencies(measured: list[aiperf.RequestMetrics]) -> list[float] | None:

@@ -1,6 +1,7 @@
-"""Each level's goodput with its bootstrap interval, its request count and the unstable flag (goodput.py's rules for
-figures that hold on a rerun), from aiperf's per-request records; with two runs, the ratio of each level they share,
-stated only with both intervals. For committed runs as well as fresh ones:
+"""Each level's goodput with its bootstrap interval, its request count, its TTFT and ITL medians with theirs, and the
+unstable flag (goodput.py's rules for figures that hold on a rerun), from aiperf's per-request records; with two
+runs, the ratios of each level they share: goodput's stated only with both intervals, the medians' with whether
+their intervals are apart. For committed runs as well as fresh ones:
 
     python -m serving_lab.bench.intervals --slo-ttft 2 --slo-itl 0.1 RUN_A [RUN_B]
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import sys
 import tarfile
 import tempfile
@@ -25,11 +25,13 @@ from . import aiperf, goodput
 
 @dataclass(frozen=True)
 class LevelFigures:
-    """One level: its measured requests' goodput interval, TTFT median and whether that median is near the objective."""
+    """One level: its measured requests' goodput interval, the TTFT and ITL medians with theirs, and whether the TTFT
+    median is near the objective."""
 
     name: str
     interval: goodput.Interval | None
-    ttft_p50_ms: float | None
+    ttft: goodput.Median | None
+    itl: goodput.Median | None
     unstable: bool
 
 
@@ -54,17 +56,27 @@ def levels(source: Path) -> dict[str, list[aiperf.RequestMetrics]]:
 
 
 def figures(name: str, measured: list[aiperf.RequestMetrics], objectives: goodput.Objectives) -> LevelFigures:
-    ttfts = [r.ttft_ms for r in measured if r.error is None and r.ttft_ms is not None]
-    p50 = statistics.median(ttfts) if ttfts else None
-    flagged = p50 is not None and goodput.unstable(p50, objectives)
+    ok = [r for r in measured if r.error is None]
+    ttft = goodput.median_bootstrap([r.ttft_ms for r in ok if r.ttft_ms is not None])
+    itl = goodput.median_bootstrap([r.itl_ms for r in ok if r.itl_ms is not None])
+    flagged = ttft is not None and goodput.unstable(ttft.ms, objectives)
     closed_loop = re.search(r"-c[0-9]+$", name) is not None  # a concurrency level (runner.py names chat-c16)
-    return LevelFigures(name, goodput.bootstrap(measured, objectives, closed_loop=closed_loop), p50, flagged)
+    return LevelFigures(name, goodput.bootstrap(measured, objectives, closed_loop=closed_loop), ttft, itl, flagged)
 
 
 def _line(level: LevelFigures) -> str:
     shown = level.interval.text() if level.interval else "no goodput (no timed request)"
-    ttft = f"TTFT p50 {level.ttft_p50_ms:.0f} ms" if level.ttft_p50_ms is not None else "no TTFT"
-    return f"  {level.name}: {shown}; {ttft}{'; UNSTABLE: TTFT p50 near the objective' if level.unstable else ''}"
+    ttft = f"TTFT p50 {level.ttft.text()}" if level.ttft else "no TTFT"
+    itl = f"ITL p50 {level.itl.text()}" if level.itl else "no ITL"
+    flag = "; UNSTABLE: TTFT p50 near the objective" if level.unstable else ""
+    return f"  {level.name}: {shown}; {ttft}; {itl}{flag}"
+
+
+def _median_ratio(what: str, a: goodput.Median | None, b: goodput.Median | None) -> str:
+    if a is None or b is None or b.ms <= 0:
+        return f"{what} not stated (a level without it)"
+    verdict = "apart: a rerun keeps the order" if a.apart_from(b) else "overlapping: no order stated"
+    return f"{what} {a.ms / b.ms:.2f}x ({verdict})"
 
 
 def report(runs: Sequence[dict[str, LevelFigures]], labels: Sequence[str]) -> list[str]:
@@ -75,8 +87,10 @@ def report(runs: Sequence[dict[str, LevelFigures]], labels: Sequence[str]) -> li
     if len(runs) == 2:
         lines.append("ratios (A over B, each with both intervals):")
         for name in [n for n in runs[0] if n in runs[1]]:
-            stated = goodput.ratio(runs[0][name].interval, runs[1][name].interval)
+            a, b = runs[0][name], runs[1][name]
+            stated = goodput.ratio(a.interval, b.interval)
             lines.append(f"  {name}: {stated or 'not stated (a level without goodput, or B is 0)'}")
+            lines.append(f"    {_median_ratio('TTFT p50', a.ttft, b.ttft)}; {_median_ratio('ITL p50', a.itl, b.itl)}")
     return lines
 
 

@@ -453,3 +453,17 @@ def test_a_saved_goodput_whose_interval_does_not_hold_it_is_refused(tmp_path):
         f"{path}: profiles.0.levels.0.goodput.low_per_s, high_per_s: 0.3-0.4 does not hold per_s 0.2 "
         "(allowed: 0 <= low <= per_s <= high)"
     )
+
+
+def test_a_medians_interval_is_seeded_and_holds_the_median():
+    values = [float(v) for v in range(1, 102)]
+    found = goodput.median_bootstrap(values)
+    assert found is not None and found == goodput.median_bootstrap(values)
+    assert found.ms == 51.0 and found.low < 51.0 < found.high and found.samples == 101
+    assert goodput.median_bootstrap([]) is None
+
+
+def test_medians_are_apart_only_where_their_intervals_do_not_overlap():
+    low = goodput.Median(10.0, 9.0, 11.0, 0.95, 40)
+    assert low.apart_from(goodput.Median(13.0, 12.0, 14.0, 0.95, 40))
+    assert not low.apart_from(goodput.Median(12.0, 11.0, 13.0, 0.95, 40))

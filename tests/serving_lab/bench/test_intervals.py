@@ -38,7 +38,7 @@ def test_a_level_whose_ttft_median_is_near_the_objective_is_flagged_and_a_far_on
     _write_level(tmp_path, "chat-c16", [1900.0, 2100.0, 2300.0])  # median 2,100 ms: within 20 % of 2,000
     _write_level(tmp_path, "chat-c1", [150.0, 160.0, 170.0])
     found = {n: intervals.figures(n, m, OBJECTIVES) for n, m in intervals.levels(tmp_path).items()}
-    assert found["chat-c16"].unstable and found["chat-c16"].ttft_p50_ms == 2100.0
+    assert found["chat-c16"].unstable and found["chat-c16"].ttft is not None and found["chat-c16"].ttft.ms == 2100.0
     assert not found["chat-c1"].unstable
 
 
@@ -62,7 +62,7 @@ def test_two_runs_get_a_ratio_per_shared_level_with_both_intervals(tmp_path):
     _write_level(tmp_path / "b", "chat-c1", [100.0, 3000.0, 3000.0, 3000.0])
     runs = [{n: intervals.figures(n, m, OBJECTIVES) for n, m in intervals.levels(tmp_path / r).items()} for r in "ab"]
     lines = intervals.report(runs, ["A", "B"])
-    ratio_line = lines[-1]
+    ratio_line = lines[-2]
     assert ratio_line.startswith("  chat-c1: 4.00x (a 1.00/s (95% ") and "; b 0.25/s (95% " in ratio_line
 
 
@@ -97,3 +97,23 @@ def test_the_committed_side_by_side_16_stream_ratio_has_an_interval_that_reaches
     assert a is not None and b is not None
     assert (a.requests, b.requests) == (48, 16) and b.low == 0.0
     assert (round(a.low, 2), round(a.high, 2), round(b.high, 2)) == (1.06, 2.17, 0.17)
+
+
+def test_two_runs_state_the_median_ratios_and_whether_their_intervals_are_apart(tmp_path):
+    _write_level(tmp_path / "a", "chat-c1", [100.0 + i % 5 for i in range(40)], itl_ms=6.0)
+    _write_level(tmp_path / "b", "chat-c1", [200.0 + i % 5 for i in range(40)], itl_ms=6.0)
+    runs = [{n: intervals.figures(n, m, OBJECTIVES) for n, m in intervals.levels(tmp_path / r).items()} for r in "ab"]
+    assert intervals.report(runs, ["A", "B"])[-1] == (
+        "    TTFT p50 0.50x (apart: a rerun keeps the order); ITL p50 1.00x (overlapping: no order stated)"
+    )
+
+
+def test_the_committed_ingress_arms_differ_in_no_median_at_any_level():
+    """evidence/2026-12-05-h200-ingress-bench/README.md: PD through Serve's proxy and through HAProxy, chat."""
+    runs = ROOT / "evidence" / "2026-12-05-h200-ingress-bench" / "runs"
+    proxy, haproxy = (intervals.levels(runs / f"{name}-records.tgz") for name in ("pdb", "hab"))
+    for level in ("chat-c1", "chat-c4", "chat-c16"):
+        a, b = (intervals.figures(level, arm[level], OBJECTIVES) for arm in (proxy, haproxy))
+        assert a.ttft and b.ttft and a.itl and b.itl
+        assert not a.ttft.apart_from(b.ttft) and not a.itl.apart_from(b.itl), level
+    assert (round(a.ttft.ms, 1), round(b.ttft.ms, 1)) == (368.2, 378.3)
