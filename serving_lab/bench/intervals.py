@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from clients.cli_options import number, path_kind, text
+
 from . import aiperf, goodput
 
 
@@ -100,19 +102,27 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _run_source(value: str) -> Path:
+    """A RUN: a folder, or a regular file that is a tar archive (never a FIFO, which tarfile would wait on)."""
+    kind = path_kind(text(value))
+    if kind == "a folder" or (kind == "a regular file" and tarfile.is_tarfile(value)):
+        return Path(value)
+    raise argparse.ArgumentTypeError(f"{value}: not a folder or a tar archive")
+
+
+SLO_SECONDS = number(float, 0.001, 3600, "seconds")  # an objective from a millisecond to an hour
+
+
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = _Parser(prog="python -m serving_lab.bench.intervals", description=__doc__.split("\n")[0])
-    parser.add_argument("--slo-ttft", type=float, required=True, help="TTFT objective, seconds")
-    parser.add_argument("--slo-itl", type=float, required=True, help="ITL objective, seconds")
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run's folder or records .tgz (1 or 2)")
+    parser.add_argument("--slo-ttft", type=SLO_SECONDS, required=True, help="TTFT objective, seconds")
+    parser.add_argument("--slo-itl", type=SLO_SECONDS, required=True, help="ITL objective, seconds")
+    parser.add_argument(
+        "runs", nargs="+", type=_run_source, metavar="RUN", help="a run's folder or records .tgz (1 or 2)"
+    )
     args = parser.parse_args(argv)
     if len(args.runs) > 2:
         parser.error(f"RUN: {len(args.runs)} given (allowed: 1 or 2)")
-    for path in args.runs:
-        if not (path.is_dir() or (path.is_file() and tarfile.is_tarfile(path))):
-            parser.error(f"RUN: {path}: not a folder or a tar archive")
-    if min(args.slo_ttft, args.slo_itl) <= 0:
-        parser.error("--slo-ttft, --slo-itl: each a number of seconds > 0")
     return args
 
 

@@ -11,12 +11,15 @@ what is still resident rather than assuming it went. Linux only.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from clients.cli_options import folder, path_kind
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 PROT_READ, MAP_SHARED = 1, 1
@@ -60,9 +63,14 @@ def resident_pages(path: Path) -> tuple[int, int]:
 
 
 def weight_files(folder: Path) -> list[Path]:
+    """The folder's *.safetensors, each a regular file: opening a FIFO named so would wait for a writer."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise PageCacheError(f"{folder}: no *.safetensors file")
+    for path in files:
+        kind = path_kind(str(path))
+        if kind != "a regular file":
+            raise PageCacheError(f"{path}: {kind}, not a regular weight file")
     return files
 
 
@@ -91,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python3 -m serving_lab.rehearse.page_cache resident|evict DIR", file=sys.stderr)
         return 2
     try:
-        fraction = (evict if args[0] == "evict" else resident)(Path(args[1]))
+        fraction = (evict if args[0] == "evict" else resident)(Path(folder(args[1])))
+    except argparse.ArgumentTypeError as exc:
+        print(f"page_cache: DIR: {exc}", file=sys.stderr)
+        return 2
     except (PageCacheError, OSError) as exc:
         print(f"page_cache: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from serving_lab.bench import goodput, intervals
 
 from ...helpers import ROOT
@@ -84,7 +86,29 @@ def test_a_bad_run_argument_is_one_line_and_exit_2(tmp_path):
         check=False,
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"intervals: RUN: {tmp_path / 'x'}: not a folder or a tar archive"]
+    assert done.stderr.strip().splitlines() == [
+        f"intervals: argument RUN: {tmp_path / 'x'}: not a folder or a tar archive"
+    ]
+
+
+RUN = str(ROOT / "evidence" / "2026-12-05-h200-ingress-bench" / "runs" / "pdb-records.tgz")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--slo-ttft", "nan", "--slo-itl", "0.1", RUN], "argument --slo-ttft: nan is not a number (allowed: a number"),
+        (["--slo-ttft", "2", "--slo-itl", "1_0", RUN], "argument --slo-itl: 1_0 is not a number (allowed: a number"),
+        (["--slo-ttft", "0", "--slo-itl", "0.1", RUN], "argument --slo-ttft: 0 (allowed: a number from 0.001 to 3600"),
+        (["--slo-ttft", "2", "--slo-itl", "0.1", ""], "argument RUN: '': empty (give a value)"),
+    ],
+    ids=["nan", "underscore", "zero", "empty-run"],
+)
+def test_a_value_no_command_line_means_is_refused_by_its_kind(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        intervals.main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.startswith(f"intervals: {message}")
 
 
 def test_the_committed_side_by_side_16_stream_ratio_has_an_interval_that_reaches_zero():

@@ -35,3 +35,16 @@ def test_a_folder_without_weights_is_one_line_exit_1(tmp_path, capsys):
 
 def test_usage_is_exit_2(capsys):
     assert page_cache.main(["drop", "x"]) == 2
+
+
+def test_a_fifo_named_as_a_weight_file_is_refused_without_opening_it(tmp_path, capsys):
+    os.mkfifo(tmp_path / "model.safetensors")
+    assert page_cache.main(["evict", str(tmp_path)]) == 1
+    assert (
+        capsys.readouterr().err == f"page_cache: {tmp_path / 'model.safetensors'}: a FIFO, not a regular weight file\n"
+    )
+
+
+def test_an_empty_folder_argument_is_not_the_current_folder(capsys):
+    assert page_cache.main(["evict", ""]) == 2
+    assert capsys.readouterr().err == "page_cache: DIR: '': empty (give a value)\n"
