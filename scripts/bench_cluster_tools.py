@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients.cli_options import number, output_folder
 from localcluster import tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,9 +141,9 @@ def inlining_compare(name: str, runs: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cold-cache", type=Path)
+    parser.add_argument("--cold-cache", type=output_folder)
     parser.add_argument("--skip-cold", action="store_true")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=number(int, 1, 100), default=3)
     parser.add_argument("--gogc-compare", choices=[tool.name for tool in tools.ALL_TOOLS])
     parser.add_argument("--inlining-compare", choices=[tool.name for tool in tools.ALL_TOOLS])
     args = parser.parse_args()
@@ -154,7 +155,7 @@ def main() -> int:
         return 0
     if not args.skip_cold:
         if args.cold_cache:
-            cold(tools.GoCaches.under(args.cold_cache))
+            cold(tools.GoCaches.under(Path(args.cold_cache)))
         else:
             with tempfile.TemporaryDirectory(prefix="cluster-tools-cold-") as folder:
                 caches = tools.GoCaches.under(Path(folder))

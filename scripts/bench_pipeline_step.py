@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from clients.cli_options import number
+
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as app.py: Node 20's banner
 
@@ -51,7 +53,7 @@ def synth_spec(runner) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--runs", type=number(int, 1, 100), default=1)
     args = parser.parse_args()
     runner = codebuild_local()
     spec, seconds, peaks = synth_spec(runner), [], []

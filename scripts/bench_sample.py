@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from clients.cli_options import output_folder
 from config import load_stage_file
 from serving_lab.bench import aiperf, offline_tokenizer, report, results, runner
 from serving_lab.bench.fake_server import Delays, FakeOpenAIServer
@@ -52,7 +53,7 @@ PROFILES = [
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmark-sample"))
+    parser.add_argument("--out", type=output_folder, default=str(ROOT / "docs" / "benchmark-sample"))
     args = parser.parse_args()
     out = Path(args.out)
     executable = aiperf.find_executable()

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from clients.cli_options import number
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The floor: an empty CDK app that loads what every synth of this app must load (the EKS module, cdk8s
@@ -74,7 +76,7 @@ def _time(command: list[str], context: str | None = None) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=number(int, 1, 100), default=7)
     args = parser.parse_args()
     scripts = []
     for text in (EMPTY_APP, EMPTY_APP_TUNED):

@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from clients.cli_options import regular_file
 from config.versions import DLC_REPOSITORY, SAGEMAKER_CORE_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,11 +46,11 @@ def registries(wheel: Path) -> tuple[str, dict[str, str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", type=Path, help="a sagemaker-core wheel (default: download the pinned one)")
+    parser.add_argument("--wheel", type=regular_file, help="a sagemaker-core wheel (default: download the pinned one)")
     args = parser.parse_args()
     deployable = json.loads((ROOT / "config" / "regions.json").read_text())["partitions"]["aws"]["regions"]
     with tempfile.TemporaryDirectory() as scratch:
-        version, found = registries(args.wheel or download(Path(scratch)))
+        version, found = registries(Path(args.wheel) if args.wheel else download(Path(scratch)))
     record = {
         "source": f"sagemaker-core {SAGEMAKER_CORE_VERSION} {SOURCE}, versions[{version!r}].registries "
         f"(repository {DLC_REPOSITORY!r}), the regions of config/regions.json",

@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from clients.cli_options import regular_file
 from config.versions import VLLM_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def engine_args(source: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--wheel", help=f"a downloaded vllm=={VLLM_VERSION} wheel")
+    parser.add_argument("--wheel", type=regular_file, help=f"a downloaded vllm=={VLLM_VERSION} wheel")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         wheel = args.wheel

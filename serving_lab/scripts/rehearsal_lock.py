@@ -207,6 +207,8 @@ def _python_version(python: str) -> str | None:
 
 
 def find_python(explicit: str | None) -> str:
+    if explicit is not None and not explicit.strip():  # given, but empty: not "find one for me"
+        raise LockError("--python: empty (give a Python's path or name)", 2)
     candidates = (
         [explicit]
         if explicit

@@ -196,3 +196,9 @@ def test_a_stale_directive_is_refused(tmp_path):
     spec = _spec(tmp_path, "app==1.0\n#: skip gone -- was needed once\n")
     with pytest.raises(lockmod.LockError, match="not in the resolved set"):
         lockmod.build_lock("x", spec, {}, _report(("app", "1.0", [])))
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_python_is_refused_not_read_as_find_one(given):
+    with pytest.raises(lockmod.LockError, match=r"^--python: empty"):
+        lockmod.find_python(given)
