@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -59,12 +59,7 @@ def fingerprint(model_dir: Path) -> dict[str, Any]:
     """What identifies a checkpoint: checkpoint.json's seed, tensors and bytes (an OracleError where that file is no
     such record)."""
     record = model_dir / checkpoint.RECORD
-    try:
-        found = CheckpointRecord.model_validate(kube.parse_json(record.read_text()) if record.is_file() else {})
-    except kube.TooDeep:
-        raise OracleError(f"{record}: not a checkpoint record (JSON nested too deeply)") from None
-    except (OSError, ValueError) as exc:
-        raise OracleError(f"{record}: not a checkpoint record ({_first_problem(exc)})") from None
+    found = _validated(CheckpointRecord, record, "a checkpoint record") if record.is_file() else CheckpointRecord()
     return found.model_dump() | {"folder": str(model_dir)}
 
 
@@ -195,20 +190,31 @@ class AnswersFile(BaseModel):
 
 def read_answers(path: Path) -> tuple[str, oracle.Levels, dict[str, Any]]:
     """(mode, levels, checkpoint) of an oracle-answers file, or an OracleError naming the file and what is wrong."""
-    try:
-        return parse_answers(kube.parse_json(read_regular(path, ANSWERS_MAX_BYTES)))
-    except FileRefused as exc:
-        raise OracleError(f"{path}: {exc}: not an oracle-answers file") from None
-    except kube.TooDeep:  # clients/kube.py bounds nesting, and refuses NaN and 1e400 too
-        raise OracleError(f"{path}: not an oracle-answers file (JSON nested too deeply)") from None
-    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        raise OracleError(f"{path}: not an oracle-answers file ({_first_problem(exc)})") from None
+    return _fields(_validated(AnswersFile, path, "an oracle-answers file"))
 
 
 def parse_answers(data: object) -> tuple[str, oracle.Levels, dict[str, Any]]:
     """(mode, levels, checkpoint) of an answers file's JSON; a pydantic ValidationError where it is not one."""
-    found = AnswersFile.model_validate(data)
+    return _fields(AnswersFile.model_validate(data))
+
+
+def _fields(found: AnswersFile) -> tuple[str, oracle.Levels, dict[str, Any]]:
     return found.mode, found.levels, found.checkpoint.model_dump()
+
+
+Record = TypeVar("Record", bound=BaseModel)
+
+
+def _validated(model: type[Record], path: Path, what: str) -> Record:
+    """The JSON file `path` (at most ANSWERS_MAX_BYTES) as `model`, or an OracleError saying why it is not `what`."""
+    try:
+        return model.model_validate(kube.parse_json(read_regular(path, ANSWERS_MAX_BYTES)))
+    except FileRefused as exc:
+        raise OracleError(f"{path}: {exc}: not {what}") from None
+    except kube.TooDeep:  # clients/kube.py bounds nesting, and refuses NaN and 1e400 too
+        raise OracleError(f"{path}: not {what} (JSON nested too deeply)") from None
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise OracleError(f"{path}: not {what} ({_first_problem(exc)})") from None
 
 
 def _first_problem(exc: Exception) -> str:
