@@ -64,8 +64,22 @@ def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dic
         config["placement_group_config"] = copy.deepcopy(TP_PLACEMENT)
     if side is not None:
         engine_kwargs["kv_transfer_config"] = kv_transfer_config(serving.kv_backend, side)
-        config["experimental_configs"] = {"NIXL_SIDE_CHANNEL_PORT_BASE": NIXL_PORT_BASE[side]}
+    experimental = experimental_configs(serving, side)
+    if experimental:
+        config["experimental_configs"] = experimental
     return config
+
+
+def experimental_configs(serving: Serving, side: str | None) -> dict[str, Any]:
+    """A PD side's NIXL side-channel ports, and the stage's stream batching where it sets one (unset: Ray's 50 ms,
+    and no key, so a stage without it renders as before). The LLMServer reads stream_batching_interval_ms for
+    streamed answers only (ray/llm/_internal/serve/core/server/llm_server.py _get_batch_interval_ms)."""
+    experimental: dict[str, Any] = {}
+    if side is not None:
+        experimental["NIXL_SIDE_CHANNEL_PORT_BASE"] = NIXL_PORT_BASE[side]
+    if serving.stream_batching_ms is not None:
+        experimental["stream_batching_interval_ms"] = serving.stream_batching_ms
+    return experimental
 
 
 def colocated_replicas(serving: Serving) -> Replicas:

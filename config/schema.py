@@ -643,6 +643,13 @@ class Serving(Strict):
         "ingress with the replicas answering HTTP themselves and, in PD mode, the decode server streaming "
         '(charts/serve_ingress.py; measured on one H200: docs/DECISIONS.md, "Ray Serve\'s faster paths").',
     )
+    stream_batching_ms: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None,
+        description="How long each engine's LLMServer gathers a stream's tokens before it sends them, in ms "
+        "(LLMConfig.experimental_configs.stream_batching_interval_ms); unset: Ray's default, 50 "
+        "(ray/llm/_internal/serve/constants.py). The first token waits for the first tick; 0 sends each token as it "
+        'comes (measured on one H200: docs/DECISIONS.md, "Stream batching").',
+    )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",
         description="The Ray worker container's security context: privileged, or ipc_lock: only the IPC_LOCK "

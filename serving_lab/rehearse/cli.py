@@ -239,6 +239,13 @@ def _add_host_options(cmd) -> None:
         "paths): serve_proxy or haproxy (charts/serve_ingress.py); recorded as an override",
     )
     cmd.add_argument(
+        "--stream-batching-ms",
+        type=number(int, 0, 1000),
+        metavar="MS",
+        help="how long each engine's LLMServer gathers a stream's tokens, in place of the stage's "
+        "serving.stream_batching_ms (issue #53's Serve paths; 0: each token as it comes); recorded as an override",
+    )
+    cmd.add_argument(
         "--ttft-phases",
         type=int,
         default=0,
@@ -450,6 +457,7 @@ def _plan(
                 traces=bool(args.ttft_phases),
                 cuda_graphs=args.cuda_graphs,
                 serve_ingress=getattr(args, "serve_ingress", None),
+                stream_batching_ms=getattr(args, "stream_batching_ms", None),
             ),
         )
 
@@ -752,15 +760,14 @@ def _bench(
     engine_memory: list | None = None,
 ) -> tuple[results.Run, Path]:
     executable = aiperf.find_executable(args.aiperf)
-    ingress = plan.serve_ingress
-    staged = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"mode": mode, "serve_ingress": ingress})})
+    staged = cfg.model_copy(update={"serving": plan.serving})
     adjust = _bench_adjustments(args, host=host, plan=plan, deadline=deadline, engine_memory=engine_memory)
     return runner.run_stage(
         staged,
         url=f"http://127.0.0.1:{SERVE_PORT}",
         executable=executable,
         out_dir=out / "runs",
-        label=run_label(mode, ingress),
+        label=run_label(mode, staged.serving.serve_ingress),
         profile_names=args.profile,
         tokenizer=str(model),
         calibrate=args.calibrate,

@@ -72,7 +72,7 @@ class Plan:
     # Engine configs (their paths) whose KV cache one engine alone must size first: engines sharing a GPU on an
     # emulated budget with no figure given (serving_lab/rehearse/kv_profile.py); a plan with any is not run.
     kv_profiles: list[str] = field(default_factory=list)
-    serve_ingress: str = "serve_proxy"  # serving.serve_ingress as rehearsed: the stage's, or --serve-ingress
+    serving: Serving | None = None  # the serving section as rehearsed: the stage's, in `mode`, with its options
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -273,6 +273,7 @@ class PlanRequest:
     traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
     cuda_graphs: str | None = None  # --cuda-graphs: one of CUDA_GRAPH_ARMS in place of the stage's (_cuda_graph_arm)
     serve_ingress: str | None = None  # --serve-ingress: serving.serve_ingress in place of the stage's
+    stream_batching_ms: int | None = None  # --stream-batching-ms: serving.stream_batching_ms in place of the stage's
 
 
 @dataclass
@@ -321,13 +322,18 @@ class _Engine:
         return self.llm["engine_kwargs"]
 
 
-def _rehearsed_serving(cfg: StageConfig, mode: str, serve_ingress: str | None) -> Serving:
-    """The stage's serving section in `mode`, with `serve_ingress` unless None."""
-    if mode not in MODES:
-        raise PlanError(f"--mode: {mode!r} (allowed: {', '.join(MODES)})")
-    if serve_ingress is not None and serve_ingress not in INGRESSES:
-        raise PlanError(f"--serve-ingress: {serve_ingress!r} (allowed: {', '.join(INGRESSES)})")
-    return cfg.serving.model_copy(update={"mode": mode, "serve_ingress": serve_ingress or cfg.serving.serve_ingress})
+def _rehearsed_serving(cfg: StageConfig, request: PlanRequest) -> Serving:
+    """The stage's serving section in the request's mode, with its --serve-ingress and --stream-batching-ms."""
+    if request.mode not in MODES:
+        raise PlanError(f"--mode: {request.mode!r} (allowed: {', '.join(MODES)})")
+    if request.serve_ingress is not None and request.serve_ingress not in INGRESSES:
+        raise PlanError(f"--serve-ingress: {request.serve_ingress!r} (allowed: {', '.join(INGRESSES)})")
+    changes: dict[str, Any] = {"mode": request.mode}
+    if request.serve_ingress is not None:
+        changes["serve_ingress"] = request.serve_ingress
+    if request.stream_batching_ms is not None:
+        changes["stream_batching_ms"] = request.stream_batching_ms
+    return cfg.serving.model_copy(update=changes)
 
 
 def _engines_per_gpu(cfg: StageConfig, low: int, gpus: int, share_gpus: bool) -> int:
@@ -358,7 +364,7 @@ def _check_emulated_budgets(emulation: _Emulation, configs: list[tuple[str, dict
 def _start(cfg: StageConfig, request: PlanRequest) -> _Build:
     """The stage's serve config as `request` asks and the facts the overrides read; a PlanError where the host
     cannot rehearse it."""
-    serving = _rehearsed_serving(cfg, request.mode, request.serve_ingress)
+    serving = _rehearsed_serving(cfg, request)
     if request.decode_weights is not None and request.mode != "pd":
         raise PlanError("--decode-weights: a negative control of PD; the colocated mode has no decode engine")
     serve_config = copy.deepcopy(build_serve_config(serving))
@@ -853,11 +859,12 @@ def _ucx_cuda_ipc_reads(build: _Build) -> None:
     )
 
 
-def _other_ingress(build: _Build) -> None:
-    """--serve-ingress: Serve's other way in, measured against the stage's on the same host."""
-    stage = build.cfg.serving.serve_ingress
-    if build.serving.serve_ingress != stage:
-        build.add("serving.serve_ingress", stage, build.serving.serve_ingress, "--serve-ingress")
+def _other_serve_path(build: _Build) -> None:
+    """--serve-ingress and --stream-batching-ms: Serve's other settings, measured against the stage's on one host."""
+    for name in ("serve_ingress", "stream_batching_ms"):
+        stage, rehearsed = getattr(build.cfg.serving, name), getattr(build.serving, name)
+        if rehearsed != stage:
+            build.add(f"serving.{name}", stage, rehearsed, f"--{name.replace('_', '-')}")
 
 
 def _haproxy_connections(build: _Build) -> None:
@@ -887,7 +894,7 @@ def _engine_env(build: _Build) -> None:
         build.add(f"worker env {name}", before, value, "--engine-env")
 
 
-PLAN_OVERRIDES = (_other_mode, _other_ingress)
+PLAN_OVERRIDES = (_other_mode, _other_serve_path)
 ENGINE_OVERRIDES = (
     _local_model_folder,
     _full_attention_stand_in,
@@ -942,5 +949,5 @@ def plan(cfg: StageConfig, request: PlanRequest) -> Plan:
         overrides=build.overrides,
         label=build.emulation.label if build.emulation else "",
         kv_profiles=build.kv_profiles,
-        serve_ingress=build.serving.serve_ingress,
+        serving=build.serving,
     )

@@ -3,6 +3,9 @@ and the PD / OpenAI app args' fields)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.serve.schema import ServeDeploySchema
@@ -153,6 +156,28 @@ def test_nixl_side_channels_do_not_collide(dev):
     assert bases == [20000, 22000]
 
 
+def test_stream_batching_reaches_both_pd_sides_as_rays_experimental_config(tmp_path):
+    args = _app(config_with(tmp_path, serving={"stream_batching_ms": 0}))["args"]
+    read = {
+        side: LLMConfig.model_validate(args[side]).experimental_configs for side in ("prefill_config", "decode_config")
+    }
+    assert read == {
+        "prefill_config": {"NIXL_SIDE_CHANNEL_PORT_BASE": 20000, "stream_batching_interval_ms": 0},
+        "decode_config": {"NIXL_SIDE_CHANNEL_PORT_BASE": 22000, "stream_batching_interval_ms": 0},
+    }
+
+
+def test_stream_batching_reaches_the_colocated_engine(tmp_path):
+    (llm,) = _app(config_with(tmp_path, serving={"mode": "colocated", "stream_batching_ms": 10}))["args"]["llm_configs"]
+    assert LLMConfig.model_validate(llm).experimental_configs == {"stream_batching_interval_ms": 10}
+
+
+def test_a_stage_without_stream_batching_renders_no_key_and_keeps_rays_default(dev, colocated):
+    # No key: the stage's serveConfigV2 (and a deployed RayService) stays as it was before the setting existed.
+    assert "stream_batching_interval_ms" not in _app(dev)["args"]["decode_config"]["experimental_configs"]
+    assert "experimental_configs" not in _app(colocated)["args"]["llm_configs"][0]
+
+
 def test_colocated_is_build_openai_app_with_the_same_gpu_budget(colocated):
     app = _app(colocated)
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
@@ -274,3 +299,40 @@ def test_an_engine_over_several_gpus_keeps_its_ranks_on_one_node(larger, side):
 def test_a_one_gpu_engine_keeps_rays_default_placement(dev):
     args = _app(dev)["args"]
     assert not [side for side in args.values() if "placement_group_config" in side]  # dev's diff stays empty
+
+
+# What serving.stream_batching_ms means, run in Ray 2.58's own Batcher (ray/llm/_internal/serve/utils/batcher.py),
+# which the LLMServer wraps around each streamed answer with that interval (core/server/llm_server.py).
+def _first_batch(interval_ms: float, wait_s: float) -> tuple[list[str], float]:
+    """The first batch of a stream whose second token comes only after the first batch is out, and its wait."""
+    from ray.llm._internal.serve.utils.batcher import Batcher
+
+    async def run() -> tuple[list[str], float]:
+        released = asyncio.Event()
+
+        async def tokens():
+            yield "first"
+            await released.wait()
+            yield "second"
+
+        start = time.perf_counter()
+        stream = Batcher(tokens(), interval_ms=interval_ms).stream()
+        first = await asyncio.wait_for(stream.__anext__(), wait_s)
+        waited = time.perf_counter() - start
+        released.set()
+        assert [batch async for batch in stream] == [["second"]]
+        return list(first), waited
+
+    return asyncio.run(run())
+
+
+def test_rays_batcher_holds_the_first_token_until_its_first_tick():
+    first, waited = _first_batch(50, wait_s=30)
+    assert first == ["first"]
+    assert waited >= 0.05  # the token was there at once; load can only make the wait longer
+
+
+def test_rays_batcher_at_zero_sends_the_first_token_as_it_comes():
+    assert _first_batch(0, wait_s=2)[0] == ["first"]
+    with pytest.raises(TimeoutError):  # the same wait is too short for a batcher that waits a minute for its tick
+        _first_batch(60_000, wait_s=2)

@@ -194,6 +194,18 @@ SERVING = [
         "allowed: 'serve_proxy' or 'haproxy'",
     ),
     (
+        "stream-batching-range",
+        {"serving": {"stream_batching_ms": 1001}},
+        "serving.stream_batching_ms",
+        "less than or equal to 1000 (got 1001)",
+    ),
+    (
+        "stream-batching-unit",
+        {"serving": {"stream_batching_ms": "50ms"}},
+        "serving.stream_batching_ms",
+        "expected integer, got str '50ms'",
+    ),
+    (
         "memory-fraction",
         {"serving": {"engine": {"gpu_memory_utilization": 1.5}}},
         "serving.engine.gpu_memory_utilization",

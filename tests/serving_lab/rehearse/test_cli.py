@@ -482,6 +482,22 @@ def test_serve_ingress_haproxy_reaches_the_plan(dev, tmp_path):
     assert ("serving.serve_ingress", "haproxy") in [(o.path, o.after) for o in plan.overrides]
 
 
+def test_stream_batching_ms_reaches_the_plan_from_the_command_line(dev, tmp_path):
+    argv = ["rehearse", "--stage", "dev", "--stream-batching-ms", "0"]
+    from ops.__main__ import _parser
+
+    plan = _ingress_plan(dev, tmp_path, stream_batching_ms=_parser(argv=argv).parse_args(argv).stream_batching_ms)
+    assert ("serving.stream_batching_ms", None, 0) in [(o.path, o.before, o.after) for o in plan.overrides]
+
+
+@pytest.mark.parametrize("text", ["-1", "1001", "5.5", "nan", ""])
+def test_a_bad_stream_batching_is_one_line_and_exit_2(text, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["rehearse", "--stage", "dev", "--stream-batching-ms", text])
+    assert info.value.code == 2
+    assert "error: argument --stream-batching-ms: " in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_serve_ingress_haproxy_without_a_binary_is_refused_before_ray_starts(dev, tmp_path, monkeypatch):
     monkeypatch.setattr(ray_cluster, "haproxy_binary", lambda env: None)
     with pytest.raises(cli.RehearsalError, match="Serve finds no HAProxy binary here") as refused:

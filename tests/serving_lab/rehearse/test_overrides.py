@@ -265,7 +265,7 @@ def test_a_stage_that_sets_language_model_only_keeps_it(tmp_path, value):
 
 def test_the_plan_is_a_list_of_small_overrides():
     # Each override one concern, run in a fixed order (as the rules of config/rules/): engine by engine, then the env.
-    assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode", "_other_ingress"]
+    assert [o.__name__ for o in overrides.PLAN_OVERRIDES] == ["_other_mode", "_other_serve_path"]
     assert [o.__name__ for o in overrides.ENGINE_OVERRIDES] == [
         "_local_model_folder",
         "_full_attention_stand_in",
@@ -607,6 +607,32 @@ def test_serve_ingress_haproxy_is_an_override_and_the_pods_variables_follow(dev)
     recorded = {o.path: (o.before, o.after) for o in plan.overrides}
     assert recorded["serving.serve_ingress"] == ("serve_proxy", "haproxy")
     assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and plan.env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+
+
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_stream_batching_ms_reaches_every_engine_config_as_an_override(dev, mode):
+    request = overrides.PlanRequest(
+        mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, stream_batching_ms=7
+    )
+    plan = overrides.plan(dev, request)
+    recorded = {o.path: (o.before, o.after, o.reason) for o in plan.overrides}
+    assert recorded["serving.stream_batching_ms"] == (dev.serving.stream_batching_ms, 7, "--stream-batching-ms")
+    assert [
+        llm["experimental_configs"]["stream_batching_interval_ms"]
+        for _, llm in overrides.llm_configs(plan.serve_config)
+    ] == ([7, 7] if mode == "pd" else [7])
+
+
+def test_the_stages_own_stream_batching_is_no_override(dev):
+    request = overrides.PlanRequest(
+        mode="pd",
+        host=H200_PAIR,
+        model_dir=MODEL,
+        real_weights=False,
+        stream_batching_ms=dev.serving.stream_batching_ms,
+    )
+    plan = overrides.plan(dev, request)
+    assert not [o for o in plan.overrides if o.path == "serving.stream_batching_ms"]
 
 
 def test_a_host_whose_file_limit_refuses_haproxys_default_gets_the_connections_that_fit(dev):
