@@ -32,6 +32,7 @@ from config.engine_args import is_gdn_model
 from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES
 from config.schema import Replicas, Serving, StageConfig
 
+from . import port_slots
 from .host import NODE_IP, Host
 
 # Each shared engine's KV cache on an emulated budget: one figure for every engine (--kv-cache-bytes), one per
@@ -123,13 +124,6 @@ def _gpus_needed(replicas: Replicas, tensor_parallel: int) -> tuple[int, int]:
         assert replicas.min_replicas is not None  # Replicas' validator: a fixed count, or min and max
         low = max(replicas.min_replicas, 1)
     return low * tensor_parallel, replicas.most * tensor_parallel
-
-
-# On one host the engines of vLLM 0.26 all probe TCPStore port VLLM_DP_MASTER_PORT + 100, and one dies with
-# EADDRINUSE: each engine config gets its own base, 50 apart, so the 32-port windows never overlap.
-# Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
-TCPSTORE_BASE = 29500
-TCPSTORE_STRIDE = 50
 
 
 # With --share-gpus, each engine's KV cache gets a fixed size instead of vLLM's profile of free memory:
@@ -638,14 +632,30 @@ def _runtime_env_var(build: _Build, engine: _Engine, name: str, value: str, reas
 
 
 def _tcpstore_port(build: _Build, engine: _Engine) -> None:
-    """Engines side by side on one host: each its own TCPStore port window (TCPSTORE_BASE)."""
-    if len(build.configs) <= 1:
-        return
-    reason = (
-        "engines side by side on one host: each its own torch.distributed port range (in a pod each "
-        "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE"
-    )
-    _runtime_env_var(build, engine, "VLLM_DP_MASTER_PORT", str(TCPSTORE_BASE + TCPSTORE_STRIDE * engine.index), reason)
+    """Engines side by side on one host: each its own TCPStore port window (serving_lab/rehearse/port_slots.py).
+    An engine config gets its own base; a config that may run several replicas hands each replica a slot."""
+    if _may_run_replicas(engine.llm):
+        reason = (
+            "replicas of one engine config side by side on one host share its environment: each replica's worker "
+            "claims a port range of its own when it starts; without it they all take port 100 and all but one fail "
+            "with EADDRINUSE (Serve restarts them)"
+        )
+        first = port_slots.slot_base(port_slots.TCPSTORE_BASE, len(build.configs))
+        _runtime_env_var(build, engine, port_slots.FIRST_SLOT_VAR, str(first), reason)
+        _runtime_env_var(build, engine, port_slots.RAY_HOOK_VAR, port_slots.HOOK, reason)
+    elif len(build.configs) > 1:
+        reason = (
+            "engines side by side on one host: each its own torch.distributed port range (in a pod each "
+            "has its own network namespace); without it both take port 100 and one fails with EADDRINUSE"
+        )
+        base = port_slots.slot_base(port_slots.TCPSTORE_BASE, engine.index)
+        _runtime_env_var(build, engine, "VLLM_DP_MASTER_PORT", str(base), reason)
+
+
+def _may_run_replicas(llm: dict[str, Any]) -> bool:
+    """More than one replica of the config may run at once (a fixed count above one, or autoscaling)."""
+    deployment = llm["deployment_config"]
+    return deployment.get("num_replicas", 1) > 1 or "autoscaling_config" in deployment
 
 
 # NIXL's own Prometheus exporter (src/plugins/telemetry/prometheus/README.md of NIXL): exact byte and transfer-time

@@ -13,7 +13,7 @@ import pytest
 from charts.serve_config import build_serve_config
 from charts.serve_ingress import serve_ingress_environment
 from charts.worker_env import worker_environment
-from serving_lab.rehearse import overrides
+from serving_lab.rehearse import overrides, port_slots
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
@@ -193,12 +193,18 @@ def test_pd_engines_on_one_host_get_distinct_tcpstore_port_bases(dev):
     assert ports == ["29500", "29550"]
 
 
-def test_one_engine_config_gets_no_port_base(dev):
+def test_replicas_of_one_engine_config_each_claim_a_port_base_when_they_start(dev):
+    # The colocated engine's two replicas share one runtime_env: each replica's worker claims a slot instead.
     plan = overrides.plan(
         dev, overrides.PlanRequest(mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False)
     )
     (llm,) = plan.serve_config["applications"][0]["args"]["llm_configs"]
-    assert "runtime_env" not in llm
+    assert llm["runtime_env"] == {
+        "env_vars": {
+            port_slots.FIRST_SLOT_VAR: "29550",
+            port_slots.RAY_HOOK_VAR: "serving_lab.rehearse.port_slots.claim",
+        }
+    }
 
 
 @pytest.mark.parametrize("mode", ["pd", "colocated"])

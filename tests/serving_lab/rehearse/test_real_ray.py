@@ -19,6 +19,8 @@ import pytest
 from charts.serve_ingress import serve_ingress_environment
 from serving_lab.rehearse import ray_cluster
 
+from ...helpers import ROOT
+
 APP = """
 from ray import serve
 
@@ -108,3 +110,52 @@ def test_ray_start_fails_with_its_reason_when_the_dashboard_cannot_bind(tmp_path
         finally:
             head.stop()
             ray_cluster.remove_tree(temp)
+
+
+SLOTTED_APP = """
+import os
+
+from ray import serve
+
+
+@serve.deployment(num_replicas=2, ray_actor_options={"num_cpus": 0})
+class Port:
+    def __call__(self, request):
+        return os.environ.get("VLLM_DP_MASTER_PORT", "unset")
+
+
+app = Port.bind()
+"""
+
+
+@pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
+def test_each_replica_of_one_config_claims_its_own_tcpstore_base(tmp_path):
+    """The rehearsal's runtime_env for an engine config with replicas (overrides._tcpstore_port), on real Ray
+    Serve: Ray runs the hook in each replica's worker before the replica, and the two bases differ."""
+    from serving_lab.rehearse import port_slots
+
+    (tmp_path / "slotted_app.py").write_text(SLOTTED_APP)
+    temp = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
+    head = ray_cluster.RayHead(
+        num_gpus=0,
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT}:{os.environ.get('PYTHONPATH', '')}"},
+        temp_dir=Path(temp),
+        python=sys.executable,
+    )
+    runtime_env = {"env_vars": {port_slots.FIRST_SLOT_VAR: "29550", port_slots.RAY_HOOK_VAR: port_slots.HOOK}}
+    app = {"name": "slots", "route_prefix": "/", "import_path": "slotted_app:app"}
+    app["deployments"] = [{"name": "Port", "ray_actor_options": {"num_cpus": 0, "runtime_env": runtime_env}}]
+    try:
+        head.start(timeout=120)
+        head.wait_for_dashboard(timeout=120)
+        head.deploy({"applications": [app]})
+        ray_cluster.wait_until_running(head, "slots", timeout=180, poll=2, progress=lambda line: None)
+        seen = set()
+        for _ in range(40):  # Serve spreads requests over both idle replicas at random
+            with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
+                seen.add(response.read().decode())
+    finally:
+        head.stop()
+        ray_cluster.remove_tree(Path(temp))
+    bases = {str(port_slots.slot_base(29550, slot)) for slot in range(port_slots.SLOTS)}
+    assert len(seen) == 2 and seen <= bases, seen
