@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from .files import kind_of
 from .text import shown
 
 # Python's int() and float() also take "1_000", " 5 ", "１２" (full-width) and "٣" (Arabic-Indic): none is what a
@@ -155,11 +156,7 @@ def path_kind(value: str) -> str:
         return "absent"
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+    return "a regular file" if stat.S_ISREG(mode) else kind_of(mode)
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -22,8 +22,8 @@ class FileRefused(Exception):
     """Why a file was not read, in words that follow its name: 'a FIFO (named pipe), not a regular file'."""
 
 
-def _kind_of(mode: int) -> str:
-    """What an st_mode that is not a regular file's names, in words."""
+def kind_of(mode: int) -> str:
+    """What an st_mode that is not a regular file's names, in words (the one vocabulary of clients/)."""
     return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
@@ -34,7 +34,7 @@ def read_regular(path: Path, limit: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FileRefused(f"{_kind_of(info.st_mode)}, not a regular file")
+            raise FileRefused(f"{kind_of(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise FileRefused(_too_large(limit))
         return _read_at_most(fd, limit)

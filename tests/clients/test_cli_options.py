@@ -72,7 +72,7 @@ def paths(tmp_path):
     [
         ("missing", "no such folder"),
         ("file", "a regular file, not a folder"),
-        ("fifo", "a FIFO, not a folder"),
+        ("fifo", "a FIFO (named pipe), not a folder"),
         ("loop", "unreadable (Too many levels of symbolic links)"),
         ("y" * 300, "unreadable (File name too long)"),  # stat() raises, where is_dir() would too
     ],
@@ -82,8 +82,8 @@ def test_a_folder_must_be_one(paths, name, problem):
 
 
 def test_a_device_is_no_folder_or_regular_file():
-    assert _refusal(options.folder, "/dev/null").endswith("a device, not a folder")
-    assert _refusal(options.regular_file, "/dev/zero").endswith("a device, not a regular file")
+    assert _refusal(options.folder, "/dev/null").endswith("a character device, not a folder")
+    assert _refusal(options.regular_file, "/dev/zero").endswith("a character device, not a regular file")
 
 
 @pytest.mark.parametrize("name", ["fifo", "dir", "missing"])
@@ -91,7 +91,9 @@ def test_a_regular_file_is_never_a_fifo_a_folder_or_absent(paths, name):
     assert "regular file" in _refusal(options.regular_file, str(paths / name))
 
 
-@pytest.mark.parametrize("name, problem", [("fifo", "a FIFO, not a regular file"), ("dir", "a folder, not")])
+@pytest.mark.parametrize(
+    "name, problem", [("fifo", "a FIFO (named pipe), not a regular file"), ("dir", "a folder, not")]
+)
 def test_an_output_file_is_never_a_fifo_nobody_reads(paths, name, problem):
     assert problem in _refusal(options.output_file, str(paths / name))
 
@@ -105,7 +107,7 @@ def test_an_output_file_may_be_new_in_a_folder_that_exists_or_can_be_made(paths)
 def test_an_output_folder_may_be_made_below_an_existing_folder(paths):
     assert options.output_folder(str(paths / "a" / "b")) == str(paths / "a" / "b")
     assert "cannot be created in" in _refusal(options.output_folder, str(paths / "file" / "b"))
-    assert _refusal(options.output_folder, str(paths / "fifo")).endswith("a FIFO, not a folder")
+    assert _refusal(options.output_folder, str(paths / "fifo")).endswith("a FIFO (named pipe), not a folder")
 
 
 @pytest.mark.parametrize(

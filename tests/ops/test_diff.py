@@ -489,8 +489,11 @@ def test_a_stage_in_neither_tree_is_one_line_and_exit_2(clone, diff):
             "--markdown {path}: {parent} is a regular file, not a folder: give a path in an existing folder",
         ),
         ("/proc/version", "--markdown {path}: cannot write it ("),
-        ("pipe", "--markdown {path}: a FIFO, not a regular file: give a file path"),  # opening it would wait forever
-        ("/dev/null", "--markdown {path}: a device, not a regular file: give a file path"),
+        (
+            "pipe",
+            "--markdown {path}: a FIFO (named pipe), not a regular file: give a file path",
+        ),  # opening it would wait forever
+        ("/dev/null", "--markdown {path}: a character device, not a regular file: give a file path"),
     ],
 )
 def test_unwritable_markdown_path_fails_before_the_synth(target, message, clone, diff, tmp_path, monkeypatch):

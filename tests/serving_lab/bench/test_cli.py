@@ -437,7 +437,7 @@ def test_a_tokenizer_that_cannot_be_loaded_fails_before_calibration(
     [
         (["--stage", "dev", "--url", "http://127.0.0.1:9"], "file", "a regular file, not a folder"),
         (["--stage", "dev", "--url", "http://127.0.0.1:9"], "y" * 300, "unreadable (File name too long)"),
-        (["--merge", "a.json"], "pipe", "a FIFO, not a regular file"),
+        (["--merge", "a.json"], "pipe", "a FIFO (named pipe), not a regular file"),
     ],
 )
 def test_an_out_that_cannot_be_written_is_refused_before_any_run(form, out, problem, tmp_path, capsys, monkeypatch):

@@ -121,4 +121,4 @@ def test_the_offline_verdict_refuses_a_fifo_where_it_would_write(tmp_path, capsy
     assert info.value.code == 2
     last = capsys.readouterr().err.splitlines()[-1]  # the path is cut to 40 characters (cli_options)
     assert last.startswith("python3 -m serving_lab.rehearse.oracle_run: error: OUT: /"), last
-    assert last.endswith(": a FIFO, not a regular file"), last
+    assert last.endswith(": a FIFO (named pipe), not a regular file"), last

@@ -41,7 +41,8 @@ def test_a_fifo_named_as_a_weight_file_is_refused_without_opening_it(tmp_path, c
     os.mkfifo(tmp_path / "model.safetensors")
     assert page_cache.main(["evict", str(tmp_path)]) == 1
     assert (
-        capsys.readouterr().err == f"page_cache: {tmp_path / 'model.safetensors'}: a FIFO, not a regular weight file\n"
+        capsys.readouterr().err
+        == f"page_cache: {tmp_path / 'model.safetensors'}: a FIFO (named pipe), not a regular weight file\n"
     )
 
 
