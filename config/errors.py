@@ -163,23 +163,30 @@ def _typed_where_text(given: Any) -> str:
     return f"YAML read {short(given)} as {kind}, and only text is allowed here: quote the value"
 
 
-def _number_as_text(given: str) -> str | None:
+def _number_as_text(given: str, whole: bool) -> str | None:
     """A number written as text: quoted ("64"), or in a form PyYAML's floats do not take (they need a point,
-    yaml/resolver.py: 1e-3 and 9e-1 stay text). Say which, where a number was wanted."""
+    yaml/resolver.py: 1e-3 and 9e-1 stay text). Say which, and how to write it where a number (a `whole` one for an
+    integer field) was wanted."""
     if re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)", given.strip()):
         return f"{short(given)} is quoted, so YAML reads it as text: write the number without quotes"
     try:
         value = float(given)
     except ValueError:
         return None
-    return f"YAML 1.1 reads {short(given)} as text, not a number: write it with a point (e.g. {value!r})"
+    prefix = f"YAML 1.1 reads {short(given)} as text, not a number"
+    if not whole:
+        return f"{prefix}: write it with a point (e.g. {value!r})"
+    if value.is_integer():
+        return f"{prefix}: write it in decimal digits (e.g. {int(value)})"
+    return f"{prefix}: write a whole number in decimal digits"
 
 
 def _type_problem(kind: str, message: str, given: Any) -> str:
     """A value of another type than the field's: where YAML's typing of an unquoted value explains it, how."""
     if kind == "string_type":
         return _typed_where_text(given)
-    hint = _number_as_text(given) if kind in ("int_type", "float_type") and isinstance(given, str) else None
+    numeric = kind in ("int_type", "float_type") and isinstance(given, str)
+    hint = _number_as_text(given, whole=kind == "int_type") if numeric else None
     if hint:
         return hint
     expected = message.replace("Input should be ", "").replace("a valid ", "")

@@ -361,6 +361,18 @@ BENCHMARK = [
         "observability.ttft_p99_slo_seconds",
         "YAML 1.1 reads '2e0' as text, not a number: write it with a point (e.g. 2.0)",
     ),
+    (  # an integer field: the hint a point would give fails next as a float
+        "integer-in-exponent-form",
+        {"serving": {"stream_batching_ms": "1e1"}},
+        "serving.stream_batching_ms",
+        "YAML 1.1 reads '1e1' as text, not a number: write it in decimal digits (e.g. 10)",
+    ),
+    (
+        "fraction-in-exponent-form-for-an-integer",
+        {"serving": {"stream_batching_ms": "15e-1"}},
+        "serving.stream_batching_ms",
+        "YAML 1.1 reads '15e-1' as text, not a number: write a whole number in decimal digits",
+    ),
 ]
 
 RAW = [
