@@ -62,6 +62,7 @@ class Override:
 class Plan:
     stage: str
     mode: str
+    serving: Serving  # the serving section as rehearsed: the stage's, in `mode`, with --serve-ingress and the like
     serve_config: dict[str, Any]
     env: dict[str, str]
     num_gpus: int
@@ -73,7 +74,6 @@ class Plan:
     # Engine configs (their paths) whose KV cache one engine alone must size first: engines sharing a GPU on an
     # emulated budget with no figure given (serving_lab/rehearse/kv_profile.py); a plan with any is not run.
     kv_profiles: list[str] = field(default_factory=list)
-    serving: Serving | None = None  # the serving section as rehearsed: the stage's, in `mode`, with its options
 
     def to_json(self) -> dict[str, Any]:
         return {

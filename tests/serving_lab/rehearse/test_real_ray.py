@@ -5,6 +5,7 @@ engines need GPUs; this proves everything around them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,24 +60,35 @@ def _ingress_env(ingress: str) -> dict[str, str]:
 INGRESSES = {"serve-proxy": _ingress_env("serve_proxy"), "haproxy": _ingress_env("haproxy")}
 
 
-@pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
-@pytest.mark.parametrize("ingress", INGRESSES.values(), ids=INGRESSES.keys())
-def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_path, ingress):
-    (tmp_path / "hello_app.py").write_text(APP)
+@contextlib.contextmanager
+def _deployed(
+    tmp_path: Path, source: str, application: dict, env: dict[str, str]
+) -> Iterator[tuple[str, list[str], float]]:
+    """A Ray head with `env`, `application` (its module's `source` written to tmp_path) deployed the way KubeRay
+    does and RUNNING: yields Ray's folder, the progress lines and the seconds to RUNNING; Ray is stopped and its
+    folder removed on the way out."""
+    (tmp_path / f"{application['import_path'].split(':')[0]}.py").write_text(source)
     # Ray's sockets live under --temp-dir and a Unix socket path has at most 107 bytes: a short folder.
     temp = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
-    head = ray_cluster.RayHead(
-        num_gpus=0,
-        env={"PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}", **ingress},
-        temp_dir=Path(temp),
-        python=sys.executable,
-    )
+    path = f"{tmp_path}:{ROOT}:{os.environ.get('PYTHONPATH', '')}"  # the app's module, and this checkout's
+    head = ray_cluster.RayHead(num_gpus=0, env={"PYTHONPATH": path, **env}, temp_dir=Path(temp), python=sys.executable)
     lines: list[str] = []
     try:
         head.start(timeout=120)
         head.wait_for_dashboard(timeout=120)
-        head.deploy({"applications": [{"name": "hello", "route_prefix": "/", "import_path": "hello_app:app"}]})
-        elapsed = ray_cluster.wait_until_running(head, "hello", timeout=180, poll=2, progress=lines.append)
+        head.deploy({"applications": [application]})
+        elapsed = ray_cluster.wait_until_running(head, application["name"], timeout=180, poll=2, progress=lines.append)
+        yield temp, lines, elapsed
+    finally:
+        head.stop()
+        ray_cluster.remove_tree(Path(temp))
+
+
+@pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
+@pytest.mark.parametrize("ingress", INGRESSES.values(), ids=INGRESSES.keys())
+def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_path, ingress):
+    application = {"name": "hello", "route_prefix": "/", "import_path": "hello_app:app"}
+    with _deployed(tmp_path, APP, application, ingress) as (temp, lines, elapsed):
         with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
             assert response.read().decode() == "hello from a rehearsal"
         # KubeRay's check that gives the head its serve label (utils/httpproxy_httpclient.go): either way in answers it
@@ -84,9 +97,6 @@ def test_a_serve_config_deployed_like_kuberay_does_runs_and_ray_is_stopped(tmp_p
         assert elapsed < 180 and " hello RUNNING:" in lines[-1]
         # Real Ray's answer, read by `summarize`: the replica counted as Ray reports it (not "0/0").
         assert lines[-1].endswith("hello RUNNING: Hello HEALTHY 1/1"), lines[-1]
-    finally:
-        head.stop()
-        ray_cluster.remove_tree(Path(temp))
     deadline = time.monotonic() + 30
     while _ray_processes(temp) and time.monotonic() < deadline:
         time.sleep(1)
@@ -134,28 +144,13 @@ def test_each_replica_of_one_config_claims_its_own_tcpstore_base(tmp_path):
     Serve: Ray runs the hook in each replica's worker before the replica, and the two bases differ."""
     from serving_lab.rehearse import port_slots
 
-    (tmp_path / "slotted_app.py").write_text(SLOTTED_APP)
-    temp = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
-    head = ray_cluster.RayHead(
-        num_gpus=0,
-        env={"PYTHONPATH": f"{tmp_path}:{ROOT}:{os.environ.get('PYTHONPATH', '')}"},
-        temp_dir=Path(temp),
-        python=sys.executable,
-    )
     runtime_env = {"env_vars": {port_slots.FIRST_SLOT_VAR: "29550", port_slots.RAY_HOOK_VAR: port_slots.HOOK}}
-    app = {"name": "slots", "route_prefix": "/", "import_path": "slotted_app:app"}
-    app["deployments"] = [{"name": "Port", "ray_actor_options": {"num_cpus": 0, "runtime_env": runtime_env}}]
-    try:
-        head.start(timeout=120)
-        head.wait_for_dashboard(timeout=120)
-        head.deploy({"applications": [app]})
-        ray_cluster.wait_until_running(head, "slots", timeout=180, poll=2, progress=lambda line: None)
-        seen = set()
+    application = {"name": "slots", "route_prefix": "/", "import_path": "slotted_app:app"}
+    application["deployments"] = [{"name": "Port", "ray_actor_options": {"num_cpus": 0, "runtime_env": runtime_env}}]
+    seen = set()
+    with _deployed(tmp_path, SLOTTED_APP, application, {}):
         for _ in range(40):  # Serve spreads requests over both idle replicas at random
             with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
                 seen.add(response.read().decode())
-    finally:
-        head.stop()
-        ray_cluster.remove_tree(Path(temp))
     bases = {str(port_slots.slot_base(29550, slot)) for slot in range(port_slots.SLOTS)}
     assert len(seen) == 2 and seen <= bases, seen
