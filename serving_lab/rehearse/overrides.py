@@ -635,14 +635,7 @@ def _tcpstore_port(build: _Build, engine: _Engine) -> None:
     """Engines side by side on one host: each its own TCPStore port window (serving_lab/rehearse/port_slots.py).
     An engine config gets its own base; a config that may run several replicas hands each replica a slot."""
     if _may_run_replicas(engine.llm):
-        reason = (
-            "replicas of one engine config side by side on one host share its environment: each replica's worker "
-            "claims a port range of its own when it starts; without it they all take port 100 and all but one fail "
-            "with EADDRINUSE (Serve restarts them)"
-        )
-        first = port_slots.slot_base(port_slots.TCPSTORE_BASE, len(build.configs))
-        _runtime_env_var(build, engine, port_slots.FIRST_SLOT_VAR, str(first), reason)
-        _runtime_env_var(build, engine, port_slots.RAY_HOOK_VAR, port_slots.HOOK, reason)
+        _replica_slots(build, engine)
     elif len(build.configs) > 1:
         reason = (
             "engines side by side on one host: each its own torch.distributed port range (in a pod each "
@@ -650,6 +643,26 @@ def _tcpstore_port(build: _Build, engine: _Engine) -> None:
         )
         base = port_slots.slot_base(port_slots.TCPSTORE_BASE, engine.index)
         _runtime_env_var(build, engine, "VLLM_DP_MASTER_PORT", str(base), reason)
+
+
+def _replica_slots(build: _Build, engine: _Engine) -> None:
+    """Each replica's worker claims a slot when it starts (port_slots.claim), named in the variable Ray's worker runs
+    and in the runtime_env field that the engine's ray.init checks against it."""
+    reason = (
+        "replicas of one engine config side by side on one host share its environment: each replica's worker "
+        "claims a port range of its own when it starts; without it they all take port 100 and all but one fail "
+        "with EADDRINUSE (Serve restarts them)"
+    )
+    first = port_slots.slot_base(port_slots.TCPSTORE_BASE, len(build.configs))
+    _runtime_env_var(build, engine, port_slots.FIRST_SLOT_VAR, str(first), reason)
+    _runtime_env_var(build, engine, port_slots.RAY_HOOK_VAR, port_slots.HOOK, reason)
+    field = "worker_process_setup_hook"
+    why = (
+        "Serve LLM names its own hook here, and the engine's ray.init refuses one that differs from the variable "
+        "(ray/_private/runtime_env/setup_hook.py); the config's runtime_env wins over Serve LLM's (llm_server.py "
+        "get_deployment_options), and the claim runs Serve LLM's hook after its own"
+    )
+    build.set(engine.llm["runtime_env"], field, port_slots.HOOK, f"{engine.path}.runtime_env.{field}", why)
 
 
 def _may_run_replicas(llm: dict[str, Any]) -> bool:

@@ -11,12 +11,15 @@ replica's worker process claims a slot here when it starts, and the engine it st
 Ray runs a module's function in a new worker before its actor when the worker's environment names it in
 RAY_HOOK_VAR (ray/_private/workers/default_worker.py). A runtime_env's own `worker_process_setup_hook` field becomes
 that variable only at ray.init (ray/_private/worker.py upload_worker_process_setup_hook_if_needed), not for a Serve
-replica, so the plan sets the variable itself. Standard library only: every Ray worker of such a config imports
-this module.
+replica, so the plan sets the variable itself. It names this hook in the field too: Serve LLM puts its own hook
+there, and the engine's ray.init refuses a field that differs from the variable (setup_hook.py
+_check_setup_hook_consistency). So this hook also runs Serve LLM's. Standard library only: every Ray worker of such
+a config imports this module.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 
@@ -31,6 +34,9 @@ HOOK = f"{__name__}.claim"
 RAY_HOOK_VAR = (
     "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"  # ray/_private/ray_constants.py WORKER_PROCESS_SETUP_HOOK_ENV_VAR
 )
+# The hook Serve LLM gives each replica unless RAYLLM_ENABLE_WORKER_PROCESS_SETUP_HOOK=0 (its import of Serve LLM
+# saves the replica's start that time: ray/llm/_internal/serve/core/server/llm_server.py get_deployment_options)
+SERVE_LLM_HOOK = "ray.llm._internal.serve._worker_process_setup_hook"
 
 _held: list[socket.socket] = []  # the claimed slot's lock, released when the process ends
 
@@ -40,7 +46,14 @@ def slot_base(first: int, slot: int) -> int:
 
 
 def claim() -> None:
-    """The worker hook: the first free slot's base as VLLM_DP_MASTER_PORT, held while the process lives."""
+    """The worker hook: the first free slot's base as VLLM_DP_MASTER_PORT, held while the process lives; then Serve
+    LLM's own hook, which this one displaces."""
+    _claim_slot()
+    module, _, function = SERVE_LLM_HOOK.rpartition(".")
+    getattr(importlib.import_module(module), function)()
+
+
+def _claim_slot() -> None:
     first = os.environ.get(FIRST_SLOT_VAR)
     if first is None or _held:
         return

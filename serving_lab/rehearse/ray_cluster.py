@@ -134,9 +134,12 @@ def stop_command(python: str = sys.executable) -> list[str]:
     return [*ray_cli(python), "stop", "--force"]
 
 
-# Search paths the plan puts in front of the host's own (overrides.PREPENDED_ENV): the carried libfabric's lib/
-# must come first, and the host's own entries (the driver's libraries among them) must stay.
-PREPENDED = ("LD_LIBRARY_PATH",)
+# Search paths put in front of the host's own: the carried libfabric's lib/ must come first, and the host's own
+# entries (the driver's libraries among them, the serving tree on PYTHONPATH) must stay.
+PREPENDED = ("LD_LIBRARY_PATH", "PYTHONPATH")
+# This checkout, which the plan's runtime_env may name code from (port_slots.HOOK). Ray's workers import from the
+# head's PYTHONPATH; `python -m ops` finds the checkout through its working folder, which no worker shares.
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 
 
 def merged_env(host: Mapping[str, str], plan: Mapping[str, str]) -> dict[str, str]:
@@ -146,6 +149,12 @@ def merged_env(host: Mapping[str, str], plan: Mapping[str, str]) -> dict[str, st
         if name in plan and host.get(name):
             env[name] = f"{plan[name]}:{host[name]}"
     return env
+
+
+def head_env(host: Mapping[str, str], plan: Mapping[str, str]) -> dict[str, str]:
+    """The Ray head's environment: the plan's over the host's, with this checkout first on PYTHONPATH."""
+    with_checkout = {**plan, "PYTHONPATH": ":".join(filter(None, (CHECKOUT, plan.get("PYTHONPATH"))))}
+    return merged_env(host, with_checkout)
 
 
 class RayHead:
@@ -173,7 +182,7 @@ class RayHead:
     def start(self, timeout: float = 180) -> None:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         self._wait_for_dashboard_port()
-        env = {**haproxy_env(self.temp_dir), **merged_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**haproxy_env(self.temp_dir), **head_env(os.environ, self.env), "RAY_USAGE_STATS_ENABLED": "0"}
         self.started = True  # from here on, stop() must run even if start fails half-way
         try:
             done = self.run(

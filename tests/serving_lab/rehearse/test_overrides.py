@@ -203,7 +203,9 @@ def test_replicas_of_one_engine_config_each_claim_a_port_base_when_they_start(de
         "env_vars": {
             port_slots.FIRST_SLOT_VAR: "29550",
             port_slots.RAY_HOOK_VAR: "serving_lab.rehearse.port_slots.claim",
-        }
+        },
+        # Serve LLM's own hook goes here unless the config names one; the engine's ray.init wants both the same
+        "worker_process_setup_hook": "serving_lab.rehearse.port_slots.claim",
     }
 
 

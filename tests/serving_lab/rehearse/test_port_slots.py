@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,24 @@ def test_the_hook_variable_is_the_one_rays_worker_reads():
     from ray._private import ray_constants
 
     assert port_slots.RAY_HOOK_VAR == ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR
+
+
+def test_the_hook_it_displaces_is_the_one_serve_llm_gives_its_replicas():
+    """llm_server.py cannot be imported without vLLM here: its source names the hook, and Ray's module has it."""
+    import importlib.util
+
+    from ray.llm._internal import serve
+
+    server = importlib.util.find_spec("ray.llm._internal.serve.core.server.llm_server")
+    assert f'"{port_slots.SERVE_LLM_HOOK}"' in Path(server.origin).read_text()
+    assert callable(getattr(serve, port_slots.SERVE_LLM_HOOK.rpartition(".")[2]))
+
+
+HOOKS_RUN: list[str] = []
+
+
+def record_hook() -> None:
+    HOOKS_RUN.append(os.environ.get("VLLM_DP_MASTER_PORT", "unset"))
 
 
 @pytest.fixture
@@ -68,3 +87,10 @@ def test_every_slots_window_stays_below_serves_direct_ingress_ports(configs):
     # vLLM probes base + 100 ... + 131; Serve's direct ingress takes 30000-31000 (ray/serve/_private/constants.py).
     last = port_slots.slot_base(port_slots.slot_base(port_slots.TCPSTORE_BASE, configs), port_slots.SLOTS - 1)
     assert last + 100 + 31 < 30000
+
+
+def test_the_claim_then_runs_serve_llms_hook(slots, monkeypatch):
+    monkeypatch.setattr(port_slots, "SERVE_LLM_HOOK", f"{__name__}.record_hook")
+    HOOKS_RUN.clear()
+    port_slots.claim()
+    assert HOOKS_RUN == ["29550"]  # after the slot is claimed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_lab.rehearse import ray_cluster
+from serving_lab.rehearse import port_slots, ray_cluster
 
 # The shape of GET /api/serve/applications/ (ray/serve/schema.py ServeInstanceDetails -> ApplicationDetails ->
 # DeploymentDetails), trimmed to the fields `summarize` reads; test_the_fields_read_are_rays_own checks them.
@@ -107,6 +107,17 @@ def test_the_engines_environment_goes_to_ray_start(tmp_path):
     head = _head(num_gpus=2, env={"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}, temp_dir=tmp_path, run=run)
     head.start()
     assert run.envs[0]["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS" and run.envs[0]["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+def test_rays_workers_can_import_the_hook_the_plan_names_from_this_checkout(tmp_path, monkeypatch):
+    """`python -m ops` from the checkout has it on sys.path but not on PYTHONPATH, which Ray's workers inherit: on the
+    2026-12-05 H100 every colocated replica died with "No module named 'serving_lab'" before the head put it there."""
+    monkeypatch.setenv("PYTHONPATH", "/tmp/rehearsal-site/serve")
+    run = Recorder()
+    _head(num_gpus=1, env={}, temp_dir=tmp_path, run=run).start()
+    first, host = run.envs[0]["PYTHONPATH"].split(":")
+    module = Path(first, *port_slots.HOOK.split(".")[:-1]).with_suffix(".py")
+    assert module.is_file() and host == "/tmp/rehearsal-site/serve"
 
 
 def test_a_failed_start_still_stops_ray_once(tmp_path):

@@ -21,8 +21,6 @@ import pytest
 from charts.serve_ingress import serve_ingress_environment
 from serving_lab.rehearse import ray_cluster
 
-from ...helpers import ROOT
-
 APP = """
 from ray import serve
 
@@ -70,7 +68,7 @@ def _deployed(
     (tmp_path / f"{application['import_path'].split(':')[0]}.py").write_text(source)
     # Ray's sockets live under --temp-dir and a Unix socket path has at most 107 bytes: a short folder.
     temp = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
-    path = f"{tmp_path}:{ROOT}:{os.environ.get('PYTHONPATH', '')}"  # the app's module, and this checkout's
+    path = f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"  # the app's module; the head adds this checkout
     head = ray_cluster.RayHead(num_gpus=0, env={"PYTHONPATH": path, **env}, temp_dir=Path(temp), python=sys.executable)
     lines: list[str] = []
     try:
@@ -125,12 +123,18 @@ def test_ray_start_fails_with_its_reason_when_the_dashboard_cannot_bind(tmp_path
 SLOTTED_APP = """
 import os
 
+import ray
 from ray import serve
+from ray._private.runtime_env.setup_hook import upload_worker_process_setup_hook_if_needed
 
 
 @serve.deployment(num_replicas=2, ray_actor_options={"num_cpus": 0})
 class Port:
     def __call__(self, request):
+        # What vLLM's engine does with the replica's runtime_env (vllm/engine/arg_utils.py, ray_utils.py
+        # initialize_ray_cluster -> ray.init -> ray/_private/worker.py connect): Ray refuses a conflicting hook.
+        runtime_env = dict(ray.get_runtime_context().runtime_env)
+        upload_worker_process_setup_hook_if_needed(runtime_env, ray._private.worker.global_worker)
         return os.environ.get("VLLM_DP_MASTER_PORT", "unset")
 
 
@@ -139,12 +143,21 @@ app = Port.bind()
 
 
 @pytest.mark.skipif(bool(_ray_processes()), reason="another Ray is running on this machine")
-def test_each_replica_of_one_config_claims_its_own_tcpstore_base(tmp_path):
+def test_each_replica_of_one_config_claims_its_own_tcpstore_base(tmp_path, dev):
     """The rehearsal's runtime_env for an engine config with replicas (overrides._tcpstore_port), on real Ray
-    Serve: Ray runs the hook in each replica's worker before the replica, and the two bases differ."""
-    from serving_lab.rehearse import port_slots
+    Serve: Ray runs the hook in each replica's worker before the replica, the two bases differ, and the engine's
+    ray.init accepts the hook beside Serve LLM's (on 2026-12-05's H100 it refused the variable and every replica died)."""
+    from serving_lab.rehearse import overrides, port_slots
+    from serving_lab.rehearse.host import Gpu, Host
 
-    runtime_env = {"env_vars": {port_slots.FIRST_SLOT_VAR: "29550", port_slots.RAY_HOOK_VAR: port_slots.HOOK}}
+    host = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+    request = overrides.PlanRequest(
+        mode="colocated", host=host, model_dir=Path("/m"), real_weights=False, share_gpus=True
+    )
+    (llm,) = overrides.plan(dev, request).serve_config["applications"][0]["args"]["llm_configs"]
+    # As Serve LLM gives the replica its runtime_env: its own hook, then the config's over it (llm_server.py
+    # get_deployment_options)
+    runtime_env = {"worker_process_setup_hook": port_slots.SERVE_LLM_HOOK, **llm["runtime_env"]}
     application = {"name": "slots", "route_prefix": "/", "import_path": "slotted_app:app"}
     application["deployments"] = [{"name": "Port", "ray_actor_options": {"num_cpus": 0, "runtime_env": runtime_env}}]
     seen = set()
@@ -152,5 +165,6 @@ def test_each_replica_of_one_config_claims_its_own_tcpstore_base(tmp_path):
         for _ in range(40):  # Serve spreads requests over both idle replicas at random
             with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30) as response:
                 seen.add(response.read().decode())
-    bases = {str(port_slots.slot_base(29550, slot)) for slot in range(port_slots.SLOTS)}
+    first = int(llm["runtime_env"]["env_vars"][port_slots.FIRST_SLOT_VAR])
+    bases = {str(port_slots.slot_base(first, slot)) for slot in range(port_slots.SLOTS)}
     assert len(seen) == 2 and seen <= bases, seen
