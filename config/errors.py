@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import math
 import re
 from typing import Any
 
@@ -174,11 +175,20 @@ def _number_as_text(given: str, whole: bool) -> str | None:
     except ValueError:
         return None
     prefix = f"YAML 1.1 reads {short(given)} as text, not a number"
+    if not math.isfinite(value):
+        return f"{prefix}, and it is beyond a float's range"
     if not whole:
-        return f"{prefix}: write it with a point (e.g. {value!r})"
+        return f"{prefix}: write it with a point (e.g. {_yaml_float(value)})"
     if value.is_integer():
         return f"{prefix}: write it in decimal digits (e.g. {int(value)})"
     return f"{prefix}: write a whole number in decimal digits"
+
+
+def _yaml_float(value: float) -> str:
+    """`value` as YAML 1.1 reads a float: a point in the digits, a sign on any exponent (1.0e+308)."""
+    digits, _, exponent = repr(value).partition("e")
+    digits = digits if "." in digits else f"{digits}.0"
+    return f"{digits}e{'' if exponent[0] in '+-' else '+'}{exponent}" if exponent else digits
 
 
 def _type_problem(kind: str, message: str, given: Any) -> str:

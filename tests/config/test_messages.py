@@ -80,3 +80,19 @@ def test_a_value_quoted_whole_is_cut_in_the_message_and_a_long_path_is_not():
     assert error.path == path
     assert error.problem == f"not an IPv4 network in CIDR form {quoted[:40]}... ({len(quoted) - 40} more characters)"
     assert len(str(error)) < len(path) + WORD_MAX
+
+
+@pytest.mark.parametrize("written", ["2e0", "1e+308", "5e-324", "-7E5", "1e-3", "3.5e2"])
+def test_the_float_a_hint_suggests_is_one_yaml_reads_as_that_number(tmp_path, written):
+    import re
+
+    import yaml
+
+    line = _refusal(tmp_path, {"observability": {"ttft_p99_slo_seconds": written}})
+    suggested = re.fullmatch(r".*write it with a point \(e\.g\. (\S+)\)", line)[1]
+    assert yaml.safe_load(suggested) == float(written) and isinstance(yaml.safe_load(suggested), float)
+
+
+def test_a_float_beyond_range_is_not_told_to_be_written_as_inf(tmp_path):
+    line = _refusal(tmp_path, {"observability": {"ttft_p99_slo_seconds": "1e400"}})
+    assert line.endswith("YAML 1.1 reads '1e400' as text, not a number, and it is beyond a float's range")
