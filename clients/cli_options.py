@@ -153,7 +153,8 @@ def path_kind(value: str) -> str:
     try:
         mode = os.stat(value).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        return "absent"
+        # a link to nothing: writing through it would create its target, and making a folder there fails (EEXIST)
+        return "a dangling symbolic link" if os.path.islink(value) else "absent"
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
     return "a regular file" if stat.S_ISREG(mode) else kind_of(mode)

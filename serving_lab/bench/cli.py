@@ -365,6 +365,9 @@ def _merge(args) -> int:
     if not args.out or not args.out.endswith(".json"):
         print("bench --merge: --out: give the merged run's file name, e.g. --out pd.json", file=sys.stderr)
         return 2
+    if Path(args.out).resolve() in {Path(path).resolve() for path in args.merge}:
+        print(f"bench --merge: --out: {shown(args.out)} is one of the runs to merge: name a new file", file=sys.stderr)
+        return 2
     try:
         merged = results.merge([results.load(Path(path)) for path in args.merge])
     except results.ResultsError as exc:

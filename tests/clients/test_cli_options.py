@@ -64,6 +64,7 @@ def paths(tmp_path):
     (tmp_path / "file").write_text("x")
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     return tmp_path
 
 
@@ -102,6 +103,12 @@ def test_an_output_file_may_be_new_in_a_folder_that_exists_or_can_be_made(paths)
     assert options.output_file(str(paths / "dir" / "new.md")) == str(paths / "dir" / "new.md")
     assert options.output_file(str(paths / "nodir" / "new.md")) == str(paths / "nodir" / "new.md")
     assert "cannot be created in" in _refusal(options.output_file, str(paths / "file" / "new.md"))
+
+
+@pytest.mark.parametrize("check", [options.output_folder, options.output_file, options.folder])
+def test_a_link_to_nothing_is_named_so_not_taken_for_absent(paths, check):
+    # taken for absent, `bench --compare --out` did all its work, then failed making the folder (EEXIST, exit 1)
+    assert "a dangling symbolic link, not a" in _refusal(check, str(paths / "dangling"))
 
 
 def test_an_output_folder_may_be_made_below_an_existing_folder(paths):

@@ -101,3 +101,14 @@ def test_a_mismatch_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bench --merge: mode differs between the run of")
     assert not (tmp_path / "pd.json").exists()
+
+
+@pytest.mark.parametrize("out", ["a.json", "./link.json"])
+def test_the_merged_run_never_overwrites_one_of_its_runs(tmp_path, capsys, monkeypatch, out):
+    a, b = CHAT.save(tmp_path / "a.json"), LONG.save(tmp_path / "b.json")
+    (tmp_path / "link.json").symlink_to(a)  # the same file by another name
+    before = a.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--merge", str(a), str(b), "--out", out]) == 2
+    assert capsys.readouterr().err.strip().endswith("is one of the runs to merge: name a new file")
+    assert a.read_bytes() == before
