@@ -34,6 +34,7 @@ from pydantic import (
 from . import names, versions
 from .engine_arg_classes import TYPED_ENGINE_ARGS
 from .engine_args import check_extra
+from .errors import short
 from .regions import region_problem  # the committed table of config/regions.json
 from .topology import SERVE_PORT, head_service, serve_service
 
@@ -308,7 +309,24 @@ class Model(Strict):
     )
 
 
-EngineScalar = StrictBool | StrictInt | StrictFloat | Annotated[str, Field(max_length=256)]
+ENGINE_TEXT_CHARS = 256
+
+
+def _engine_scalar(value: Any) -> bool | int | float | str:
+    """An extra engine argument's value, judged once: a union of the four types reported a problem per type it tried
+    (`tokenizer_mode.bool: expected boolean ...; and 3 more problems`)."""
+    if isinstance(value, str) and len(value) > ENGINE_TEXT_CHARS:
+        raise ValueError(f"text of {len(value)} characters (allowed: at most {ENGINE_TEXT_CHARS})")
+    if not isinstance(value, (bool, int, float, str)):  # ValueError: pydantic reports only that from a validator
+        got = "null" if value is None else short(value)
+        raise ValueError(f"expected true/false, a number or text, got {got}")  # noqa: TRY004
+    return value
+
+
+EngineScalar = Annotated[
+    StrictBool | StrictInt | StrictFloat | Annotated[str, Field(max_length=ENGINE_TEXT_CHARS)],
+    BeforeValidator(_engine_scalar),
+]
 MAX_EXTRA_ARGS = 32
 
 

@@ -294,6 +294,24 @@ SERVING = [
         "serving.engine.extra_args",
         "not a single value",
     ),
+    (  # one problem, not one per scalar type a union tried ("tokenizer_mode.bool: expected boolean")
+        "extra-arg-mapping-value",
+        {"serving": {"engine": {"extra_args": {"tokenizer_mode": {"a": {"b": 1}}}}}},
+        "serving.engine.extra_args.tokenizer_mode",
+        "expected true/false, a number or text, got <a mapping of 1 keys>",
+    ),
+    (
+        "extra-arg-null-value",
+        {"serving": {"engine": {"extra_args": {"tokenizer_mode": None}}}},
+        "serving.engine.extra_args.tokenizer_mode",
+        "expected true/false, a number or text, got null",
+    ),
+    (
+        "extra-arg-long-text",
+        {"serving": {"engine": {"extra_args": {"tokenizer_mode": "x" * 5000}}}},
+        "serving.engine.extra_args.tokenizer_mode",
+        "text of 5000 characters (allowed: at most 256)",
+    ),
     (
         "gdn-on-hopper-without-triton",
         {
