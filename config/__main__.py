@@ -45,7 +45,7 @@ from pathlib import Path
 
 from .derived import gpu_spec
 from .errors import ConfigError
-from .loader import CONFIG_DIR, load_stage_file, stage_files
+from .loader import CONFIG_DIR, load_stage_file, require_folder, stage_files
 from .rules import check_together, placeholder_warnings, warnings
 from .schema import StageConfig
 
@@ -136,6 +136,8 @@ def run(args) -> int:
     # a --config-dir given empty is checked as given ("" is no folder), not read as the default
     paths = [*args.paths, *([] if args.config_dir is None else [args.config_dir])] or [str(CONFIG_DIR)]
     try:
+        if args.config_dir:  # a folder, where a PATH may be a file too ("" goes on to _load: an empty path)
+            require_folder(args.config_dir)
         loaded = _load(paths)
     except ConfigError as exc:
         print(exc, file=sys.stderr)

@@ -114,6 +114,23 @@ def _not_regular(path: str, mode: int) -> ConfigError:
     return ConfigError(path, "(file)", f"is {kind}, not a stage file (allowed: a regular <stage>.yaml file{hint})")
 
 
+def require_folder(config_dir: str | Path) -> str | Path:
+    """`config_dir` if it is a folder, else a ConfigError that says what it names instead."""
+    try:
+        mode = os.stat(config_dir).st_mode
+    except (OSError, ValueError) as exc:  # absent, too long, a loop of links, a NUL
+        found = "no such folder" if isinstance(exc, FileNotFoundError) else f"cannot be read ({_reason(exc)})"
+        raise ConfigError(str(config_dir), "(folder)", f"{found} (expected a folder of <stage>.yaml files)") from None
+    if not stat.S_ISDIR(mode):
+        kind = "a regular file" if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a folder")
+        raise ConfigError(str(config_dir), "(folder)", f"is {kind}, not a folder of <stage>.yaml files")
+    return config_dir
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
+
+
 def _read(path: Path, shown: str | None = None) -> str:
     """The file's text: regular files only (a FIFO would block, /dev/zero never ends), at most
     MAX_FILE_BYTES (read at most one byte more, whatever stat said), UTF-8."""
@@ -375,9 +392,7 @@ def load_stages(
     the stages of the folder together: no two may collide in one account and region (rules.check_together).
     With `only`, just that stage is read (another stage file's mistake does not block it). `warn`: as
     load_stage_file's."""
-    folder = Path(config_dir)
-    if not os.path.isdir(folder):  # False for any path stat() refuses (too long, a loop), where is_dir() raises
-        raise ConfigError(str(config_dir), "(folder)", "no such folder (expected a folder of <stage>.yaml files)")
+    folder = Path(require_folder(config_dir))
     files = stage_files(config_dir)
     if only is not None:
         wanted = folder / f"{only}.yaml"

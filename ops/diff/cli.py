@@ -135,8 +135,10 @@ def _run(args) -> int:
         if args.markdown:
             check_writable(Path(args.markdown))  # before minutes of synth, not after
         tree = Path(args.tree) if args.tree else None
-        if tree is not None and path_kind(args.tree) != "a folder":
-            raise DiffError(f"--tree {args.tree}: no such folder: give the path of a git checkout")
+        kind = path_kind(args.tree) if tree is not None else "a folder"
+        if kind != "a folder":
+            found = "no such folder" if kind == "absent" else f"{kind}, not a folder"
+            raise DiffError(f"--tree {args.tree}: {found}: give the path of a git checkout")
         cache = None if args.no_synth_cache else synth_cache.SynthCache(Path(args.synth_cache))
         result = compare.compute(
             args.base, stage=args.stage, start=tree, run_tree_code=args.run_tree_code, cache=cache, progress=_progress

@@ -28,6 +28,7 @@ fails in seconds, with its cause.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -365,7 +366,7 @@ def _merge(args) -> int:
     if not args.out or not args.out.endswith(".json"):
         print("bench --merge: --out: give the merged run's file name, e.g. --out pd.json", file=sys.stderr)
         return 2
-    if Path(args.out).resolve() in {Path(path).resolve() for path in args.merge}:
+    if os.path.realpath(args.out) in {os.path.realpath(path) for path in args.merge}:  # never raises on a loop
         print(f"bench --merge: --out: {shown(args.out)} is one of the runs to merge: name a new file", file=sys.stderr)
         return 2
     try:

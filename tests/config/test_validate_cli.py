@@ -76,3 +76,21 @@ def test_an_empty_path_is_refused_not_read_as_the_default_folder(argv, capsys):
     """`python -m config validate` (without ops' option types): "" is not the current or the default folder."""
     assert main(["validate", *argv]) == 2
     assert capsys.readouterr().err.strip().endswith(": (file): an empty path (give a stage file or a folder of them)")
+
+
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("dev.yaml", "is a regular file, not a folder of <stage>.yaml files"),
+        ("pipe", "is a named pipe (FIFO), not a folder of <stage>.yaml files"),
+        ("gone", "no such folder (expected a folder of <stage>.yaml files)"),
+    ],
+)
+def test_config_dir_is_a_folder_where_a_path_may_be_a_file(tmp_path, capsys, name, problem):
+    """A file given as --config-dir was read as a stage file, past the <stage>.yaml name rule."""
+    import os
+
+    write_stage(tmp_path, stage_data("dev"), name="dev")
+    os.mkfifo(tmp_path / "pipe")
+    assert main(["validate", "--config-dir", str(tmp_path / name)]) == 2
+    assert capsys.readouterr().err.strip() == f"{tmp_path / name}: (folder): {problem}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from ops import diff as diff_module
@@ -83,3 +84,10 @@ def test_a_pull_request_that_disables_its_own_gate_is_still_judged_by_the_runnin
     assert out[1] == "DANGER: 1 destructive change(s)"
     assert out[2].startswith("  ! dev/Cluster: nodegroup ClusterNodegroupSystemNodegroup")
     assert out[2].endswith("replaced (InstanceTypes)")
+
+
+def test_a_tree_that_is_a_file_is_named_a_file_not_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(compare, "compute", lambda *a, **k: pytest.fail("compared"))
+    (tmp_path / "file").write_text("x")
+    assert main(["diff", "--base", "HEAD", "--tree", str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err.endswith(": a regular file, not a folder: give the path of a git checkout\n")
