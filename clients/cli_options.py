@@ -12,7 +12,7 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 from .files import kind_of
@@ -28,6 +28,15 @@ Number = TypeVar("Number", int, float)
 NUMBER_MAX = 1e9
 TEXT_MAX = 4096  # PATH_MAX on Linux: no option of these commands means more
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a label that becomes part of a file name
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line, `prog: error: message`, and exit 2: the usage block it printed first ran
+    to 21 lines for `ops rehearse` (--help still prints it). Subcommands inherit the class (argparse's
+    add_subparsers makes each with type(self))."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def number(kind: type[Number], low: float, high: float, unit: str = "") -> Callable[[str], Number]:

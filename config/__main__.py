@@ -43,6 +43,8 @@ import json
 import os
 from pathlib import Path
 
+from clients.cli_options import OneLineParser
+
 from .derived import gpu_spec
 from .errors import ConfigError
 from .loader import CONFIG_DIR, load_stage_file, require_folder, stage_files
@@ -155,7 +157,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m config", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m config", description=__doc__.splitlines()[0])
     add_parser(parser.add_subparsers(dest="command", required=True))
     return run(parser.parse_args(argv))
 

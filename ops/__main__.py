@@ -30,7 +30,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Protocol
 
-from clients.cli_options import NUMBER_MAX, number, text
+from clients.cli_options import NUMBER_MAX, OneLineParser, number, text
 from clients.text import shown
 from config import __main__ as validate_cli
 
@@ -126,7 +126,7 @@ def _chosen(argv: list[str] | None) -> str | None:
 def _parser(prog: str = "python -m ops", argv: list[str] | None = None) -> argparse.ArgumentParser:
     """Every command's parser; with `argv`, the LazyCommands that it does not name get a placeholder."""
     chosen = _chosen(argv)
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description="Operations checks for a stage, and the project's other commands.",
         epilog=exit_codes.OVERVIEW,

@@ -180,7 +180,7 @@ def _add_bench_options(cmd) -> None:
     bench_cli.add_min_requests(cmd, "--bench")
     cmd.add_argument(
         "--level-seconds",
-        type=float,
+        type=number(float, 1, NUMBER_MAX, "seconds"),
         metavar="SECONDS",
         help="--bench: stop sending a level's requests after this long (requests in flight finish "
         "and count); the request count stays the cap",
@@ -890,14 +890,12 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
 
 
 def _check_arguments(cfg: StageConfig, args) -> None:
-    """--profile, --level-seconds and --libfabric, before anything starts (a RehearsalError, exit 2)."""
+    """--profile and --libfabric, before anything starts (a RehearsalError, exit 2)."""
     _transport(args)
     try:
         runner.select(cfg, args.profile)
     except aiperf.BenchError as exc:
         raise RehearsalError(f"--profile: {exc}", 2) from None
-    if args.level_seconds is not None and not args.level_seconds > 0:
-        raise RehearsalError(f"--level-seconds: {args.level_seconds:g} (allowed: a number of seconds > 0)", 2)
     _check_model_arguments(args)
     _check_oracle_arguments(cfg, args)
 

@@ -128,3 +128,15 @@ def test_a_url_is_http_or_https_with_a_host_and_a_port_in_range(value):
 @pytest.mark.parametrize("value", ["http://127.0.0.1:8000", "https://serve.example/v1", "http://[::1]:80"])
 def test_plain_urls_pass(value):
     assert options.http_url(value) == value
+
+
+def test_an_argument_error_is_one_line_and_exit_2(capsys):
+    parser = options.OneLineParser(prog="tool")
+    sub = parser.add_subparsers(dest="command", required=True).add_parser("run")
+    sub.add_argument("--count", type=options.number(int, 1, 9), required=True)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["run", "--count", "x"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tool run: error: argument --count: x is not an integer (allowed: an integer from 1 to 9)"
+    ]

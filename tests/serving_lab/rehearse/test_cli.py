@@ -208,10 +208,14 @@ def test_the_full_attention_stand_in_is_built_beside_the_models_folder(tmp_path,
     assert '"Qwen3ForCausalLM"' in (folder / "config.json").read_text()
 
 
-def test_a_level_time_bound_must_be_positive(capsys):
-    assert main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", "0"]) == 2
+@pytest.mark.parametrize("given", ["0", "-0", "0.5"])
+def test_a_level_time_bound_is_at_least_a_second_in_one_check(capsys, given):
+    # its range was 0 to 1e9 (the default for a plain number), then a second check refused 0
+    with pytest.raises(SystemExit) as exited:
+        main(["rehearse", "--stage", "dev", "--bench", "--level-seconds", given])
+    assert exited.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "rehearse: --level-seconds: 0 (allowed: a number of seconds > 0)"
+        f"python -m ops rehearse: error: argument --level-seconds: {given} (allowed: a number from 1 to 1e+09 seconds)"
     ]
 
 
