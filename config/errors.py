@@ -6,7 +6,8 @@ import datetime
 import difflib
 import math
 import re
-from typing import Any
+import typing
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -77,16 +78,25 @@ def short(value: Any, limit: int = 40) -> str:
 
 def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
     """The keys the model accepts at the parent of `loc` (for 'unknown key' messages)."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int) or current is None:
-            return []
+    return sorted(getattr(_model_at(model, loc[:-1]), "model_fields", {}).keys())
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = model
+    for part in loc:
         fields = getattr(current, "model_fields", {})
-        if part not in fields:
-            return []
-        annotation = fields[part].annotation
-        current = _model_in(annotation)
-    return sorted(getattr(current, "model_fields", {}).keys())
+        if isinstance(part, int) or part not in fields:
+            return None
+        current = _model_in(fields[part].annotation)
+    return current
+
+
+def _too_large(model: type[BaseModel], loc: tuple, given: Any) -> str:
+    """An integer past what pydantic parses (int_parsing_size): its allowed values where the field lists them."""
+    field = getattr(_model_at(model, loc[:-1]), "model_fields", {}).get(loc[-1]) if loc else None
+    values = typing.get_args(field.annotation) if field and typing.get_origin(field.annotation) is Literal else ()
+    allowed = f" (allowed: {', '.join(map(str, values))})" if values else ""
+    return f"{short(given)} is far larger than this field takes{allowed}"
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -227,6 +237,8 @@ def from_validation_error(path: str, model: type[BaseModel], error: ValidationEr
         problem = str(ctx.get("error", first["msg"]))
     elif kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type"):
         problem = _type_problem(kind, first["msg"], given)
+    elif kind == "int_parsing_size":
+        problem = _too_large(model, loc, given)
     else:
         problem = f"{first['msg']} (got {short(given)})"
     if about_key:

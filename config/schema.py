@@ -147,11 +147,16 @@ class Endpoint(Strict):
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
+        seen: dict[ipaddress.IPv4Network | ipaddress.IPv6Network, str] = {}
         for value in values:
             try:
-                ipaddress.ip_network(value, strict=True)
+                network = ipaddress.ip_network(value, strict=True)
             except ValueError:
                 raise ValueError(f"{value!r} is not a network in CIDR form (e.g. 203.0.113.0/24)") from None
+            if network in seen:  # the same network, however written (a repeat is most likely a mistyped other)
+                again = "listed twice" if seen[network] == value else f"{seen[network]!r} written another way"
+                raise ValueError(f"{value!r} is {again}: list each range once")
+            seen[network] = value
         return values  # each in its prefix-length form: config/rules/cluster.py names the entry
 
     @property

@@ -52,7 +52,7 @@ EXIT_CODES: dict[str, Codes] = {
     },
     "rehearse": {
         0: 'every check passed (a "not EFA" verdict on a host without EFA is a warning)',
-        1: "a check failed or the stack did not come up",
+        1: "a check failed, the stack did not come up, or the host cannot run it (no nvidia-smi or GPU answer)",
         2: "bad arguments or stage file, a stage this host cannot rehearse (the plan), or --oracle-against "
         "answers that cannot be compared",
         SIGNALLED: "stopped by signal N: 130 Ctrl-C, SIGTERM or SIGHUP (Ray stopped, the finished checks printed "

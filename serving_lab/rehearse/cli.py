@@ -89,7 +89,7 @@ def _env_pair(value: str) -> tuple[str, str]:
 
 def _transport(args) -> overrides.Transport:
     """The --nixl-backend, --libfabric, --kv-buffer-device and --engine-env options (a RehearsalError, exit 2, when
-    LIBFABRIC is kept without its libfabric)."""
+    LIBFABRIC is kept without its libfabric, or a variable is given twice)."""
     backend = getattr(args, "nixl_backend", None)
     libfabric = getattr(args, "libfabric", None)
     if backend == "LIBFABRIC" and libfabric and not os.path.exists(os.path.join(libfabric, "lib", "libfabric.so.1")):
@@ -97,11 +97,15 @@ def _transport(args) -> overrides.Transport:
             f"--libfabric: {libfabric}/lib has no libfabric.so.1 (serving_lab/scripts/rehearsal_install.sh unpacks it)",
             2,
         )
+    engine_env = tuple(getattr(args, "engine_env", None) or ())
+    names = [name for name, _ in engine_env]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise RehearsalError(f"--engine-env: {', '.join(twice)} given more than once (give each variable once)", 2)
     return overrides.Transport(
         nixl_backend=backend,
         kv_buffer_device=getattr(args, "kv_buffer_device", None),
         libfabric=libfabric if backend == "LIBFABRIC" else None,
-        engine_env=tuple(getattr(args, "engine_env", None) or ()),
+        engine_env=engine_env,
     )
 
 
@@ -889,8 +893,21 @@ def run(args, say: Callable[[str], None] = lambda line: print(line, flush=True))
     return _summarize(reports, runs, out)
 
 
+# The options only --bench reads (their help says "--bench: ..."): given without it, each would go unused in silence.
+BENCH_ONLY = ("profile", "levels", "request_rates", "requests_per_stream", "level_seconds", "calibrate", "min_requests")
+
+
+def _bench_options_given(args) -> list[str]:
+    unset = {"profile": [], "calibrate": False, "min_requests": runner.MIN_LEVEL_REQUESTS}
+    given = [name for name in BENCH_ONLY if getattr(args, name) != unset.get(name)]
+    return ["--" + name.replace("_", "-") for name in given]
+
+
 def _check_arguments(cfg: StageConfig, args) -> None:
-    """--profile and --libfabric, before anything starts (a RehearsalError, exit 2)."""
+    """--profile, --libfabric and the options only --bench reads, before anything starts (a RehearsalError, exit
+    2)."""
+    if not args.bench and (unused := _bench_options_given(args)):
+        raise RehearsalError(f"{', '.join(unused)}: only --bench reads {'them' if len(unused) > 1 else 'it'}", 2)
     _transport(args)
     try:
         runner.select(cfg, args.profile)

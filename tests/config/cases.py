@@ -294,6 +294,24 @@ SERVING = [
         "serving.engine.extra_args",
         "not a single value",
     ),
+    (  # pydantic cannot parse it against the listed integers: "exceeded maximum size" said nothing of them
+        "huge-integer-for-listed-values",
+        {"cluster": {"log_retention_days": 10**25}},
+        "cluster.log_retention_days",
+        "10000000000000000000000000 is far larger than this field takes (allowed: 1, 3, 5, 7, 14, 30, 60, 90",
+    ),
+    (
+        "cidr-listed-twice",
+        {"cluster": {"endpoint": {"public_access_cidrs": ["198.51.100.0/24", "198.51.100.0/24"]}}},
+        "cluster.endpoint.public_access_cidrs",
+        "'198.51.100.0/24' is listed twice: list each range once",
+    ),
+    (  # the same network, written with a padded prefix length
+        "cidr-written-twice",
+        {"cluster": {"endpoint": {"public_access_cidrs": ["198.51.100.0/24", "198.51.100.0/024"]}}},
+        "cluster.endpoint.public_access_cidrs",
+        "'198.51.100.0/024' is '198.51.100.0/24' written another way: list each range once",
+    ),
     (  # one problem, not one per scalar type a union tried ("tokenizer_mode.bool: expected boolean")
         "extra-arg-mapping-value",
         {"serving": {"engine": {"extra_args": {"tokenizer_mode": {"a": {"b": 1}}}}}},

@@ -512,3 +512,35 @@ def test_serve_ingress_haproxy_without_a_binary_is_refused_before_ray_starts(dev
 def test_serves_own_proxy_needs_no_haproxy_binary(dev, tmp_path, monkeypatch):
     monkeypatch.setattr(ray_cluster, "haproxy_binary", lambda env: None)
     assert "RAY_SERVE_ENABLE_HA_PROXY" not in _ingress_plan(dev, tmp_path).env
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        (["--levels", "1,16"], "--levels: only --bench reads it"),
+        (["--profile", "chat", "--min-requests", "10"], "--profile, --min-requests: only --bench reads them"),
+        (["--calibrate"], "--calibrate: only --bench reads it"),
+    ],
+)
+def test_an_option_only_the_benchmark_reads_is_refused_without_bench(capsys, monkeypatch, given, named):
+    monkeypatch.setattr(cli.host_facts, "detect", lambda *a, **k: pytest.fail("the host was read"))
+    assert main(["rehearse", "--stage", "dev", *given]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"rehearse: {named}"]
+
+
+def test_every_option_whose_help_says_bench_is_one_only_the_benchmark_reads():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    (command,) = parser._subparsers._group_actions[0].choices.values()
+    said = {a.dest for a in command._actions if (a.help or "").startswith("--bench:")}
+    assert said == set(cli.BENCH_ONLY)
+
+
+def test_an_engine_variable_given_twice_is_refused_naming_it(capsys, monkeypatch):
+    # which of the two values won was argparse's order, unsaid
+    monkeypatch.setattr(cli.host_facts, "detect", lambda *a, **k: pytest.fail("the host was read"))
+    argv = ["rehearse", "--stage", "dev", "--engine-env", "A=1", "--engine-env", "B=2", "--engine-env", "A=2"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == "rehearse: --engine-env: A given more than once (give each variable once)"
