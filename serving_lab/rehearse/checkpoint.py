@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clients import kube
-from clients.cli_options import number, output_folder, regular_file
+from clients.cli_options import OneLineParser, number, output_folder, regular_file
 
 from .model_folder import ModelFolderError, build
 
@@ -317,7 +317,7 @@ def is_checkpoint(folder: Path) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python3 -m serving_lab.rehearse.checkpoint",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clients import kube
-from clients.cli_options import file_label, folder, text
+from clients.cli_options import OneLineParser, file_label, folder, text
 from clients.files import FileRefused, read_regular
 from serving_lab.bench import results
 
@@ -111,7 +111,7 @@ def _arm(value: str) -> tuple[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m serving_lab.rehearse.matrix", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python3 -m serving_lab.rehearse.matrix", description=__doc__.splitlines()[0])
     parser.add_argument("arms", nargs="+", type=_arm, metavar="NAME=FOLDER")
     parser.add_argument("--profile", type=text, default="chat", help="the benchmark profile (default chat)")
     args = parser.parse_args(argv)

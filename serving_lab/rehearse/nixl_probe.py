@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.cli_options import number, output_folder, text
+from clients.cli_options import OneLineParser, number, output_folder, text
 
 MiB = 2**20
 RESULT_PREFIX = "NIXL_PROBE_RESULT "  # the line a case prints its JSON entry on
@@ -321,9 +321,7 @@ def _sizes(value: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nixl_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = OneLineParser(prog="nixl_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=output_folder, help="folder for nixl-probe.json and the logs")
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable; default: all")
     parser.add_argument("--sizes", type=_sizes, default=[32, 128], help="MiB, comma-separated (default 32,128)")

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients import kube
-from clients.cli_options import file_label, output_file, output_folder, regular_file
+from clients.cli_options import OneLineParser, file_label, output_file, output_folder, regular_file
 from clients.files import FileRefused, read_regular
 from clients.report import Report
 from clients.text import shown
@@ -270,7 +270,7 @@ def verdict(levels_by_mode: dict[str, oracle.Levels], out: Path, stage: str, rep
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m serving_lab.rehearse.oracle_run", description=main.__doc__)
+    parser = OneLineParser(prog="python3 -m serving_lab.rehearse.oracle_run", description=main.__doc__)
     parser.add_argument("answers", nargs=2, type=regular_file, metavar="ANSWERS", help="PD's and colocated's")
     parser.add_argument("out", type=output_folder, metavar="OUT", help="the folder for oracle-<STAGE>.json")
     parser.add_argument("stage", type=file_label, metavar="STAGE", help="the stage's name (names the file)")

@@ -140,3 +140,18 @@ def test_an_argument_error_is_one_line_and_exit_2(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "tool run: error: argument --count: x is not an integer (allowed: an integer from 1 to 9)"
     ]
+
+
+@pytest.mark.parametrize("module", ["matrix", "oracle_run", "checkpoint", "nixl_probe"])
+def test_the_labs_commands_refuse_bad_arguments_in_one_line(module):
+    import subprocess
+    import sys
+
+    from ..helpers import ROOT
+
+    run = subprocess.run(
+        [sys.executable, "-m", f"serving_lab.rehearse.{module}", "--bogus"], capture_output=True, text=True, cwd=ROOT
+    )
+    # argparse's usage block came first (OneLineParser): one `prog: error: ...` line now, whichever error it is
+    assert run.returncode == 2 and run.stderr.splitlines() == [run.stderr.strip()], run.stderr
+    assert ": error: " in run.stderr
