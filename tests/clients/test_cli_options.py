@@ -150,7 +150,11 @@ def test_the_labs_commands_refuse_bad_arguments_in_one_line(module):
     from ..helpers import ROOT
 
     run = subprocess.run(
-        [sys.executable, "-m", f"serving_lab.rehearse.{module}", "--bogus"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", f"serving_lab.rehearse.{module}", "--bogus"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     # argparse's usage block came first (OneLineParser): one `prog: error: ...` line now, whichever error it is
     assert run.returncode == 2 and run.stderr.splitlines() == [run.stderr.strip()], run.stderr
