@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from .overrides import Plan, llm_configs
+from .ray_cluster import CHECKOUT
 
 FIT_LINE = re.compile(r"--kv-cache-memory=(\d+)` \([0-9.]+ GiB\) to fit into requested memory")
 # What an engine alone must not be given: no peer to move KV blocks to (NIXL), and the size being sought.
 DROPPED = ("kv_transfer_config", "kv_cache_memory_bytes")
-# Starts the engine and exits: the figure is printed during start-up, before any request.
-SCRIPT = "import json, sys\nfrom vllm import LLM\nLLM(**json.loads(sys.argv[1]))\n"
+# Starts the engine and exits: the figure is printed during start-up, before any request. engine_alone drops the
+# frontend's settings (a real checkpoint's enable_prompt_tokens_details), as Ray Serve LLM does.
+SCRIPT = "import json, sys\nfrom serving_lab.rehearse.engine_alone import start\nstart(json.loads(sys.argv[1]))\n"
 
 
 class KvProfileError(Exception):
@@ -48,7 +50,7 @@ def fit_bytes(text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _last_error(text: str) -> str:
+def last_error(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if "Error" in line or "error" in line]
     return lines[-1][:200] if lines else "no error line"
 
@@ -65,6 +67,7 @@ def profile(
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 env=dict(env),
+                cwd=CHECKOUT,  # the script imports serving_lab from the checkout
                 timeout=timeout,
                 check=False,
             )
@@ -75,7 +78,7 @@ def profile(
     if figure is None:
         raise KvProfileError(
             f"{log}: one engine alone printed no '--kv-cache-memory=N ... to fit into requested memory' line "
-            f"(exit {done.returncode}; {_last_error(text)})"
+            f"(exit {done.returncode}; {last_error(text)})"
         )
     if figure <= 0:
         raise KvProfileError(

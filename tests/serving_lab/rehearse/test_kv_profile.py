@@ -15,6 +15,7 @@ from serving_lab.rehearse import cli, kv_profile, overrides, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
 from ...helpers import ROOT
+from . import fake_vllm
 from .arguments import rehearse_args, rehearse_pd
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
@@ -164,23 +165,37 @@ def test_a_failed_profile_is_exit_1_with_its_one_line(tmp_path, dev, monkeypatch
     )
 
 
-def test_the_profile_script_starts_vllms_offline_engine_with_the_arguments(tmp_path, dev):
+def test_the_profile_script_starts_vllms_offline_engine_with_the_engines_arguments(tmp_path, dev):
     # A stand-in `vllm` package on the path records what `LLM` was called with, and prints vLLM's line.
-    fake = tmp_path / "site" / "vllm"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text(
-        "import json\n"
-        "class LLM:\n"
-        "    def __init__(self, **kwargs):\n"
-        f"        open({str(tmp_path / 'called.json')!r}, 'w').write(json.dumps(kwargs))\n"
-        "        print('Replace ... `--kv-cache-memory=123456789` (0.11 GiB) to fit into requested memory')\n"
+    site = fake_vllm.install(
+        tmp_path / "site",
+        f"open({str(tmp_path / 'called.json')!r}, 'w').write(json.dumps(kwargs))\n"
+        "print('Replace ... `--kv-cache-memory=123456789` (0.11 GiB) to fit into requested memory')\n",
     )
     plan = _shared_plan(dev)
     (_path, llm), _ = overrides.llm_configs(plan.serve_config)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    env = {**os.environ, "PYTHONPATH": str(site)}
     figure = kv_profile.profile(llm, env=env, log=tmp_path / "profile.log", timeout=60)
     assert figure == 123456789
     assert json.loads((tmp_path / "called.json").read_text()) == kv_profile.engine_args(llm)
+
+
+def test_a_real_checkpoints_frontend_setting_is_not_handed_to_the_offline_engine(tmp_path, dev):
+    # vllm.LLM refuses enable_prompt_tokens_details (a FrontendArgs field); Ray Serve LLM hands it to the frontend
+    site = fake_vllm.install(
+        tmp_path / "site",
+        f"open({str(tmp_path / 'called.json')!r}, 'w').write(json.dumps(kwargs))\n"
+        "print('Replace ... `--kv-cache-memory=123456789` (0.11 GiB) to fit into requested memory')\n",
+    )
+    request = overrides.PlanRequest(
+        mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=True, emulate_node=True, share_gpus=True
+    )
+    (_path, llm), _ = overrides.llm_configs(overrides.plan(dev, request).serve_config)
+    assert kv_profile.engine_args(llm)["enable_prompt_tokens_details"] is True
+    kv_profile.profile(llm, env={**os.environ, "PYTHONPATH": str(site)}, log=tmp_path / "profile.log", timeout=60)
+    called = json.loads((tmp_path / "called.json").read_text())
+    assert "enable_prompt_tokens_details" not in called
+    assert called == {k: v for k, v in kv_profile.engine_args(llm).items() if k != "enable_prompt_tokens_details"}
 
 
 def test_pd_and_colocated_of_one_rehearsal_profile_an_engine_once(tmp_path, dev):

@@ -1,0 +1,126 @@
+"""One engine alone, offline (`vllm.LLM`), started from a plan's engine settings and, on request, timed: the
+engine's own first token at a few prompt lengths, one prompt and a batch at a time, its decode step, and the greedy
+tokens it answers fixed prompts with, so that two arms of one host can be compared token for token.
+
+    python3 -m serving_lab.rehearse.engine_alone SETTINGS_JSON [RESULT_JSON]
+
+SETTINGS_JSON is a plan engine's `vllm.LLM` keyword arguments (kv_profile.engine_args). Without RESULT_JSON the
+engine only starts, as kv_profile's sizing needs; with it the probe below runs and its figures are written there.
+Timings are wall-clock around `LLM.generate` with prompts given as token ids (no tokenizer, no template): what the
+engine adds to a request, not what Serve does. Runs where vLLM is installed (the GPU host); the probe's schedule
+and arithmetic are tested on CPU with a stand-in engine (tests/serving_lab/rehearse/test_engine_alone.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# generate(prompts as token ids, tokens to generate each) -> each prompt's generated token ids
+Generate = Callable[[list[list[int]], int], list[list[int]]]
+# Token ids drawn for prompts: above the ids a tokenizer keeps for bytes and below its special tokens at the top.
+TOKEN_IDS = range(1000, 100_000)
+
+
+def engine_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings less the OpenAI frontend's, which Ray Serve LLM hands to the frontend and `vllm.LLM` refuses
+    (ray/llm/_internal/serve/engines/vllm/vllm_models.py splits engine_kwargs by vLLM's FrontendArgs fields)."""
+    from vllm.entrypoints.openai.cli_args import FrontendArgs
+
+    frontend = {field.name for field in dataclasses.fields(FrontendArgs)}
+    return {key: value for key, value in settings.items() if key not in frontend}
+
+
+def start(settings: dict[str, Any]) -> Any:
+    """The engine of these settings, started (vLLM prints its memory and start-up lines meanwhile)."""
+    from vllm import LLM
+
+    return LLM(**engine_settings(settings))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What is timed: each prompt length one prompt at a time, `batch` prompts of the first length at once, decode
+    steps at one and `batch` sequences, and `answers` fixed prompts answered greedily."""
+
+    prompt_tokens: tuple[int, ...] = (256, 3500)
+    samples: int = 12
+    batch: int = 16
+    decode_tokens: int = 64
+    answers: int = 4
+    answer_tokens: int = 32
+
+
+def prompts(count: int, length: int, seed: int) -> list[list[int]]:
+    """`count` prompts of `length` token ids, the same for the same seed on every host."""
+    draw = random.Random(seed)
+    return [[draw.choice(TOKEN_IDS) for _ in range(length)] for _ in range(count)]
+
+
+def _wall(generate: Generate, clock: Callable[[], float], batch: list[list[int]], tokens: int) -> float:
+    began = clock()
+    generate(batch, tokens)
+    return clock() - began
+
+
+def measure(generate: Generate, probe: Probe, clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """The probe's timings (seconds) and greedy answers; every timed request has prompts of its own (no prefix
+    cache hit), and one untimed round of each shape runs first (the engine's first use of a shape)."""
+    seeds = iter(range(1, 1_000_000))
+    for length in probe.prompt_tokens:
+        generate(prompts(1, length, next(seeds)), 1 + probe.decode_tokens)
+    generate(prompts(probe.batch, probe.prompt_tokens[0], next(seeds)), 1 + probe.decode_tokens)
+    samples: dict[str, list[float]] = {}
+    for length in probe.prompt_tokens:
+        samples[f"first_token_{length}"] = [
+            _wall(generate, clock, prompts(1, length, next(seeds)), 1) for _ in range(probe.samples)
+        ]
+    for width in (1, probe.batch):
+        shape = (width, probe.prompt_tokens[0])
+        firsts = [_wall(generate, clock, prompts(*shape, next(seeds)), 1) for _ in range(probe.samples // 2)]
+        wholes = [_wall(generate, clock, prompts(*shape, next(seeds)), 1 + probe.decode_tokens) for _ in firsts]
+        samples[f"first_token_{width}x{shape[1]}"] = firsts
+        samples[f"decode_step_{width}"] = [
+            (whole - statistics.median(firsts)) / probe.decode_tokens for whole in wholes
+        ]
+    answers = generate(prompts(probe.answers, probe.prompt_tokens[0], 0), probe.answer_tokens)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return {"probe": dataclasses.asdict(probe), "medians": medians, "samples": samples, "answers": answers}
+
+
+def vllm_generate(llm: Any) -> Generate:
+    """`generate` on a started engine: greedy, the end-of-sequence token ignored, no detokenizing."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    def generate(batch: list[list[int]], tokens: int) -> list[list[int]]:
+        params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True, detokenize=False)
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in batch], params, use_tqdm=False)
+        return [list(output.outputs[0].token_ids) for output in outputs]
+
+    return generate
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (1, 2):
+        print("usage: python3 -m serving_lab.rehearse.engine_alone SETTINGS_JSON [RESULT_JSON]", file=sys.stderr)
+        return 2
+    began = time.perf_counter()
+    llm = start(json.loads(args[0]))
+    started = time.perf_counter() - began
+    if len(args) == 2:
+        result = {"start_seconds": round(started, 2), **measure(vllm_generate(llm), Probe())}
+        Path(args[1]).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
