@@ -77,6 +77,14 @@ def _positive_bytes(text: str) -> int:
     return value
 
 
+def _cuda_graph_arm(value: str) -> str:
+    try:
+        overrides.cuda_graph_arm(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def _env_pair(value: str) -> tuple[str, str]:
     """NAME=VALUE: NAME a shell variable name in ASCII, VALUE printable (empty allowed)."""
     name, sep, setting = value.partition("=")
@@ -231,10 +239,12 @@ def _add_host_options(cmd) -> None:
     )
     cmd.add_argument(
         "--cuda-graphs",
-        choices=overrides.CUDA_GRAPH_ARMS,
+        type=_cuda_graph_arm,
+        metavar="ARM[@N]",
         help="the engines' CUDA graphs in place of the stage's (issue #53's arms): vllm-default (torch.compile, "
         "piecewise and full graphs) or breakable (piecewise and full graphs without compile, "
-        "VLLM_USE_BREAKABLE_CUDAGRAPH); recorded as overrides",
+        "VLLM_USE_BREAKABLE_CUDAGRAPH); @N captures batches of up to N tokens (vLLM's default: twice "
+        "max_num_seqs, at most 512); recorded as overrides",
     )
     cmd.add_argument(
         "--serve-ingress",

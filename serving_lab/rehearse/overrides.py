@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -265,7 +266,7 @@ class PlanRequest:
     full_attention: bool = False  # --full-attention: model_folder.full_attention_config stands in for the model
     decode_weights: Path | None = None  # --decode-weights: the negative control's checkpoint for the decode engine
     traces: bool = False  # --ttft-phases: the engines export their request spans (_otlp_traces)
-    cuda_graphs: str | None = None  # --cuda-graphs: one of CUDA_GRAPH_ARMS in place of the stage's (_cuda_graph_arm)
+    cuda_graphs: str | None = None  # --cuda-graphs: ARM[@N] (cuda_graph_arm) in place of the stage's graphs
     serve_ingress: str | None = None  # --serve-ingress: serving.serve_ingress in place of the stage's
     stream_batching_ms: int | None = None  # --stream-batching-ms: serving.stream_batching_ms in place of the stage's
 
@@ -724,18 +725,39 @@ def _otlp_traces(build: _Build, engine: _Engine) -> None:
 # engine's CUDA graph arms"). vllm-default: torch.compile with FULL_AND_PIECEWISE, vLLM's own. breakable: piecewise
 # graphs without compile, which vLLM 0.26 runs only with VLLM_USE_BREAKABLE_CUDAGRAPH (else it captures none).
 CUDA_GRAPH_ARMS = ("vllm-default", "breakable")
+# ARM@N: the largest batch, in tokens, captured as a graph (compilation_config.max_cudagraph_capture_size). vLLM's
+# default is twice max_num_seqs, at most 512 (vllm/config/vllm.py `_set_cudagraph_sizes`): 64 for 32 sequences, so
+# a 256-token prefill runs outside every graph unless N covers it.
+CAPTURE_TOKENS = (1, 8192)
+_ARM = re.compile(rf"({'|'.join(CUDA_GRAPH_ARMS)})(?:@([0-9]{{1,4}}))?")
+
+
+def cuda_graph_arm(text: str) -> tuple[str, int | None]:
+    """ARM or ARM@N -> (arm, N or None); a ValueError in one line for anything else."""
+    found = _ARM.fullmatch(text)
+    if not found:
+        raise ValueError(f"{text[:40]!r} (allowed: {' or '.join(CUDA_GRAPH_ARMS)}, either with @N)")
+    tokens = int(found[2]) if found[2] else None
+    if tokens is not None and not CAPTURE_TOKENS[0] <= tokens <= CAPTURE_TOKENS[1]:
+        raise ValueError(f"{text}: @N from {CAPTURE_TOKENS[0]} to {CAPTURE_TOKENS[1]}")
+    return found[1], tokens
 
 
 def _cuda_graph_arm(build: _Build, engine: _Engine) -> None:
-    arm = build.request.cuda_graphs
-    if arm is None:
+    if build.request.cuda_graphs is None:
         return
-    reason, path = f"--cuda-graphs {arm}: an arm of issue #53's measurement", f"{engine.path}.engine_kwargs"
+    arm, tokens = cuda_graph_arm(build.request.cuda_graphs)
+    reason = f"--cuda-graphs {build.request.cuda_graphs}: an arm of issue #53's measurement"
+    path = f"{engine.path}.engine_kwargs"
+    capture = {} if tokens is None else {"max_cudagraph_capture_size": tokens}
     if arm == "vllm-default":
         if "compilation_config" in engine.kwargs:
             build.add(f"{path}.compilation_config", engine.kwargs.pop("compilation_config"), None, reason)
+        if capture:
+            build.set(engine.kwargs, "compilation_config", capture, f"{path}.compilation_config", reason)
         return
-    graphs = {"mode": 0, **engine.kwargs.get("compilation_config", {}), "cudagraph_mode": "FULL_AND_PIECEWISE"}
+    stage = engine.kwargs.get("compilation_config", {})
+    graphs = {"mode": 0, **stage, "cudagraph_mode": "FULL_AND_PIECEWISE", **capture}
     build.set(engine.kwargs, "compilation_config", graphs, f"{path}.compilation_config", reason)
     _runtime_env_var(build, engine, "VLLM_USE_BREAKABLE_CUDAGRAPH", "1", reason)
 

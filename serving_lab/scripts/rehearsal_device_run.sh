@@ -8,7 +8,8 @@
 # NAME-workers.txt (the last lines of every Ray worker log, refreshed while it runs: what a killed run
 # leaves), install.log, triton-cache.tgz, flashinfer-cache.tgz and compile-cache.tgz (8 files, what comes back); each at most 16 MiB, what comes back from
 # a lent host.
-# Environment: REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site: private; serving_lab/scripts/rehearsal_install.sh refuses a folder others can write),
+# Environment: REHEARSAL_COMMAND (rehearse, the default, or graph-arms: python3 -m serving_lab.rehearse.graph_arms
+# with ARGS), REHEARSAL_PIECES (.rehearsal/pieces), REHEARSAL_SITE (${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site: private; serving_lab/scripts/rehearsal_install.sh refuses a folder others can write),
 # REHEARSAL_LIMIT (seconds for ops rehearse, default 520), TRITON_CACHE_DIR (.rehearsal/cache/triton: Triton's
 # compiled kernels, kept while the machine stays warm and packed for the next host of the same GPU),
 # REHEARSAL_TRITON_SEED (a triton-cache.tgz from an earlier run; default: beside TRITON_CACHE_DIR),
@@ -28,6 +29,11 @@ if [[ -z "$name" || "$name" == -* || -z "${OUT:-}" ]]; then
 fi
 shift
 [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "rehearsal_device_run: NAME: '$name' (allowed: letters, digits, . _ -)" >&2; exit 2; }
+case "${REHEARSAL_COMMAND:-rehearse}" in  # which command runs in the rehearsal's environment
+  rehearse) command=(python3 -m ops rehearse) ;;
+  graph-arms) command=(python3 -m serving_lab.rehearse.graph_arms) ;;  # issue #53's graph arms, engine by engine
+  *) echo "rehearsal_device_run: REHEARSAL_COMMAND: '${REHEARSAL_COMMAND:0:40}' (allowed: rehearse, graph-arms)" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 pieces=${REHEARSAL_PIECES:-.rehearsal/pieces}
 site=${REHEARSAL_SITE:-${XDG_CACHE_HOME:-$HOME/.cache}/rehearsal-site}
@@ -82,8 +88,9 @@ watch_workers() {
 watch_workers >/dev/null 2>&1 &
 watcher=$!
 extra=()
-[[ -n "${REHEARSAL_AIPERF:-}" ]] && extra=(--aiperf "$REHEARSAL_AIPERF" --client-pythonpath "$REHEARSAL_BENCH_PATH")
-timeout "$limit" python3 -m ops rehearse "$@" "${extra[@]}" --out "$results" > "$OUT/$name.log" 2>&1
+[[ -n "${REHEARSAL_AIPERF:-}" && ${REHEARSAL_COMMAND:-rehearse} == rehearse ]] &&
+  extra=(--aiperf "$REHEARSAL_AIPERF" --client-pythonpath "$REHEARSAL_BENCH_PATH")
+timeout "$limit" "${command[@]}" "$@" "${extra[@]}" --out "$results" > "$OUT/$name.log" 2>&1
 code=$?
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null

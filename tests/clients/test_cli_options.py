@@ -142,7 +142,7 @@ def test_an_argument_error_is_one_line_and_exit_2(capsys):
     ]
 
 
-@pytest.mark.parametrize("module", ["matrix", "oracle_run", "checkpoint", "nixl_probe"])
+@pytest.mark.parametrize("module", ["matrix", "oracle_run", "checkpoint", "nixl_probe", "graph_arms"])
 def test_the_labs_commands_refuse_bad_arguments_in_one_line(module):
     import subprocess
     import sys

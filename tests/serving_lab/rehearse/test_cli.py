@@ -544,3 +544,10 @@ def test_an_engine_variable_given_twice_is_refused_naming_it(capsys, monkeypatch
     argv = ["rehearse", "--stage", "dev", "--engine-env", "A=1", "--engine-env", "B=2", "--engine-env", "A=2"]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == "rehearse: --engine-env: A given more than once (give each variable once)"
+
+
+def test_a_cuda_graph_arm_outside_the_grammar_is_argparses_one_line(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["rehearse", "--stage", "dev", "--cuda-graphs", "vllm-default@0"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("error: argument --cuda-graphs: vllm-default@0: @N from 1 to 8192")

@@ -598,6 +598,36 @@ def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so
         assert llm["runtime_env"]["env_vars"]["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
 
 
+@pytest.mark.parametrize(
+    ("arm", "graphs"),
+    [
+        ("vllm-default@512", {"max_cudagraph_capture_size": 512}),
+        ("breakable@512", {"mode": 0, "cudagraph_mode": "FULL_AND_PIECEWISE", "max_cudagraph_capture_size": 512}),
+    ],
+)
+def test_an_arm_at_n_tokens_captures_batches_of_up_to_n_tokens(dev, arm, graphs):
+    # vLLM's default capture size is twice max_num_seqs (64 here): a 256-token prefill would run outside every graph
+    request = overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs=arm)
+    plan = overrides.plan(dev, request)
+    for side in ("prefill_config", "decode_config"):
+        assert plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]["compilation_config"] == graphs
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("eager", "'eager' (allowed: vllm-default or breakable, either with @N)"),
+        ("vllm-default@", "'vllm-default@' (allowed: vllm-default or breakable, either with @N)"),
+        ("breakable@0", "breakable@0: @N from 1 to 8192"),
+        ("breakable@8193", "breakable@8193: @N from 1 to 8192"),
+    ],
+)
+def test_an_arm_outside_the_grammar_is_one_line(text, said):
+    with pytest.raises(ValueError) as refused:
+        overrides.cuda_graph_arm(text)
+    assert str(refused.value) == said
+
+
 def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
     plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
     assert not {

@@ -341,6 +341,28 @@ def test_the_device_wrapper_installs_runs_ops_rehearse_and_leaves_the_output_in_
     assert not (out / "triton-cache.tgz").exists()  # nothing was compiled
 
 
+def test_the_device_wrapper_runs_the_graph_arms_command_when_asked(tmp_path):
+    # the same environment, the graph arms' own one-line error (no nvidia-smi here) in the console
+    pieces, out = tmp_path / "pieces", tmp_path / "out"
+    _pack(pieces, "serve", {"placeholder.py": ""})
+    _pack(pieces, "bench", {"aiperf/__init__.py": "", "bin/aiperf": "#!/build/venv/bin/python3.12\n"})
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    argv = ("arms-test", "--stage", "dev", "--weights", str(weights), "--arms", "today")
+    done = _device_run(tmp_path, pieces, out, *argv, env_vars={"REHEARSAL_COMMAND": "graph-arms"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    console = (out / "arms-test.log").read_text().strip().splitlines()
+    assert console[-1].startswith("graph_arms: ") and "nvidia-smi" in console[-1]
+
+
+def test_the_device_wrapper_refuses_a_command_it_does_not_know_before_any_work(tmp_path):
+    done = _device_run(tmp_path, tmp_path / "pieces", tmp_path / "out", "x", env_vars={"REHEARSAL_COMMAND": "bash"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "rehearsal_device_run: REHEARSAL_COMMAND: 'bash' (allowed: rehearse, graph-arms)"
+    assert not (tmp_path / "site").exists()
+
+
 def test_the_device_wrapper_seeds_an_empty_triton_cache_from_an_earlier_runs_archive(tmp_path):
     pieces, out, cache = tmp_path / "pieces", tmp_path / "out", tmp_path / "cache"
     _pack(pieces, "serve", {"placeholder.py": ""})

@@ -1,0 +1,140 @@
+"""Issue #53's graph arms engine by engine: the arms a command line may name, each arm's engine settings from the
+rehearsal's own plan on the emulated budget, an arm run end to end on a stand-in vllm (its figures and its failure),
+and the table that compares them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from serving_lab.rehearse import floors, graph_arms
+from serving_lab.rehearse.graph_arms import Arm
+from serving_lab.rehearse.host import Gpu, Host
+
+from . import fake_vllm
+
+ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
+MODEL = Path("/tmp/ckpt-0")
+# vLLM's own start-up lines, as engine_memory.py reads them
+STARTED = (
+    "print('Model loading took 16.84 GiB memory and 3.1 seconds')\n"
+    "print('GPU KV cache size: 60,695 tokens')\n"
+    "print('Graph capturing finished in 2 secs, took 0.08 GiB')\n"
+)
+
+
+def test_arms_are_read_from_the_allowlist_and_a_repeat_is_a_second_start():
+    arms = graph_arms.parse_arms("today,vllm-default@512,breakable,vllm-default@512")
+    assert arms == [Arm("today"), Arm("vllm-default", 512), Arm("breakable"), Arm("vllm-default", 512, 2)]
+    assert [arm.label for arm in arms] == ["today", "vllm-default@512", "breakable", "vllm-default@512.start2"]
+
+
+ALLOWED = "(allowed: vllm-default or breakable, either with @N), or today"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("today@512", f"'today@512' {ALLOWED}"),
+        ("eager", f"'eager' {ALLOWED}"),
+        ("breakable@0", "breakable@0: @N from 1 to 8192, or today"),
+        ("breakable@99999", f"'breakable@99999' {ALLOWED}"),
+        ("today,", f"'' {ALLOWED}"),
+        (",".join(["today"] * 9), "9 arms (allowed: 1 to 8, comma-separated)"),
+    ],
+)
+def test_an_arm_outside_the_allowlist_is_refused_in_one_line(text, said):
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        graph_arms.parse_arms(text)
+    assert str(refused.value) == said
+
+
+def test_todays_arm_is_the_stages_engine_on_the_emulated_budget(dev):
+    settings, env = graph_arms.arm_engine(dev, ONE_H200, MODEL, Arm("today"))
+    assert settings["compilation_config"] == {
+        "mode": 0,
+        "cudagraph_mode": "FULL_DECODE_ONLY",
+        "max_cudagraph_capture_size": 32,
+    }
+    assert settings["gpu_memory_utilization"] == 0.1441 and settings["model"] == str(MODEL)
+    assert "kv_transfer_config" not in settings and "VLLM_USE_BREAKABLE_CUDAGRAPH" not in env
+
+
+def test_vllms_default_arm_at_n_tokens_leaves_vllm_its_modes_and_sets_only_the_capture_size(dev):
+    settings, _ = graph_arms.arm_engine(dev, ONE_H200, MODEL, Arm("vllm-default", 512))
+    assert settings["compilation_config"] == {"max_cudagraph_capture_size": 512}
+
+
+def test_the_breakable_arm_captures_piecewise_without_compile_through_vllms_variable(dev):
+    settings, env = graph_arms.arm_engine(dev, ONE_H200, MODEL, Arm("breakable", 512))
+    assert settings["compilation_config"] == {
+        "mode": 0, "cudagraph_mode": "FULL_AND_PIECEWISE", "max_cudagraph_capture_size": 512
+    }  # fmt: skip
+    assert env["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
+
+
+def test_agreement_is_the_fewest_leading_tokens_an_answer_shares_with_the_reference():
+    assert graph_arms.agreement([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]]) == 3
+    assert graph_arms.agreement([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]]) == 1
+    assert graph_arms.agreement([[7, 2, 3]], [[1, 2, 3]]) == 0
+
+
+def _run(tmp_path: Path, llm_init: str) -> graph_arms.ArmRun:
+    site = fake_vllm.install(tmp_path / "site", llm_init)
+    return graph_arms.ArmRun(tmp_path, {**os.environ, "PYTHONPATH": str(site)}, timeout=120, python=sys.executable)
+
+
+def test_an_arm_runs_its_engine_alone_and_its_row_holds_vllms_lines_and_the_probe(tmp_path, dev):
+    arm = Arm("breakable", 512)
+    settings, env = graph_arms.arm_engine(dev, ONE_H200, MODEL, arm)
+    row = graph_arms.run_arm(arm, settings, env, _run(tmp_path, STARTED))
+    assert row["vllm"]["kv_cache_tokens"] == 60695 and row["vllm"]["cuda_graph_gib"] == 0.08
+    assert row["arm"] == "breakable@512" and row["settings"] == settings
+    assert len(row["answers"]) == 4 and "first_token_256" in row["medians"]
+    assert (tmp_path / "breakable@512.log").is_file()
+
+
+def test_an_arm_whose_engine_fails_names_its_log_and_the_last_error(tmp_path, dev):
+    arm = Arm("today")
+    settings, env = graph_arms.arm_engine(dev, ONE_H200, MODEL, arm)
+    row = graph_arms.run_arm(arm, settings, env, _run(tmp_path, "raise RuntimeError('CUDA error: out of memory')\n"))
+    assert row["error"].startswith(f"{tmp_path / 'today.log'}: exit 1: RuntimeError: CUDA error: out of memory")
+    assert "medians" not in row
+
+
+def _row(arm: str, first_256: float, answers: list[list[int]]) -> dict:
+    medians = {"first_token_256": first_256, "first_token_3500": 0.5, "first_token_16x256": 0.3,
+               "decode_step_1": 0.0062, "decode_step_16": 0.008}  # fmt: skip
+    probe = {"prompt_tokens": [256, 3500], "answer_tokens": 3}
+    vllm = {"kv_cache_tokens": 60695, "cuda_graph_gib": 0.08, "cuda_graph_seconds": 2.0, "weights_gib": 16.84}
+    return {"arm": arm, "vllm": vllm, "medians": medians, "probe": probe, "answers": answers, "start_seconds": 40.1}
+
+
+def test_the_table_puts_each_arm_on_a_line_against_the_first_arms_answers():
+    rows = [_row("today", 0.0981, [[1, 2, 3]]), _row("vllm-default@512", 0.03, [[1, 2, 9]])]
+    rows.append({"arm": "breakable@512", "vllm": {}, "error": "b.log: exit 1: boom"})
+    lines = graph_arms.table(rows, None).splitlines()
+    assert lines[1] == "today | 60,695 | 0.08/2.0 | - | 40.1 | 98.1 / 500.0 / 300.0 | 6.2 / 8.0 | 3/3 tokens"
+    assert lines[2].endswith("| 30.0 / 500.0 / 300.0 | 6.2 / 8.0 | 2/3 tokens")
+    assert lines[3] == "breakable@512 | - | failed: b.log: exit 1: boom"
+
+
+def test_the_table_states_the_first_token_and_decode_step_over_their_floors():
+    weights = floors.Model(16.84 * 2**30, 248320 * 4096, False)
+    floor = lambda tokens: floors.Floors.of(floors.PEAKS["NVIDIA H200"], weights, tokens)
+    line = graph_arms.table([_row("today", 0.0981, [[1, 2, 3]])], floor).splitlines()[1]
+    prefill, step = floor(256).prefill_s, floor(256).weight_read_s
+    assert f"98.1 ({0.0981 / prefill:.1f}x)" in line and f"6.2 ({0.0062 / step:.1f}x)" in line
+
+
+def test_the_command_refuses_weights_without_a_config_in_one_line(tmp_path, capsys):
+    code = graph_arms.main(["--stage", "dev", "--weights", str(tmp_path), "--arms", "today", "--out", str(tmp_path)])
+    assert code == 2
+    assert (
+        capsys.readouterr().err
+        == f"graph_arms: --weights: {tmp_path} has no config.json (a Hugging Face model folder)\n"
+    )
