@@ -7,7 +7,8 @@ tokens it answers fixed prompts with, so that two arms of one host can be compar
 SETTINGS_JSON is a plan engine's `vllm.LLM` keyword arguments (kv_profile.engine_args). Without RESULT_JSON the
 engine only starts, as kv_profile's sizing needs; with it the probe below runs and its figures are written there.
 Timings are wall-clock around `LLM.generate` with prompts given as token ids (no tokenizer, no template): what the
-engine adds to a request, not what Serve does. Runs where vLLM is installed (the GPU host); the probe's schedule
+engine adds to a request, not what Serve does. The first token's logprobs (first_tokens) compare what two arms'
+prefills computed: greedy answers of a seeded checkpoint part at the first near-tie. Runs where vLLM is installed (the GPU host); the probe's schedule
 and arithmetic are tested on CPU with a stand-in engine (tests/serving_lab/rehearse/test_engine_alone.py)."""
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from typing import Any
 
 # generate(prompts as token ids, tokens to generate each) -> each prompt's generated token ids
 Generate = Callable[[list[list[int]], int], list[list[int]]]
+# score(prompts) -> each prompt's first token: its TOP_LOGPROBS likeliest token ids and their logprobs, likeliest first
+Score = Callable[[list[list[int]]], list[list[tuple[int, float]]]]
+TOP_LOGPROBS = 20
+# Prompts whose first token is scored one at a time, and the first BATCHED of them (458 tokens) in one batch: lengths
+# off vLLM's capture sizes, so that a graph replays padded and mixed, and 600 beyond 512 tokens as a control.
+SCORED = (61, 97, 130, 170, 270, 600)
+BATCHED = 4
 # Token ids drawn for prompts: above the ids a tokenizer keeps for bytes and below its special tokens at the top.
 TOKEN_IDS = range(1000, 100_000)
 
@@ -70,6 +78,14 @@ def _wall(generate: Generate, clock: Callable[[], float], batch: list[list[int]]
     return clock() - began
 
 
+def first_tokens(score: Score) -> dict[str, Any]:
+    """The first token's logprobs for the SCORED prompts, one at a time and the first BATCHED in one batch: what
+    a prefill computed, comparable between arms where greedy answers part at the first near-tie."""
+    scored = [prompts(1, length, 100 + n)[0] for n, length in enumerate(SCORED)]
+    singly = [score([ids])[0] for ids in scored]
+    return {"lengths": list(SCORED), "singly": singly, "batched": score(scored[:BATCHED])}
+
+
 def measure(generate: Generate, probe: Probe, clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
     """The probe's timings (seconds) and greedy answers; every timed request has prompts of its own (no prefix
     cache hit), and one untimed round of each shape runs first (the engine's first use of a shape)."""
@@ -108,6 +124,20 @@ def vllm_generate(llm: Any) -> Generate:
     return generate
 
 
+def vllm_score(llm: Any) -> Score:
+    """`score` on a started engine: one greedy token with its position's top logprobs (vllm/logprobs.py)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    def score(batch: list[list[int]]) -> list[list[tuple[int, float]]]:
+        params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=TOP_LOGPROBS, detokenize=False)
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in batch], params, use_tqdm=False)
+        tops = [output.outputs[0].logprobs[0] for output in outputs]
+        return [sorted(((tid, lp.logprob) for tid, lp in top.items()), key=lambda pair: -pair[1]) for top in tops]
+
+    return score
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (1, 2):
@@ -117,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm = start(json.loads(args[0]))
     started = time.perf_counter() - began
     if len(args) == 2:
-        result = {"start_seconds": round(started, 2), **measure(vllm_generate(llm), Probe())}
+        timed = measure(vllm_generate(llm), Probe())
+        result = {"start_seconds": round(started, 2), **timed, "first_tokens": first_tokens(vllm_score(llm))}
         Path(args[1]).write_text(json.dumps(result, indent=1) + "\n")
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -116,13 +117,29 @@ def run_arm(arm: Arm, settings: dict[str, Any], env: dict[str, str], run: ArmRun
     return {**row, "error": f"{log}: {why}"}
 
 
-def agreement(answers: list[list[int]], reference: list[list[int]]) -> int:
-    """The fewest leading tokens any answer shares with the reference arm's answer to the same prompt."""
-    return min(_shared_prefix(mine, theirs) for mine, theirs in zip(answers, reference, strict=True))
+def agreement(answers: list[list[int]], reference: list[list[int]]) -> list[int]:
+    """Per prompt, the leading tokens an answer shares with the reference arm's answer to it."""
+    return [_shared_prefix(mine, theirs) for mine, theirs in zip(answers, reference, strict=True)]
 
 
 def _shared_prefix(mine: list[int], theirs: list[int]) -> int:
     return next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
+
+
+def logprob_gap(mine: list[list[float]], theirs: list[list[float]]) -> float:
+    """The largest |difference| of the first token's logprobs over the token ids both top lists hold (inf where
+    they share none): near 0 where two prefills computed the same thing."""
+    a, b = {int(t): lp for t, lp in mine}, {int(t): lp for t, lp in theirs}
+    return max((abs(a[t] - b[t]) for t in a.keys() & b.keys()), default=math.inf)
+
+
+def first_token_gaps(row: dict[str, Any], reference: dict[str, Any]) -> tuple[float, float]:
+    """The largest gap of the arm's prompts against the reference arm's, one at a time, and of its own batch
+    against its own prompts one at a time (the arm's noise between batch shapes)."""
+    mine, theirs = row["first_tokens"], reference["first_tokens"]
+    across = max(map(logprob_gap, mine["singly"], theirs["singly"]))
+    within = max(map(logprob_gap, mine["batched"], mine["singly"]))
+    return across, within
 
 
 def _count(value: int | None) -> str:
@@ -137,16 +154,18 @@ def _ms(seconds: float | None, floor: float | None = None) -> str:
 
 def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | None) -> str:
     """One line per arm: KV tokens, graphs, start-up, the engine's first token and decode step (over their floors
-    on this GPU where it has a peak in floors.py), and its answers against the first arm's."""
+    on this GPU where it has a peak in floors.py), and what its prefills computed against the first arm's."""
     header = "arm | KV tokens | graphs GiB/s | compile s | start s | first token 256 / 3500 / 16x256 ms | "
-    lines = [header + "decode step 1 / 16 ms | answers as the first arm's"]
-    reference = next((row["answers"] for row in rows if "answers" in row), None)
+    lines = [header + "decode step 1 / 16 ms | first token's logprobs: max gap to the first arm / batched | answers"]
+    reference = next((row for row in rows if "medians" in row), None)
     for row in rows:
         vllm = row["vllm"]
         if "error" in row:
             lines.append(f"{row['arm']} | {_count(vllm.get('kv_cache_tokens'))} | failed: {row['error']}")
             continue
         med, tokens = row["medians"], row["probe"]["answer_tokens"]
+        across, within = first_token_gaps(row, reference)
+        agreed = ",".join(map(str, agreement(row["answers"], reference["answers"])))
         short, long = row["probe"]["prompt_tokens"][:2]
         prefill = {n: floor(n).prefill_s if floor else None for n in (short, long)}
         step = floor(short).weight_read_s if floor else None
@@ -156,7 +175,7 @@ def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | No
             f"{vllm.get('cuda_graph_seconds', '-')} | {compiled} | {row['start_seconds']} | "
             f"{_ms(med[f'first_token_{short}'], prefill[short])} / {_ms(med[f'first_token_{long}'], prefill[long])} / "
             f"{_ms(med[f'first_token_16x{short}'])} | {_ms(med['decode_step_1'], step)} / "
-            f"{_ms(med['decode_step_16'])} | {agreement(row['answers'], reference)}/{tokens} tokens"
+            f"{_ms(med['decode_step_16'])} | {across:.3f} / {within:.3f} | {agreed} of {tokens} tokens"
         )
     return "\n".join(lines)
 

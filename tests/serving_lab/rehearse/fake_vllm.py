@@ -11,9 +11,12 @@ GENERATE = """import json
 from types import SimpleNamespace
 class SamplingParams:
     def __init__(self, **kwargs):
-        self.max_tokens = kwargs["max_tokens"]
+        self.max_tokens, self.logprobs = kwargs["max_tokens"], kwargs.get("logprobs")
+def _top(ids):  # the first token's logprobs: the prompt's first two ids
+    return [{ids[0]: SimpleNamespace(logprob=-0.5), ids[1]: SimpleNamespace(logprob=-1.5)}]
 def _generate(self, prompts, params, use_tqdm=True):
-    return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids[: params.max_tokens])]) for ids in prompts]
+    return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids[: params.max_tokens],
+            logprobs=_top(ids) if params.logprobs else None)]) for ids in prompts]
 """
 
 

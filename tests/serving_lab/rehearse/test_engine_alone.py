@@ -97,3 +97,16 @@ def test_the_command_refuses_other_arguments_in_one_line():
         timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_first_tokens_are_scored_one_at_a_time_then_the_first_few_in_one_batch():
+    batches = []
+
+    def score(batch):
+        batches.append([len(ids) for ids in batch])
+        return [[(ids[0], -0.5)] for ids in batch]
+
+    scored = engine_alone.first_tokens(score)
+    assert batches == [[n] for n in engine_alone.SCORED] + [list(engine_alone.SCORED[: engine_alone.BATCHED])]
+    assert scored["batched"] == scored["singly"][: engine_alone.BATCHED]  # the same prompts both ways
+    assert sum(engine_alone.SCORED[: engine_alone.BATCHED]) <= 512 < engine_alone.SCORED[-1]

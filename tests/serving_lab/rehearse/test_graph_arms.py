@@ -5,6 +5,7 @@ and the table that compares them."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -77,10 +78,24 @@ def test_the_breakable_arm_captures_piecewise_without_compile_through_vllms_vari
     assert env["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
 
 
-def test_agreement_is_the_fewest_leading_tokens_an_answer_shares_with_the_reference():
-    assert graph_arms.agreement([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]]) == 3
-    assert graph_arms.agreement([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]]) == 1
-    assert graph_arms.agreement([[7, 2, 3]], [[1, 2, 3]]) == 0
+def test_agreement_is_each_answers_leading_tokens_shared_with_the_reference():
+    assert graph_arms.agreement([[1, 2, 3], [4, 9, 6], [7, 2, 3]], [[1, 2, 3], [4, 5, 6], [1, 2, 3]]) == [3, 1, 0]
+
+
+def test_the_logprob_gap_is_the_largest_difference_over_the_tokens_both_lists_hold():
+    assert graph_arms.logprob_gap([[5, -0.5], [6, -1.5], [7, -3.0]], [[6, -1.25], [5, -0.5], [8, -2.0]]) == 0.25
+    assert graph_arms.logprob_gap([[5, -0.5]], [[6, -0.5]]) == math.inf  # nothing in common: not the same prefill
+
+
+def _first_tokens(shift: float, batched_shift: float) -> dict:
+    singly = [[[1, -0.5 + shift], [2, -1.5]], [[3, -0.7], [4, -2.0]]]
+    return {"lengths": [61, 97], "singly": singly, "batched": [[[1, -0.5 + shift + batched_shift], [2, -1.5]]]}
+
+
+def test_an_arms_gaps_are_against_the_first_arm_one_at_a_time_and_against_itself_batched():
+    reference = {"first_tokens": _first_tokens(0.0, 0.0)}
+    row = {"first_tokens": _first_tokens(0.125, 0.5)}
+    assert graph_arms.first_token_gaps(row, reference) == (0.125, 0.5)
 
 
 def _run(tmp_path: Path, llm_init: str) -> graph_arms.ArmRun:
@@ -95,6 +110,7 @@ def test_an_arm_runs_its_engine_alone_and_its_row_holds_vllms_lines_and_the_prob
     assert row["vllm"]["kv_cache_tokens"] == 60695 and row["vllm"]["cuda_graph_gib"] == 0.08
     assert row["arm"] == "breakable@512" and row["settings"] == settings
     assert len(row["answers"]) == 4 and "first_token_256" in row["medians"]
+    assert [len(top) for top in row["first_tokens"]["singly"]] == [2] * 6 and len(row["first_tokens"]["batched"]) == 4
     assert (tmp_path / "breakable@512.log").is_file()
 
 
@@ -106,20 +122,23 @@ def test_an_arm_whose_engine_fails_names_its_log_and_the_last_error(tmp_path, de
     assert "medians" not in row
 
 
-def _row(arm: str, first_256: float, answers: list[list[int]]) -> dict:
+def _row(arm: str, first_256: float, answers: list[list[int]], shift: float = 0.0) -> dict:
     medians = {"first_token_256": first_256, "first_token_3500": 0.5, "first_token_16x256": 0.3,
                "decode_step_1": 0.0062, "decode_step_16": 0.008}  # fmt: skip
     probe = {"prompt_tokens": [256, 3500], "answer_tokens": 3}
     vllm = {"kv_cache_tokens": 60695, "cuda_graph_gib": 0.08, "cuda_graph_seconds": 2.0, "weights_gib": 16.84}
-    return {"arm": arm, "vllm": vllm, "medians": medians, "probe": probe, "answers": answers, "start_seconds": 40.1}
+    return {"arm": arm, "vllm": vllm, "medians": medians, "probe": probe, "answers": answers, "start_seconds": 40.1,
+            "first_tokens": _first_tokens(shift, 0.0625)}  # fmt: skip
 
 
-def test_the_table_puts_each_arm_on_a_line_against_the_first_arms_answers():
-    rows = [_row("today", 0.0981, [[1, 2, 3]]), _row("vllm-default@512", 0.03, [[1, 2, 9]])]
+def test_the_table_puts_each_arm_on_a_line_against_the_first_arm():
+    rows = [_row("today", 0.0981, [[1, 2, 3]]), _row("vllm-default@512", 0.03, [[1, 2, 9]], shift=0.25)]
     rows.append({"arm": "breakable@512", "vllm": {}, "error": "b.log: exit 1: boom"})
     lines = graph_arms.table(rows, None).splitlines()
-    assert lines[1] == "today | 60,695 | 0.08/2.0 | - | 40.1 | 98.1 / 500.0 / 300.0 | 6.2 / 8.0 | 3/3 tokens"
-    assert lines[2].endswith("| 30.0 / 500.0 / 300.0 | 6.2 / 8.0 | 2/3 tokens")
+    assert lines[1] == (
+        "today | 60,695 | 0.08/2.0 | - | 40.1 | 98.1 / 500.0 / 300.0 | 6.2 / 8.0 | 0.000 / 0.062 | 3 of 3 tokens"
+    )
+    assert lines[2].endswith("| 30.0 / 500.0 / 300.0 | 6.2 / 8.0 | 0.250 / 0.062 | 2 of 3 tokens")
     assert lines[3] == "breakable@512 | - | failed: b.log: exit 1: boom"
 
 
