@@ -30,6 +30,7 @@ from clients.kube import AnswerTooLarge, DeadlineExceeded, MiB, fetch, redirecte
 from clients.report import Report
 from clients.text import shown
 from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
+from config.engine_args import is_gdn_model
 from config.schema import StageConfig
 from config.stage_options import add_stage_options, load_stage
 from config.topology import METRICS_PORT, SERVE_PORT
@@ -243,7 +244,7 @@ def _add_host_options(cmd) -> None:
         metavar="ARM[@N]",
         help="the engines' CUDA graphs in place of the stage's (issue #53's arms): vllm-default (torch.compile, "
         "piecewise and full graphs) or breakable (piecewise and full graphs without compile, "
-        "VLLM_USE_BREAKABLE_CUDAGRAPH); @N captures batches of up to N tokens (vLLM's default: twice "
+        "VLLM_USE_BREAKABLE_CUDAGRAPH; refused for a Gated DeltaNet model, whose prefills it gets wrong); @N captures batches of up to N tokens (vLLM's default: twice "
         "max_num_seqs, at most 512); recorded as overrides",
     )
     cmd.add_argument(
@@ -925,6 +926,20 @@ def _check_arguments(cfg: StageConfig, args) -> None:
         raise RehearsalError(f"--profile: {exc}", 2) from None
     _check_model_arguments(args)
     _check_oracle_arguments(cfg, args)
+    _check_cuda_graphs(cfg, args)
+
+
+def _check_cuda_graphs(cfg: StageConfig, args) -> None:
+    """--cuda-graphs breakable serves wrong answers for a Gated DeltaNet model: measured engine by engine, where
+    `python3 -m serving_lab.rehearse.graph_arms` still runs it (RehearsalError, exit 2)."""
+    arm = getattr(args, "cuda_graphs", None)
+    if arm and arm.startswith("breakable") and not args.full_attention and is_gdn_model(cfg.serving.model.source):
+        raise RehearsalError(
+            f"--cuda-graphs {arm}: {cfg.serving.model.source}'s Gated DeltaNet layers are no break point of vLLM "
+            "0.26's breakable graphs, and each graphed prefill computed other logprobs than the stage's engine "
+            "(evidence/2026-12-05-h200-graph-arms; allowed: vllm-default[@N], or --full-attention)",
+            2,
+        )
 
 
 def _check_model_arguments(args) -> None:

@@ -551,3 +551,12 @@ def test_a_cuda_graph_arm_outside_the_grammar_is_argparses_one_line(capsys):
         main(["rehearse", "--stage", "dev", "--cuda-graphs", "vllm-default@0"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip().endswith("error: argument --cuda-graphs: vllm-default@0: @N from 1 to 8192")
+
+
+def test_the_breakable_arm_is_refused_for_a_gated_deltanet_model_before_the_host_is_read(capsys, monkeypatch):
+    # measured: every prefill it graphed computed other logprobs (evidence/2026-12-05-h200-graph-arms)
+    monkeypatch.setattr(cli.host_facts, "detect", lambda *a, **k: pytest.fail("the host was read"))
+    assert main(["rehearse", "--stage", "dev", "--cuda-graphs", "breakable@512"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said.startswith("rehearse: --cuda-graphs breakable@512: Qwen/Qwen3.5-9B's Gated DeltaNet layers")
+    assert len(said.splitlines()) == 1
