@@ -213,7 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except host.HostError as exc:
         print(f"graph_arms: {exc}", file=sys.stderr)
         return 1
-    return measure_arms(cfg, args, gpu_host)
+    try:
+        return measure_arms(cfg, args, gpu_host)
+    except KeyboardInterrupt:  # the arm's engine got the same signal and stopped; its log stays
+        print("graph_arms: interrupted", file=sys.stderr)
+        return 130
 
 
 def measure_arms(cfg: StageConfig, args: Any, gpu_host: host.Host) -> int:

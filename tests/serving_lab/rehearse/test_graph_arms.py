@@ -5,6 +5,7 @@ and the table that compares them."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -157,3 +158,32 @@ def test_the_command_refuses_weights_without_a_config_in_one_line(tmp_path, caps
         capsys.readouterr().err
         == f"graph_arms: --weights: {tmp_path} has no config.json (a Hugging Face model folder)\n"
     )
+
+
+def test_an_interrupt_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(graph_arms.host, "detect", lambda *a, **k: ONE_H200)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(graph_arms, "measure_arms", interrupted)
+    argv = ["--stage", "dev", "--weights", str(tmp_path), "--arms", "today", "--out", str(tmp_path)]
+    assert graph_arms.main(argv) == 130
+    assert capsys.readouterr().err == "graph_arms: interrupted\n"
+
+
+def test_the_command_runs_each_arm_prints_the_table_and_writes_arms_json(tmp_path, capsys, monkeypatch):
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 248320, "hidden_size": 4096}}))
+    site = fake_vllm.install(tmp_path / "site", STARTED)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(graph_arms.host, "detect", lambda *a, **k: ONE_H200)
+    argv = ["--stage", "dev", "--weights", str(weights), "--arms", "today,today", "--out", str(tmp_path / "out")]
+    assert graph_arms.main(argv) == 0
+    table = capsys.readouterr().out.splitlines()[-3:]
+    assert [line.split(" | ")[0] for line in table] == ["arm", "today", "today.start2"]
+    assert "x)" in table[1]  # the H200's floors, from the loaded weights and the model's config
+    saved = json.loads((tmp_path / "out" / "dev" / "graph-arms" / "arms.json").read_text())
+    assert [row["arm"] for row in saved["arms"]] == ["today", "today.start2"]
