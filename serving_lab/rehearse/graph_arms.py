@@ -1,20 +1,21 @@
 """Issue #53's CUDA graph arms, engine by engine: each arm's engine alone on the stage GPU node's emulated budget (the
 plan `ops rehearse --share-gpus --emulate-node` runs), one arm after another on this host's GPU. Per arm: vLLM's own
-KV cache, graph and start-up lines (engine_memory.py) and the engine's first token, decode step and greedy answers
-(engine_alone.py), the answers compared token for token with the first arm's.
+KV cache, graph and start-up lines (engine_memory.py), and the engine's first token, decode step, first-token
+logprobs and greedy answers (engine_alone.py), the last two compared with the first arm's.
 
     python3 -m serving_lab.rehearse.graph_arms --stage dev --weights DIR --arms today,vllm-default@512 --out DIR
 
 An arm is `today` (the stage's own graphs) or what `ops rehearse --cuda-graphs` takes: `vllm-default` or `breakable`,
 either with `@N`, the largest batch in tokens captured as a graph (overrides.cuda_graph_arm). An arm named again
-starts again on the compile caches the first start left: its warm start. Writes OUT/<stage>/graph-arms/<arm>.log and .json and
-arms.json; prints one row per arm. Exit 1 when an arm's engine did not start or answer."""
+starts again on the compile caches the first start left: its warm start. Writes OUT/<stage>/graph-arms/<arm>.log
+and .json and arms.json, and prints one row per arm. Exit 1 when an arm's engine did not start or answer."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -215,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return measure_arms(cfg, args, gpu_host)
+    except overrides.PlanError as exc:  # the stage cannot be planned on this host (an emulated budget, say)
+        print(f"graph_arms: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # the arm's engine got the same signal and stopped; its log stays
         print("graph_arms: interrupted", file=sys.stderr)
         return 130
@@ -222,8 +226,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def measure_arms(cfg: StageConfig, args: Any, gpu_host: host.Host) -> int:
     """Each arm in turn; the table printed and arms.json written once all have run."""
-    import os
-
     out = Path(args.out) / cfg.stage / "graph-arms"
     out.mkdir(parents=True, exist_ok=True)
     run, model, rows = ArmRun(out, dict(os.environ), args.timeout), Path(args.weights), []

@@ -187,3 +187,13 @@ def test_the_command_runs_each_arm_prints_the_table_and_writes_arms_json(tmp_pat
     assert "x)" in table[1]  # the H200's floors, from the loaded weights and the model's config
     saved = json.loads((tmp_path / "out" / "dev" / "graph-arms" / "arms.json").read_text())
     assert [row["arm"] for row in saved["arms"]] == ["today", "today.start2"]
+
+
+def test_a_stage_the_plan_refuses_on_this_host_is_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "config.json").write_text("{}")
+    mixed = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"), Gpu("NVIDIA H100 80GB HBM3", 81559, "9.0")), efa_devices=())
+    monkeypatch.setattr(graph_arms.host, "detect", lambda *a, **k: mixed)
+    argv = ["--stage", "dev", "--weights", str(tmp_path), "--arms", "today", "--out", str(tmp_path)]
+    assert graph_arms.main(argv) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("graph_arms: --emulate-node: the host's GPUs differ in memory") and said.count("\n") == 1
