@@ -33,7 +33,8 @@ TOP_LOGPROBS = 20
 # off vLLM's capture sizes, so that a graph replays padded and mixed, and 600 beyond 512 tokens as a control.
 SCORED = (61, 97, 130, 170, 270, 600)
 BATCHED = 4
-# Token ids drawn for prompts: above the ids a tokenizer keeps for bytes and below its special tokens at the top.
+# Token ids drawn for prompts: above the ids a tokenizer keeps for bytes and below its special tokens at the top,
+# for a vocabulary over 100,000 (Qwen3.5's: 248,320, serving_lab/pins/qwen3.5-9b-config.json).
 TOKEN_IDS = range(1000, 100_000)
 
 
