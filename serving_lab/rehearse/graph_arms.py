@@ -164,6 +164,7 @@ def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | No
         if "error" in row:
             lines.append(f"{row['arm']} | {_count(vllm.get('kv_cache_tokens'))} | failed: {row['error']}")
             continue
+        assert reference is not None  # this row has medians, so some row does
         med, tokens = row["medians"], row["probe"]["answer_tokens"]
         across, within = first_token_gaps(row, reference)
         agreed = ",".join(map(str, agreement(row["answers"], reference["answers"])))
