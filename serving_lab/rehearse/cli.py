@@ -40,6 +40,7 @@ from serving_lab.bench import report as bench_report
 
 from . import checkpoint, checks, floors, kv_profile, oracle_run, overrides, ray_cluster, serve_access, traces
 from . import host as host_facts
+from .model_folder import missing_config
 
 ROOT = Path(__file__).resolve().parents[2]
 # The models whose config.json is committed (their SOURCES beside them): dummy weights and checkpoints of their shape.
@@ -933,7 +934,8 @@ def _check_cuda_graphs(cfg: StageConfig, args) -> None:
     """--cuda-graphs breakable serves wrong answers for a Gated DeltaNet model: measured engine by engine, where
     `python3 -m serving_lab.rehearse.graph_arms` still runs it (RehearsalError, exit 2)."""
     arm = getattr(args, "cuda_graphs", None)
-    if arm and arm.startswith("breakable") and not args.full_attention and is_gdn_model(cfg.serving.model.source):
+    breakable = arm is not None and overrides.cuda_graph_arm(arm)[0] == "breakable"
+    if breakable and not args.full_attention and is_gdn_model(cfg.serving.model.source):
         raise RehearsalError(
             f"--cuda-graphs {arm}: {cfg.serving.model.source}'s Gated DeltaNet layers are no break point of vLLM "
             "0.26's breakable graphs, and each graphed prefill computed other logprobs than the stage's engine "
@@ -948,8 +950,8 @@ def _check_model_arguments(args) -> None:
         return
     if args.full_attention:
         raise RehearsalError("--full-attention: builds dummy weights of a stand-in; drop --weights", 2)
-    if not (Path(args.weights) / "config.json").is_file():
-        raise RehearsalError(f"--weights: {args.weights} has no config.json (a Hugging Face model folder)", 2)
+    if why := missing_config(args.weights):
+        raise RehearsalError(f"--weights: {why}", 2)
 
 
 def _check_oracle_arguments(cfg: StageConfig, args) -> None:

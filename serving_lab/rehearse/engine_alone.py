@@ -1,6 +1,6 @@
 """One engine alone, offline (`vllm.LLM`), started from a plan's engine settings and, on request, timed: the
-engine's own first token at a few prompt lengths, one prompt and a batch at a time, its decode step, and the greedy
-tokens it answers fixed prompts with, so that two arms of one host can be compared token for token.
+engine's own first token at a few prompt lengths, one prompt and a batch at a time, its decode step, and the first
+token's logprobs for fixed prompts, so that two arms of one host can be compared.
 
     python3 -m serving_lab.rehearse.engine_alone SETTINGS_JSON [RESULT_JSON]
 
@@ -8,8 +8,9 @@ SETTINGS_JSON is a plan engine's `vllm.LLM` keyword arguments (kv_profile.engine
 engine only starts, as kv_profile's sizing needs; with it the probe below runs and its figures are written there.
 Timings are wall-clock around `LLM.generate` with prompts given as token ids (no tokenizer, no template): what the
 engine adds to a request, not what Serve does. The first token's logprobs (first_tokens) compare what two arms'
-prefills computed: greedy answers of a seeded checkpoint part at the first near-tie. Runs where vLLM is installed (the GPU host); the probe's schedule
-and arithmetic are tested on CPU with a stand-in engine (tests/serving_lab/rehearse/test_engine_alone.py)."""
+prefills computed, where greedy answers of a seeded checkpoint part at the first near-tie. Runs where vLLM is
+installed (the GPU host); the probe's schedule and arithmetic are tested on CPU with a stand-in engine
+(tests/serving_lab/rehearse/test_engine_alone.py)."""
 
 from __future__ import annotations
 
@@ -56,15 +57,13 @@ def start(settings: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class Probe:
-    """What is timed: each prompt length one prompt at a time, `batch` prompts of the first length at once, decode
-    steps at one and `batch` sequences, and `answers` fixed prompts answered greedily."""
+    """What is timed: each prompt length one prompt at a time, `batch` prompts of the first length at once, and
+    decode steps at one and `batch` sequences."""
 
     prompt_tokens: tuple[int, ...] = (256, 3500)
     samples: int = 12
     batch: int = 16
     decode_tokens: int = 64
-    answers: int = 4
-    answer_tokens: int = 32
 
 
 def prompts(count: int, length: int, seed: int) -> list[list[int]]:
@@ -88,7 +87,7 @@ def first_tokens(score: Score) -> dict[str, Any]:
 
 
 def measure(generate: Generate, probe: Probe, clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """The probe's timings (seconds) and greedy answers; every timed request has prompts of its own (no prefix
+    """The probe's timings (seconds); every timed request has prompts of its own (no prefix
     cache hit), and one untimed round of each shape runs first (the engine's first use of a shape)."""
     seeds = iter(range(1, 1_000_000))
     for length in probe.prompt_tokens:
@@ -107,9 +106,8 @@ def measure(generate: Generate, probe: Probe, clock: Callable[[], float] = time.
         samples[f"decode_step_{width}"] = [
             (whole - statistics.median(firsts)) / probe.decode_tokens for whole in wholes
         ]
-    answers = generate(prompts(probe.answers, probe.prompt_tokens[0], 0), probe.answer_tokens)
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    return {"probe": dataclasses.asdict(probe), "medians": medians, "samples": samples, "answers": answers}
+    return {"probe": dataclasses.asdict(probe), "medians": medians, "samples": samples}
 
 
 def vllm_generate(llm: Any) -> Generate:

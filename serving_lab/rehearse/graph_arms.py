@@ -1,7 +1,7 @@
 """Issue #53's CUDA graph arms, engine by engine: each arm's engine alone on the stage GPU node's emulated budget (the
 plan `ops rehearse --share-gpus --emulate-node` runs), one arm after another on this host's GPU. Per arm: vLLM's own
-KV cache, graph and start-up lines (engine_memory.py), and the engine's first token, decode step, first-token
-logprobs and greedy answers (engine_alone.py), the last two compared with the first arm's.
+KV cache, graph and start-up lines (engine_memory.py), and the engine's first token, decode step and first-token
+logprobs (engine_alone.py), the logprobs compared with the first arm's.
 
     python3 -m serving_lab.rehearse.graph_arms --stage dev --weights DIR --arms today,vllm-default@512 --out DIR
 
@@ -28,6 +28,7 @@ from config.schema import StageConfig
 from config.stage_options import add_stage_options, load_stage
 
 from . import engine_memory, floors, host, kv_profile, overrides
+from .model_folder import missing_config
 from .ray_cluster import CHECKOUT
 
 MOST_ARMS = 8
@@ -99,7 +100,7 @@ def run_arm(arm: Arm, settings: dict[str, Any], env: dict[str, str], run: ArmRun
     """Start the arm's engine alone, probe it, and return its row: vLLM's lines from its log and the probe's
     figures, or the error that stopped it."""
     log, result = run.out / f"{arm.label}.log", run.out / f"{arm.label}.json"
-    command = [run.python, "-m", "serving_lab.rehearse.engine_alone", json.dumps(settings), str(result)]
+    command = [run.python, "-m", kv_profile.ENGINE_ALONE, json.dumps(settings), str(result)]
     row: dict[str, Any] = {"arm": arm.label, "settings": settings}
     with log.open("w") as sink:
         try:
@@ -116,15 +117,6 @@ def run_arm(arm: Arm, settings: dict[str, Any], env: dict[str, str], run: ArmRun
         return {**row, **json.loads(result.read_text())}
     why = f"not done within {run.timeout:g} s" if code is None else f"exit {code}: {kv_profile.last_error(text)}"
     return {**row, "error": f"{log}: {why}"}
-
-
-def agreement(answers: list[list[int]], reference: list[list[int]]) -> list[int]:
-    """Per prompt, the leading tokens an answer shares with the reference arm's answer to it."""
-    return [_shared_prefix(mine, theirs) for mine, theirs in zip(answers, reference, strict=True)]
-
-
-def _shared_prefix(mine: list[int], theirs: list[int]) -> int:
-    return next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
 
 
 def logprob_gap(mine: list[list[float]], theirs: list[list[float]]) -> float:
@@ -157,7 +149,7 @@ def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | No
     """One line per arm: KV tokens, graphs, start-up, the engine's first token and decode step (over their floors
     on this GPU where it has a peak in floors.py), and what its prefills computed against the first arm's."""
     header = "arm | KV tokens | graphs GiB/s | compile s | start s | first token 256 / 3500 / 16x256 ms | "
-    lines = [header + "decode step 1 / 16 ms | first token's logprobs: max gap to the first arm / batched | answers"]
+    lines = [header + "decode step 1 / 16 ms | first token's logprobs: max gap to the first arm / batched"]
     reference = next((row for row in rows if "medians" in row), None)
     for row in rows:
         vllm = row["vllm"]
@@ -165,9 +157,8 @@ def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | No
             lines.append(f"{row['arm']} | {_count(vllm.get('kv_cache_tokens'))} | failed: {row['error']}")
             continue
         assert reference is not None  # this row has medians, so some row does
-        med, tokens = row["medians"], row["probe"]["answer_tokens"]
+        med = row["medians"]
         across, within = first_token_gaps(row, reference)
-        agreed = ",".join(map(str, agreement(row["answers"], reference["answers"])))
         short, long = row["probe"]["prompt_tokens"][:2]
         prefill = {n: floor(n).prefill_s if floor else None for n in (short, long)}
         step = floor(short).weight_read_s if floor else None
@@ -177,7 +168,7 @@ def table(rows: list[dict[str, Any]], floor: Callable[[int], floors.Floors] | No
             f"{vllm.get('cuda_graph_seconds', '-')} | {compiled} | {row['start_seconds']} | "
             f"{_ms(med[f'first_token_{short}'], prefill[short])} / {_ms(med[f'first_token_{long}'], prefill[long])} / "
             f"{_ms(med[f'first_token_16x{short}'])} | {_ms(med['decode_step_1'], step)} / "
-            f"{_ms(med['decode_step_16'])} | {across:.3f} / {within:.3f} | {agreed} of {tokens} tokens"
+            f"{_ms(med['decode_step_16'])} | {across:.3f} / {within:.3f}"
         )
     return "\n".join(lines)
 
@@ -205,10 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_stage(args)
     if cfg is None:
         return 2
-    if not (Path(args.weights) / "config.json").is_file():
-        print(
-            f"graph_arms: --weights: {args.weights} has no config.json (a Hugging Face model folder)", file=sys.stderr
-        )
+    if why := missing_config(args.weights):
+        print(f"graph_arms: --weights: {why}", file=sys.stderr)
         return 2
     try:
         gpu_host = host.detect()

@@ -30,7 +30,7 @@ FIT_LINE = re.compile(r"--kv-cache-memory=(\d+)` \([0-9.]+ GiB\) to fit into req
 DROPPED = ("kv_transfer_config", "kv_cache_memory_bytes")
 # Starts the engine and exits: the figure is printed during start-up, before any request. engine_alone drops the
 # frontend's settings (a real checkpoint's enable_prompt_tokens_details), as Ray Serve LLM does.
-SCRIPT = "import json, sys\nfrom serving_lab.rehearse.engine_alone import start\nstart(json.loads(sys.argv[1]))\n"
+ENGINE_ALONE = "serving_lab.rehearse.engine_alone"
 
 
 class KvProfileError(Exception):
@@ -63,11 +63,11 @@ def profile(
     with log.open("w") as sink:
         try:
             done = subprocess.run(
-                [python, "-c", SCRIPT, json.dumps(engine_args(llm))],
+                [python, "-m", ENGINE_ALONE, json.dumps(engine_args(llm))],
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 env=dict(env),
-                cwd=CHECKOUT,  # the script imports serving_lab from the checkout
+                cwd=CHECKOUT,  # where `-m` finds serving_lab
                 timeout=timeout,
                 check=False,
             )

@@ -116,6 +116,13 @@ class ModelFolderError(Exception):
     """One line: what is missing or wrong."""
 
 
+def missing_config(folder: str | os.PathLike) -> str | None:
+    """Why `folder` cannot be given as --weights (one line), or None: vLLM reads a model folder's config.json."""
+    if (Path(folder) / "config.json").is_file():
+        return None
+    return f"{folder} has no config.json (a Hugging Face model folder)"
+
+
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's map of the 256 byte values to printable characters (what ByteLevel pre-tokenizes to)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]

@@ -14,7 +14,7 @@ from serving_lab.rehearse.ray_cluster import CHECKOUT
 
 from . import fake_vllm
 
-SMALL = Probe(prompt_tokens=(8, 20), samples=4, batch=3, decode_tokens=10, answers=2, answer_tokens=5)
+SMALL = Probe(prompt_tokens=(8, 20), samples=4, batch=3, decode_tokens=10)
 
 
 class Engine:
@@ -64,13 +64,6 @@ def test_each_shape_runs_once_untimed_before_it_is_timed():
     assert len(result["samples"]["first_token_8"]) == 4 and len(result["samples"]["decode_step_3"]) == 2
 
 
-def test_the_answers_are_greedy_tokens_of_the_fixed_prompts():
-    engine = Engine()
-    result = engine_alone.measure(engine.generate, SMALL, engine.clock)
-    assert result["answers"] == [ids[:5] for ids in engine_alone.prompts(2, 8, 0)]
-    assert engine.calls[-1][1] == 5
-
-
 def test_the_command_starts_the_engine_without_the_frontends_settings_and_writes_the_probe(tmp_path):
     site = fake_vllm.install(
         tmp_path / "site", f"open({str(tmp_path / 'called.json')!r}, 'w').write(json.dumps(kwargs))\n"
@@ -88,7 +81,8 @@ def test_the_command_starts_the_engine_without_the_frontends_settings_and_writes
         "first_token_256", "first_token_3500", "first_token_1x256", "first_token_16x256", "decode_step_1",
         "decode_step_16",
     }  # fmt: skip
-    assert [len(answer) for answer in result["answers"]] == [32] * 4 and result["start_seconds"] >= 0
+    assert [len(top) for top in result["first_tokens"]["singly"]] == [2] * len(engine_alone.SCORED)
+    assert result["start_seconds"] >= 0
 
 
 def test_the_command_refuses_other_arguments_in_one_line():

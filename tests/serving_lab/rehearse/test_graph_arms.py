@@ -79,10 +79,6 @@ def test_the_breakable_arm_captures_piecewise_without_compile_through_vllms_vari
     assert env["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
 
 
-def test_agreement_is_each_answers_leading_tokens_shared_with_the_reference():
-    assert graph_arms.agreement([[1, 2, 3], [4, 9, 6], [7, 2, 3]], [[1, 2, 3], [4, 5, 6], [1, 2, 3]]) == [3, 1, 0]
-
-
 def test_the_logprob_gap_is_the_largest_difference_over_the_tokens_both_lists_hold():
     assert graph_arms.logprob_gap([[5, -0.5], [6, -1.5], [7, -3.0]], [[6, -1.25], [5, -0.5], [8, -2.0]]) == 0.25
     assert graph_arms.logprob_gap([[5, -0.5]], [[6, -0.5]]) == math.inf  # nothing in common: not the same prefill
@@ -110,7 +106,7 @@ def test_an_arm_runs_its_engine_alone_and_its_row_holds_vllms_lines_and_the_prob
     row = graph_arms.run_arm(arm, settings, env, _run(tmp_path, STARTED))
     assert row["vllm"]["kv_cache_tokens"] == 60695 and row["vllm"]["cuda_graph_gib"] == 0.08
     assert row["arm"] == "breakable@512" and row["settings"] == settings
-    assert len(row["answers"]) == 4 and "first_token_256" in row["medians"]
+    assert "first_token_256" in row["medians"]
     assert [len(top) for top in row["first_tokens"]["singly"]] == [2] * 6 and len(row["first_tokens"]["batched"]) == 4
     assert (tmp_path / "breakable@512.log").is_file()
 
@@ -123,30 +119,28 @@ def test_an_arm_whose_engine_fails_names_its_log_and_the_last_error(tmp_path, de
     assert "medians" not in row
 
 
-def _row(arm: str, first_256: float, answers: list[list[int]], shift: float = 0.0) -> dict:
+def _row(arm: str, first_256: float, shift: float = 0.0) -> dict:
     medians = {"first_token_256": first_256, "first_token_3500": 0.5, "first_token_16x256": 0.3,
                "decode_step_1": 0.0062, "decode_step_16": 0.008}  # fmt: skip
-    probe = {"prompt_tokens": [256, 3500], "answer_tokens": 3}
+    probe = {"prompt_tokens": [256, 3500]}
     vllm = {"kv_cache_tokens": 60695, "cuda_graph_gib": 0.08, "cuda_graph_seconds": 2.0, "weights_gib": 16.84}
-    return {"arm": arm, "vllm": vllm, "medians": medians, "probe": probe, "answers": answers, "start_seconds": 40.1,
+    return {"arm": arm, "vllm": vllm, "medians": medians, "probe": probe, "start_seconds": 40.1,
             "first_tokens": _first_tokens(shift, 0.0625)}  # fmt: skip
 
 
 def test_the_table_puts_each_arm_on_a_line_against_the_first_arm():
-    rows = [_row("today", 0.0981, [[1, 2, 3]]), _row("vllm-default@512", 0.03, [[1, 2, 9]], shift=0.25)]
+    rows = [_row("today", 0.0981), _row("vllm-default@512", 0.03, shift=0.25)]
     rows.append({"arm": "breakable@512", "vllm": {}, "error": "b.log: exit 1: boom"})
     lines = graph_arms.table(rows, None).splitlines()
-    assert lines[1] == (
-        "today | 60,695 | 0.08/2.0 | - | 40.1 | 98.1 / 500.0 / 300.0 | 6.2 / 8.0 | 0.000 / 0.062 | 3 of 3 tokens"
-    )
-    assert lines[2].endswith("| 30.0 / 500.0 / 300.0 | 6.2 / 8.0 | 0.250 / 0.062 | 2 of 3 tokens")
+    assert lines[1] == ("today | 60,695 | 0.08/2.0 | - | 40.1 | 98.1 / 500.0 / 300.0 | 6.2 / 8.0 | 0.000 / 0.062")
+    assert lines[2].endswith("| 30.0 / 500.0 / 300.0 | 6.2 / 8.0 | 0.250 / 0.062")
     assert lines[3] == "breakable@512 | - | failed: b.log: exit 1: boom"
 
 
 def test_the_table_states_the_first_token_and_decode_step_over_their_floors():
     weights = floors.Model(16.84 * 2**30, 248320 * 4096, False)
     floor = lambda tokens: floors.Floors.of(floors.PEAKS["NVIDIA H200"], weights, tokens)
-    line = graph_arms.table([_row("today", 0.0981, [[1, 2, 3]])], floor).splitlines()[1]
+    line = graph_arms.table([_row("today", 0.0981)], floor).splitlines()[1]
     prefill, step = floor(256).prefill_s, floor(256).weight_read_s
     assert f"98.1 ({0.0981 / prefill:.1f}x)" in line and f"6.2 ({0.0062 / step:.1f}x)" in line
 

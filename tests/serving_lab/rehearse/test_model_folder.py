@@ -378,3 +378,9 @@ def test_a_stand_in_of_a_config_without_its_dimensions_is_one_line(tmp_path):
     config.write_text(json.dumps({"text_config": {"hidden_size": 8}}))
     with pytest.raises(model_folder.ModelFolderError, match=r"^\S*config\.json: text_config has no intermediate_size"):
         model_folder.build(tmp_path / "m", config_path=config, full_attention=True)
+
+
+def test_a_weights_folder_without_a_config_is_named_in_one_line(tmp_path):
+    assert model_folder.missing_config(tmp_path) == f"{tmp_path} has no config.json (a Hugging Face model folder)"
+    (tmp_path / "config.json").write_text("{}")
+    assert model_folder.missing_config(tmp_path) is None
