@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from . import nixl
 from .report import Status
@@ -46,6 +48,13 @@ _WORDS = [
     "walls",
 ]
 _MARGIN = 32
+# NIXL hands the events it buffered to the exporter every 100 ms (ai-dynamo/nixl src/core/telemetry/telemetry.cpp,
+# DEFAULT_TELEMETRY_RUN_INTERVAL; NIXL_TELEMETRY_RUN_INTERVAL, which nothing here sets): a scrape just after a
+# request can miss its transfer (seen on an H100, 2026-12-05: "1 of 3 long-prompt requests moved no KV bytes").
+# So a scrape is taken again after more than one interval, until two agree.
+EXPORT_PAUSE_S = 0.15
+SETTLE_TRIES = 10
+Scraped = TypeVar("Scraped", str, Mapping[str, str])
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 
 
@@ -84,6 +93,31 @@ def counters(text: str) -> dict[str, float]:
     if missing:
         raise RateError(f"no {', '.join(missing)} in the answer: not NIXL's Prometheus exporter")
     return found
+
+
+def _readings(answer: str | Mapping[str, str]) -> list[object]:
+    """The counters of each exporter in one scrape, or its text where it holds none (compared, not judged)."""
+    texts = list(answer.values()) if isinstance(answer, Mapping) else [answer]
+    found: list[object] = []
+    for text in texts:
+        try:
+            found.append(counters(text))
+        except RateError:
+            found.append(text)
+    return found
+
+
+def settled(scrape: Callable[[], Scraped], sleep: Callable[[float], None] = time.sleep) -> Scraped:
+    """`scrape()` once NIXL has exported every transfer it buffered: taken again EXPORT_PAUSE_S later until two
+    scrapes agree on the counters (SETTLE_TRIES at most; then the last)."""
+    last = scrape()
+    for _ in range(SETTLE_TRIES):
+        sleep(EXPORT_PAUSE_S)
+        now = scrape()
+        if _readings(now) == _readings(last):
+            return now
+        last = now
+    return last
 
 
 def rate(before: str, after: str) -> Rate:

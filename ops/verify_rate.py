@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from clients import nixl
 from clients.kube import KubeApi, KubeError
-from clients.nixl_rate import Fixes, RateError, Round, gate_prompt, judge, rate, receiver
+from clients.nixl_rate import Fixes, RateError, Round, gate_prompt, judge, rate, receiver, settled
 from clients.readiness import SHAPE_ERRORS, kube_fix
 from clients.report import Report
 from config.derived import kv_transfer_floor_gbps, long_prompt_tokens
@@ -82,15 +82,16 @@ def complete(cfg: StageConfig, api: KubeApi, text: str) -> None:
 def rounds(cfg: StageConfig, api: KubeApi, pods: Mapping[str, str], count: int) -> list[Round]:
     """`count` sequential requests, each between two scrapes of every worker's exporter."""
     tokens, run = long_prompt_tokens(cfg), uuid.uuid4().hex[:12]
-    done = []
+    done: list[Round] = []
+    before = settled(lambda: scrape(cfg, api, pods))
     for index in range(count):
-        before = scrape(cfg, api, pods)
         complete(cfg, api, gate_prompt(tokens, f"fabric gate {run} request {index + 1}"))
-        after = scrape(cfg, api, pods)
+        after = settled(lambda: scrape(cfg, api, pods))
         try:
             done.append(Round({pod: rate(before[pod], after[pod]) for pod in pods}))
         except RateError as exc:
             raise GateError(f"NIXL's exporter: {exc}", f"run verify again; if it persists, see {GUIDE}") from None
+        before = after
     return done
 
 

@@ -256,13 +256,14 @@ def kv_transfer_rate(
     gbps, source = floor
     run, done = uuid.uuid4().hex[:12], []
     try:
+        before = nixl_rate.settled(scrape)
         for index in range(requests):
-            before = scrape()
             text = nixl_rate.gate_prompt(tokens, f"fabric gate {run} request {index + 1}")
             body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 8}
             _post(f"{base}/v1/chat/completions", body, timeout=300)
-            after = scrape()
+            after = nixl_rate.settled(scrape)
             done.append(nixl_rate.Round({name: nixl_rate.rate(before[name], after[name]) for name in before}))
+            before = after
     except nixl_rate.RateError as exc:
         report.add(RATE_CHECK, "fail", f"NIXL's exporter: {exc}", RATE_FIXES.none)
         return

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clients import kube
+from clients import kube, nixl_rate
 from clients.cli_options import OneLineParser, file_label, output_file, output_folder, regular_file
 from clients.files import FileRefused, read_regular
 from clients.report import Report
@@ -67,9 +67,10 @@ def _ask_measured(inputs: OracleInputs, transfers: list[kv_accounting.Transfer])
     """One request at a time with NIXL's exporter scraped around it: that request's own transfer (bytes, seconds)."""
 
     def ask(prompt: dict[str, Any]) -> oracle.Answer:
-        before = inputs.scrape_exporter()
+        before = nixl_rate.settled(inputs.scrape_exporter)
         answer = oracle.ask(inputs.base, inputs.model_id, prompt)
-        found = kv_accounting.transfer(prompt["name"], answer.prompt_tokens or 0, before, inputs.scrape_exporter())
+        after = nixl_rate.settled(inputs.scrape_exporter)
+        found = kv_accounting.transfer(prompt["name"], answer.prompt_tokens or 0, before, after)
         if found is not None and not answer.error:
             transfers.append(found)
         return answer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from clients import nixl_rate
 from clients.nixl_rate import Rate, RateError, counters, rate
 
 from .nixl_exporter import exporter_text
@@ -53,3 +54,35 @@ def test_a_timestamp_after_the_value_is_read():
         .replace(" 7\n", " 7 1764800000000\n")
     )
     assert counters(text)["agent_rx_bytes_total"] == 7
+
+
+def _answers(*bytes_seen: int):
+    """A scrape that gives these decode counters in turn, then the last again."""
+    texts = [{"decode": exporter_text(moved, moved // 100, moved // 10)} for moved in bytes_seen]
+    calls: list[int] = []
+
+    def scrape():
+        calls.append(len(calls))
+        return texts[min(len(calls) - 1, len(texts) - 1)]
+
+    return scrape, calls
+
+
+def test_a_settled_scrape_is_two_that_agree_an_export_pause_apart():
+    pauses: list[float] = []
+    scrape, calls = _answers(100, 300)  # the transfer shows from the second scrape on
+    found = nixl_rate.settled(scrape, sleep=pauses.append)
+    assert nixl_rate.counters(found["decode"])[nixl_rate.RX_BYTES] == 300
+    assert len(calls) == 3 and pauses == [nixl_rate.EXPORT_PAUSE_S] * 2
+    assert nixl_rate.EXPORT_PAUSE_S > 0.1  # longer than NIXL's export interval: one late scrape at most
+
+
+def test_counters_that_never_settle_end_after_the_tries_with_the_last():
+    scrape, calls = _answers(*range(100, 100 * (nixl_rate.SETTLE_TRIES + 5), 100))
+    found = nixl_rate.settled(scrape, sleep=lambda _: None)
+    assert len(calls) == nixl_rate.SETTLE_TRIES + 1
+    assert nixl_rate.counters(found["decode"])[nixl_rate.RX_BYTES] == 100 * (nixl_rate.SETTLE_TRIES + 1)
+
+
+def test_an_exporter_that_does_not_answer_settles_on_its_empty_answer():
+    assert nixl_rate.settled(lambda: "", sleep=lambda _: None) == ""

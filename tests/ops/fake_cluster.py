@@ -304,6 +304,11 @@ class Scenario:
     # worker reads 1/6 of the measured PD round (672,399,360 bytes for 6 requests) in 80 ms: 11.2 Gbps
     kv_moves: dict = field(default_factory=lambda: {"10.0.41.9": (112_066_560, 80_000)})
     kv_counters: dict = field(default_factory=dict)  # ip -> [bytes, requests, microseconds] so far
+    # scrapes of an exporter after a completion that still show the counters from before it, as NIXL's exporter
+    # does until its next export (every 100 ms: ai-dynamo/nixl src/core/telemetry/telemetry.cpp)
+    export_lag: int = 0
+    kv_shown: dict = field(default_factory=dict)  # ip -> [bytes, requests, microseconds] the exporter shows
+    lag_left: dict = field(default_factory=dict)  # ip -> scrapes left before it shows kv_counters
 
 
 def worker_pod_name(ip: str) -> str:
@@ -392,9 +397,17 @@ class FakeCluster:
             return 200, {"kind": "PodList", "apiVersion": "v1", "items": items}
         for ip in ips:
             if path == exporter_path(ip):
-                moved, requests, time_us = self.scenario.kv_counters.get(ip, [0, 0, 0])
+                moved, requests, time_us = self._exported(ip)
                 return 200, exporter_text(moved, requests, time_us, host=worker_pod_name(ip))
         return None
+
+    def _exported(self, ip: str) -> list[int]:
+        scenario = self.scenario
+        if scenario.lag_left.get(ip, 0) > 0:
+            scenario.lag_left[ip] -= 1
+        else:
+            scenario.kv_shown[ip] = list(scenario.kv_counters.get(ip, [0, 0, 0]))
+        return scenario.kv_shown.get(ip, [0, 0, 0])
 
     def _count_kv(self) -> None:
         for ip, (moved, time_us) in self.scenario.kv_moves.items():
@@ -402,6 +415,7 @@ class FakeCluster:
             counters[0] += moved
             counters[1] += 1 if moved else 0
             counters[2] += time_us
+            self.scenario.lag_left[ip] = self.scenario.export_lag
 
     def _ray_dashboard(self, path: str, query: dict) -> tuple[int, Any] | None:
         if path == f"{HEAD}/api/v0/nodes":
