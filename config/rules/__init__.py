@@ -53,6 +53,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     serving_roles.role_engine_blocks,
     serving_model.model_source,
     serving_model.model_access,
+    observability.alarm_thresholds,  # before a fixed KV cache's alarm room: the threshold itself first
     serving_roles.serving_capacity,
     serving_model.weights_fit,
     serving_resources.pod_resources,
@@ -73,7 +74,6 @@ STAGE_RULES: tuple[StageRule, ...] = (
     serving_engine.role_identity,
     serving_engine.role_tp_pairing,
     serving_engine.cuda_graph_mode,
-    observability.alarm_thresholds,
     gpu_nodegroup.root_volume_for_model,  # last: a model too large, or an engine it cannot run, is fixed first
 )
 STAGE_WARNINGS: tuple[StageWarning, ...] = (

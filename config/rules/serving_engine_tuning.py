@@ -152,6 +152,8 @@ def _fixed_kv_cache(cfg: StageConfig, path: str, role: str | None) -> None:
         return  # a model of unknown size: nothing to count it against
     # vllm/config/cache.py: "Size of KV Cache per GPU in bytes ... (when not-None) ignores gpu_memory_utilization".
     weights, sequence, room = floor.weights_gib / floor.gpus, floor.kv_gib / floor.gpus, floor.gpu_gib
+    if floor.needed_gib > floor.available_gib:
+        return  # the weights and one sequence do not fit: serving_model.weights_fit says so, the first thing to fix
     if kv < sequence:  # vllm/v1/core/kv_cache_utils.py: "To serve at least one request with the model's max seq len"
         raise ConfigError(
             path,
