@@ -31,6 +31,7 @@ class Peak:
 # By the name nvidia-smi prints, exactly: a variant (an H200 NVL, an L40S) has figures of its own.
 PEAKS = {
     "NVIDIA H200": Peak(989.5e12, 4.8e12),  # H200 SXM datasheet: BF16 1,979 TFLOPS with sparsity, 4.8 TB/s HBM3e
+    "NVIDIA H100 80GB HBM3": Peak(989.5e12, 3.35e12),  # H100 SXM datasheet: BF16 1,979 TFLOPS sparse, 3.35 TB/s HBM3
     "NVIDIA L4": Peak(121e12, 300e9),  # L4 datasheet: BF16 242 TFLOPS with sparsity, 300 GB/s GDDR6
 }
 

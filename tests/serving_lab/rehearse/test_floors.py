@@ -18,6 +18,17 @@ def test_a_gpu_is_known_by_its_exact_name_only():
     assert floors.peak_of("NVIDIA L4") == floors.Peak(121e12, 300e9)
     assert floors.peak_of("NVIDIA L40S") is None  # not an L4
     assert floors.peak_of("NVIDIA H200 NVL") is None  # an H200 of lower clocks
+    assert floors.peak_of("NVIDIA H100 80GB HBM3") == floors.Peak(989.5e12, 3.35e12)  # the SXM part
+    assert floors.peak_of("NVIDIA H100 PCIe") is None  # 756 TFLOPS, 2 TB/s: figures of its own
+
+
+def test_the_h100_of_the_committed_runs_is_named_as_nvidia_smi_printed_it():
+    host = Path(__file__).parents[3] / "evidence" / "2026-12-05-h100-compiled-graphs" / "runs" / "host.txt"
+    name = host.read_text().splitlines()[1].split(",")[0]
+    peak = floors.peak_of(name)
+    assert peak is not None, name
+    found = floors.Floors.of(peak, floors.Model.of(CONFIG, 16.8), 256)
+    assert found.weight_read_s == pytest.approx(4.8e-3, abs=0.05e-3)  # the README's 256-token floor
 
 
 def test_the_model_is_read_from_the_text_config_of_a_multimodal_checkpoint():
