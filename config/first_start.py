@@ -27,7 +27,8 @@ GP3_WRITE_MIB_S = 125.0
 # shared by the GPU nodes' weight downloads from the Hugging Face Hub.
 NAT_GBPS = 5.0
 # From the worker pod's start to the application RUNNING on the rehearsal host, cold (an H200 pair with dummy
-# weights: evidence/README.md, 383 s); an L4 compiles and captures graphs slower, so twice that.
+# weights: evidence/README.md, 383 s, before the engines compiled: torch.compile adds 14-16 s each on an H100,
+# evidence/2026-12-05-h100-compiled-graphs); an L4 compiles and captures graphs slower, so twice that.
 ENGINE_START_S = 2 * 383.0
 # The wait is the critical path times this, so that a slow Hub or a slow compile still passes.
 WAIT_MARGIN = 1.5

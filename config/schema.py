@@ -378,8 +378,9 @@ class Engine(Strict):
         "(torch.compile, piecewise graphs for mixed batches and full graphs for decode batches). decode_only: full "
         "graphs for pure-decode batches of up to max_num_seqs sequences and no torch.compile, rendered as "
         "engine_kwargs.compilation_config {mode: 0, cudagraph_mode: FULL_DECODE_ONLY, max_cudagraph_capture_size: "
-        "max_num_seqs} (vllm/config/compilation.py: 'good for decode instances in a P/D setup'); on an L4's budget "
-        "it kept 64,046 KV tokens where vLLM's default graphs kept 23,086 (docs/DECISIONS.md).",
+        "max_num_seqs} (vllm/config/compilation.py: 'good for decode instances in a P/D setup'). On an L4's budget "
+        "vLLM sizes the KV cache after its first compile, whose buffers it counts: fix extra_args.kv_cache_memory_bytes "
+        'with the default (docs/DECISIONS.md, "The engine\'s CUDA graph arms").',
     )
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(
         1,
@@ -420,15 +421,21 @@ class Engine(Strict):
         is rendered (and reserved from extra_args) by its name in config/engine_arg_classes.py TYPED_ENGINE_ARGS."""
         kwargs = {name: getattr(self, name) for name in TYPED_ENGINE_ARGS if getattr(self, name) is not None}
         if self.cuda_graphs == "decode_only":
-            # Full graphs without torch.compile: vllm/config/compilation.py ("full cudagraphs are supported with
-            # and without compilation"); the GDN layers support them (gdn_attn.py: UNIFORM_BATCH). A dict is what
-            # EngineArgs takes here (vllm/engine/arg_utils.py: "support `EngineArgs(compilation_config={...})`");
-            # vllm.LLM ran exactly this on an H200 (evidence/2026-12-01-h200-tuned, profile-graphs-text.log).
-            kwargs["compilation_config"] = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
-            if self.max_num_seqs is not None:
-                kwargs["compilation_config"]["max_cudagraph_capture_size"] = self.max_num_seqs
+            kwargs["compilation_config"] = decode_only_graphs(self.max_num_seqs)
         kwargs.update(self.extra_args)
         return kwargs
+
+
+def decode_only_graphs(capture_size: int | None) -> dict[str, Any]:
+    """cuda_graphs: decode_only as vLLM's compilation_config, full decode graphs of up to `capture_size` sequences.
+    Full graphs without torch.compile: vllm/config/compilation.py ("full cudagraphs are supported with and without
+    compilation"); the GDN layers support them (gdn_attn.py: UNIFORM_BATCH). A dict is what EngineArgs takes here
+    (vllm/engine/arg_utils.py: "support `EngineArgs(compilation_config={...})`"); vllm.LLM ran exactly this on an
+    H200 (evidence/2026-12-01-h200-tuned, profile-graphs-text.log)."""
+    graphs: dict[str, Any] = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    if capture_size is not None:
+        graphs["max_cudagraph_capture_size"] = capture_size
+    return graphs
 
 
 def _not_null(value: Any) -> Any:

@@ -45,6 +45,16 @@ def dev(stages):
 
 
 @pytest.fixture(scope="session")
+def dev_unsized(stages):
+    """dev without its fixed KV cache (extra_args.kv_cache_memory_bytes): vLLM sizes it from
+    gpu_memory_utilization at start, which the rehearsal's KV profile exists for."""
+    dev = stages["dev"]
+    args = {k: v for k, v in dev.serving.engine.extra_args.items() if k != "kv_cache_memory_bytes"}
+    engine = dev.serving.engine.model_copy(update={"extra_args": args})
+    return dev.model_copy(update={"serving": dev.serving.model_copy(update={"engine": engine})})
+
+
+@pytest.fixture(scope="session")
 def larger(tmp_path_factory):
     """The larger-model example stage (docs/larger-model.example.yaml): TP 4 engines on g6.12xlarge nodes."""
     return larger_model(tmp_path_factory.mktemp("larger-model"))

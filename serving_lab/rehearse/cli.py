@@ -236,17 +236,19 @@ def _add_host_options(cmd) -> None:
         metavar="BYTES",
         help="--share-gpus --emulate-node: each engine's KV cache, as one engine alone found it on the "
         "emulated budget (vLLM's start-up line '--kv-cache-memory=N'); engines sharing a GPU "
-        "cannot profile it side by side. Default: each distinct engine is started alone first to find it "
-        "(a few minutes more; kv-profile-*.log)",
+        "cannot profile it side by side. Default: the stage's extra_args.kv_cache_memory_bytes, else each "
+        "distinct engine is started alone first to find it (a few minutes more; kv-profile-*.log)",
     )
     cmd.add_argument(
         "--cuda-graphs",
         type=_cuda_graph_arm,
         metavar="ARM[@N]",
         help="the engines' CUDA graphs in place of the stage's (issue #53's arms): vllm-default (torch.compile, "
-        "piecewise and full graphs) or breakable (piecewise and full graphs without compile, "
-        "VLLM_USE_BREAKABLE_CUDAGRAPH; refused for a Gated DeltaNet model, whose prefills it gets wrong); @N captures batches of up to N tokens (vLLM's default: twice "
-        "max_num_seqs, at most 512); recorded as overrides",
+        "piecewise and full graphs), decode-only (full graphs for decode batches only, no compile: the stage's "
+        "cuda_graphs: decode_only) or breakable (piecewise and full graphs without compile, "
+        "VLLM_USE_BREAKABLE_CUDAGRAPH; refused for a Gated DeltaNet model, whose prefills it gets wrong); @N captures "
+        "batches of up to N tokens (vLLM's default: twice max_num_seqs, at most 512; decode-only's: max_num_seqs); "
+        "recorded as overrides",
     )
     cmd.add_argument(
         "--serve-ingress",
@@ -939,7 +941,7 @@ def _check_cuda_graphs(cfg: StageConfig, args) -> None:
         raise RehearsalError(
             f"--cuda-graphs {arm}: {cfg.serving.model.source}'s Gated DeltaNet layers are no break point of vLLM "
             "0.26's breakable graphs, and each graphed prefill computed other logprobs than the stage's engine "
-            "(evidence/2026-12-05-h200-graph-arms; allowed: vllm-default[@N], or --full-attention)",
+            "(evidence/2026-12-05-h200-graph-arms; allowed: vllm-default[@N], decode-only[@N], or --full-attention)",
             2,
         )
 

@@ -31,7 +31,7 @@ from charts.serve_ingress import (
 from charts.worker_env import worker_environment
 from config.engine_args import is_gdn_model
 from config.instance_types import GPU_MEMORY_MIB, INSTANCE_TYPES
-from config.schema import Replicas, Serving, StageConfig
+from config.schema import Replicas, Serving, StageConfig, decode_only_graphs
 
 from . import port_slots
 from .host import NODE_IP, Host
@@ -493,9 +493,10 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
             f"{path}.engine_kwargs.kv_cache_memory_bytes",
             "a fixed KV cache: engines starting side by side on one GPU cannot profile its free memory",
         )
-    elif "kv_cache_memory_bytes" not in kwargs:
+    else:
         # Engines sharing a GPU cannot profile their emulated budgets side by side, so the KV cache comes from
-        # one engine profiled alone on the same budget: --kv-cache-bytes, or the rehearsal's own profile first.
+        # one engine profiled alone on the same budget: --kv-cache-bytes (over a stage's fixed size too), the
+        # stage's fixed size, or the rehearsal's own profile first.
         # Why: docs/DECISIONS.md, "The rehearsal: the stage's own config, overrides listed".
         given = build.request.kv_cache_bytes
         if isinstance(given, Mapping):
@@ -503,7 +504,8 @@ def _shared_gpu_memory(build: _Build, engine: _Engine) -> None:
         else:
             figure, source = given, "--kv-cache-bytes"
         if figure is None:
-            build.kv_profiles.append(engine.path)
+            if "kv_cache_memory_bytes" not in kwargs:
+                build.kv_profiles.append(engine.path)
             return
         build.set(
             kwargs,
@@ -724,11 +726,15 @@ def _otlp_traces(build: _Build, engine: _Engine) -> None:
 # --cuda-graphs: issue #53's arms beside the stage's own, for measuring them on one host (docs/DECISIONS.md, "The
 # engine's CUDA graph arms"). vllm-default: torch.compile with FULL_AND_PIECEWISE, vLLM's own. breakable: piecewise
 # graphs without compile, which vLLM 0.26 runs only with VLLM_USE_BREAKABLE_CUDAGRAPH (else it captures none).
-CUDA_GRAPH_ARMS = ("vllm-default", "breakable")
+# decode-only: the stage field's value (config/schema.py decode_only_graphs), full decode graphs without compile.
+CUDA_GRAPH_ARMS = ("vllm-default", "breakable", "decode-only")
 # ARM@N: the largest batch, in tokens, captured as a graph (compilation_config.max_cudagraph_capture_size). vLLM's
 # default is twice max_num_seqs, at most 512 (vllm/config/vllm.py `_set_cudagraph_sizes`): 64 for 32 sequences, so
 # a 256-token prefill runs outside every graph unless N covers it.
 CAPTURE_TOKENS = (1, 8192)
+# The capture size as engine arguments, which vLLM refuses beside compilation_config's own (vllm/engine/arg_utils.py
+# create_engine_config: "... are mutually exclusive"): an arm that sets it there takes the stage's out.
+CAPTURE_ARGS = ("max_cudagraph_capture_size", "cudagraph_capture_sizes")
 _ARM = re.compile(rf"({'|'.join(CUDA_GRAPH_ARMS)})(?:@([0-9]{{1,4}}))?")
 
 
@@ -736,7 +742,7 @@ def cuda_graph_arm(text: str) -> tuple[str, int | None]:
     """ARM or ARM@N -> (arm, N or None); a ValueError in one line for anything else."""
     found = _ARM.fullmatch(text)
     if not found:
-        raise ValueError(f"{text[:40]!r} (allowed: {' or '.join(CUDA_GRAPH_ARMS)}, either with @N)")
+        raise ValueError(f"{text[:40]!r} (allowed: {', '.join(CUDA_GRAPH_ARMS)}, each also with @N)")
     tokens = int(found[2]) if found[2] else None
     if tokens is not None and not CAPTURE_TOKENS[0] <= tokens <= CAPTURE_TOKENS[1]:
         raise ValueError(f"{text}: @N from {CAPTURE_TOKENS[0]} to {CAPTURE_TOKENS[1]}")
@@ -748,17 +754,26 @@ def _cuda_graph_arm(build: _Build, engine: _Engine) -> None:
         return
     arm, tokens = cuda_graph_arm(build.request.cuda_graphs)
     reason = f"--cuda-graphs {build.request.cuda_graphs}: an arm of issue #53's measurement"
-    path = f"{engine.path}.engine_kwargs"
+    kwargs, path = engine.kwargs, f"{engine.path}.engine_kwargs"
+    if arm == "decode-only" and tokens is None:
+        tokens = kwargs.get("max_num_seqs")  # as the stage field renders it
+    if tokens is not None:
+        for name in CAPTURE_ARGS:
+            if name in kwargs:
+                build.add(f"{path}.{name}", kwargs.pop(name), None, reason)
     capture = {} if tokens is None else {"max_cudagraph_capture_size": tokens}
     if arm == "vllm-default":
-        if "compilation_config" in engine.kwargs:
-            build.add(f"{path}.compilation_config", engine.kwargs.pop("compilation_config"), None, reason)
+        if "compilation_config" in kwargs:
+            build.add(f"{path}.compilation_config", kwargs.pop("compilation_config"), None, reason)
         if capture:
-            build.set(engine.kwargs, "compilation_config", capture, f"{path}.compilation_config", reason)
+            build.set(kwargs, "compilation_config", capture, f"{path}.compilation_config", reason)
         return
-    stage = engine.kwargs.get("compilation_config", {})
+    if arm == "decode-only":
+        build.set(kwargs, "compilation_config", decode_only_graphs(tokens), f"{path}.compilation_config", reason)
+        return
+    stage = kwargs.get("compilation_config", {})
     graphs = {"mode": 0, **stage, "cudagraph_mode": "FULL_AND_PIECEWISE", **capture}
-    build.set(engine.kwargs, "compilation_config", graphs, f"{path}.compilation_config", reason)
+    build.set(kwargs, "compilation_config", graphs, f"{path}.compilation_config", reason)
     _runtime_env_var(build, engine, "VLLM_USE_BREAKABLE_CUDAGRAPH", "1", reason)
 
 

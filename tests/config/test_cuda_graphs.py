@@ -9,6 +9,7 @@ from charts.serve_config import build_serve_config
 from config import load_stage_file
 from config.schema import Engine
 
+from ..helpers import DELETE
 from ..helpers import refusal as _refusal
 
 
@@ -32,14 +33,16 @@ def test_unset_renders_no_compilation_config():
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
-def test_the_committed_stages_render_it_into_both_engines(stage):
+def test_the_committed_stages_compile_and_graph_prefills_with_a_fixed_kv_cache(stage):
+    # vLLM's own compile and graphs, captured up to 512 tokens, and the KV cache fitted once the compile cache was
+    # warm (evidence/2026-12-05-h100-compiled-graphs): no decode_only, whose compilation_config would undo both
     cfg = load_stage_file(f"config/{stage}.yaml")
     args = build_serve_config(cfg.serving)["applications"][0]["args"]
     for role in ("prefill_config", "decode_config"):
         engine = args[role]["engine_kwargs"]
-        assert engine["compilation_config"]["cudagraph_mode"] == "FULL_DECODE_ONLY"
-        assert engine["compilation_config"]["max_cudagraph_capture_size"] == engine["max_num_seqs"] == 32
-        assert engine["enforce_eager"] is False
+        assert "compilation_config" not in engine and engine["enforce_eager"] is False
+        assert engine["max_cudagraph_capture_size"] == 512 and engine["max_num_seqs"] == 32
+        assert engine["kv_cache_memory_bytes"] == 2455861324
         assert engine["language_model_only"] is True
 
 
@@ -49,13 +52,17 @@ def test_with_enforce_eager_it_is_refused_naming_the_field(tmp_path):
 
 
 def test_a_decode_role_block_is_checked_as_it_runs(tmp_path):
-    line = _refusal(tmp_path, {"serving": {"decode": {"replicas": 1, "engine": {"enforce_eager": True}}}})
+    change = {
+        "serving": {"engine": {"cuda_graphs": "decode_only", "extra_args": {"max_cudagraph_capture_size": DELETE}}}
+    }
+    change["serving"]["decode"] = {"replicas": 1, "engine": {"enforce_eager": True}}
+    line = _refusal(tmp_path, change)
     assert "serving.engine.cuda_graphs: decode_only with enforce_eager: true" in line
 
 
 def test_a_capture_size_in_extra_args_beside_it_is_refused(tmp_path):
-    change = {"serving": {"engine": {"extra_args": {"max_cudagraph_capture_size": 64}}}}
-    line = _refusal(tmp_path, change)
+    # dev's extra_args capture up to 512 tokens: decode_only's own size (max_num_seqs) would contradict it
+    line = _refusal(tmp_path, {"serving": {"engine": {"cuda_graphs": "decode_only"}}})
     assert "serving.engine.cuda_graphs" in line and "extra_args.max_cudagraph_capture_size" in line
 
 

@@ -285,10 +285,11 @@ def test_the_benchmark_results_carry_the_label(tmp_path, dev, monkeypatch):
     )
 
 
-def test_sharing_a_gpu_on_an_emulated_budget_without_a_figure_asks_for_a_profile_of_each_engine(dev):
+def test_sharing_a_gpu_on_an_emulated_budget_without_a_figure_asks_for_a_profile_of_each_engine(dev_unsized):
     # Side by side, each engine counted the other's weights as its own (seen on an H200: KV -16.87 GiB): without
-    # --kv-cache-bytes the plan names the engine configs whose KV cache one engine alone must size first.
-    plan = _plan(dev, kv_cache_bytes=None)
+    # --kv-cache-bytes or a fixed size in the stage, the plan names the engine configs whose KV cache one engine
+    # alone must size first.
+    plan = _plan(dev_unsized, kv_cache_bytes=None)
     assert plan.kv_profiles == [f"applications[0].args.{side}" for side in SIDES]
     assert all("kv_cache_memory_bytes" not in engine for engine in _engines(plan))
     assert plan.to_json()["kv_profiles"] == plan.kv_profiles
@@ -310,11 +311,26 @@ def test_a_plan_on_gpus_of_their_own_needs_no_profile(dev):
     assert plan.kv_profiles == []
 
 
-def test_engines_on_gpus_of_their_own_profile_their_budgets(dev):
+def test_engines_on_gpus_of_their_own_profile_their_budgets(dev_unsized):
     plan = overrides.plan(
-        dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True)
+        dev_unsized,
+        overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, emulate_node=True),
     )
     assert all("kv_cache_memory_bytes" not in engine for engine in _engines(plan))
+
+
+def test_the_stages_fixed_kv_cache_is_what_a_shared_emulated_engine_runs_without_a_profile(dev):
+    plan = _plan(dev, kv_cache_bytes=None)
+    fixed = dev.serving.engine.extra_args["kv_cache_memory_bytes"]
+    assert plan.kv_profiles == [] and [e["kv_cache_memory_bytes"] for e in _engines(plan)] == [fixed, fixed]
+
+
+def test_kv_cache_bytes_wins_over_the_stages_fixed_size_and_says_so(dev):
+    plan = _plan(dev, kv_cache_bytes=PROFILED_KV)
+    assert [e["kv_cache_memory_bytes"] for e in _engines(plan)] == [PROFILED_KV, PROFILED_KV]
+    changed = [o for o in plan.overrides if o.path.endswith("kv_cache_memory_bytes")]
+    assert [o.before for o in changed] == [dev.serving.engine.extra_args["kv_cache_memory_bytes"]] * 2
+    assert all("--kv-cache-bytes" in o.reason for o in changed)
 
 
 def test_a_stage_that_fixes_its_kv_cache_keeps_it_when_sharing(dev):

@@ -35,7 +35,7 @@ def test_arms_are_read_from_the_allowlist_and_a_repeat_is_a_second_start():
     assert [arm.label for arm in arms] == ["today", "vllm-default@512", "breakable", "vllm-default@512.start2"]
 
 
-ALLOWED = "(allowed: vllm-default or breakable, either with @N), or today"
+ALLOWED = "(allowed: vllm-default, breakable, decode-only, each also with @N), or today"
 
 
 @pytest.mark.parametrize(
@@ -55,15 +55,23 @@ def test_an_arm_outside_the_allowlist_is_refused_in_one_line(text, said):
     assert str(refused.value) == said
 
 
-def test_todays_arm_is_the_stages_engine_on_the_emulated_budget(dev):
+def test_todays_arm_is_the_stages_engine_on_the_emulated_budget_sizing_its_own_kv_cache(dev):
     settings, env = graph_arms.arm_engine(dev, ONE_H200, MODEL, Arm("today"))
+    assert "compilation_config" not in settings and settings["max_cudagraph_capture_size"] == 512
+    assert settings["gpu_memory_utilization"] == 0.1441 and settings["model"] == str(MODEL)
+    # each arm's own KV figure is what the table compares: the stage's fixed size is not handed to the engine
+    assert "kv_cache_memory_bytes" not in settings
+    assert "kv_transfer_config" not in settings and "VLLM_USE_BREAKABLE_CUDAGRAPH" not in env
+
+
+def test_the_decode_only_arm_is_the_stages_engine_until_2026_12_05(dev):
+    settings, _ = graph_arms.arm_engine(dev, ONE_H200, MODEL, Arm("decode-only"))
     assert settings["compilation_config"] == {
         "mode": 0,
         "cudagraph_mode": "FULL_DECODE_ONLY",
         "max_cudagraph_capture_size": 32,
     }
-    assert settings["gpu_memory_utilization"] == 0.1441 and settings["model"] == str(MODEL)
-    assert "kv_transfer_config" not in settings and "VLLM_USE_BREAKABLE_CUDAGRAPH" not in env
+    assert "max_cudagraph_capture_size" not in settings
 
 
 def test_vllms_default_arm_at_n_tokens_leaves_vllm_its_modes_and_sets_only_the_capture_size(dev):

@@ -14,13 +14,19 @@ import pytest
 from serving_lab.rehearse import cli, kv_profile, overrides, ray_cluster
 from serving_lab.rehearse.host import Gpu, Host
 
-from ...helpers import ROOT
+from ...helpers import ROOT, stage_data, write_stage
 from . import fake_vllm
 from .arguments import rehearse_args, rehearse_pd
 
 ONE_H200 = Host(gpus=(Gpu("NVIDIA H200", 143771, "9.0"),), efa_devices=())
 MODEL = Path("/models/qwen3.5-9b")
 RUNS = ROOT / "evidence"
+
+
+@pytest.fixture
+def dev(dev_unsized):
+    """A stage that fixes its KV cache needs no profile (test_emulate_node.py): these tests profile one that does not."""
+    return dev_unsized
 
 
 def _shared_plan(cfg) -> overrides.Plan:
@@ -159,7 +165,12 @@ def test_a_failed_profile_is_exit_1_with_its_one_line(tmp_path, dev, monkeypatch
     monkeypatch.setattr(host_facts, "detect", lambda: ONE_H200)
     monkeypatch.setattr(cli, "model_folder", lambda cfg, args, work: (tmp_path, False))
     monkeypatch.setattr(kv_profile, "size_caches", size_caches)
-    assert cli.run(rehearse_args(tmp_path, share_gpus=True, emulate_node=True)) == 1
+    data = stage_data()
+    del data["serving"]["engine"]["extra_args"]["kv_cache_memory_bytes"]  # a stage whose KV cache vLLM sizes
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    write_stage(stages, data)
+    assert cli.run(rehearse_args(tmp_path, share_gpus=True, emulate_node=True, config_dir=str(stages))) == 1
     assert capsys.readouterr().err.strip() == (
         "rehearse: out/kv-profile-pd-prefill_config.log: one engine alone printed no line"
     )

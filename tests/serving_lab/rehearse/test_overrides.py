@@ -3,6 +3,7 @@ PD and colocated (snapshots in tests/snapshots/<stage>/rehearsal-<mode>.json sho
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from charts.serve_config import build_serve_config
 from charts.serve_ingress import serve_ingress_environment
 from charts.worker_env import worker_environment
+from config.schema import decode_only_graphs
 from serving_lab.rehearse import overrides, port_slots
 from serving_lab.rehearse.host import Gpu, Host
 
@@ -568,18 +570,35 @@ def test_shared_gpus_keep_the_stages_tp_placement(larger):
         assert placement == {"bundle_per_worker": {"GPU": 0.5}, "strategy": "STRICT_PACK"}
 
 
-@pytest.mark.parametrize("mode", ["pd", "colocated"])
-def test_the_vllm_default_arm_drops_the_stages_graph_settings(dev, mode):
-    plan = overrides.plan(
-        dev,
-        overrides.PlanRequest(
-            mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="vllm-default"
-        ),
-    )
+def _decode_only(cfg):
+    """The stage as it was until 2026-12-05: decode_only graphs, vLLM's KV sizing."""
+    args = {k: v for k, v in cfg.serving.engine.extra_args.items() if k not in overrides.CAPTURE_ARGS}
+    args.pop("kv_cache_memory_bytes", None)
+    engine = cfg.serving.engine.model_copy(update={"cuda_graphs": "decode_only", "extra_args": args})
+    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"engine": engine})})
+
+
+def _engines_of(plan: overrides.Plan) -> list[dict[str, Any]]:
     args = plan.serve_config["applications"][0]["args"]
-    engines = args.get("llm_configs") or [args["prefill_config"], args["decode_config"]]
-    assert engines and all("compilation_config" not in e["engine_kwargs"] for e in engines)
+    return [e["engine_kwargs"] for e in args.get("llm_configs") or [args["prefill_config"], args["decode_config"]]]
+
+
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_the_vllm_default_arm_drops_a_decode_only_stages_graph_settings(dev, mode):
+    request = overrides.PlanRequest(
+        mode=mode, host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="vllm-default"
+    )
+    plan = overrides.plan(_decode_only(dev), request)
+    engines = _engines_of(plan)
+    assert engines and all("compilation_config" not in e for e in engines)
     assert [o.after for o in plan.overrides if o.path.endswith(".compilation_config")] == [None] * len(engines)
+
+
+def test_the_vllm_default_arm_is_the_committed_stage(dev):
+    # dev compiles with vLLM's own graph modes (no compilation_config): the arm changes nothing there
+    request = overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False)
+    arm = overrides.plan(dev, dataclasses.replace(request, cuda_graphs="vllm-default"))
+    assert arm.serve_config == overrides.plan(dev, request).serve_config
 
 
 def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so_to_vllm(dev):
@@ -590,34 +609,45 @@ def test_the_breakable_arm_captures_piecewise_graphs_without_compile_and_says_so
     for side in ("prefill_config", "decode_config"):
         llm = plan.serve_config["applications"][0]["args"][side]
         # without the variable vLLM 0.26 turns piecewise graphs without compile into none (config/vllm.py)
-        assert llm["engine_kwargs"]["compilation_config"] == {
-            "mode": 0,
-            "cudagraph_mode": "FULL_AND_PIECEWISE",
-            "max_cudagraph_capture_size": dev.serving.engine.max_num_seqs,
-        }
+        assert llm["engine_kwargs"]["compilation_config"] == {"mode": 0, "cudagraph_mode": "FULL_AND_PIECEWISE"}
+        assert llm["engine_kwargs"]["max_cudagraph_capture_size"] == 512  # the stage's own, kept
         assert llm["runtime_env"]["env_vars"]["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
 
 
 @pytest.mark.parametrize(
     ("arm", "graphs"),
     [
-        ("vllm-default@512", {"max_cudagraph_capture_size": 512}),
-        ("breakable@512", {"mode": 0, "cudagraph_mode": "FULL_AND_PIECEWISE", "max_cudagraph_capture_size": 512}),
+        ("vllm-default@256", {"max_cudagraph_capture_size": 256}),
+        ("breakable@256", {"mode": 0, "cudagraph_mode": "FULL_AND_PIECEWISE", "max_cudagraph_capture_size": 256}),
+        ("decode-only@16", {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY", "max_cudagraph_capture_size": 16}),
     ],
 )
 def test_an_arm_at_n_tokens_captures_batches_of_up_to_n_tokens(dev, arm, graphs):
     # vLLM's default capture size is twice max_num_seqs (64 here): a 256-token prefill would run outside every graph
     request = overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs=arm)
     plan = overrides.plan(dev, request)
-    for side in ("prefill_config", "decode_config"):
-        assert plan.serve_config["applications"][0]["args"][side]["engine_kwargs"]["compilation_config"] == graphs
+    for engine in _engines_of(plan):
+        assert engine["compilation_config"] == graphs
+        # vLLM refuses the size both there and as an engine argument: the stage's is taken out, and listed
+        assert "max_cudagraph_capture_size" not in engine
+    taken = [o for o in plan.overrides if o.path.endswith("engine_kwargs.max_cudagraph_capture_size")]
+    assert [(o.before, o.after) for o in taken] == [(512, None)] * 2
+
+
+def test_the_decode_only_arm_is_the_stage_fields_value_up_to_max_num_seqs(dev):
+    request = overrides.PlanRequest(
+        mode="colocated", host=H200_PAIR, model_dir=MODEL, real_weights=False, cuda_graphs="decode-only"
+    )
+    (engine,) = _engines_of(overrides.plan(dev, request))
+    assert engine["compilation_config"] == decode_only_graphs(dev.serving.engine.max_num_seqs)
+    assert engine["compilation_config"] == _decode_only(dev).serving.engine.vllm_kwargs()["compilation_config"]
 
 
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("eager", "'eager' (allowed: vllm-default or breakable, either with @N)"),
-        ("vllm-default@", "'vllm-default@' (allowed: vllm-default or breakable, either with @N)"),
+        ("eager", "'eager' (allowed: vllm-default, breakable, decode-only, each also with @N)"),
+        ("vllm-default@", "'vllm-default@' (allowed: vllm-default, breakable, decode-only, each also with @N)"),
         ("breakable@0", "breakable@0: @N from 1 to 8192"),
         ("breakable@8193", "breakable@8193: @N from 1 to 8192"),
     ],
