@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from config.stage_options import add_stage_options, load_stage
 
 from . import engine_memory, floors, host, kv_profile, overrides
 from .model_folder import missing_config
-from .ray_cluster import CHECKOUT
 
 MOST_ARMS = 8
 
@@ -100,17 +98,10 @@ def run_arm(arm: Arm, settings: dict[str, Any], env: dict[str, str], run: ArmRun
     """Start the arm's engine alone, probe it, and return its row: vLLM's lines from its log and the probe's
     figures, or the error that stopped it."""
     log, result = run.out / f"{arm.label}.log", run.out / f"{arm.label}.json"
-    command = [run.python, "-m", kv_profile.ENGINE_ALONE, json.dumps(settings), str(result)]
     row: dict[str, Any] = {"arm": arm.label, "settings": settings}
-    with log.open("w") as sink:
-        try:
-            done = subprocess.run(
-                command, stdout=sink, stderr=subprocess.STDOUT, env={**run.environ, **env}, cwd=CHECKOUT,
-                timeout=run.timeout, check=False,
-            )  # fmt: skip
-            code = done.returncode
-        except subprocess.TimeoutExpired:
-            code = None
+    code = kv_profile.start_alone(
+        settings, log=log, env={**run.environ, **env}, timeout=run.timeout, python=run.python, result=result
+    )
     text = log.read_text(errors="replace")
     row["vllm"] = engine_memory.figures(text)
     if code == 0 and result.is_file():

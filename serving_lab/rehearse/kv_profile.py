@@ -55,30 +55,43 @@ def last_error(text: str) -> str:
     return lines[-1][:200] if lines else "no error line"
 
 
+def start_alone(
+    settings: Mapping[str, Any],
+    *,
+    log: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    python: str = sys.executable,
+    result: Path | None = None,
+) -> int | None:
+    """`vllm.LLM(**settings)` in a process of its own (ENGINE_ALONE, writing `result` where given), its output in
+    `log`: the process's exit code, or None when it did not finish within `timeout`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [python, "-m", ENGINE_ALONE, json.dumps(settings), *([str(result)] if result else [])]
+    with log.open("w") as sink:
+        try:
+            done = subprocess.run(
+                command, stdout=sink, stderr=subprocess.STDOUT, env=dict(env), cwd=CHECKOUT,  # -m finds serving_lab
+                timeout=timeout, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return None
+    return done.returncode
+
+
 def profile(
     llm: Mapping[str, Any], *, env: Mapping[str, str], log: Path, timeout: float, python: str = sys.executable
 ) -> int:
     """Start the engine of `llm` alone with `env`, its output in `log`, and return vLLM's fit figure."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:
-        try:
-            done = subprocess.run(
-                [python, "-m", ENGINE_ALONE, json.dumps(engine_args(llm))],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=dict(env),
-                cwd=CHECKOUT,  # where `-m` finds serving_lab
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise KvProfileError(f"{log}: one engine alone did not finish starting within {timeout:g} s") from None
+    code = start_alone(engine_args(llm), log=log, env=env, timeout=timeout, python=python)
+    if code is None:
+        raise KvProfileError(f"{log}: one engine alone did not finish starting within {timeout:g} s")
     text = log.read_text(errors="replace")
     figure = fit_bytes(text)
     if figure is None:
         raise KvProfileError(
             f"{log}: one engine alone printed no '--kv-cache-memory=N ... to fit into requested memory' line "
-            f"(exit {done.returncode}; {last_error(text)})"
+            f"(exit {code}; {last_error(text)})"
         )
     if figure <= 0:
         raise KvProfileError(

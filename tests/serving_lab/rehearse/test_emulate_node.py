@@ -333,25 +333,6 @@ def test_kv_cache_bytes_wins_over_the_stages_fixed_size_and_says_so(dev):
     assert all("--kv-cache-bytes" in o.reason for o in changed)
 
 
-def test_a_stage_that_fixes_its_kv_cache_keeps_it_when_sharing(dev):
-    fixed = dev.model_copy(
-        update={
-            "serving": dev.serving.model_copy(
-                update={
-                    "engine": dev.serving.engine.model_copy(update={"extra_args": {"kv_cache_memory_bytes": 931857499}})
-                }
-            )
-        }
-    )
-    plan = overrides.plan(
-        fixed,
-        overrides.PlanRequest(
-            mode="pd", host=ONE_H200, model_dir=MODEL, real_weights=False, emulate_node=True, share_gpus=True
-        ),
-    )
-    assert [e["kv_cache_memory_bytes"] for e in _engines(plan)] == [931857499, 931857499]
-
-
 @pytest.mark.parametrize("text", ["abc", "0", "-5", "1.5e9", str(2**41)])
 def test_kv_cache_bytes_takes_only_a_sane_whole_number(text):
     import argparse as _argparse
