@@ -64,7 +64,7 @@ def ray_service_spec(props: ChartProps, *, service_account: str, token: TokenMou
     """The RayService's spec: the Serve config, a head without GPUs and one fixed group of GPU workers."""
     serving, image, count = props.serving, props.image, props.worker_count
     labels = ray_pod_labels(serving.service_name)
-    serve_env = serve_ingress_environment(serving.serve_ingress, mode=serving.mode)
+    serve_env = serve_ingress_environment(serving.serve_ingress)
     return {
         "upgradeStrategy": {"type": serving.upgrade_strategy},
         "serveConfigV2": yaml.dump(props.serve_config, Dumper=SafeDumper, sort_keys=False, width=120),

@@ -15,6 +15,8 @@ from typing import Any
 from config.schema import Replicas, Serving
 from config.topology import NIXL_PORT_BASE
 
+from .serve_ingress import stream_batching_ms
+
 APP_NAME = "llm"
 PD_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
@@ -71,14 +73,15 @@ def llm_config(serving: Serving, *, replicas: Replicas, side: str | None) -> dic
 
 
 def experimental_configs(serving: Serving, side: str | None) -> dict[str, Any]:
-    """A PD side's NIXL side-channel ports, and the stage's stream batching where it sets one (unset: Ray's 50 ms,
-    and no key, so a stage without it renders as before). The LLMServer reads stream_batching_interval_ms for
+    """A PD side's NIXL side-channel ports, and the stream batching where one is chosen (charts/serve_ingress.py
+    stream_batching_ms; none: Ray's 50 ms, and no key). The LLMServer reads stream_batching_interval_ms for
     streamed answers only (ray/llm/_internal/serve/core/server/llm_server.py _get_batch_interval_ms)."""
     experimental: dict[str, Any] = {}
     if side is not None:
         experimental["NIXL_SIDE_CHANNEL_PORT_BASE"] = NIXL_PORT_BASE[side]
-    if serving.stream_batching_ms is not None:
-        experimental["stream_batching_interval_ms"] = serving.stream_batching_ms
+    interval_ms = stream_batching_ms(serving)
+    if interval_ms is not None:
+        experimental["stream_batching_interval_ms"] = interval_ms
     return experimental
 
 

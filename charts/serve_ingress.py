@@ -10,9 +10,13 @@ the GPU workers (the replicas) get the same list:
   ray[llm] 2.58 on Linux (ray's METADATA), which the serving image installs (aws/deep-learning-containers
   docker/ray_llm/Dockerfile.cuda fails its build without it). Its access log goes to syslog on 127.0.0.1:514
   (RAY_SERVE_HAPROXY_LOG_TARGET), which no pod here listens on: requests are not logged by HAProxy.
-- RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1, PD only: the decode server becomes the ingress, so a request takes two
-  hops in place of three (ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py). Serve refuses its
-  ingress request router without HAProxy (ray/serve/_private/build_app.py), hence never alone.
+- RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1: the engine's server becomes the ingress and streams to HAProxy itself.
+  Colocated, each replica serves vLLM's own OpenAI app, which sends every token as it comes and never meets Serve
+  LLM's stream Batcher (ray/llm/_internal/serve/core/ingress/builder.py build_openai_app,
+  engines/vllm/vllm_engine.py build_asgi_app). In PD the decode server is the ingress: two hops in place of three
+  (serving_patterns/prefill_decode/builder.py), and its answer still passes its Batcher, in its own process
+  (pd_server.py `_pd_http_response`), so no tick is needed there (`stream_batching_ms`). Serve refuses its ingress
+  request router without HAProxy (ray/serve/_private/build_app.py), hence never alone.
 HAProxy still answers GET /-/healthz on Serve's port (ray/serve/_private/haproxy_templates.py), the check that gives
 the head the KubeRay serve label. Its connection limit stays Serve's default, which asks each HAProxy for
 haproxy_descriptors(SERVE_DEFAULT_MAXCONN) = 50,036 open files and one per backend server. HAProxy may raise its
@@ -49,13 +53,25 @@ def haproxy_maxconn(open_files: int) -> int:
     return max(0, (open_files - HAPROXY_FIXED_DESCRIPTORS - SERVER_HEADROOM) * 2 // 5)
 
 
-def serve_ingress_environment(ingress: str, *, mode: str) -> list[dict[str, str]]:
-    """The Ray pods' variables for `ingress` in `mode` ("pd" or "colocated"); none for Serve's own proxy."""
+def serve_ingress_environment(ingress: str) -> list[dict[str, str]]:
+    """The Ray pods' variables for `ingress`; none for Serve's own proxy."""
     if ingress == "serve_proxy":
         return []
     if ingress != "haproxy":
         raise ValueError(f"serving.serve_ingress: {ingress!r} (allowed: {', '.join(INGRESSES)})")
-    env = [{"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"}]
-    if mode == "pd":
-        env.append({"name": "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING", "value": "1"})
-    return env
+    return [
+        {"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"},
+        {"name": "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING", "value": "1"},
+    ]
+
+
+def stream_batching_ms(serving: Serving) -> int | None:
+    """The LLMServer's batching interval to render, None for Ray's 50 ms; the stage's own value wins. A PD decode
+    server under HAProxy sends each token as it comes: its batches never cross Ray, so a tick would only hold the
+    first token. Through Serve's proxy the tick spares Ray's streaming a message per token, which costs more than it
+    saves under load (both measured: evidence/2026-12-05-cpu-serve-path)."""
+    if serving.stream_batching_ms is not None:
+        return serving.stream_batching_ms
+    if serving.serve_ingress == "haproxy" and serving.mode == "pd":
+        return 0
+    return None

@@ -670,15 +670,16 @@ class Serving(Strict):
     serve_ingress: Literal["serve_proxy", "haproxy"] = Field(
         "serve_proxy",
         description="How requests reach the replicas: serve_proxy, Serve's Python proxy; haproxy, Serve's HAProxy "
-        "ingress with the replicas answering HTTP themselves and, in PD mode, the decode server streaming "
-        '(charts/serve_ingress.py; measured on one H200: docs/DECISIONS.md, "Ray Serve\'s faster paths").',
+        "ingress with the engines' servers streaming to it themselves: vLLM's own colocated, the decode server in PD "
+        '(charts/serve_ingress.py; docs/DECISIONS.md, "Ray Serve\'s faster paths").',
     )
     stream_batching_ms: Annotated[int, Field(ge=0, le=1000)] | None = Field(
         None,
         description="How long each engine's LLMServer gathers a stream's tokens before it sends them, in ms "
-        "(LLMConfig.experimental_configs.stream_batching_interval_ms); unset: Ray's default, 50 "
-        "(ray/llm/_internal/serve/constants.py). The first token waits for the first tick; 0 sends each token as it "
-        'comes (measured on one H200: docs/DECISIONS.md, "Stream batching").',
+        "(LLMConfig.experimental_configs.stream_batching_interval_ms); unset: 0 for PD under serve_ingress haproxy, "
+        "else Ray's default, 50 (ray/llm/_internal/serve/constants.py). The first token waits for the first tick; 0 "
+        "sends each token as it comes. Colocated under haproxy no LLMServer streams, so it has no effect there "
+        '(docs/DECISIONS.md, "Stream batching").',
     )
     worker_privilege: Literal["privileged", "ipc_lock"] = Field(
         "privileged",

@@ -81,6 +81,7 @@ STAGE_WARNINGS: tuple[StageWarning, ...] = (
     cluster.open_endpoint,
     serving_roles.idle_gpus,
     serving_model.model_id_mismatch,
+    serving.unused_stream_batching,
 )
 # What the example stages ship as placeholders: printed by `validate` only (every command reads the examples).
 PLACEHOLDER_WARNINGS: tuple[StageWarning, ...] = (cluster.no_admin_principal, cluster.placeholder_endpoint_cidrs)

@@ -176,3 +176,18 @@ def serving_namespace(cfg: StageConfig, path: str) -> None:
             f"{name} is {APP_NAMESPACES[name]}, which this app installs: {consequence}, "
             f"taking the add-on with it (allowed: {allowed})",
         )
+
+
+def unused_stream_batching(cfg: StageConfig) -> tuple[str, str] | None:
+    """(field, problem) when serving.stream_batching_ms is set where no stream Batcher runs: colocated under HAProxy,
+    each replica serves vLLM's own OpenAI app (charts/serve_ingress.py)."""
+    serving = cfg.serving
+    if serving.stream_batching_ms is None or serving.mode != "colocated" or serving.serve_ingress != "haproxy":
+        return None
+    return (
+        "serving.stream_batching_ms",
+        (
+            f"{serving.stream_batching_ms} has no effect: colocated under serve_ingress haproxy, vLLM's own server "
+            "sends each token as it comes (remove it, or use serve_ingress serve_proxy)"
+        ),
+    )

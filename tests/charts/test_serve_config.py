@@ -143,6 +143,8 @@ def test_the_per_role_batch_arm_differs_from_dev_only_in_each_roles_batched_toke
             **batching(base["engine_kwargs"]),
             "max_num_batched_tokens": tokens,
         }
+        # and its way in since: HAProxy, so the decode server streams each token (charts/serve_ingress.py)
+        base["experimental_configs"].pop("stream_batching_interval_ms")
         assert {k: v for k, v in engine.items() if k != "engine_kwargs"} == {
             k: v for k, v in base.items() if k != "engine_kwargs"
         }
@@ -183,10 +185,40 @@ def test_stream_batching_reaches_the_colocated_engine(tmp_path):
     assert LLMConfig.model_validate(llm).experimental_configs == {"stream_batching_interval_ms": 10}
 
 
-def test_a_stage_without_stream_batching_renders_no_key_and_keeps_rays_default(dev, colocated):
-    # No key: the stage's serveConfigV2 (and a deployed RayService) stays as it was before the setting existed.
-    assert "stream_batching_interval_ms" not in _app(dev)["args"]["decode_config"]["experimental_configs"]
+def test_through_serves_proxy_no_key_is_rendered_and_rays_default_holds(tmp_path):
+    # No key: the serveConfigV2 (and a deployed RayService) stays as it was before the setting existed.
+    proxy = {"serve_ingress": "serve_proxy"}
+    assert (
+        "stream_batching_interval_ms"
+        not in _app(config_with(tmp_path, serving=proxy))["args"]["decode_config"]["experimental_configs"]
+    )
+    colocated = config_with(tmp_path, serving={**proxy, "mode": "colocated"})
     assert "experimental_configs" not in _app(colocated)["args"]["llm_configs"][0]
+
+
+def test_pd_under_haproxy_streams_each_token_as_it_comes(tmp_path):
+    # The decode server streams to HAProxy from its own process there: no Ray hop for a tick to spare.
+    args = _app(config_with(tmp_path, serving={"serve_ingress": "haproxy"}))["args"]
+    read = {
+        side: LLMConfig.model_validate(args[side]).experimental_configs for side in ("prefill_config", "decode_config")
+    }
+    assert {side: configs["stream_batching_interval_ms"] for side, configs in read.items()} == {
+        "prefill_config": 0,
+        "decode_config": 0,
+    }
+
+
+def test_a_stages_own_stream_batching_wins_under_haproxy(tmp_path):
+    args = _app(config_with(tmp_path, serving={"serve_ingress": "haproxy", "stream_batching_ms": 50}))["args"]
+    assert args["decode_config"]["experimental_configs"]["stream_batching_interval_ms"] == 50
+
+
+def test_colocated_under_haproxy_renders_no_batching(tmp_path):
+    # vLLM's own server streams there and Serve LLM's Batcher is not on the path.
+    (llm,) = _app(config_with(tmp_path, serving={"mode": "colocated", "serve_ingress": "haproxy"}))["args"][
+        "llm_configs"
+    ]
+    assert "experimental_configs" not in llm
 
 
 def test_colocated_is_build_openai_app_with_the_same_gpu_budget(colocated):

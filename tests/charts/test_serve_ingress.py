@@ -17,25 +17,19 @@ from charts.serve_ingress import (
 
 
 def test_serves_own_proxy_needs_no_variable():
-    assert serve_ingress_environment("serve_proxy", mode="pd") == []
+    assert serve_ingress_environment("serve_proxy") == []
 
 
-def test_haproxy_with_pd_streams_from_the_decode_server():
-    assert serve_ingress_environment("haproxy", mode="pd") == [
+def test_haproxy_streams_from_the_engines_server_in_either_mode():
+    assert serve_ingress_environment("haproxy") == [
         {"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"},
         {"name": "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING", "value": "1"},
     ]
 
 
-def test_haproxy_colocated_has_no_decode_server_to_stream_from():
-    assert serve_ingress_environment("haproxy", mode="colocated") == [
-        {"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"}
-    ]
-
-
 def test_an_unknown_ingress_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"serving\.serve_ingress: 'nginx' \(allowed: serve_proxy, haproxy\)"):
-        serve_ingress_environment("nginx", mode="pd")
+        serve_ingress_environment("nginx")
 
 
 @pytest.mark.skipif("RAY_SERVE_HAPROXY_MAXCONN" in os.environ, reason="Ray's default is overridden here")

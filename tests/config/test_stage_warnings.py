@@ -7,6 +7,7 @@ from config import load_stage_file
 from config.__main__ import main
 from config.rules import stage_warnings
 from config.rules.cluster import open_endpoint
+from config.rules.serving import unused_stream_batching
 from config.rules.serving_roles import idle_gpus
 from config.rules.top_level import stage_tag
 
@@ -82,6 +83,22 @@ def test_a_copied_stage_file_that_kept_the_other_stages_tag_is_warned_about(tmp_
 
 def test_a_stage_tag_of_the_stage_itself_is_not(dev):
     assert stage_tag(dev) is None
+
+
+def test_stream_batching_where_vllms_own_server_streams_is_warned_about(tmp_path):
+    cfg = config_with(tmp_path, serving={"mode": "colocated", "serve_ingress": "haproxy", "stream_batching_ms": 10})
+    assert unused_stream_batching(cfg) == (
+        "serving.stream_batching_ms",
+        (
+            "10 has no effect: colocated under serve_ingress haproxy, vLLM's own server sends each token as it comes "
+            "(remove it, or use serve_ingress serve_proxy)"
+        ),
+    )
+
+
+def test_stream_batching_where_a_batcher_runs_is_not(tmp_path):
+    for serving in ({"serve_ingress": "haproxy"}, {"mode": "colocated", "serve_ingress": "serve_proxy"}):
+        assert unused_stream_batching(config_with(tmp_path, serving={**serving, "stream_batching_ms": 10})) is None
 
 
 def test_each_warning_carries_the_id_of_its_rule(tmp_path):

