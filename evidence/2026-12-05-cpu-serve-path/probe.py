@@ -14,13 +14,14 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import statistics
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # the project's own bootstrap (pure Python: no project venv needed)
+from serving_lab.bench.goodput import median_bootstrap
+
 # The H100's compiled engine, one request at a time (ms): first token at 256 tokens, decode step, and in PD the decode
 # side's KV pull with its first step (4.1 + 8.7, the phase table of 2026-12-05-h100-compiled-graphs).
 PACE = {"prefill_ms": 23.6, "pull_ms": 12.8, "step_ms": 6.8}
@@ -114,21 +115,13 @@ async def level(streams: int, requests: int) -> list[tuple[float, float, float]]
     return results
 
 
-def median_interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(2000))
-    return statistics.median(values), medians[50], medians[1949]
-
-
 def row(round_: int, mode: str, arm: str, streams: int, results: list[tuple[float, float, float]]) -> str:
-    ttft = median_interval([r[0] for r in results])
-    per_token = median_interval([r[1] for r in results])
-    last = median_interval([r[2] for r in results])
-    outside = ttft[0] - ENGINE_FIRST_TOKEN_MS[mode]
+    ttft, per_token, last = (median_bootstrap([r[i] for r in results]) for i in range(3))
+    outside = ttft.ms - ENGINE_FIRST_TOKEN_MS[mode]
     return (
         f"{round_}\t{mode}\t{arm}\t{streams}\t{len(results)}\t"
-        f"{ttft[0]:.1f} ({ttft[1]:.1f}-{ttft[2]:.1f})\t{outside:.1f}\t"
-        f"{per_token[0]:.2f} ({per_token[1]:.2f}-{per_token[2]:.2f})\t{last[0]:.1f} ({last[1]:.1f}-{last[2]:.1f})"
+        f"{ttft.ms:.1f} ({ttft.low:.1f}-{ttft.high:.1f})\t{outside:.1f}\t"
+        f"{per_token.ms:.2f} ({per_token.low:.2f}-{per_token.high:.2f})\t{last.ms:.1f} ({last.low:.1f}-{last.high:.1f})"
     )
 
 
